@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The cpu lane: builds (or reuses) a virtualenv keyed by the hash of the lane's requirements file and recipe,
+# installs torch 2.13.0 (CPU), vLLM 0.26.0 the --no-deps way, triton (interpreter only) and the project, then runs
+# pytest. Works on a fresh machine; pytest exit code 5 (no tests collected) counts as a failure.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+recipe=1  # bump when the install steps below change
+key=$( (cat ci/requirements-cpu.txt; echo "recipe $recipe $("$py" -c 'import sys; print(sys.version_info[:2])')") | sha256sum | cut -c1-16)
+venv="${PORTABLE_SPEC_VENV:-${PORTABLE_SPEC_VENV_ROOT:-$HOME/.cache/portable_spec/venvs}/cpu-$key}"
+log() { printf '[cpu lane] %s\n' "$*"; }
+
+if [[ ! -f "$venv/.complete" ]]; then
+  log "building virtualenv $venv"
+  rm -rf "$venv"; "$py" -m venv "$venv"
+  pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+  "${pip[@]}" --upgrade pip
+  "${pip[@]}" "$(grep -E '^torch==' ci/requirements-cpu.txt)"
+  "${pip[@]}" --no-deps "$(grep -E '^vllm==' ci/requirements-cpu.txt)"
+  # vLLM's own requirements, read from the installed wheel, minus torch and the CUDA-built torch companions.
+  "$venv/bin/python" - "$venv/vllm-reqs.txt" <<'PY'
+import importlib.metadata as md, re, sys
+skip = {"torch", "torchvision", "torchaudio", "torchcodec"}
+out = []
+for req in md.requires("vllm") or []:
+    if "extra ==" in req:
+        continue
+    name = re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0].lower()
+    if name not in skip:
+        out.append(req)
+open(sys.argv[1], "w").write("\n".join(out) + "\n")
+PY
+  echo "$(grep -E '^torch==' ci/requirements-cpu.txt)" > "$venv/constraints.txt"
+  "${pip[@]}" -c "$venv/constraints.txt" -r "$venv/vllm-reqs.txt"
+  "${pip[@]}" -c "$venv/constraints.txt" $(grep -vE '^(#|torch==|vllm==|$)' ci/requirements-cpu.txt)
+  touch "$venv/.complete"
+else
+  log "reusing virtualenv $venv"
+fi
+
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
+export TRITON_INTERPRET=1 PYTHONDONTWRITEBYTECODE=1
+log "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
+set +e
+"$venv/bin/python" -m pytest -q -m "not gpu" "$@" tests
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then log "pytest collected no tests: failing the lane"; exit 1; fi
+exit $rc

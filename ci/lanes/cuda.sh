@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot (default: all, in that order)
+# vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
+# Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+out="${1:?usage: ci/lanes/cuda.sh OUTDIR [STAGE ...]}"; shift
+stages=("$@"); [[ ${#stages[@]} -eq 0 ]] && stages=(tests probe verify draft boot)
+mkdir -p "$out"
+[[ -d /tmp/site ]] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 PORTABLE_SPEC_TEST_VLLM_PLATFORM=native
+py="${PYTHON:-python3}"
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
+
+declare -A rc
+for stage in "${stages[@]}"; do
+  start=$(date +%s)
+  echo "=== cuda lane: $stage ==="
+  case "$stage" in
+    tests)  "$py" -m pytest -q -m gpu tests/gpu --junitxml="$out/cuda_pytest.xml" 2>&1 | tee "$out/cuda_pytest.log" ;;
+    probe)  "$py" -m portable_spec probe --platform cuda --json > "$out/probe_cuda.json" ;;
+    verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
+    draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
+    boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
+    *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
+  esac
+  rc[$stage]=${PIPESTATUS[0]}
+  echo "=== $stage: exit ${rc[$stage]} in $(( $(date +%s) - start )) s ==="
+done
+
+"$py" - "$out" "$(for s in "${!rc[@]}"; do echo "$s=${rc[$s]}"; done)" <<'PY'
+import datetime, json, sys, importlib.metadata as md
+import torch
+out, pairs = sys.argv[1], [p.split("=") for p in sys.argv[2].split()]
+def version(pkg):
+    try: return md.version(pkg)
+    except md.PackageNotFoundError: return None
+summary = {"lane": "cuda", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+           "torch": torch.__version__, "cuda": torch.version.cuda, "vllm": version("vllm"),
+           "triton": version("triton"), "stages": {k: int(v) for k, v in pairs}}
+json.dump(summary, open(f"{out}/cuda_lane.json", "w"), indent=1)
+print(json.dumps(summary))
+sys.exit(1 if any(int(v) for _, v in pairs) else 0)
+PY

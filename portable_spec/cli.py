@@ -1,0 +1,38 @@
+"""``portable-spec`` command line. Each subcommand lives in ``portable_spec.commands.<name>`` and registers itself.
+
+Every user-facing failure is a ``PortableSpecError``: one line on stderr, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from portable_spec import __version__
+from portable_spec.errors import PortableSpecError
+
+COMMANDS = ("probe", "sizes", "caps")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="portable-spec", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"portable-spec {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"portable_spec.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PortableSpecError as exc:
+        print(f"portable-spec: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

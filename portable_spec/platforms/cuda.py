@@ -1,0 +1,35 @@
+"""NVIDIA CUDA: ``torch.cuda`` with the NCCL backend."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from portable_spec.platforms.interface import DevicePlatform
+
+
+class CudaPlatform(DevicePlatform):
+    name = "cuda"
+    device_type = "cuda"
+    dist_backend = "nccl"
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return torch.version.cuda is not None and torch.cuda.is_available()
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if getattr(torch.version, "hip", None):
+            return "platform 'cuda' selected but this torch is a ROCm build; use --platform rocm"
+        if torch.version.cuda is None or not torch.cuda.is_available():
+            return ("platform 'cuda' selected but no CUDA device is visible "
+                    "(check the driver and CUDA_VISIBLE_DEVICES, or use --platform cpu)")
+        return None
+
+    def _load_device_module(self) -> ModuleType:
+        return torch.cuda
+
+    def runtime_versions(self) -> dict[str, str | None]:
+        return {"torch": torch.__version__, "cuda": torch.version.cuda,
+                "capability": ".".join(map(str, torch.cuda.get_device_capability()))}

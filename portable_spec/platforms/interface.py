@@ -1,0 +1,184 @@
+"""The one interface every accelerator port implements.
+
+Like Triton's backend drivers, each platform class says whether it is active (``is_active``) and why it cannot run
+here (``unavailable_reason``); like PyTorch's ``DeviceInterface``, the device functions are bound once, when the
+platform is constructed, from one device module (``torch.cuda``, ``torch.musa``, or an injected simulation).
+Unlike vLLM's ``Platform.__getattr__`` nothing is resolved silently: a missing device function raises at binding.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+from types import ModuleType
+from typing import Any, ClassVar, Iterator
+
+import torch
+
+from portable_spec.errors import PlatformError
+
+# ONE graph pool per (device module, device index) for the whole process: every runner, ours and vLLM's, captures
+# into it. Private pools per runner broke replay on torch_musa 2.9 (vllm-musa MUSA-0109) and waste memory anywhere.
+_SHARED_POOLS: dict[tuple[int, int], Any] = {}
+_SHARED_CAPTURE_STREAMS: dict[tuple[int, int], Any] = {}
+_LOCK = threading.Lock()
+
+
+class DevicePlatform(abc.ABC):
+    """A device port: identity, graph machinery, streams/events and the facts that shape capture planning."""
+
+    name: ClassVar[str]
+    """Registry name (``cuda``, ``rocm``, ``musa``, ``cpu``)."""
+    device_type: ClassVar[str]
+    """torch device type of tensors on this platform (ROCm tensors are ``cuda``)."""
+    dist_backend: ClassVar[str]
+    """torch.distributed backend name."""
+    supports_graphs: ClassVar[bool] = True
+    live_graph_limit: ClassVar[int | None] = None
+    """Soft cap on live graph executables per process (None: no known cap). A budget for planning, not a crash line."""
+    capture_inference_mode: ClassVar[bool] = False
+    """True where capture must run under ``torch.inference_mode`` (MUSA rejects in-place updates under no_grad)."""
+    graph_class_name: ClassVar[str] = "CUDAGraph"
+    """Attribute of the device module that is the graph class."""
+
+    # Device functions bound from the device module at construction (the DeviceInterface pattern).
+    _BOUND = ("Stream", "Event", "current_stream", "synchronize", "device_count", "graph_pool_handle",
+              "is_current_stream_capturing", "graph", "current_device", "get_device_name")
+
+    def __init__(self, device_module: ModuleType | Any | None = None, *, label: str | None = None) -> None:
+        """Bind the device functions. An injected ``device_module`` (e.g. a musa-sim) bypasses detection."""
+        injected = device_module is not None
+        if not injected:
+            reason = type(self).unavailable_reason()
+            if reason:
+                raise PlatformError(reason)
+            device_module = self._load_device_module()
+        self.device_module = device_module
+        self.injected = injected
+        self.label = label or self.name
+        if self.supports_graphs:
+            for attr in self._BOUND:
+                if not hasattr(device_module, attr):
+                    raise PlatformError(
+                        f"device module {getattr(device_module, '__name__', device_module)!r} lacks {attr}; "
+                        f"platform {self.name!r} cannot bind it (is the runtime too old?)")
+                setattr(self, "_" + attr, getattr(device_module, attr))
+            self.graph_class = getattr(device_module, self.graph_class_name)
+
+    # ---- detection -------------------------------------------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def is_active(cls) -> bool:
+        """Auto-detection: True when this host's torch build and runtime are this platform's."""
+
+    @classmethod
+    @abc.abstractmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when the platform can run here, else a one-line reason that names the fix."""
+
+    @abc.abstractmethod
+    def _load_device_module(self) -> ModuleType:
+        """Import and return the torch device module (runs only after ``unavailable_reason`` said yes)."""
+
+    # ---- identity and facts ----------------------------------------------------------------------------------
+    def fp8_dtype(self) -> torch.dtype:
+        """The fp8 dtype kernels on this device use."""
+        return torch.float8_e4m3fn
+
+    def device_name(self) -> str:
+        return str(self._get_device_name(self._current_device())) if self.supports_graphs else "cpu"
+
+    def runtime_versions(self) -> dict[str, str | None]:
+        return {"torch": torch.__version__}
+
+    @property
+    def tensor_device_type(self) -> str:
+        """Device type of the tensors this port allocates: the class's, unless the (injected) device module says
+        otherwise — a musa-sim module is backed by CUDA memory."""
+        return getattr(self.device_module, "tensor_device_type", self.device_type)
+
+    def device(self, index: int | None = None) -> torch.device:
+        idx = self._current_device() if index is None else index
+        return torch.device(self.tensor_device_type, idx)
+
+    # ---- graphs ----------------------------------------------------------------------------------------------
+    def _require_graphs(self) -> None:
+        if not self.supports_graphs:
+            raise PlatformError(f"platform {self.name!r} has no device graphs; choose cuda, rocm or musa")
+
+    def _pool_key(self, index: int | None) -> tuple[int, int]:
+        return (id(self.device_module), self._current_device() if index is None else index)
+
+    def new_graph(self) -> Any:
+        """A fresh graph object of this platform's class (no ``keep_graph``: MUSAGraph has none)."""
+        self._require_graphs()
+        return self.graph_class()
+
+    def graph_pool(self, index: int | None = None) -> Any:
+        """The process-wide graph memory pool of this device: the same object for every caller."""
+        self._require_graphs()
+        key = self._pool_key(index)
+        with _LOCK:
+            if key not in _SHARED_POOLS:
+                _SHARED_POOLS[key] = self._graph_pool_handle()
+            return _SHARED_POOLS[key]
+
+    def capture_stream(self, index: int | None = None) -> Any:
+        """The process-wide side stream graphs are captured on (never the default stream)."""
+        self._require_graphs()
+        key = self._pool_key(index)
+        with _LOCK:
+            if key not in _SHARED_CAPTURE_STREAMS:
+                _SHARED_CAPTURE_STREAMS[key] = self._Stream()
+            return _SHARED_CAPTURE_STREAMS[key]
+
+    def grad_mode_for_capture(self) -> contextlib.AbstractContextManager:
+        return torch.inference_mode() if self.capture_inference_mode else torch.no_grad()
+
+    @contextlib.contextmanager
+    def capture(self, graph: Any, *, stream: Any = None, pool: Any = None) -> Iterator[Any]:
+        """Capture into ``graph`` using the shared pool and capture stream, under the platform's grad mode."""
+        self._require_graphs()
+        with self.grad_mode_for_capture():
+            with self._graph(graph, pool=self.graph_pool() if pool is None else pool,
+                             stream=self.capture_stream() if stream is None else stream):
+                yield graph
+
+    def is_capturing(self) -> bool:
+        """True only while the current stream is capturing a graph."""
+        if not self.supports_graphs:
+            return False
+        return bool(self._is_current_stream_capturing())
+
+    # ---- streams and events ----------------------------------------------------------------------------------
+    def new_stream(self, **kwargs: Any) -> Any:
+        self._require_graphs()
+        return self._Stream(**kwargs)
+
+    def new_event(self, enable_timing: bool = False) -> Any:
+        self._require_graphs()
+        return self._Event(enable_timing=enable_timing)
+
+    def current_stream(self) -> Any:
+        self._require_graphs()
+        return self._current_stream()
+
+    def synchronize(self) -> None:
+        if self.supports_graphs:
+            self._synchronize()
+
+    def facts(self) -> dict[str, Any]:
+        """Static facts for ``portable-spec probe``; touches the device only for its name."""
+        return {
+            "platform": self.name,
+            "label": self.label,
+            "device_type": self.device_type,
+            "device_name": self.device_name(),
+            "runtime": self.runtime_versions(),
+            "graphs_supported": self.supports_graphs,
+            "dist_backend": self.dist_backend,
+            "fp8_dtype": str(self.fp8_dtype()).removeprefix("torch."),
+            "live_graph_limit": self.live_graph_limit,
+            "capture_inference_mode": self.capture_inference_mode,
+        }

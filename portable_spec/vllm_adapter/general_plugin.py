@@ -1,0 +1,34 @@
+"""The ``vllm.general_plugins`` entry point: installs portable_spec's vLLM integrations in every vLLM process.
+
+vLLM calls ``register()`` once per process (engine core, each worker) before the worker class is resolved. It is a
+no-op unless our platform is selected (``VLLM_PLATFORM``) or ``PORTABLE_SPEC_DRAFT_GRAPH=full`` asks for our drafter
+on a built-in platform. It decides from the environment only: resolving ``current_platform`` here would be too early.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from portable_spec.vllm_adapter.platform_probe import PLATFORM_QUALNAMES, requested_platform
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
+INSTALLED: list[str] = []
+"""What ``register()`` installed in this process, in order (read by tests and ``probe``)."""
+
+
+def portable_spec_active() -> bool:
+    """True when our platform is selected or our drafter graphs are requested explicitly."""
+    name = requested_platform()
+    ours = name is not None and PLATFORM_QUALNAMES.get(name, "").startswith("portable_spec.")
+    return ours or os.environ.get(DRAFT_GRAPH_ENV, "").strip().lower() == "full"
+
+
+def register() -> None:
+    if not portable_spec_active():
+        return
+    if "general_plugin" not in INSTALLED:
+        INSTALLED.append("general_plugin")
+        logger.info("portable_spec general plugin registered (platform %s)", requested_platform() or "built-in")

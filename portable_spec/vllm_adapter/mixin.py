@@ -1,0 +1,63 @@
+"""Hooks shared by our vLLM platform classes, kept in a mixin so CPU tests can apply them to a CPU-importable base
+(vLLM's ``CudaPlatform``/``RocmPlatform`` modules do not import without a GPU)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, ClassVar
+
+from portable_spec.platforms import DevicePlatform, platform_class
+from portable_spec.vllm_adapter.config_hook import apply_capture_plan, record_user_sizes
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+
+_INSTALLED_PORTS: dict[str, DevicePlatform] = {}
+
+
+def install_device_port(port: DevicePlatform) -> None:
+    """Use an explicitly constructed port (e.g. ``MusaPlatform(device_module=SimulatedMusa())``, labelled musa-sim)
+    for its platform name in this process, instead of constructing one by detection."""
+    _INSTALLED_PORTS[port.name] = port
+    _constructed_port.cache_clear()
+
+
+def device_port(name: str) -> DevicePlatform:
+    """Our port for ``name``, one per process (it owns the ONE graph pool)."""
+    return _INSTALLED_PORTS.get(name) or _constructed_port(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _constructed_port(name: str) -> DevicePlatform:
+    return platform_class(name)()
+
+
+class PortableSpecPlatformMixin:
+    """Put first in the bases: ``class P(PortableSpecPlatformMixin, SomeVllmPlatform)``."""
+
+    port_name: ClassVar[str]
+    """Our registry name for this platform (``cuda``, ``rocm``, ``musa``)."""
+
+    @classmethod
+    def live_graph_limit(cls) -> int | None:
+        return platform_class(cls.port_name).live_graph_limit
+
+    @classmethod
+    def apply_config_platform_defaults(cls, vllm_config: Any) -> None:
+        super().apply_config_platform_defaults(vllm_config)  # type: ignore[misc]
+        record_user_sizes(vllm_config)
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: Any) -> None:
+        super().check_and_update_config(vllm_config)  # type: ignore[misc]
+        apply_capture_plan(vllm_config, live_graph_limit=cls.live_graph_limit(), platform_name=cls.port_name)
+
+
+class SharedPoolMixin:
+    """vLLM's graph pool comes from our port, so vLLM's graphs and ours share ONE pool per device."""
+
+    port_name: ClassVar[str]
+
+    def get_global_graph_pool(self) -> Any:
+        return device_port(self.port_name).graph_pool()

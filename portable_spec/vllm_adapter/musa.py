@@ -1,0 +1,86 @@
+"""``VLLM_PLATFORM=musa``: a vLLM platform for Moore Threads GPUs (torch_musa + torchada).
+
+Declared, not run: no MUSA device is available to this project, so this class is tested at the configuration and
+construction level (and its graph code paths through musa-sim). vLLM's graph wrappers call ``torch.cuda.*`` directly;
+torchada aliases those to ``torch.musa`` once our port imports it, and the graph pool comes from our port so vLLM's
+graphs and our drafter's graphs share ONE pool per device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
+
+from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin, SharedPoolMixin, device_port
+
+MUSA_WORKER = "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+
+
+def _musa() -> Any:
+    """The ``torch.musa`` module our port bound (a musa-sim module in simulation)."""
+    return device_port("musa").device_module
+
+
+class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "musa"
+    device_type = "musa"
+    dispatch_key = "PrivateUse1"  # torch_musa registers MUSA as the renamed PrivateUse1 backend
+    ray_device_key = "GPU"
+    dist_backend = "mccl"
+    device_control_env_var = "MUSA_VISIBLE_DEVICES"
+    port_name = "musa"
+
+    @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        return True
+
+    @classmethod
+    def get_static_graph_wrapper_cls(cls) -> str:
+        return "vllm.compilation.cuda_graph.CUDAGraphWrapper"
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        return "vllm.distributed.device_communicators.cuda_communicator.CudaCommunicator"
+
+    def is_sleep_mode_available(self) -> bool:
+        return False
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: Any) -> None:
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls == "auto":
+            # vLLM 0.26.0's gpu_worker.Worker rejects any device_type but "cuda".
+            parallel_config.worker_cls = MUSA_WORKER
+        super().check_and_update_config(vllm_config)
+
+    @classmethod
+    def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+        major, minor = _musa().get_device_capability(device_id)
+        return DeviceCapability(major=major, minor=minor)
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return str(_musa().get_device_name(device_id))
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return int(_musa().get_device_properties(device_id).total_memory)
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        _musa().set_device(device)
+
+    @classmethod
+    def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        musa = _musa()
+        musa.empty_cache()
+        musa.reset_peak_memory_stats(device)
+        return float(musa.max_memory_allocated(device))
+
+    @classmethod
+    def supports_fp8(cls) -> bool:
+        # MUSA numbering: 3.1 is the MTT S5000, the first with fp8 (vllm-musa maps CUDA 8.9 to MUSA 3.1).
+        return cls.has_device_capability(31)

@@ -1,0 +1,79 @@
+"""``portable-spec probe`` through the real console entry (subprocess): JSON schema and every user-facing error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from portable_spec.platforms.musa import MusaPlatform
+
+PROBE_KEYS = {"platform", "label", "device_type", "device_name", "runtime", "graphs_supported", "dist_backend",
+              "fp8_dtype", "live_graph_limit", "capture_inference_mode", "pool_shared", "graph_check"}
+
+
+def run_cli(*args: str, env_extra: dict[str, str] | None = None, drop_env: tuple[str, ...] = ("VLLM_PLATFORM",)):
+    env = {k: v for k, v in os.environ.items() if k not in drop_env}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "portable_spec", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, expected: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines == [f"portable-spec: error: {expected}"], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bogus_vllm_platform_is_a_one_line_error_naming_the_choices():
+    proc = run_cli("probe", env_extra={"VLLM_PLATFORM": "bogus"})
+    assert_one_line_error(proc, "unknown platform 'bogus' from VLLM_PLATFORM; valid choices: cpu, cuda, musa, rocm")
+
+
+@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here")
+def test_musa_without_torch_musa_is_a_one_line_error():
+    proc = run_cli("probe", "--platform", "musa")
+    assert_one_line_error(proc, "platform 'musa' requires torch_musa, which is not installed "
+                                "(pip install torch_musa and portable-spec[musa]), or choose another platform")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")
+def test_cuda_without_gpu_is_a_one_line_error():
+    proc = run_cli("probe", "--platform", "cuda")
+    assert_one_line_error(proc, "platform 'cuda' selected but no CUDA device is visible "
+                                "(check the driver and CUDA_VISIBLE_DEVICES, or use --platform cpu)")
+
+
+def test_cli_flag_beats_bad_env():
+    proc = run_cli("probe", "--platform", "cpu", "--json", env_extra={"VLLM_PLATFORM": "bogus"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["platform"] == "cpu"
+
+
+def test_probe_json_is_one_object_with_the_schema():
+    proc = run_cli("probe", "--platform", "cpu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
+    assert set(report) == PROBE_KEYS
+    assert report["platform"] == "cpu" and report["graphs_supported"] is False
+    assert report["runtime"]["torch"] == torch.__version__
+    assert report["graph_check"] is None and report["pool_shared"] is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto-detection picks the GPU here")
+def test_probe_auto_detects_cpu_on_a_cpu_host():
+    proc = run_cli("probe", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["platform"] == "cpu"
+
+
+def test_probe_text_output_lists_the_facts():
+    proc = run_cli("probe", "--platform", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    assert "platform: cpu" in proc.stdout and "dist_backend: gloo" in proc.stdout

@@ -1,0 +1,135 @@
+"""Platform registry and selection: every platform registered, precedence CLI > VLLM_PLATFORM > detection, errors."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from portable_spec.errors import PlatformError
+from portable_spec.platforms import (
+    DevicePlatform,
+    detect_platform_name,
+    platform_class,
+    platform_names,
+    requested_platform_name,
+    select_platform,
+)
+from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
+from portable_spec.platforms.rocm import RocmPlatform, fp8_dtype_for_arch
+from portable_spec.testing.musa_sim import SimulatedMusa
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def test_all_four_platforms_registered_with_matching_names():
+    assert platform_names() == ["cpu", "cuda", "musa", "rocm"]
+    for name in platform_names():
+        cls = platform_class(name)
+        assert issubclass(cls, DevicePlatform) and cls.name == name
+
+
+@pytest.mark.parametrize("name,device_type,backend,inference_mode", [
+    ("cuda", "cuda", "nccl", False), ("rocm", "cuda", "nccl", False),
+    ("musa", "musa", "mccl", True), ("cpu", "cpu", "gloo", False)])
+def test_platform_identity(name, device_type, backend, inference_mode):
+    cls = platform_class(name)
+    assert (cls.device_type, cls.dist_backend, cls.capture_inference_mode) == (device_type, backend, inference_mode)
+
+
+def test_platform_names_are_case_insensitive():
+    assert platform_class(" CUDA ") is platform_class("cuda")
+
+
+def test_cli_choice_beats_env_beats_detection():
+    assert requested_platform_name("cuda", {"VLLM_PLATFORM": "musa"}) == ("cuda", "--platform")
+    assert requested_platform_name(None, {"VLLM_PLATFORM": "musa"}) == ("musa", "VLLM_PLATFORM")
+    assert requested_platform_name(None, {"VLLM_PLATFORM": "  "}) == (detect_platform_name(), "auto-detection")
+    assert requested_platform_name(None, {}) == (detect_platform_name(), "auto-detection")
+
+
+@pytest.mark.skipif(not NO_GPU, reason="detection picks the GPU here")
+def test_detection_without_accelerator_is_cpu():
+    assert detect_platform_name() == "cpu"
+    assert select_platform(None, {}).name == "cpu"
+
+
+def test_unknown_env_platform_names_valid_choices():
+    with pytest.raises(PlatformError) as err:
+        select_platform(None, {"VLLM_PLATFORM": "bogus"})
+    assert str(err.value) == "unknown platform 'bogus' from VLLM_PLATFORM; valid choices: cpu, cuda, musa, rocm"
+
+
+def test_unknown_cli_platform_names_its_source():
+    with pytest.raises(PlatformError, match=r"^unknown platform 'tpu' from --platform; valid choices: "):
+        select_platform("tpu", {})
+
+
+@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here")
+def test_musa_without_torch_musa_says_it_is_required():
+    assert not MusaPlatform.is_active()
+    with pytest.raises(PlatformError, match=r"^platform 'musa' requires torch_musa, which is not installed"):
+        select_platform("musa", {})
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a CUDA device is visible")
+def test_cuda_without_gpu_says_no_device_visible():
+    with pytest.raises(PlatformError, match=r"^platform 'cuda' selected but no CUDA device is visible"):
+        select_platform("cuda", {})
+
+
+def test_rocm_detected_from_hip_build_not_from_is_available(monkeypatch):
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    assert not RocmPlatform.is_active()
+    assert "requires a ROCm (HIP) build" in RocmPlatform.unavailable_reason()
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    assert RocmPlatform.is_active()
+
+
+def test_rocm_fp8_is_fnuz_only_on_gfx94x():
+    assert fp8_dtype_for_arch("gfx942:sramecc+:xnack-") == torch.float8_e4m3fnuz
+    assert fp8_dtype_for_arch("gfx950") == torch.float8_e4m3fn
+    assert fp8_dtype_for_arch("gfx90a") == torch.float8_e4m3fn
+
+
+def test_musa_live_graph_limit_follows_torchada_cap(monkeypatch):
+    monkeypatch.delenv("TORCHADA_GRAPH_EXEC_CAP", raising=False)
+    assert musa_live_graph_limit() == 1900
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "1000")
+    assert musa_live_graph_limit() == 1000
+    assert MusaPlatform.live_graph_limit == 1900  # class default, read at import without the override
+
+
+def test_injected_device_module_bypasses_detection_and_is_labelled():
+    sim = SimulatedMusa()
+    port = MusaPlatform(device_module=sim, label="musa-sim")
+    assert port.injected and port.label == "musa-sim" and port.device_module is sim
+    assert port.graph_class is sim.MUSAGraph
+    with pytest.raises(TypeError, match="no keep_graph"):
+        sim.MUSAGraph(keep_graph=True)
+
+
+def test_missing_device_function_fails_at_binding_not_later():
+    incomplete = types.SimpleNamespace(__name__="torch.broken")
+    with pytest.raises(PlatformError, match="lacks Stream"):
+        MusaPlatform(device_module=incomplete)
+
+
+
+def test_graph_pool_is_one_object_per_device_across_callers():
+    created = []
+    module = SimulatedMusa(backing=types.SimpleNamespace(
+        graph_pool_handle=lambda: created.append(object()) or created[-1], current_device=lambda: 0))
+    first, second = MusaPlatform(device_module=module), MusaPlatform(device_module=module)
+    assert first.graph_pool() is second.graph_pool() is first.graph_pool()
+    assert len(created) == 1
+    other_device = first.graph_pool(index=1)
+    assert other_device is not first.graph_pool() and len(created) == 2
+
+
+def test_cpu_platform_has_no_graphs_and_says_so():
+    cpu = select_platform("cpu", {})
+    assert not cpu.is_capturing()
+    with pytest.raises(PlatformError, match="has no device graphs"):
+        cpu.new_graph()

@@ -1,0 +1,142 @@
+"""The capture-size planner inside a real vLLM 0.26.0 ``VllmConfig`` built by ``EngineArgs.create_engine_config()``
+(platform pinned by conftest: ``CpuGraphTestPlatform`` carries the same hooks as our CUDA/ROCm/MUSA classes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 256,
+         "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 64, "vocab_size": 1024, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": False}
+LLAMA = {**QWEN3, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+DFLASH = {**QWEN3, "architectures": ["DFlashDraftModel"], "num_hidden_layers": 1, "layer_types": ["full_attention"],
+          "dflash_config": {"mask_token_id": 1000, "target_layer_ids": [0, 1]}, "block_size": 9}
+EAGLE = {**LLAMA, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
+
+
+def model_dir(root: Path, name: str, config: dict) -> str:
+    path = root / name
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {"qwen3": model_dir(root, "qwen3", QWEN3), "dflash": model_dir(root, "dflash", DFLASH),
+            "llama": model_dir(root, "llama", LLAMA), "eagle": model_dir(root, "eagle", EAGLE)}
+
+
+def engine_config(target: str, **kwargs):
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs(model=target, skip_tokenizer_init=True, **kwargs).create_engine_config()
+
+
+def assert_valid_size_list(cc) -> None:
+    sizes = cc.cudagraph_capture_sizes
+    assert sizes == sorted(set(sizes)) and sizes[-1] == cc.max_cudagraph_capture_size
+
+
+@pytest.fixture(scope="module")
+def dflash_config(vllm_platform, models):
+    return engine_config(models["qwen3"], max_num_seqs=8, speculative_config={
+        "method": "dflash", "model": models["dflash"], "num_speculative_tokens": 8})
+
+
+def test_dflash_k8_capture_sizes_are_block_aligned(dflash_config):
+    cc = dflash_config.compilation_config
+    assert cc.cudagraph_capture_sizes == [9, 18, 36, 72]
+    assert_valid_size_list(cc)
+    plan = dflash_config.additional_config["portable_spec"]["plan"]
+    assert plan["first_step"] == {"query_len": 9, "sizes": [9, 18, 36, 72], "mode": "FULL"}
+    assert plan["chain_step"] is None
+    assert dflash_config.additional_config["portable_spec"]["user_sizes"] is None
+
+
+def test_config_replace_reruns_the_hook_idempotently(dflash_config, vllm_platform):
+    replaced = dataclasses.replace(dflash_config)
+    assert replaced.compilation_config.cudagraph_capture_sizes == [9, 18, 36, 72]
+    assert replaced.additional_config == dflash_config.additional_config
+    type(vllm_platform).check_and_update_config(replaced)
+    assert replaced.compilation_config.cudagraph_capture_sizes == [9, 18, 36, 72]
+    assert_valid_size_list(replaced.compilation_config)
+
+
+def test_eagle_sizes_are_multiples_of_one_plus_k_and_drafter_steps_are_recorded(vllm_platform, models):
+    cfg = engine_config(models["llama"], max_num_seqs=16, speculative_config={
+        "method": "eagle", "model": models["eagle"], "num_speculative_tokens": 3})
+    cc = cfg.compilation_config
+    assert cc.cudagraph_capture_sizes and all(s % 4 == 0 for s in cc.cudagraph_capture_sizes)
+    assert_valid_size_list(cc)
+    plan = cfg.additional_config["portable_spec"]["plan"]
+    assert plan["first_step"]["query_len"] == 4
+    assert plan["chain_step"]["query_len"] == 1 and plan["chain_step"]["sizes"] == [1, 2, 4, 8, 16]
+
+
+def test_user_sizes_are_recorded_before_vllm_fills_them(vllm_platform, models):
+    cfg = engine_config(models["qwen3"], max_num_seqs=8, compilation_config={
+        "cudagraph_capture_sizes": [3, 9, 20, 27]}, speculative_config={
+        "method": "dflash", "model": models["dflash"], "num_speculative_tokens": 8})
+    assert cfg.additional_config["portable_spec"]["user_sizes"] == [3, 9, 20, 27]
+    assert cfg.compilation_config.cudagraph_capture_sizes == [9, 27]
+    assert_valid_size_list(cfg.compilation_config)
+
+
+def test_no_spec_config_leaves_vllm_sizes_alone(vllm_platform, models):
+    cfg = engine_config(models["qwen3"], max_num_seqs=8)
+    assert cfg.compilation_config.cudagraph_capture_sizes == [1, 2, 4, 8, 16]
+    assert "plan" not in cfg.additional_config.get("portable_spec", {})
+
+
+def test_musa_platform_config_and_worker_gate_musa_sim(models):
+    """musa-sim: PortableMusaPlatform pinned in a fresh process (torch_musa absent, the port injected)."""
+    code = textwrap.dedent(f"""
+        import torch
+        torch.utils.rename_privateuse1_backend("musa")
+        import vllm.platforms
+        from portable_spec.platforms.musa import MusaPlatform
+        from portable_spec.testing.musa_sim import SimulatedMusa
+        from portable_spec.vllm_adapter.mixin import install_device_port
+        from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+        install_device_port(MusaPlatform(device_module=SimulatedMusa(), label="musa-sim"))
+        vllm.platforms._current_platform = PortableMusaPlatform()
+        from vllm.engine.arg_utils import EngineArgs
+        cfg = EngineArgs(model={models['qwen3']!r}, skip_tokenizer_init=True, max_num_seqs=8, speculative_config={{
+            "method": "dflash", "model": {models['dflash']!r}, "num_speculative_tokens": 8}}).create_engine_config()
+        print("WORKER", cfg.parallel_config.worker_cls)
+        print("SIZES", cfg.compilation_config.cudagraph_capture_sizes)
+        print("DEVICE", cfg.device_config.device_type)
+        from portable_spec.vllm_adapter.musa_worker import MusaWorker
+        worker = MusaWorker(cfg, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:29555")
+        try:
+            worker.init_device()
+        except Exception as exc:  # no device here: it must fail past the device-type gate, not at it
+            import traceback
+            frames = [f.name for f in traceback.extract_tb(exc.__traceback__)]
+            print("INIT", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            print("FRAMES", " ".join(frames))
+        print("AFTER", worker.device_config.device_type)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_PLATFORM"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ")[0].isupper())
+    assert lines["WORKER"] == "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+    assert lines["SIZES"] == "[9, 18, 36, 72]"
+    assert lines["DEVICE"] == "musa"
+    assert "Unsupported device type" not in lines["INIT"]
+    frames = lines["FRAMES"].split()
+    # ours -> vLLM's instrument wrapper -> vLLM's init_device -> deeper: the failure lies past the device-type gate
+    assert frames[1:4] == ["init_device", "sync_wrapper", "init_device"] and len(frames) > 4, frames
+    assert lines["AFTER"] == "musa"

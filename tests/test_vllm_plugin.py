@@ -1,0 +1,147 @@
+"""The vLLM adapter against real vLLM 0.26.0 on CPU: entry points, the VLLM_PLATFORM probe, vLLM's own resolver
+(subprocesses: the platform is process-global), and the MUSA platform and worker at construction level."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as md
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from portable_spec.platforms.musa import MusaPlatform
+from portable_spec.vllm_adapter import general_plugin, platform_probe
+
+PROBE_EP = "portable_spec.vllm_adapter.platform_probe:probe"
+GENERAL_EP = "portable_spec.vllm_adapter.general_plugin:register"
+
+
+def entry_points(group: str) -> dict[str, md.EntryPoint]:
+    return {ep.name: ep for ep in md.entry_points(group=group)}
+
+
+def test_entry_points_are_discoverable_and_load():
+    platform_eps, general_eps = entry_points("vllm.platform_plugins"), entry_points("vllm.general_plugins")
+    assert platform_eps["portable_spec"].value == PROBE_EP
+    assert general_eps["portable_spec"].value == GENERAL_EP
+    assert platform_eps["portable_spec"].load() is platform_probe.probe
+    assert general_eps["portable_spec"].load() is general_plugin.register
+
+
+def test_probe_is_none_when_vllm_platform_is_unset(monkeypatch):
+    monkeypatch.delenv("VLLM_PLATFORM", raising=False)
+    assert platform_probe.probe() is None
+    monkeypatch.setenv("VLLM_PLATFORM", "   ")
+    assert platform_probe.probe() is None
+
+
+@pytest.mark.parametrize("value", ["bogus", "tpu", "cuda-12"])
+def test_probe_routes_unknown_values_to_the_error_class(monkeypatch, value):
+    monkeypatch.setenv("VLLM_PLATFORM", value)
+    assert platform_probe.probe() == platform_probe.ERROR_QUALNAME
+
+
+def test_probe_answers_each_platform_by_availability(monkeypatch):
+    """cuda/rocm/musa → our class when our port can run here, else the error class; cpu → vLLM's CpuPlatform."""
+    from portable_spec.platforms import platform_class
+
+    for name in ("cuda", "rocm", "musa", "cpu"):
+        monkeypatch.setenv("VLLM_PLATFORM", name.upper())
+        expected = (platform_probe.PLATFORM_QUALNAMES[name] if platform_class(name).unavailable_reason() is None
+                    else platform_probe.ERROR_QUALNAME)
+        assert platform_probe.probe() == expected
+    assert platform_probe.PLATFORM_QUALNAMES["cpu"] == "vllm.platforms.cpu.CpuPlatform"
+
+
+def test_probe_imports_no_vllm_platform_module():
+    code = ("import os, sys; os.environ['VLLM_PLATFORM'] = 'musa'\n"
+            "from portable_spec.vllm_adapter.platform_probe import probe\n"
+            "probe(); probe()\n"
+            "print(sorted(m for m in sys.modules if m.startswith('vllm')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def run_python(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "VLLM_PLUGINS")}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=240)
+
+
+def test_vllm_resolver_surfaces_our_one_line_error_for_a_bogus_value():
+    proc = run_python("""
+        import vllm.platforms
+        print(vllm.platforms.current_platform)
+    """, {"VLLM_PLATFORM": "bogus"})
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == ("portable_spec.errors.PlatformError: unknown platform 'bogus' from VLLM_PLATFORM; "
+                    "valid choices: cpu, cuda, musa, rocm")
+
+
+def test_vllm_resolver_keeps_builtins_when_unset():
+    proc = run_python("""
+        from vllm.platforms import resolve_current_platform_cls_qualname
+        print(resolve_current_platform_cls_qualname())
+    """, {})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "vllm.platforms.interface.UnspecifiedPlatform"
+
+
+MUSA_SIM_PRELUDE = """
+    # musa-sim: torch_musa is not installed; the MUSA port is made available with an injected simulated
+    # torch.musa (backed by nothing: this process never touches a device) and torch learns the 'musa' device name.
+    import torch
+    torch.utils.rename_privateuse1_backend("musa")
+    from portable_spec.platforms.musa import MusaPlatform
+    from portable_spec.testing.musa_sim import SimulatedMusa
+    from portable_spec.vllm_adapter.mixin import install_device_port
+    MusaPlatform.unavailable_reason = classmethod(lambda cls: None)
+    install_device_port(MusaPlatform(device_module=SimulatedMusa(backing=torch.cuda), label="musa-sim"))
+"""
+
+
+@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+def test_vllm_resolver_picks_our_musa_class_musa_sim():
+    proc = run_python(MUSA_SIM_PRELUDE + """
+    import vllm.platforms
+    cp = vllm.platforms.current_platform
+    print(type(cp).__module__ + "." + type(cp).__qualname__, cp.device_type, cp.dist_backend,
+          cp.support_static_graph_mode())
+    """, {"VLLM_PLATFORM": "musa"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == \
+        "portable_spec.vllm_adapter.musa.PortableMusaPlatform musa mccl True"
+
+
+def test_musa_vllm_platform_class_declarations():
+    from vllm.platforms.interface import Platform, PlatformEnum
+
+    from portable_spec.vllm_adapter.musa import MUSA_WORKER, PortableMusaPlatform
+
+    assert issubclass(PortableMusaPlatform, Platform)
+    assert PortableMusaPlatform._enum == PlatformEnum.OOT
+    assert (PortableMusaPlatform.device_type, PortableMusaPlatform.dist_backend) == ("musa", "mccl")
+    assert PortableMusaPlatform.support_static_graph_mode()
+    assert PortableMusaPlatform.device_control_env_var == "MUSA_VISIBLE_DEVICES"
+    assert importlib.import_module(MUSA_WORKER.rpartition(".")[0]).MusaWorker.__name__ == "MusaWorker"
+
+
+def test_general_plugin_is_a_no_op_unless_selected(monkeypatch):
+    monkeypatch.delenv("VLLM_PLATFORM", raising=False)
+    monkeypatch.delenv(general_plugin.DRAFT_GRAPH_ENV, raising=False)
+    monkeypatch.setattr(general_plugin, "INSTALLED", [])
+    general_plugin.register()
+    assert general_plugin.INSTALLED == []
+    monkeypatch.setenv("VLLM_PLATFORM", "cpu")  # vLLM's own CPU platform: not ours
+    general_plugin.register()
+    assert general_plugin.INSTALLED == []
+    monkeypatch.setenv("VLLM_PLATFORM", "musa")
+    general_plugin.register()
+    general_plugin.register()
+    assert general_plugin.INSTALLED == ["general_plugin"]
