@@ -138,5 +138,7 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     assert "Unsupported device type" not in lines["INIT"]
     frames = lines["FRAMES"].split()
     # ours -> vLLM's instrument wrapper -> vLLM's init_device -> deeper: the failure lies past the device-type gate
-    assert frames[1:4] == ["init_device", "sync_wrapper", "init_device"] and len(frames) > 4, frames
+    assert frames[1] == "init_device" and "sync_wrapper" in frames, frames
+    vllm_init = frames.index("sync_wrapper") + 1
+    assert frames[vllm_init] == "init_device" and len(frames) > vllm_init + 1, frames
     assert lines["AFTER"] == "musa"

@@ -16,7 +16,8 @@ if [[ ! -f "$venv/.complete" ]]; then
   rm -rf "$venv"; "$py" -m venv "$venv"
   pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
   "${pip[@]}" --upgrade pip
-  "${pip[@]}" "$(grep -E '^torch==' ci/requirements-cpu.txt)"
+  # TORCH_INDEX_URL: where a machine without the CPU wheel on disk finds it (e.g. PyTorch's CPU index on GitHub).
+  "${pip[@]}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$(grep -E '^torch==' ci/requirements-cpu.txt)"
   "${pip[@]}" --no-deps "$(grep -E '^vllm==' ci/requirements-cpu.txt)"
   # vLLM's own requirements, read from the installed wheel, minus torch and the CUDA-built torch companions.
   "$venv/bin/python" - "$venv/vllm-reqs.txt" <<'PY'

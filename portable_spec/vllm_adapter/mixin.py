@@ -38,6 +38,8 @@ class PortableSpecPlatformMixin:
 
     port_name: ClassVar[str]
     """Our registry name for this platform (``cuda``, ``rocm``, ``musa``)."""
+    worker_cls: ClassVar[str] = "portable_spec.vllm_adapter.worker.PortableWorker"
+    """Set as ``parallel_config.worker_cls`` when the user left it on "auto" (builds our V1 runner)."""
 
     @classmethod
     def live_graph_limit(cls) -> int | None:
@@ -50,6 +52,8 @@ class PortableSpecPlatformMixin:
 
     @classmethod
     def check_and_update_config(cls, vllm_config: Any) -> None:
+        if vllm_config.parallel_config.worker_cls == "auto":
+            vllm_config.parallel_config.worker_cls = cls.worker_cls
         super().check_and_update_config(vllm_config)  # type: ignore[misc]
         apply_capture_plan(vllm_config, live_graph_limit=cls.live_graph_limit(), platform_name=cls.port_name)
 

@@ -32,6 +32,7 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
     dist_backend = "mccl"
     device_control_env_var = "MUSA_VISIBLE_DEVICES"
     port_name = "musa"
+    worker_cls = MUSA_WORKER  # vLLM 0.26.0's gpu_worker.Worker rejects any device_type but "cuda"
 
     @classmethod
     def support_static_graph_mode(cls) -> bool:
@@ -47,14 +48,6 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
 
     def is_sleep_mode_available(self) -> bool:
         return False
-
-    @classmethod
-    def check_and_update_config(cls, vllm_config: Any) -> None:
-        parallel_config = vllm_config.parallel_config
-        if parallel_config.worker_cls == "auto":
-            # vLLM 0.26.0's gpu_worker.Worker rejects any device_type but "cuda".
-            parallel_config.worker_cls = MUSA_WORKER
-        super().check_and_update_config(vllm_config)
 
     @classmethod
     def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:

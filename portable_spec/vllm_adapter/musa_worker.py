@@ -3,7 +3,8 @@
 vLLM 0.26.0's ``gpu_worker.Worker.init_device`` runs its device set-up only when ``device_type == "cuda"`` and
 raises "Unsupported device type" otherwise. Under torchada the CUDA branch is exactly what MUSA needs
 (``torch.device("cuda:N")`` and ``torch.cuda`` resolve to MUSA), so the worker presents the device type as "cuda"
-for the duration of that one call and restores it afterwards, also when the call raises.
+for the duration of that one call and restores it afterwards, also when the call raises. Everything else, including
+our V1 runner with FULL drafter graphs, comes from ``PortableWorker``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from vllm.v1.worker.gpu_worker import Worker
+from portable_spec.vllm_adapter.worker import PortableWorker
 
 
 @contextlib.contextmanager
@@ -25,7 +26,7 @@ def device_type_presented_as(device_config: Any, device_type: str) -> Iterator[N
         device_config.device_type = original
 
 
-class MusaWorker(Worker):
+class MusaWorker(PortableWorker):
     def init_device(self) -> None:
         with device_type_presented_as(self.device_config, "cuda"):
             super().init_device()

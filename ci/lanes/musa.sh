@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The musa lane. On a host with torch_musa (a real MUSA device) it runs the probe with --verify and the GPU test
+# suite against MUSA. Everywhere else it runs what can honestly run: the declared checks (capability table, capture
+# planner with MUSA's live-graph budget, the vLLM MUSA platform/worker at configuration level) and, where a CUDA GPU
+# is present, the musa-sim suites. Results land in OUTDIR/musa_lane.json, labelled "musa" or "musa-sim/declared".
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; cd "$root"
+out="${1:-bench/results/musa-lane}"; mkdir -p "$out"
+py="${PYTHON:-python3}"
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
+fail=0
+if "$py" -c "import torch_musa" 2>/dev/null; then
+  mode=musa
+  "$py" -m portable_spec probe --platform musa --verify --json > "$out/probe_musa.json" || fail=1
+  PORTABLE_SPEC_TEST_VLLM_PLATFORM=native PORTABLE_SPEC_TEST_DEVICE=musa "$py" -m pytest -q tests || fail=1
+else
+  mode="musa-sim/declared"
+  "$py" -m portable_spec caps --platform musa --json > "$out/caps_musa.json" || fail=1
+  "$py" -m portable_spec sizes --platform musa --method dflash --num-spec 8 --max-num-seqs 8 --json \
+    > "$out/sizes_musa_dflash.json" || fail=1
+  "$py" -m pytest -q -m "not gpu" -k "musa" tests || fail=1
+  if "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    "$py" -m pytest -q -m gpu -k "musa" tests/gpu || fail=1
+  fi
+fi
+printf '{"lane": "musa", "mode": "%s", "failed": %s}\n' "$mode" "$fail" | tee "$out/musa_lane.json"
+exit $fail

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The rocm lane. On a ROCm host (torch.version.hip set and a device visible) it runs the probe with --verify and the
+# GPU suites (HIP is reached through torch.cuda). Everywhere else it runs the declared checks only: capability table,
+# fp8 dtype rule for gfx94x, capture planner. Results land in OUTDIR/rocm_lane.json, labelled "rocm" or "declared".
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; cd "$root"
+out="${1:-bench/results/rocm-lane}"; mkdir -p "$out"
+py="${PYTHON:-python3}"
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
+fail=0
+if "$py" -c "import torch, sys; sys.exit(0 if torch.version.hip and torch.cuda.is_available() else 1)"; then
+  mode=rocm
+  "$py" -m portable_spec probe --platform rocm --verify --json > "$out/probe_rocm.json" || fail=1
+  PORTABLE_SPEC_TEST_VLLM_PLATFORM=native "$py" -m pytest -q -m gpu tests/gpu || fail=1
+else
+  mode=declared
+  "$py" -m portable_spec caps --platform rocm --json > "$out/caps_rocm.json" || fail=1
+  "$py" -m portable_spec sizes --platform rocm --method eagle --num-spec 3 --max-num-seqs 64 --json \
+    > "$out/sizes_rocm_eagle.json" || fail=1
+  "$py" -m pytest -q -m "not gpu" -k "rocm" tests || fail=1
+fi
+printf '{"lane": "rocm", "mode": "%s", "failed": %s}\n' "$mode" "$fail" | tee "$out/rocm_lane.json"
+exit $fail

@@ -1,0 +1,64 @@
+"""Keep target + drafter graphs under a platform's live-graph budget by dropping the largest sizes first.
+
+Large sizes are the rarest batches and the most memory per graph, so they go first. The lists stay coupled:
+the drafter's first step uses the target's verify keys (for DFlash it IS the target list), so a size dropped from
+the target leaves the first step too, and no chain size may exceed the target's (new) max capture size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SizeLists:
+    """The mutable lists being pruned (ascending, unique)."""
+
+    target: list[int]
+    first: list[int]
+    chain: list[int] | None
+    graphs_per_target_size: int
+    dropped: dict[str, list[int]] = field(default_factory=lambda: {"target": [], "first step": [], "chain step": []})
+
+    def live_graphs(self) -> int:
+        return (len(self.target) * self.graphs_per_target_size + len(self.first) + len(self.chain or ()))
+
+    def _named(self) -> dict[str, list[int]]:
+        lists = {"target": self.target, "first step": self.first}
+        if self.chain is not None:
+            lists["chain step"] = self.chain
+        return lists
+
+    def drop_largest(self) -> bool:
+        """Drop the largest size held by a list of 2+ sizes (from every such list holding it); False if none can."""
+        shrinkable = [sizes for sizes in self._named().values() if len(sizes) > 1]
+        if not shrinkable:
+            return False
+        size = max(sizes[-1] for sizes in shrinkable)
+        for name, sizes in self._named().items():
+            if len(sizes) > 1 and sizes[-1] == size:
+                sizes.pop()
+                self.dropped[name].append(size)
+        # No chain size may exceed the target's max capture size (the chain's smallest size, 1, always fits).
+        if self.chain is not None:
+            while self.chain and self.chain[-1] > self.target[-1]:
+                self.dropped["chain step"].append(self.chain.pop())
+        return True
+
+
+def prune_to_limit(lists: SizeLists, limit: int | None) -> list[str]:
+    """Prune ``lists`` in place until ``live_graphs() <= limit``; returns the warnings (at most two)."""
+    if limit is None or lists.live_graphs() <= limit:
+        return []
+    before = lists.live_graphs()
+    while lists.live_graphs() > limit and lists.drop_largest():
+        pass
+    after = lists.live_graphs()
+    dropped = "; ".join(f"{name} {sorted(sizes)}" for name, sizes in lists.dropped.items() if sizes)
+    warnings = [f"{before} live graphs exceed the live-graph limit {limit} "
+                f"({lists.graphs_per_target_size} per target size): dropped the largest capture sizes "
+                f"({dropped}), now {after} live graphs"]
+    if after > limit:
+        warnings.append(f"live-graph limit {limit} cannot be met: even one size per list needs {after} live graphs; "
+                        f"lower --graphs-per-size (use FULL target graphs) or raise the limit")
+    return warnings

@@ -1,0 +1,53 @@
+"""Whether the V1 drafter gets our FULL graphs: one decision, from the environment and the vLLM config.
+
+``PORTABLE_SPEC_DRAFT_GRAPH``: ``full`` (default when our platform is selected), ``piecewise`` or ``none`` (leave the
+upstream drafter alone). ``speculative_config.enforce_eager`` and ``disable_padded_drafter_batch`` also leave the
+upstream drafter in charge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
+MODES = ("full", "piecewise", "none")
+SUPPORTED_METHODS = ("eagle", "eagle3", "mtp")
+
+
+def requested_mode() -> str:
+    value = os.environ.get(DRAFT_GRAPH_ENV, "full").strip().lower() or "full"
+    if value not in MODES:
+        from portable_spec.errors import PortableSpecError
+
+        raise PortableSpecError(f"{DRAFT_GRAPH_ENV}={value!r} is not one of {', '.join(MODES)}; "
+                                f"unset it or pick one of those")
+    return value
+
+
+def draft_graph_mode(vllm_config: Any) -> str:
+    """``full`` when our FULL drafter graphs apply to this config, else ``upstream`` (with the reason logged)."""
+    spec = vllm_config.speculative_config
+    if spec is None:
+        return "upstream"
+    mode = requested_mode()
+    reason = None
+    if mode != "full":
+        reason = f"{DRAFT_GRAPH_ENV}={mode}"
+    elif spec.method not in SUPPORTED_METHODS:
+        reason = f"method {spec.method!r} (FULL drafter graphs cover {', '.join(SUPPORTED_METHODS)})"
+    elif spec.enforce_eager:
+        reason = "speculative_config.enforce_eager=True"
+    elif spec.disable_padded_drafter_batch:
+        reason = "disable_padded_drafter_batch=True"
+    elif vllm_config.model_config is not None and vllm_config.model_config.enforce_eager:
+        reason = "enforce_eager=True"
+    elif not vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs():
+        reason = f"cudagraph_mode={vllm_config.compilation_config.cudagraph_mode.name} has no FULL graphs"
+    if reason:
+        logger.info("portable_spec: drafter left to upstream vLLM (%s)", reason)
+        return "upstream"
+    return "full"
