@@ -76,8 +76,10 @@ class ChainStepGraphs:
 class FullGraphEagleProposer(EagleProposer):
     """``EagleProposer`` whose chain steps replay per-batch-size FULL graphs (see module docstring)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, vllm_config: Any, device: torch.device, runner: Any = None) -> None:
+        super().__init__(vllm_config, device, runner)
+        # Upstream does not keep the runner; we need its persistent seq_lens buffer and block table.
+        self.target_runner = runner
         self._chain_batch: int | None = None  # real batch of the chain step whose metadata was just built
         self._chain_graphs: ChainStepGraphs | None = None
         self.capture_stats: dict[str, Any] = {}
@@ -116,7 +118,7 @@ class FullGraphEagleProposer(EagleProposer):
         return True
 
     def _capture_metadata(self, num_reqs: int) -> CommonAttentionMetadata:
-        runner = self.runner
+        runner = self.target_runner
         return CommonAttentionMetadata(
             query_start_loc=self.arange[: num_reqs + 1],
             query_start_loc_cpu=torch.from_numpy(self.token_arange_np[: num_reqs + 1]).clone(),
@@ -149,13 +151,13 @@ class FullGraphEagleProposer(EagleProposer):
         eager_forward = self._chain_graphs.eager_forward
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
-        sizes = [s for s in chain_step_sizes(self.vllm_config) if s <= self.runner.max_num_reqs]
+        sizes = [s for s in chain_step_sizes(self.vllm_config) if s <= self.target_runner.max_num_reqs]
         free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
         captured, failed = {}, {}
         for num_reqs in sizes:
             try:
                 self._slot_mapping_buffer[:num_reqs].fill_(PADDING_SLOT)
-                self.runner.seq_lens[:num_reqs].fill_(1)
+                self.target_runner.seq_lens[:num_reqs].fill_(1)
                 _, per_layer = super().build_per_group_and_layer_attn_metadata(
                     self._capture_metadata(num_reqs), draft_index=1)
                 self._forward(eager_forward, num_reqs, per_layer)  # warm-up outside capture
@@ -167,7 +169,7 @@ class FullGraphEagleProposer(EagleProposer):
                 failed[num_reqs] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 logger.warning("portable_spec: drafter chain-step graph for %d requests failed to capture (%s); "
                                "that size stays eager", num_reqs, failed[num_reqs])
-        self.runner.seq_lens.zero_()
+        self.target_runner.seq_lens.zero_()
         port.synchronize()
         self._chain_graphs.captured.update(dict(sorted(captured.items())))
         if self._chain_graphs.captured:

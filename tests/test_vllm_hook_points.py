@@ -1,0 +1,128 @@
+"""Every vLLM 0.26.0 symbol portable_spec hooks, checked against the installed vLLM: if vLLM moves or changes one,
+this fails here (cpu lane) instead of our override silently missing its target."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+from portable_spec.vllm_adapter.overrides import HookPointMissing, overridden
+
+
+def params(fn) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+def test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device():
+    from vllm.v1.worker.gpu_worker import Worker
+
+    source = inspect.getsource(Worker.init_device)
+    assert 'if self.device_config.device_type == "cuda":' in source  # the gate MusaWorker passes
+    assert "from vllm.v1.worker.gpu_model_runner import (\n                GPUModelRunner as GPUModelRunnerV1," \
+        in source
+    assert "GPUModelRunnerV1(self.vllm_config, self.device)" in source
+
+
+def test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model():
+    import vllm.v1.worker.gpu_model_runner as module
+
+    assert hasattr(module, "EagleProposer") and hasattr(module, "GPUModelRunner")
+    source = inspect.getsource(module.GPUModelRunner.__init__)
+    assert "EagleProposer(self.vllm_config, self.device, self)" in source
+    assert params(module.GPUModelRunner.capture_model) == ["self"]
+    assert "self.seq_lens = torch.zeros(" in source
+
+
+def test_proposer_chain_loop_shape_we_rely_on():
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    assert params(SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata) == [
+        "self", "common_attn_metadata", "draft_index"]
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    assert "common_attn_metadata.query_start_loc = self.arange[: batch_size + 1]" in propose
+    assert "common_attn_metadata, draft_index=token_index + 1" in propose
+    assert "ret_hidden_states = self.model(**model_kwargs)" in propose
+    assert "self.hidden_states[:batch_size] = hidden_states" in propose
+    assert params(SpecDecodeBaseProposer._get_positions)[:2] == ["self", "num_tokens"]
+    assert params(SpecDecodeBaseProposer._get_slot_mapping) == ["self", "num_tokens", "slot_mapping"]
+    init = inspect.getsource(SpecDecodeBaseProposer.__init__)
+    for buffer in ("self.arange = torch.arange(", "self.input_ids = torch.zeros(", "self.hidden_states = torch.zeros(",
+                   "self._slot_mapping_buffer = torch.zeros(", "self.token_arange_np = np.arange("):
+        assert buffer in init, buffer
+
+
+def test_eagle_proposer_receives_the_runner():
+    from vllm.v1.spec_decode.eagle import EagleProposer
+
+    assert params(EagleProposer.__init__) == ["self", "vllm_config", "device", "runner"]
+    assert "runner" in inspect.getsource(EagleProposer.__init__)
+
+
+def test_common_attention_metadata_fields():
+    from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
+
+    names = {f.name for f in dataclasses.fields(CommonAttentionMetadata)}
+    assert {"query_start_loc", "query_start_loc_cpu", "seq_lens", "num_reqs", "num_actual_tokens", "max_query_len",
+            "max_seq_len", "block_table_tensor", "slot_mapping", "causal"} <= names
+    assert AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE.value < AttentionCGSupport.UNIFORM_BATCH.value
+
+
+def test_forward_context_and_platform_hooks():
+    from vllm.forward_context import set_forward_context
+    from vllm.platforms.interface import Platform
+
+    assert params(set_forward_context)[:3] == ["attn_metadata", "vllm_config", "num_tokens"]
+    assert "slot_mapping" in params(set_forward_context)
+    for hook in ("apply_config_platform_defaults", "check_and_update_config", "get_global_graph_pool",
+                 "support_static_graph_mode", "get_static_graph_wrapper_cls"):
+        assert callable(getattr(Platform, hook)), hook
+
+
+def test_our_subclasses_override_only_what_we_mean_to():
+    from portable_spec.vllm_adapter.v1_drafter import FullGraphEagleProposer
+    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+    from portable_spec.vllm_adapter.worker import PortableWorker
+
+    assert set(vars(PortableWorker)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__",
+                                        "__static_attributes__"} == {"init_device"}
+    assert {"__init__", "capture_model"} <= set(vars(PortableV1ModelRunner))
+    overridden_upstream = {name for name in vars(FullGraphEagleProposer) if not name.startswith("_")}
+    assert "propose" not in overridden_upstream  # we hook the loop, we never copy it
+
+
+def test_overridden_restores_and_refuses_missing_attributes():
+    import vllm.v1.worker.gpu_model_runner as module
+
+    original = module.EagleProposer
+    with overridden(module, "EagleProposer", int) as saved:
+        assert module.EagleProposer is int and saved is original
+    assert module.EagleProposer is original
+    with pytest.raises(RuntimeError):
+        with overridden(module, "EagleProposer", int):
+            raise RuntimeError("body failed")
+    assert module.EagleProposer is original
+    with pytest.raises(HookPointMissing, match="pin vllm==0.26.0"):
+        with overridden(module, "NoSuchProposer", int):
+            pass
+
+
+def test_chain_step_forward_override_is_instance_level_and_reversible():
+    from portable_spec.vllm_adapter.v1_drafter import ChainStepGraphs
+
+    class Proposer:
+        pending = None
+
+        def pending_chain_step(self):
+            return self.pending
+
+    model, proposer = torch.nn.Linear(2, 2), Proposer()
+    graphs = ChainStepGraphs(model, proposer)
+    graphs.install()
+    x = torch.ones(1, 2)
+    assert torch.equal(model(x), torch.nn.Linear.forward(model, x))  # nothing pending: the model's own forward
+    assert isinstance(model, torch.nn.Linear) and graphs.replays == 0
+    graphs.uninstall()
+    assert "forward" not in model.__dict__
