@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot (default: all, in that order)
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e (default: all, in order)
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${1:?usage: ci/lanes/cuda.sh OUTDIR [STAGE ...]}"; shift
-stages=("$@"); [[ ${#stages[@]} -eq 0 ]] && stages=(tests probe verify draft boot)
+stages=("$@"); [[ ${#stages[@]} -eq 0 ]] && stages=(tests probe verify draft boot e2e)
 mkdir -p "$out"
-[[ -d /tmp/site ]] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONUNBUFFERED=1 PORTABLE_SPEC_TEST_VLLM_PLATFORM=native
 py="${PYTHON:-python3}"
+# Install before PYTHONPATH points at the staged vLLM: the editable install (and its entry points, which vLLM's
+# plugin loader reads) must land in the interpreter's own site-packages.
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
+[[ -d /tmp/site ]] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+"$py" -c "import importlib.metadata as m; assert any(e.name == 'portable_spec' for e in m.entry_points(group='vllm.platform_plugins'))" \
+  || { echo "portable_spec's vLLM entry points are not installed"; exit 1; }
+export PYTHONUNBUFFERED=1 PORTABLE_SPEC_TEST_VLLM_PLATFORM=native
 
 declare -A rc
 for stage in "${stages[@]}"; do
@@ -24,6 +28,7 @@ for stage in "${stages[@]}"; do
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
+    e2e)    "$py" ci/gpu/v1_drafter_e2e.py "$out" 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}

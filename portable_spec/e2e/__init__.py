@@ -1,0 +1,1 @@
+"""End-to-end runs of vLLM in child processes (one vLLM engine per process: its state is process-global)."""

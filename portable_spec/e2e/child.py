@@ -1,0 +1,138 @@
+"""Runs inside a child process: boots one vLLM ``LLM`` for one variant and runs the requested jobs.
+
+Jobs: ``greedy`` (fixed token prompts; outputs and spec-decode metrics) and ``bench`` (for each concurrency c, c
+prompts submitted together: wall time, output tok/s, TTFT from a 1-token pass, TPOT, acceptance length).
+Prints one line ``RESULT <json>`` on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from portable_spec.e2e.configs import VARIANTS
+
+PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
+
+
+def spec_counters(llm: Any) -> dict[str, Any]:
+    return {m.name: (getattr(m, "values", None) or getattr(m, "value", None)) for m in llm.get_metrics()
+            if m.name.startswith("vllm:spec_decode")}
+
+
+def acceptance_per_position(before: dict, after: dict) -> list[float] | None:
+    drafts = (after.get("vllm:spec_decode_num_drafts") or 0) - (before.get("vllm:spec_decode_num_drafts") or 0)
+    per_pos_after = after.get("vllm:spec_decode_num_accepted_tokens_per_pos")
+    if not drafts or not per_pos_after:
+        return None
+    per_pos_before = before.get("vllm:spec_decode_num_accepted_tokens_per_pos") or [0] * len(per_pos_after)
+    return [round((a - b) / drafts, 4) for a, b in zip(per_pos_after, per_pos_before)]
+
+
+def acceptance_counts(before: dict, after: dict) -> dict[str, Any]:
+    def delta(key):
+        return (after.get(key) or 0) - (before.get(key) or 0)
+    per_pos = after.get("vllm:spec_decode_num_accepted_tokens_per_pos")
+    per_pos_before = before.get("vllm:spec_decode_num_accepted_tokens_per_pos") or [0] * len(per_pos or [])
+    return {"drafts": delta("vllm:spec_decode_num_drafts"),
+            "draft_tokens": delta("vllm:spec_decode_num_draft_tokens"),
+            "accepted": delta("vllm:spec_decode_num_accepted_tokens"),
+            "accepted_per_position": [a - b for a, b in zip(per_pos or [], per_pos_before)]}
+
+
+def worker_facts(worker: Any) -> dict[str, Any]:
+    """Runs on the worker (collective_rpc): which runner/drafter, and our drafter's capture statistics."""
+    runner = worker.model_runner
+    drafter = getattr(runner, "drafter", None)
+    graphs = getattr(drafter, "_chain_graphs", None)
+    return {"runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+            "drafter": f"{type(drafter).__module__}.{type(drafter).__qualname__}" if drafter else None,
+            "capture_stats": getattr(drafter, "capture_stats", None),
+            "chain_replays": graphs.replays if graphs is not None else 0}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--draft")
+    parser.add_argument("--method", default="eagle")
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--draft-sample-method", default=None)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--max-num-seqs", type=int, default=8)
+    parser.add_argument("--jobs", default="greedy")
+    parser.add_argument("--concurrency", default="1,4,16,64")
+    parser.add_argument("--bench-tokens", type=int, default=256)
+    args = parser.parse_args(argv)
+
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.platforms import current_platform
+
+    variant = VARIANTS[args.variant]
+    speculative = None
+    if variant.speculative:
+        speculative = {"method": args.method, "model": args.draft, "num_speculative_tokens": args.k,
+                       "enforce_eager": variant.drafter_enforce_eager}
+        if args.draft_sample_method:
+            speculative["draft_sample_method"] = args.draft_sample_method
+    started = time.perf_counter()
+    llm = LLM(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
+              gpu_memory_utilization=0.3, seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True)
+    result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
+                              "boot_s": round(time.perf_counter() - started, 2)}
+    vcfg = llm.llm_engine.vllm_config
+    result.update({
+        "use_v2_model_runner": vcfg.use_v2_model_runner,
+        "platform": f"{type(current_platform).__module__}.{type(current_platform).__qualname__}",
+        "capture_sizes": vcfg.compilation_config.cudagraph_capture_sizes,
+        "cudagraph_mode": str(vcfg.compilation_config.cudagraph_mode)})
+    jobs = args.jobs.split(",")
+    if "greedy" in jobs:
+        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
+                                ignore_eos=True, detokenize=False)
+        before = spec_counters(llm)
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], params, use_tqdm=False)
+        after = spec_counters(llm)
+        result["outputs"] = [list(o.outputs[0].token_ids) for o in outputs]
+        result["acceptance_per_position"] = acceptance_per_position(before, after)
+        result["acceptance_counts"] = acceptance_counts(before, after)
+    if "bench" in jobs:
+        result["bench"] = [bench_one(llm, c, args, SamplingParams, TokensPrompt)
+                           for c in (int(x) for x in args.concurrency.split(","))]
+    try:
+        result.update(llm.collective_rpc(worker_facts)[0])
+    except Exception as exc:  # facts are diagnostics; never lose the measurements over them
+        result["worker_facts_error"] = f"{type(exc).__name__}: {exc}"
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
+    prompts = [tokens_prompt(prompt_token_ids=PROMPTS[i % len(PROMPTS)] + [i % 900 + 3]) for i in range(concurrency)]
+    first = sampling_params(max_tokens=1, temperature=args.temperature, ignore_eos=True, detokenize=False)
+    full = sampling_params(max_tokens=args.bench_tokens, temperature=args.temperature, seed=args.seed,
+                           ignore_eos=True, detokenize=False)
+    llm.generate(prompts, full, use_tqdm=False)  # warm-up at this concurrency
+    started = time.perf_counter()
+    llm.generate(prompts, first, use_tqdm=False)
+    ttft = time.perf_counter() - started
+    before = spec_counters(llm)
+    started = time.perf_counter()
+    outputs = llm.generate(prompts, full, use_tqdm=False)
+    wall = time.perf_counter() - started
+    after = spec_counters(llm)
+    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    counts = acceptance_counts(before, after)
+    return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
+            "output_tok_s": round(tokens / wall, 1), "ttft_s": round(ttft, 4),
+            "tpot_ms": round(1000 * max(wall - ttft, 0.0) / max(args.bench_tokens - 1, 1), 3),
+            "acceptance_length": (round(1 + counts["accepted"] / counts["drafts"], 3) if counts["drafts"] else None)}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The parent side: start one child per variant (bounded in time), collect its RESULT, keep its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from portable_spec.e2e.configs import VARIANTS
+
+ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                 "PYTHONUNBUFFERED": "1"}
+
+
+def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int) -> dict[str, Any]:
+    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "VLLM_USE_V2_MODEL_RUNNER")}
+    env.update(VARIANTS[variant].env)
+    env.update(ISOLATION_ENV)
+    cmd = [sys.executable, "-m", "portable_spec.e2e.child", "--variant", variant, *child_args]
+    print(f"[e2e] {variant}: {' '.join(child_args)}", flush=True)
+    try:
+        with open(log, "w") as fh:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=fh, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"variant": variant, "error": f"timed out after {timeout_s} s, see {log.name}", "log": log.name}
+    result = next((json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")), None)
+    if result is None:
+        return {"variant": variant, "error": f"exit {proc.returncode}, see {log.name}", "log": log.name}
+    result["log"] = log.name
+    return result
+
+
+def log_excerpt(log: Path, needles: tuple[str, ...] = ("portable_spec", "Platform plugin", "Capturing CUDA graphs",
+                                                       "capture sizes", "Model Runner", "SpecDecoding")) -> list[str]:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[-300:] for line in lines if any(n in line for n in needles)][:40]
