@@ -91,6 +91,24 @@ def test_our_subclasses_override_only_what_we_mean_to():
     assert {"__init__", "capture_model"} <= set(vars(PortableV1ModelRunner))
     overridden_upstream = {name for name in vars(FullGraphEagleProposer) if not name.startswith("_")}
     assert "propose" not in overridden_upstream  # we hook the loop, we never copy it
+    init = inspect.getsource(module_runner_init())
+    assert "self.query_start_loc = self._make_buffer(" in init
+
+
+def module_runner_init():
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    return GPUModelRunner.__init__
+
+
+def test_first_pass_runs_on_the_runners_persistent_query_start_loc():
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    build = inspect.getsource(SpecDecodeBaseProposer.build_model_inputs_first_pass)
+    assert '"input_ids": input_ids' in build and "self.input_ids[:num_input_tokens]" in build
+    padded = inspect.getsource(SpecDecodeBaseProposer.prepare_inputs_padded)
+    assert "query_start_loc=common_attn_metadata.query_start_loc" in padded
+    assert "seq_lens=common_attn_metadata.seq_lens" in padded
 
 
 def test_overridden_restores_and_refuses_missing_attributes():
@@ -109,20 +127,18 @@ def test_overridden_restores_and_refuses_missing_attributes():
             pass
 
 
-def test_chain_step_forward_override_is_instance_level_and_reversible():
-    from portable_spec.vllm_adapter.v1_drafter import ChainStepGraphs
+def test_drafter_forward_override_is_instance_level_and_reversible():
+    from portable_spec.vllm_adapter.v1_drafter import DrafterGraphs
 
     class Proposer:
-        pending = None
-
-        def pending_chain_step(self):
-            return self.pending
+        def pending_step(self, captured, kwargs):
+            return None
 
     model, proposer = torch.nn.Linear(2, 2), Proposer()
-    graphs = ChainStepGraphs(model, proposer)
+    graphs = DrafterGraphs(model, proposer)
     graphs.install()
     x = torch.ones(1, 2)
     assert torch.equal(model(x), torch.nn.Linear.forward(model, x))  # nothing pending: the model's own forward
-    assert isinstance(model, torch.nn.Linear) and graphs.replays == 0
+    assert isinstance(model, torch.nn.Linear) and graphs.replays == {"first": 0, "chain": 0}
     graphs.uninstall()
     assert "forward" not in model.__dict__

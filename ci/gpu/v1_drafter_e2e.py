@@ -38,7 +38,11 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
         if "error" not in full and "runner" in full:
             checks[f"full_drafter_s{seed}_our_platform"] = full["platform"].startswith("portable_spec.")
             checks[f"full_drafter_s{seed}_graphs_captured"] = bool((full.get("capture_stats") or {}).get("graphs"))
-            checks[f"full_drafter_s{seed}_graphs_replayed"] = full.get("chain_replays", 0) > 0
+            replays = full.get("replays") or {}
+            checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = replays.get("first", 0) > 0
+            if args_k_above_one(full):
+                checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = replays.get("chain", 0) > 0
+            checks[f"full_drafter_s{seed}_no_pointer_mismatch"] = full.get("pointer_mismatches") == 0
             if perfect and full.get("acceptance_per_position"):
                 checks[f"full_drafter_s{seed}_every_position_100pct"] = all(
                     a == 1.0 for a in full["acceptance_per_position"])
@@ -46,6 +50,10 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
                 checks[f"full_drafter_s{seed}_acceptance_counts_equal_eager"] = (
                     full["acceptance_counts"] == eager["acceptance_counts"])
     return checks
+
+
+def args_k_above_one(result: dict) -> bool:
+    return len(result.get("acceptance_per_position") or []) > 1
 
 
 def mean_acceptance(results: list[dict], variant: str) -> list[float] | None:
@@ -90,7 +98,7 @@ def main() -> int:
             results.append(result)
             print(json.dumps({k: result.get(k) for k in (
                 "variant", "seed", "error", "use_v2_model_runner", "platform", "runner", "drafter", "capture_stats",
-                "chain_replays", "acceptance_per_position", "boot_s")}), flush=True)
+                "replays", "pointer_mismatches", "acceptance_per_position", "boot_s")}), flush=True)
     greedy = args.temperature == 0
     checks = checks_for(results, seeds, greedy, perfect=args.variant == "perfect" and pair["method"] != "dflash")
     if args.tolerance_pts is not None:

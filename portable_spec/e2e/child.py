@@ -46,11 +46,12 @@ def worker_facts(worker: Any) -> dict[str, Any]:
     """Runs on the worker (collective_rpc): which runner/drafter, and our drafter's capture statistics."""
     runner = worker.model_runner
     drafter = getattr(runner, "drafter", None)
-    graphs = getattr(drafter, "_chain_graphs", None)
+    graphs = getattr(drafter, "graphs", None)
     return {"runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
             "drafter": f"{type(drafter).__module__}.{type(drafter).__qualname__}" if drafter else None,
             "capture_stats": getattr(drafter, "capture_stats", None),
-            "chain_replays": graphs.replays if graphs is not None else 0}
+            "replays": dict(graphs.replays) if graphs is not None else None,
+            "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,15 +1,17 @@
-"""FULL graphs for the V1 EAGLE/EAGLE3/MTP drafter's chain steps (query length 1), one graph per batch size.
+"""FULL graphs for the V1 EAGLE/EAGLE3/MTP drafter: one graph per padded size for the first pass at the target's
+verify shape (query length 1+K, uniform) and for the chain steps (query length 1).
 
-vLLM 0.26.0's V1 drafter runs its K-1 chain steps PIECEWISE at best: the model forward of every step launches its
-kernels one by one. Here each chain-step forward is captured once per padded batch size into the process-wide graph
+vLLM 0.26.0's V1 drafter runs PIECEWISE at best: every forward dispatches its pieces and runs attention eagerly.
+Here each forward the drafter makes in steady-state decoding is captured once per size into the process-wide graph
 pool and replayed. What makes a replay correct is that every tensor the captured kernels read lives at the address it
-had at capture, and is written in place before the replay:
-- inputs: the proposer's persistent ``input_ids``/``positions``/``hidden_states`` buffers (upstream copies into them);
-- attention metadata: ``query_start_loc`` is the proposer's ``arange`` (constant for query length 1),
-  ``seq_lens`` the runner's persistent ``seq_lens`` buffer (updated in place by upstream's step kernel),
-  the block table the runner's persistent table, ``slot_mapping`` the proposer's persistent slot buffer;
-  ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM does for its own FULL captures).
-The first pass (variable query length) stays on vLLM's path; sampling stays eager.
+had at capture and is written in place before the replay:
+- inputs: the proposer's persistent ``input_ids``/``positions``/``hidden_states`` buffers (upstream copies into them;
+  each replay checks the pointers and falls back to the model when they differ);
+- attention metadata: chain steps use the proposer's ``arange`` as ``query_start_loc`` (constant for query length 1),
+  the first pass the runner's persistent ``query_start_loc``; ``seq_lens`` is the runner's persistent buffer (updated
+  in place by upstream's step kernel), the block table the runner's persistent table, ``slot_mapping`` the proposer's
+  persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
+Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Sampling stays eager.
 """
 
 from __future__ import annotations
@@ -24,26 +26,34 @@ from vllm.platforms import current_platform
 from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
 from vllm.v1.spec_decode.eagle import EagleProposer
 
-from portable_spec.vllm_adapter.drafter_plan import chain_step_sizes
+from portable_spec.vllm_adapter.drafter_plan import drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 PADDING_SLOT = -1
 PORT_NAMES = ("cuda", "rocm", "musa")
+FIRST, CHAIN = "first", "chain"
 
 
 @dataclass
 class CapturedStep:
-    """One captured chain-step forward: the graph and the static outputs its replays refill."""
+    """One captured drafter forward: the graph, the input pointers it was captured with, its static outputs."""
 
+    kind: str
     num_reqs: int
+    num_tokens: int
     graph: Any
+    input_ptrs: tuple[int, ...]
     outputs: Any
 
 
-class ChainStepGraphs:
-    """Replays a captured graph in place of the draft model's forward for the chain steps it holds.
+def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(v.data_ptr() if isinstance(v, torch.Tensor) else 0 for _, v in sorted(kwargs.items()))
+
+
+class DrafterGraphs:
+    """Replays a captured graph in place of the draft model's forward when the proposer announced a captured shape.
 
     Installed as an instance attribute ``forward`` on the draft model (``nn.Module.__call__`` looks ``forward`` up on
     the instance first), so ``proposer.model`` stays the real model for every ``isinstance`` check and attribute;
@@ -54,8 +64,9 @@ class ChainStepGraphs:
         self.model = model
         self.proposer = proposer
         self.eager_forward = model.forward
-        self.captured: dict[int, CapturedStep] = {}  # num_reqs -> step, ascending
-        self.replays = 0
+        self.captured: dict[tuple[str, int], CapturedStep] = {}
+        self.replays = {FIRST: 0, CHAIN: 0}
+        self.pointer_mismatches = 0
 
     def install(self) -> None:
         self.model.forward = self
@@ -65,121 +76,174 @@ class ChainStepGraphs:
             del self.model.forward
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        step = self.proposer.pending_chain_step()
+        step = self.proposer.pending_step(self.captured, kwargs)
         if step is not None:
-            self.replays += 1
-            step.graph.replay()
-            return step.outputs
+            if input_pointers(kwargs) == step.input_ptrs:
+                self.replays[step.kind] += 1
+                step.graph.replay()
+                return step.outputs
+            self.pointer_mismatches += 1
         return self.eager_forward(*args, **kwargs)
 
 
 class FullGraphEagleProposer(EagleProposer):
-    """``EagleProposer`` whose chain steps replay per-batch-size FULL graphs (see module docstring)."""
+    """``EagleProposer`` whose steady-state forwards replay per-size FULL graphs (see module docstring)."""
 
     def __init__(self, vllm_config: Any, device: torch.device, runner: Any = None) -> None:
         super().__init__(vllm_config, device, runner)
-        # Upstream does not keep the runner; we need its persistent seq_lens buffer and block table.
+        # Upstream does not keep the runner; we need its persistent query_start_loc, seq_lens and block table.
         self.target_runner = runner
-        self._chain_batch: int | None = None  # real batch of the chain step whose metadata was just built
-        self._chain_graphs: ChainStepGraphs | None = None
+        self._pending: tuple[str, int] | None = None  # (kind, num_reqs) announced by the last metadata build
+        self.graphs: DrafterGraphs | None = None
         self.capture_stats: dict[str, Any] = {}
 
-    # -- hooks into upstream's propose loop ------------------------------------------------------------------------
+    # -- hooks into upstream's propose -----------------------------------------------------------------------------
     def build_per_group_and_layer_attn_metadata(self, common_attn_metadata: CommonAttentionMetadata,
                                                 draft_index: int = 0):
-        # Chain steps build with draft_index >= 1 and query_start_loc = self.arange (query length 1).
-        is_chain = draft_index >= 1 and common_attn_metadata.query_start_loc.data_ptr() == self.arange.data_ptr()
-        self._chain_batch = common_attn_metadata.num_reqs if is_chain else None
+        self._pending = self._classify(common_attn_metadata, draft_index)
         return super().build_per_group_and_layer_attn_metadata(common_attn_metadata, draft_index)
 
-    def pending_chain_step(self) -> CapturedStep | None:
-        """The captured graph to replay for the chain step about to run, or None (eager/PIECEWISE path)."""
-        batch, graphs = self._chain_batch, self._chain_graphs
-        self._chain_batch = None
-        if batch is None or graphs is None:
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
+        """Which captured family the forward about to run belongs to, if any."""
+        if self.graphs is None:
             return None
-        for size, step in graphs.captured.items():  # ascending
-            if size >= batch:
-                if size > batch:
-                    # Rows [batch, size) are padding: never write the KV cache from them.
-                    self._slot_mapping_buffer[batch:size].fill_(PADDING_SLOT)
+        qsl = cad.query_start_loc.data_ptr()
+        if draft_index >= 1 and qsl == self.arange.data_ptr():
+            return (CHAIN, cad.num_reqs)
+        query_len = 1 + self.num_speculative_tokens
+        # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
+        # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
+        if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
+                and cad.num_actual_tokens % query_len == 0
+                and qsl == self.target_runner.query_start_loc.gpu.data_ptr()):
+            return (FIRST, cad.num_reqs)
+        return None
+
+    def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
+                     kwargs: dict[str, Any]) -> CapturedStep | None:
+        """The captured step for the forward about to run (consumes the announcement), or None."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        kind, num_reqs = pending
+        if kind == FIRST:
+            tokens = kwargs["input_ids"].shape[0] if kwargs.get("input_ids") is not None else -1
+            step = captured.get((FIRST, num_reqs))
+            return step if step is not None and step.num_tokens == tokens else None
+        for (step_kind, size), step in captured.items():  # ascending within each kind
+            if step_kind == CHAIN and size >= num_reqs:
+                if size > num_reqs:
+                    # Rows [num_reqs, size) are padding: they must never write the KV cache.
+                    self._slot_mapping_buffer[num_reqs:size].fill_(PADDING_SLOT)
                 return step
         return None
 
     # -- capture at boot -------------------------------------------------------------------------------------------
-    def chain_graph_support_ok(self) -> bool:
+    def graph_support_ok(self) -> bool:
+        """Chain steps need UNIFORM_SINGLE_TOKEN_DECODE, the (1+K)-token first pass UNIFORM_BATCH."""
+        need = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
         for group in self.draft_attn_groups:
-            builder = group.get_metadata_builder()
-            support = builder.get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
-            if support.value < AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE.value:
-                logger.warning("portable_spec: draft attention backend %s supports graphs only at %s; chain steps "
-                               "stay PIECEWISE/eager", group.backend.get_name(), support.name)
+            support = group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
+            if support.value < need.value:
+                logger.warning("portable_spec: draft attention backend %s supports graphs only at %s; the drafter "
+                               "stays on vLLM's PIECEWISE/eager path", group.backend.get_name(), support.name)
                 return False
         return True
 
-    def _capture_metadata(self, num_reqs: int) -> CommonAttentionMetadata:
+    def first_pass_graphs_ok(self) -> bool:
+        return all(group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec).value
+                   >= AttentionCGSupport.UNIFORM_BATCH.value for group in self.draft_attn_groups)
+
+    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
         runner = self.target_runner
+        query_len = 1 if kind == CHAIN else 1 + self.num_speculative_tokens
+        num_tokens = num_reqs * query_len
+        if kind == CHAIN:
+            query_start_loc = self.arange[: num_reqs + 1]
+        else:
+            query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
+            query_start_loc.copy_(self.arange[: num_reqs + 1] * query_len)
+        runner.seq_lens[:num_reqs].fill_(query_len)
+        self._slot_mapping_buffer[:num_tokens].fill_(PADDING_SLOT)
         return CommonAttentionMetadata(
-            query_start_loc=self.arange[: num_reqs + 1],
-            query_start_loc_cpu=torch.from_numpy(self.token_arange_np[: num_reqs + 1]).clone(),
+            query_start_loc=query_start_loc,
+            query_start_loc_cpu=torch.arange(num_reqs + 1, dtype=torch.int32) * query_len,
             seq_lens=runner.seq_lens[:num_reqs],
             num_reqs=num_reqs,
-            num_actual_tokens=num_reqs,
-            max_query_len=1,
+            num_actual_tokens=num_tokens,
+            max_query_len=query_len,
             max_seq_len=self.max_model_len,
             block_table_tensor=runner.input_batch.block_table[0].get_device_tensor(num_reqs),
-            slot_mapping=self._slot_mapping_buffer[:num_reqs],
+            slot_mapping=self._slot_mapping_buffer[:num_tokens],
             causal=True,
         )
 
-    def _forward(self, forward: Any, num_reqs: int, per_layer: dict) -> Any:
-        kwargs = {"input_ids": self.input_ids[:num_reqs], "positions": self._get_positions(num_reqs),
+    def _model_kwargs(self, num_tokens: int) -> dict[str, Any]:
+        kwargs = {"input_ids": self.input_ids[:num_tokens], "positions": self._get_positions(num_tokens),
                   "inputs_embeds": None}
         if self.pass_hidden_states_to_model:
-            kwargs["hidden_states"] = self.hidden_states[:num_reqs]
-        with set_forward_context(per_layer, self.vllm_config, num_tokens=num_reqs,
-                                 slot_mapping=self._get_slot_mapping(num_reqs)):
-            return forward(**kwargs)
+            kwargs["hidden_states"] = self.hidden_states[:num_tokens]
+        return kwargs
+
+    def _capture_one(self, port: Any, pool: Any, kind: str, num_reqs: int) -> CapturedStep:
+        cad = self._capture_metadata(kind, num_reqs)
+        num_tokens = cad.num_actual_tokens
+        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 0 if kind == FIRST else 1)
+        kwargs = self._model_kwargs(num_tokens)
+        forward = self.graphs.eager_forward
+
+        def run() -> Any:
+            with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
+                                     slot_mapping=self._get_slot_mapping(num_tokens)):
+                return forward(**kwargs)
+
+        run()  # warm-up outside capture (lazy initialisation, autotuning)
+        graph = port.new_graph()
+        with port.capture(graph, pool=pool):
+            outputs = run()
+        return CapturedStep(kind, num_reqs, num_tokens, graph, input_pointers(kwargs), outputs)
 
     @torch.inference_mode()
-    def capture_chain_step_graphs(self) -> dict[str, Any]:
-        """Capture one FULL graph per chain-step batch size; a size that fails to capture stays eager (warning)."""
-        if self.num_speculative_tokens < 2 or self.supports_mm_inputs or not self.chain_graph_support_ok():
+    def capture_graphs(self) -> dict[str, Any]:
+        """Capture every planned size; a size that fails to capture stays on vLLM's path (one warning each)."""
+        if self.supports_mm_inputs or not self.graph_support_ok():
             return {}
-        if self._chain_graphs is None:
-            self._chain_graphs = ChainStepGraphs(self.model, self)
-        eager_forward = self._chain_graphs.eager_forward
+        if self.graphs is None:
+            self.graphs = DrafterGraphs(self.model, self)
+        plan = drafter_plan(self.vllm_config)
+        max_reqs = self.target_runner.max_num_reqs
+        todo: list[tuple[str, int]] = []
+        if self.first_pass_graphs_ok():
+            todo += [(FIRST, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
+                     if plan.first_step.num_reqs(s) <= max_reqs]
+        if plan.chain_step is not None and self.num_speculative_tokens > 1:
+            todo += [(CHAIN, s) for s in plan.chain_step.sizes if s <= max_reqs]
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
-        sizes = [s for s in chain_step_sizes(self.vllm_config) if s <= self.target_runner.max_num_reqs]
         free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
-        captured, failed = {}, {}
-        for num_reqs in sizes:
+        captured: dict[tuple[str, int], CapturedStep] = {}
+        failed: dict[str, str] = {}
+        for kind, num_reqs in todo:
             try:
-                self._slot_mapping_buffer[:num_reqs].fill_(PADDING_SLOT)
-                self.target_runner.seq_lens[:num_reqs].fill_(1)
-                _, per_layer = super().build_per_group_and_layer_attn_metadata(
-                    self._capture_metadata(num_reqs), draft_index=1)
-                self._forward(eager_forward, num_reqs, per_layer)  # warm-up outside capture
-                graph = port.new_graph()
-                with port.capture(graph, pool=pool):
-                    outputs = self._forward(eager_forward, num_reqs, per_layer)
-                captured[num_reqs] = CapturedStep(num_reqs, graph, outputs)
+                captured[(kind, num_reqs)] = self._capture_one(port, pool, kind, num_reqs)
             except Exception as exc:  # one size failing must not take the engine down
-                failed[num_reqs] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                logger.warning("portable_spec: drafter chain-step graph for %d requests failed to capture (%s); "
-                               "that size stays eager", num_reqs, failed[num_reqs])
+                failed[f"{kind}:{num_reqs}"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                logger.warning("portable_spec: drafter %s graph for %d requests failed to capture (%s); that size "
+                               "stays on vLLM's path", kind, num_reqs, failed[f"{kind}:{num_reqs}"])
         self.target_runner.seq_lens.zero_()
         port.synchronize()
-        self._chain_graphs.captured.update(dict(sorted(captured.items())))
-        if self._chain_graphs.captured:
-            self._chain_graphs.install()
+        self.graphs.captured = dict(sorted(captured.items()))
+        if self.graphs.captured:
+            self.graphs.install()
         free_after = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
         self.capture_stats = {
-            "sizes": sorted(captured), "failed": failed, "graphs": len(captured),
+            "first_pass_sizes": [s.num_tokens for s in captured.values() if s.kind == FIRST],
+            "chain_step_batch_sizes": [s.num_reqs for s in captured.values() if s.kind == CHAIN],
+            "graphs": len(captured), "failed": failed,
             "memory_bytes": (free_before - free_after) if free_before is not None else None,
         }
-        logger.info("portable_spec: drafter chain-step FULL graphs: %d captured %s, %d failed, %.1f MiB",
-                    len(captured), sorted(captured), len(failed),
+        logger.info("portable_spec: drafter FULL graphs: %d captured (first pass %s tokens, chain steps %s requests),"
+                    " %d failed, %.1f MiB", len(captured), self.capture_stats["first_pass_sizes"],
+                    self.capture_stats["chain_step_batch_sizes"], len(failed),
                     (self.capture_stats["memory_bytes"] or 0) / 2**20)
         return self.capture_stats

@@ -29,6 +29,6 @@ class PortableV1ModelRunner(GPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, FullGraphEagleProposer):
             start = time.perf_counter()
-            drafter.capture_chain_step_graphs()
+            drafter.capture_graphs()
             logger.info("portable_spec: drafter FULL graphs captured in %.2f s", time.perf_counter() - start)
         return result
