@@ -117,6 +117,14 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
         print("WORKER", cfg.parallel_config.worker_cls)
         print("SIZES", cfg.compilation_config.cudagraph_capture_sizes)
         print("DEVICE", cfg.device_config.device_type)
+        from vllm.v1.attention.selector import AttentionSelectorConfig
+        dflash_draft = AttentionSelectorConfig(head_size=64, dtype=torch.bfloat16, kv_cache_dtype="auto",
+                                               block_size=16, use_non_causal=True)
+        print("ATTN", vllm.platforms.current_platform.get_attn_backend_cls(None, dflash_draft))
+        try:
+            vllm.platforms.current_platform.get_attn_backend_cls("FLASH_ATTN", dflash_draft)
+        except Exception as exc:
+            print("REFUSED", type(exc).__name__, str(exc).splitlines()[0])
         from portable_spec.vllm_adapter.musa_worker import MusaWorker
         worker = MusaWorker(cfg, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:29555")
         try:
@@ -135,6 +143,9 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     assert lines["WORKER"] == "portable_spec.vllm_adapter.musa_worker.MusaWorker"
     assert lines["SIZES"] == "[9, 18, 36, 72]"
     assert lines["DEVICE"] == "musa"
+    # declared table, not a device run: without the mate package MUSA FLASH_ATTN is skipped, TRITON_ATTN is chosen
+    assert lines["ATTN"] == "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
+    assert lines["REFUSED"].startswith("PortableSpecError") and "FLASH_ATTN" in lines["REFUSED"]
     assert "Unsupported device type" not in lines["INIT"]
     frames = lines["FRAMES"].split()
     # ours -> vLLM's instrument wrapper -> vLLM's init_device -> deeper: the failure lies past the device-type gate

@@ -50,6 +50,17 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
         return False
 
     @classmethod
+    def get_attn_backend_cls(cls, selected_backend: Any, attn_selector_config: Any, num_heads: int | None = None) -> str:
+        """Pick from our declared MUSA table (non-causal DFlash drafts refuse backends without ``non_causal``)."""
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        from portable_spec.attention_caps.selection import select_for_vllm
+
+        row = select_for_vllm("musa", selected_backend, attn_selector_config)
+        # MUSA FLASH_ATTN ships with vllm-musa (mate kernels) and registers itself over the enum member.
+        return row.class_path or AttentionBackendEnum[row.backend].get_path()
+
+    @classmethod
     def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
         major, minor = _musa().get_device_capability(device_id)
         return DeviceCapability(major=major, minor=minor)

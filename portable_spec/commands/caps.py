@@ -1,0 +1,59 @@
+"""``portable-spec caps``: the declared attention-backend capability table, for any platform, no device needed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from portable_spec.attention_caps import CLAIM_FIELDS, PLATFORMS, VLLM_VERSION, rows, verification_label
+from portable_spec.attention_caps.model import CONDITIONS, describe_claim
+from portable_spec.attention_caps.verification import load_reports
+from portable_spec.commands._common import add_json_flag, emit
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("caps", help="print the declared attention-backend capabilities (no device needed)")
+    parser.add_argument("--platform", metavar="P", help=f"only this platform's rows: one of {', '.join(PLATFORMS)}")
+    parser.add_argument("--backend", metavar="B", help="only this vLLM backend (e.g. FLASH_ATTN, TRITON_ATTN)")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def caps_payload(platform: str | None = None, backend: str | None = None) -> dict[str, Any]:
+    reports = load_reports()
+    out = []
+    for row in rows(platform, backend):
+        entry = row.to_dict()
+        entry["verification"] = verification_label(row, reports)
+        out.append(entry)
+    return {"vllm_version": VLLM_VERSION, "conditions": {k: v[0] for k, v in CONDITIONS.items()}, "rows": out}
+
+
+def render(payload: dict[str, Any]) -> str:
+    from portable_spec.attention_caps import get_row
+
+    lines = [f"attention backend capabilities (declared against vLLM {payload['vllm_version']})"]
+    for entry in payload["rows"]:
+        row = get_row(entry["platform"], entry["backend"])
+        lines.append("")
+        lines.append(f"{row.platform} / {row.backend}  [{entry['verification']}]")
+        lines.append(f"  class: {row.class_path or '(not shipped here)'}"
+                     + (f"   requires: {', '.join(row.requires)}" if row.requires else ""))
+        for name in CLAIM_FIELDS:
+            lines.append(f"  {name.replace('_', ' ')}: {describe_claim(getattr(row, name))}")
+        lines.append(f"  source: {row.source}")
+        lines.extend(f"  note: {note}" for note in row.notes)
+    used = sorted({c for e in payload["rows"] for c in _conditions_of(e)})
+    if used:
+        lines.append("")
+        lines.extend(f"with {name}: {payload['conditions'][name]}" for name in used)
+    return "\n".join(lines)
+
+
+def _conditions_of(entry: dict[str, Any]) -> list[str]:
+    return [entry[f]["when"] for f in CLAIM_FIELDS if isinstance(entry[f], dict) and "when" in entry[f]]
+
+
+def run(args: argparse.Namespace) -> int:
+    emit(args, caps_payload(args.platform, args.backend), render)
+    return 0

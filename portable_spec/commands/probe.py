@@ -1,0 +1,49 @@
+"""``portable-spec probe``: platform facts; on a device, a capture/replay check into the shared pool."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from portable_spec.commands._common import add_json_flag, add_platform_flag, emit, render_mapping
+from portable_spec.errors import PortableSpecError
+from portable_spec.platforms import select_platform
+from portable_spec.probe import run_probe
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("probe", help="report platform facts and check graph capture on the live device")
+    add_platform_flag(parser)
+    add_json_flag(parser)
+    parser.add_argument("--verify", action="store_true",
+                        help="also run each importable attention backend's kernel against a torch reference and "
+                             "mark its declared claims (needs vLLM and the device); exit 1 if a claim is refuted")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    platform = select_platform(args.platform)
+    report = run_probe(platform)
+    code, message = 0, None
+    if getattr(args, "verify", False):
+        from portable_spec.attention_caps.checks import refutation_exit, render_verify
+
+        verify = _load_verifier()
+        report["attention_verify"] = verify(platform.name)
+        code, message = refutation_exit(report["attention_verify"])
+        emit(args, report, lambda r: render_mapping({k: v for k, v in r.items() if k != "attention_verify"})
+             + "\n" + render_verify(r["attention_verify"]))
+    else:
+        emit(args, report, render_mapping)
+    if message:
+        print(f"portable-spec: {message}", file=sys.stderr)
+    return code
+
+
+def _load_verifier():
+    try:
+        from portable_spec.vllm_adapter.attention_verify import verify_attention
+    except ImportError as exc:
+        raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: pip install "
+                                "'portable-spec[vllm]'") from exc
+    return verify_attention
