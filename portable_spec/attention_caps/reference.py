@@ -117,7 +117,10 @@ def make_case(seq_lens: list[int], query_lens: list[int], *, num_q_heads: int = 
     keys = [randn(s, num_kv_heads, head_size) for s in seq_lens]
     values = [randn(s, num_kv_heads, head_size) for s in seq_lens]
     q = randn(sum(query_lens), num_q_heads, head_size)
-    sink_logits = (0.5 * torch.randn(num_q_heads, generator=gen) + 4.0).float() if sinks else None
+    # Sink logits are model parameters in the model dtype (vLLM's FA3 takes them as bf16 only); round them to
+    # bfloat16 once here so the kernel and the float32 reference use the very same values.
+    sink_logits = ((0.5 * torch.randn(num_q_heads, generator=gen) + 4.0).to(torch.bfloat16).float()
+                   if sinks else None)
     return build_case(keys, values, q, query_lens, block_size=block_size, device=device, causal=causal,
                       sinks=sink_logits, seed=seed + 1, spare_blocks=spare_blocks)
 

@@ -6,6 +6,7 @@ from types import ModuleType
 
 import torch
 
+from portable_spec.platforms.fork_safe import visible_device_count
 from portable_spec.platforms.interface import DevicePlatform
 
 
@@ -16,13 +17,13 @@ class CudaPlatform(DevicePlatform):
 
     @classmethod
     def is_active(cls) -> bool:
-        return torch.version.cuda is not None and torch.cuda.is_available()
+        return torch.version.cuda is not None and visible_device_count() > 0
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
         if getattr(torch.version, "hip", None):
             return "platform 'cuda' selected but this torch is a ROCm build; use --platform rocm"
-        if torch.version.cuda is None or not torch.cuda.is_available():
+        if torch.version.cuda is None or visible_device_count() == 0:
             return ("platform 'cuda' selected but no CUDA device is visible "
                     "(check the driver and CUDA_VISIBLE_DEVICES, or use --platform cpu)")
         return None

@@ -7,6 +7,7 @@ from types import ModuleType
 
 import torch
 
+from portable_spec.platforms.fork_safe import visible_device_count
 from portable_spec.platforms.interface import DevicePlatform
 
 
@@ -24,7 +25,7 @@ class RocmPlatform(DevicePlatform):
     def unavailable_reason(cls) -> str | None:
         if not getattr(torch.version, "hip", None):
             return "platform 'rocm' requires a ROCm (HIP) build of torch; install one, or use --platform cuda/cpu"
-        if not torch.cuda.is_available():
+        if visible_device_count() == 0:
             return "platform 'rocm' selected but no ROCm device is visible (check HIP_VISIBLE_DEVICES and the driver)"
         return None
 

@@ -130,7 +130,8 @@ class FlashAttnKernel:
         flash_attn_varlen_func(
             q=q, k=k_cache, v=v_cache, out=out, cu_seqlens_q=case.cu_seqlens_q, max_seqlen_q=case.max_query_len,
             seqused_k=case.seqused_k, max_seqlen_k=case.max_seq_len, softmax_scale=case.scale, causal=case.causal,
-            block_table=case.block_table, fa_version=fa, num_splits=1 if batch_invariant else 0, s_aux=case.sinks,
+            block_table=case.block_table, fa_version=fa, num_splits=1 if batch_invariant else 0,
+            s_aux=None if case.sinks is None else case.sinks.to(torch.bfloat16),
             **descale)
         return out
 

@@ -95,3 +95,22 @@ def test_musa_sim_live_graph_cap_is_enforced():
     with pytest.raises(MusaSimError, match="exceed the cap 2"):
         with port.capture(port.new_graph()):
             pass
+
+
+def test_platform_probe_does_not_poison_fork():
+    """vLLM forks its engine core after our probe ran: the probe must not initialise the CUDA runtime."""
+    import subprocess
+    import sys
+
+    code = ("import os, torch\n"
+            "os.environ['VLLM_PLATFORM'] = 'cuda'\n"
+            "from portable_spec.vllm_adapter.platform_probe import probe\n"
+            "assert probe() == 'portable_spec.vllm_adapter.cuda.PortableCudaPlatform', probe()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    torch.zeros(1, device='cuda'); os._exit(0)\n"
+            "_, status = os.waitpid(pid, 0)\n"
+            "print('child exit', os.waitstatus_to_exitcode(status))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "child exit 0", proc.stderr[-2000:]
