@@ -74,6 +74,8 @@ def main() -> int:
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--runner", choices=("v1", "auto"), default="v1",
+                        help="v1: force VLLM_USE_V2_MODEL_RUNNER=0; auto: let vLLM choose (MoE targets pick V1)")
     parser.add_argument("--tolerance-pts", type=float, default=None,
                         help="max |full - eager| acceptance difference per position, averaged over seeds")
     args = parser.parse_args()
@@ -82,7 +84,7 @@ def main() -> int:
     from portable_spec.testing.model_zoo import build_pair
 
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k)
-    tag = f"{args.pair}_{args.variant}_k{args.k}_t{args.temperature:g}"
+    tag = f"{args.pair}_{args.variant}_k{args.k}_t{args.temperature:g}" + ("_auto" if args.runner == "auto" else "")
     seeds = [int(s) for s in args.seeds.split(",")]
     results = []
     for seed in seeds:
@@ -93,7 +95,7 @@ def main() -> int:
             if args.draft_sample_method:
                 child += ["--draft-sample-method", args.draft_sample_method]
             log = out / f"e2e_{tag}_{variant}_s{seed}.log"
-            result = run_variant(variant, child, log, args.timeout)
+            result = run_variant(variant, child, log, args.timeout, runner=args.runner)
             result["log_excerpt"] = log_excerpt(log)
             results.append(result)
             print(json.dumps({k: result.get(k) for k in (
@@ -113,6 +115,7 @@ def main() -> int:
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "vllm": vllm.__version__,
               "pair": args.pair, "variant": args.variant, "method": pair["method"], "k": args.k,
               "temperature": args.temperature, "draft_sample_method": args.draft_sample_method,
+              "runner_choice": args.runner,
               "expected_acceptance_per_position": pair["expected"]["acceptance_per_position"],
               "mean_acceptance_per_position": {v: mean_acceptance(results, v) for v in args.variants.split(",")},
               "results": results, "checks": checks}

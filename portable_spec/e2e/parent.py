@@ -15,10 +15,16 @@ ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTI
                  "PYTHONUNBUFFERED": "1"}
 
 
-def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int) -> dict[str, Any]:
-    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``."""
+def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
+                runner: str = "v1") -> dict[str, Any]:
+    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``.
+
+    ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves) for V1 variants.
+    """
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "VLLM_USE_V2_MODEL_RUNNER")}
     env.update(VARIANTS[variant].env)
+    if runner == "auto" and env.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
+        del env["VLLM_USE_V2_MODEL_RUNNER"]
     env.update(ISOLATION_ENV)
     cmd = [sys.executable, "-m", "portable_spec.e2e.child", "--variant", variant, *child_args]
     print(f"[e2e] {variant}: {' '.join(child_args)}", flush=True)

@@ -1,0 +1,39 @@
+"""Which vLLM runner our zoo targets get, decided by vLLM 0.26.0's own rule (not by the CPU host's lack of Triton):
+the MoE target (Mixtral) is not a default Model Runner V2 architecture, so it runs the V1 runner, where our FULL
+drafter applies; the dense Llama target defaults to MRV2 unless VLLM_USE_V2_MODEL_RUNNER=0."""
+
+from __future__ import annotations
+
+import pytest
+
+from portable_spec.testing.model_zoo import build_pair
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("zoo")
+    return {name: build_pair(name, root, variant="perfect") for name in ("mixtral_eagle", "llama_eagle")}
+
+
+def engine_config(pair):
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
+                      speculative_config=pair["speculative_config"]).create_engine_config()
+
+
+def test_moe_target_runs_the_v1_runner_by_vllms_own_rule(vllm_platform, zoo, monkeypatch):
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    cfg = engine_config(zoo["mixtral_eagle"])
+    assert cfg.model_config.is_moe
+    assert cfg._is_default_v2_model_runner_model() is False
+    assert cfg.use_v2_model_runner is False
+
+
+def test_dense_target_defaults_to_mrv2_unless_v1_is_forced(vllm_platform, zoo, monkeypatch):
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    cfg = engine_config(zoo["llama_eagle"])
+    assert not cfg.model_config.is_moe
+    assert cfg._is_default_v2_model_runner_model() is True  # on a GPU host with Triton: MRV2
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    assert cfg.use_v2_model_runner is False
