@@ -496,3 +496,9 @@ def test_property_idempotent(kw):
     if kw["user_sizes"] is None:  # the vLLM adapter's re-run: no user sizes, max = our last size
         from_default = plan_or_none(dict(kw, max_capture_size=plan.target_sizes[-1]))
         assert from_default is not None and from_default.target_sizes == plan.target_sizes
+
+
+def test_chain_step_sizes_include_a_max_num_seqs_off_the_ladder():
+    plan = plan_capture_sizes("eagle", 3, 5)
+    assert plan.chain_step.sizes == (1, 2, 4, 5)
+    assert plan_capture_sizes("eagle", 3, 8).chain_step.sizes == (1, 2, 4, 8)

@@ -32,6 +32,7 @@ def test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model():
     assert hasattr(module, "EagleProposer") and hasattr(module, "GPUModelRunner")
     source = inspect.getsource(module.GPUModelRunner.__init__)
     assert "EagleProposer(self.vllm_config, self.device, self)" in source
+    assert "DFlashProposer(self.vllm_config, self.device, self)" in source
     assert params(module.GPUModelRunner.capture_model) == ["self"]
     assert "self.seq_lens = torch.zeros(" in source
 
@@ -59,6 +60,20 @@ def test_eagle_proposer_receives_the_runner():
 
     assert params(EagleProposer.__init__) == ["self", "vllm_config", "device", "runner"]
     assert "runner" in inspect.getsource(EagleProposer.__init__)
+
+
+def test_dflash_step_shape_we_rely_on():
+    from vllm.v1.spec_decode.dflash import DFlashProposer
+
+    first = inspect.getsource(DFlashProposer.set_inputs_first_pass)
+    assert "new_query_start_loc = self.arange[: batch_size + 1] * num_query_per_req" in first
+    assert "seq_lens=effective_seq_lens + num_query_per_req" in first
+    assert "slot_mapping=query_slot_mapping" in first and "max_query_len=num_query_per_req" in first
+    inputs = inspect.getsource(DFlashProposer.build_model_inputs_first_pass)
+    assert "input_ids=self.input_ids[:num_input_tokens]" in inputs and "inputs_embeds=None" in inputs
+    assert "precompute_and_store_context_kv" in inputs  # context K/V stays outside our graphs
+    init = inspect.getsource(DFlashProposer.__init__)
+    assert "self._slot_mapping_buffer = torch.zeros(" in init and "self.positions = torch.zeros(" in init
 
 
 def test_common_attention_metadata_fields():
@@ -139,6 +154,6 @@ def test_drafter_forward_override_is_instance_level_and_reversible():
     graphs.install()
     x = torch.ones(1, 2)
     assert torch.equal(model(x), torch.nn.Linear.forward(model, x))  # nothing pending: the model's own forward
-    assert isinstance(model, torch.nn.Linear) and graphs.replays == {"first": 0, "chain": 0}
+    assert isinstance(model, torch.nn.Linear) and set(graphs.replays.values()) == {0}
     graphs.uninstall()
     assert "forward" not in model.__dict__

@@ -75,6 +75,11 @@ class SimulatedMusa:
         self._record("Event")
         return self._cuda.Event(*args, **kwargs)
 
+    def stream(self, stream: Any) -> Any:
+        """``torch.musa.stream``: the context that makes ``stream`` current (used to warm up on a capture stream)."""
+        self._record("stream")
+        return self._cuda.stream(stream)
+
     def current_stream(self, device: Any = None) -> Any:
         self._record("current_stream")
         return self._cuda.current_stream(device)

@@ -15,7 +15,7 @@ logger = logging.getLogger("portable_spec.vllm_adapter")
 
 DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
 MODES = ("full", "piecewise", "none")
-SUPPORTED_METHODS = ("eagle", "eagle3", "mtp")
+SUPPORTED_METHODS = ("eagle", "eagle3", "mtp", "dflash")
 
 
 def requested_mode() -> str:

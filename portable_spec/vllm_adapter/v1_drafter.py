@@ -1,5 +1,6 @@
-"""FULL graphs for the V1 EAGLE/EAGLE3/MTP drafter: one graph per padded size for the first pass at the target's
-verify shape (query length 1+K, uniform) and for the chain steps (query length 1).
+"""FULL graphs for the V1 drafters: EAGLE/EAGLE3/MTP (one graph per padded size for the first pass at the target's
+verify shape, query length 1+K, and for the chain steps, query length 1) and DFlash (one graph per block-aligned
+size for its single parallel step, query length 1+K, context K/V written outside the graph).
 
 vLLM 0.26.0's V1 drafter runs PIECEWISE at best: every forward dispatches its pieces and runs attention eagerly.
 Here each forward the drafter makes in steady-state decoding is captured once per size into the process-wide graph
@@ -11,6 +12,8 @@ had at capture and is written in place before the replay:
   the first pass the runner's persistent ``query_start_loc``; ``seq_lens`` is the runner's persistent buffer (updated
   in place by upstream's step kernel), the block table the runner's persistent table, ``slot_mapping`` the proposer's
   persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
+DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
+rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
 Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Sampling stays eager.
 """
 
@@ -24,6 +27,7 @@ import torch
 from vllm.forward_context import set_forward_context
 from vllm.platforms import current_platform
 from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
+from vllm.v1.spec_decode.dflash import DFlashProposer
 from vllm.v1.spec_decode.eagle import EagleProposer
 
 from portable_spec.vllm_adapter.drafter_plan import drafter_plan
@@ -33,7 +37,7 @@ logger = logging.getLogger("portable_spec.vllm_adapter")
 
 PADDING_SLOT = -1
 PORT_NAMES = ("cuda", "rocm", "musa")
-FIRST, CHAIN = "first", "chain"
+FIRST, CHAIN, BLOCK = "first", "chain", "dflash_block"
 
 
 @dataclass
@@ -60,12 +64,12 @@ class DrafterGraphs:
     ``uninstall()`` restores the class's forward.
     """
 
-    def __init__(self, model: torch.nn.Module, proposer: "FullGraphEagleProposer") -> None:
+    def __init__(self, model: torch.nn.Module, proposer: "DrafterGraphMixin") -> None:
         self.model = model
         self.proposer = proposer
         self.eager_forward = model.forward
         self.captured: dict[tuple[str, int], CapturedStep] = {}
-        self.replays = {FIRST: 0, CHAIN: 0}
+        self.replays = {FIRST: 0, CHAIN: 0, BLOCK: 0}
         self.pointer_mismatches = 0
 
     def install(self) -> None:
@@ -86,8 +90,10 @@ class DrafterGraphs:
         return self.eager_forward(*args, **kwargs)
 
 
-class FullGraphEagleProposer(EagleProposer):
-    """``EagleProposer`` whose steady-state forwards replay per-size FULL graphs (see module docstring)."""
+class DrafterGraphMixin:
+    """Capture at boot, replay in steady state, for any V1 proposer. Subclasses say which forwards qualify
+    (``_classify``), what metadata a capture uses (``_capture_metadata``) and which sizes to capture (``_todo``).
+    Put it first in the bases: ``class P(DrafterGraphMixin, SomeUpstreamProposer)``."""
 
     def __init__(self, vllm_config: Any, device: torch.device, runner: Any = None) -> None:
         super().__init__(vllm_config, device, runner)
@@ -100,24 +106,20 @@ class FullGraphEagleProposer(EagleProposer):
     # -- hooks into upstream's propose -----------------------------------------------------------------------------
     def build_per_group_and_layer_attn_metadata(self, common_attn_metadata: CommonAttentionMetadata,
                                                 draft_index: int = 0):
-        self._pending = self._classify(common_attn_metadata, draft_index)
+        self._pending = self._classify(common_attn_metadata, draft_index) if self.graphs is not None else None
         return super().build_per_group_and_layer_attn_metadata(common_attn_metadata, draft_index)
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
-        """Which captured family the forward about to run belongs to, if any."""
-        if self.graphs is None:
-            return None
-        qsl = cad.query_start_loc.data_ptr()
-        if draft_index >= 1 and qsl == self.arange.data_ptr():
-            return (CHAIN, cad.num_reqs)
-        query_len = 1 + self.num_speculative_tokens
-        # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
-        # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
-        if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
-                and cad.num_actual_tokens % query_len == 0
-                and qsl == self.target_runner.query_start_loc.gpu.data_ptr()):
-            return (FIRST, cad.num_reqs)
-        return None
+        """``(kind, num_reqs)`` of the captured family the forward about to run belongs to, or None."""
+        raise NotImplementedError
+
+    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
+        """Metadata over the persistent buffers a replay of ``(kind, num_reqs)`` will read."""
+        raise NotImplementedError
+
+    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
+        """``(kind, num_reqs)`` to capture, from the capture plan."""
+        raise NotImplementedError
 
     def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
                      kwargs: dict[str, Any]) -> CapturedStep | None:
@@ -125,70 +127,26 @@ class FullGraphEagleProposer(EagleProposer):
         pending, self._pending = self._pending, None
         if pending is None:
             return None
-        kind, num_reqs = pending
-        if kind == FIRST:
-            tokens = kwargs["input_ids"].shape[0] if kwargs.get("input_ids") is not None else -1
-            step = captured.get((FIRST, num_reqs))
-            return step if step is not None and step.num_tokens == tokens else None
-        for (step_kind, size), step in captured.items():  # ascending within each kind
-            if step_kind == CHAIN and size >= num_reqs:
-                if size > num_reqs:
-                    # Rows [num_reqs, size) are padding: they must never write the KV cache.
-                    self._slot_mapping_buffer[num_reqs:size].fill_(PADDING_SLOT)
-                return step
-        return None
+        step = captured.get(pending)
+        tokens = kwargs["input_ids"].shape[0] if kwargs.get("input_ids") is not None else -1
+        return step if step is not None and step.num_tokens == tokens else None
 
     # -- capture at boot -------------------------------------------------------------------------------------------
-    def graph_support_ok(self) -> bool:
-        """Chain steps need UNIFORM_SINGLE_TOKEN_DECODE, the (1+K)-token first pass UNIFORM_BATCH."""
-        need = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
-        for group in self.draft_attn_groups:
-            support = group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
-            if support.value < need.value:
-                logger.warning("portable_spec: draft attention backend %s supports graphs only at %s; the drafter "
-                               "stays on vLLM's PIECEWISE/eager path", group.backend.get_name(), support.name)
-                return False
-        return True
-
-    def first_pass_graphs_ok(self) -> bool:
-        return all(group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec).value
-                   >= AttentionCGSupport.UNIFORM_BATCH.value for group in self.draft_attn_groups)
-
-    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        runner = self.target_runner
-        query_len = 1 if kind == CHAIN else 1 + self.num_speculative_tokens
-        num_tokens = num_reqs * query_len
-        if kind == CHAIN:
-            query_start_loc = self.arange[: num_reqs + 1]
-        else:
-            query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
-            query_start_loc.copy_(self.arange[: num_reqs + 1] * query_len)
-        runner.seq_lens[:num_reqs].fill_(query_len)
-        self._slot_mapping_buffer[:num_tokens].fill_(PADDING_SLOT)
-        return CommonAttentionMetadata(
-            query_start_loc=query_start_loc,
-            query_start_loc_cpu=torch.arange(num_reqs + 1, dtype=torch.int32) * query_len,
-            seq_lens=runner.seq_lens[:num_reqs],
-            num_reqs=num_reqs,
-            num_actual_tokens=num_tokens,
-            max_query_len=query_len,
-            max_seq_len=self.max_model_len,
-            block_table_tensor=runner.input_batch.block_table[0].get_device_tensor(num_reqs),
-            slot_mapping=self._slot_mapping_buffer[:num_tokens],
-            causal=True,
-        )
+    def _graph_support(self) -> AttentionCGSupport:
+        return min((group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
+                    for group in self.draft_attn_groups), key=lambda support: support.value)
 
     def _model_kwargs(self, num_tokens: int) -> dict[str, Any]:
         kwargs = {"input_ids": self.input_ids[:num_tokens], "positions": self._get_positions(num_tokens),
                   "inputs_embeds": None}
-        if self.pass_hidden_states_to_model:
+        if self.pass_hidden_states_to_model and not isinstance(self, DFlashProposer):
             kwargs["hidden_states"] = self.hidden_states[:num_tokens]
         return kwargs
 
     def _capture_one(self, port: Any, pool: Any, kind: str, num_reqs: int) -> CapturedStep:
         cad = self._capture_metadata(kind, num_reqs)
         num_tokens = cad.num_actual_tokens
-        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 0 if kind == FIRST else 1)
+        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 1 if kind == CHAIN else 0)
         kwargs = self._model_kwargs(num_tokens)
         forward = self.graphs.eager_forward
 
@@ -206,18 +164,11 @@ class FullGraphEagleProposer(EagleProposer):
     @torch.inference_mode()
     def capture_graphs(self) -> dict[str, Any]:
         """Capture every planned size; a size that fails to capture stays on vLLM's path (one warning each)."""
-        if self.supports_mm_inputs or not self.graph_support_ok():
+        if self.supports_mm_inputs:
             return {}
         if self.graphs is None:
             self.graphs = DrafterGraphs(self.model, self)
-        plan = drafter_plan(self.vllm_config)
-        max_reqs = self.target_runner.max_num_reqs
-        todo: list[tuple[str, int]] = []
-        if self.first_pass_graphs_ok():
-            todo += [(FIRST, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
-                     if plan.first_step.num_reqs(s) <= max_reqs]
-        if plan.chain_step is not None and self.num_speculative_tokens > 1:
-            todo += [(CHAIN, s) for s in plan.chain_step.sizes if s <= max_reqs]
+        todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
         free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
@@ -236,14 +187,134 @@ class FullGraphEagleProposer(EagleProposer):
         if self.graphs.captured:
             self.graphs.install()
         free_after = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
-        self.capture_stats = {
-            "first_pass_sizes": [s.num_tokens for s in captured.values() if s.kind == FIRST],
-            "chain_step_batch_sizes": [s.num_reqs for s in captured.values() if s.kind == CHAIN],
-            "graphs": len(captured), "failed": failed,
-            "memory_bytes": (free_before - free_after) if free_before is not None else None,
-        }
-        logger.info("portable_spec: drafter FULL graphs: %d captured (first pass %s tokens, chain steps %s requests),"
-                    " %d failed, %.1f MiB", len(captured), self.capture_stats["first_pass_sizes"],
-                    self.capture_stats["chain_step_batch_sizes"], len(failed),
-                    (self.capture_stats["memory_bytes"] or 0) / 2**20)
+        sizes: dict[str, list[int]] = {}
+        for step in captured.values():
+            sizes.setdefault(step.kind, []).append(step.num_tokens)
+        self.capture_stats = {"graphs": len(captured), "num_tokens": sizes, "failed": failed,
+                              "memory_bytes": (free_before - free_after) if free_before is not None else None}
+        logger.info("portable_spec: drafter FULL graphs: %d captured %s, %d failed, %.1f MiB", len(captured), sizes,
+                    len(failed), (self.capture_stats["memory_bytes"] or 0) / 2**20)
         return self.capture_stats
+
+    def _refuse_below(self, need: AttentionCGSupport, what: str) -> bool:
+        support = self._graph_support()
+        if support.value < need.value:
+            logger.warning("portable_spec: draft attention supports graphs only at %s, %s needs %s; it stays on "
+                           "vLLM's PIECEWISE/eager path", support.name, what, need.name)
+            return True
+        return False
+
+
+class FullGraphEagleProposer(DrafterGraphMixin, EagleProposer):
+    """EAGLE/EAGLE3/MTP: the verify-shaped first pass and every chain step replay per-size FULL graphs."""
+
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
+        qsl = cad.query_start_loc.data_ptr()
+        if draft_index >= 1 and qsl == self.arange.data_ptr():
+            return (CHAIN, cad.num_reqs)
+        query_len = 1 + self.num_speculative_tokens
+        # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
+        # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
+        if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
+                and cad.num_actual_tokens % query_len == 0
+                and qsl == self.target_runner.query_start_loc.gpu.data_ptr()):
+            return (FIRST, cad.num_reqs)
+        return None
+
+    def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
+                     kwargs: dict[str, Any]) -> CapturedStep | None:
+        pending = self._pending
+        if pending is None or pending[0] != CHAIN:
+            return super().pending_step(captured, kwargs)
+        self._pending = None
+        num_reqs = pending[1]
+        for (kind, size), step in captured.items():  # ascending within each kind
+            if kind == CHAIN and size >= num_reqs:
+                if size > num_reqs:
+                    # Rows [num_reqs, size) are padding: they must never write the KV cache.
+                    self._slot_mapping_buffer[num_reqs:size].fill_(PADDING_SLOT)
+                return step
+        return None
+
+    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
+        if self._refuse_below(AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE, "every drafter graph"):
+            return []
+        todo: list[tuple[str, int]] = []
+        if not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass"):
+            todo += [(FIRST, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
+                     if plan.first_step.num_reqs(s) <= max_reqs]
+        if plan.chain_step is not None and self.num_speculative_tokens > 1:
+            todo += [(CHAIN, s) for s in plan.chain_step.sizes if s <= max_reqs]
+        return todo
+
+    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
+        runner = self.target_runner
+        query_len = 1 if kind == CHAIN else 1 + self.num_speculative_tokens
+        if kind == CHAIN:
+            query_start_loc = self.arange[: num_reqs + 1]
+        else:
+            query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
+            query_start_loc.copy_(self.arange[: num_reqs + 1] * query_len)
+        return capture_metadata(self, query_start_loc, runner.seq_lens, num_reqs, query_len, causal=True)
+
+
+class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
+    """DFlash: its one parallel step (a non-causal block of 1+K query tokens per request) replays FULL graphs at
+    block-aligned sizes. The context K/V projection stays eager, outside the graph, as upstream does it."""
+
+    def __init__(self, vllm_config: Any, device: torch.device, runner: Any = None) -> None:
+        super().__init__(vllm_config, device, runner)
+        # Upstream builds these two fresh every step; replays read them from here.
+        self._block_query_start_loc = torch.zeros(self.max_batch_size + 1, dtype=torch.int32, device=device)
+        self._block_seq_lens = torch.zeros(self.max_batch_size, dtype=torch.int32, device=device)
+
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
+        query_len = 1 + self.num_speculative_tokens
+        if draft_index != 0 or cad.max_query_len != query_len or cad.num_actual_tokens != cad.num_reqs * query_len:
+            return None
+        size = next((n for kind, n in self.graphs.captured if kind == BLOCK and n >= cad.num_reqs), None)
+        if size is None:
+            return None
+        # Copy this step's metadata into the persistent buffers, padding rows as zero-length requests, and point the
+        # metadata there (the object is the fresh one upstream made this step; its old tensors are only read here).
+        num_reqs = cad.num_reqs
+        self._block_query_start_loc[: num_reqs + 1].copy_(cad.query_start_loc)
+        self._block_query_start_loc[num_reqs + 1: size + 1].fill_(cad.num_actual_tokens)
+        self._block_seq_lens[:num_reqs].copy_(cad.seq_lens)
+        self._block_seq_lens[num_reqs:size].zero_()
+        self._slot_mapping_buffer[cad.num_actual_tokens: size * query_len].fill_(PADDING_SLOT)
+        cad.query_start_loc = self._block_query_start_loc[: num_reqs + 1]
+        cad.seq_lens = self._block_seq_lens[:num_reqs]
+        return (BLOCK, size)
+
+    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
+        if self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the DFlash block step"):
+            return []
+        return [(BLOCK, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
+                if plan.first_step.num_reqs(s) <= min(max_reqs, self.max_batch_size)]
+
+    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
+        query_len = 1 + self.num_speculative_tokens
+        self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
+        return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
+                                query_len, causal=self.dflash_causal)
+
+
+def capture_metadata(proposer: Any, query_start_loc: torch.Tensor, seq_lens: torch.Tensor, num_reqs: int,
+                     query_len: int, *, causal: bool) -> CommonAttentionMetadata:
+    """Capture-time metadata over persistent buffers; KV writes disabled (padding slots), lengths = query length."""
+    num_tokens = num_reqs * query_len
+    seq_lens[:num_reqs].fill_(query_len)
+    proposer._slot_mapping_buffer[:num_tokens].fill_(PADDING_SLOT)
+    return CommonAttentionMetadata(
+        query_start_loc=query_start_loc,
+        query_start_loc_cpu=torch.arange(num_reqs + 1, dtype=torch.int32) * query_len,
+        seq_lens=seq_lens[:num_reqs],
+        num_reqs=num_reqs,
+        num_actual_tokens=num_tokens,
+        max_query_len=query_len,
+        max_seq_len=proposer.max_model_len,
+        block_table_tensor=proposer.target_runner.input_batch.block_table[0].get_device_tensor(num_reqs),
+        slot_mapping=proposer._slot_mapping_buffer[:num_tokens],
+        causal=causal,
+    )

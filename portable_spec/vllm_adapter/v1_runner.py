@@ -1,8 +1,8 @@
 """Our V1 model runner: vLLM's ``GPUModelRunner`` with a drafter whose chain steps replay FULL graphs.
 
-Two hooks, both scoped: while vLLM's ``__init__`` runs, ``EagleProposer`` in the runner module is our subclass (the
-runner builds its drafter by that name); after vLLM's ``capture_model`` the drafter captures its graphs, at boot,
-never at request time.
+Two hooks, both scoped: while vLLM's ``__init__`` runs, ``EagleProposer`` and ``DFlashProposer`` in the runner
+module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
+captures its graphs, at boot, never at request time.
 """
 
 from __future__ import annotations
@@ -14,20 +14,21 @@ import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from portable_spec.vllm_adapter.overrides import overridden
-from portable_spec.vllm_adapter.v1_drafter import FullGraphEagleProposer
+from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 
 class PortableV1ModelRunner(GPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
-        with overridden(v1_runner_module, "EagleProposer", FullGraphEagleProposer):
+        with (overridden(v1_runner_module, "EagleProposer", FullGraphEagleProposer),
+              overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer)):
             super().__init__(*args, **kwargs)
 
     def capture_model(self) -> int:
         result = super().capture_model()
         drafter = getattr(self, "drafter", None)
-        if isinstance(drafter, FullGraphEagleProposer):
+        if isinstance(drafter, DrafterGraphMixin):
             start = time.perf_counter()
             drafter.capture_graphs()
             logger.info("portable_spec: drafter FULL graphs captured in %.2f s", time.perf_counter() - start)
