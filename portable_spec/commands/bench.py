@@ -1,5 +1,6 @@
 """``portable-spec bench``: benchmarks. ``bench draft``: eager vs per-step FULL draft graphs vs a whole-loop graph,
-against the profiler's summed kernel time (``bench e2e`` joins later as another sub-command)."""
+against the profiler's summed kernel time. ``bench e2e``: vLLM end to end (V1 without speculation, upstream V1,
+V1 + our FULL drafter, Model Runner V2) on a generated model pair."""
 
 from __future__ import annotations
 
@@ -26,6 +27,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("bench", help="benchmarks (draft: per-step FULL draft graphs vs eager)")
     bench_sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     _register_draft(bench_sub)
+    _register_e2e(bench_sub)
+
+
+def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
+    from portable_spec.e2e.configs import VARIANTS
+
+    p = bench_sub.add_parser("e2e", help="vLLM end to end: output tok/s, TPOT and acceptance length per engine "
+                                         "variant and concurrency (needs vLLM 0.26.0 on a GPU host)")
+    p.add_argument("--pair", default="llama_eagle", help="generated model pair (default llama_eagle)")
+    p.add_argument("--model-variant", default="perfect", help="perfect | partial | attention (default perfect)")
+    p.add_argument("--num-spec", type=int, default=3, metavar="K", help="speculative tokens (default 3)")
+    p.add_argument("--concurrency", type=_int_list, default=[1, 4, 16, 64], metavar="LIST",
+                   help="comma-separated concurrencies (default 1,4,16,64)")
+    p.add_argument("--variants", default="nospec,upstream_v1,full_drafter,mrv2",
+                   help=f"comma-separated engine variants from {', '.join(sorted(VARIANTS))}")
+    p.add_argument("--tokens", type=int, default=256, metavar="N", help="output tokens per request (default 256)")
+    p.add_argument("--timeout", type=int, default=540, metavar="S", help="seconds per engine variant")
+    p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
+    add_json_flag(p)
+    p.set_defaults(func=run_e2e)
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    from portable_spec.e2e.bench import run_bench
+    from portable_spec.e2e.configs import VARIANTS
+
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown)}; choose from "
+                                f"{', '.join(sorted(VARIANTS))}")
+    if args.num_spec < 1:
+        raise PortableSpecError("--num-spec must be >= 1")
+    report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
+                       concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
+                       timeout_s=args.timeout)
+    emit(args, report, render_e2e)
+    return 0
+
+
+def render_e2e(report: dict) -> str:
+    lines = [f"{report['pair']} ({report['model_variant']}), K={report['k']}, {report['device']}, vLLM {report['vllm']}",
+             f"{'variant':<14}" + "".join(f"{'c=' + str(c):>12}" for c in report["concurrency"])]
+    for variant, row in report["summary"]["output_tok_s"].items():
+        lines.append(f"{variant:<14}" + "".join(f"{row.get(c, float('nan')):>12.1f}" for c in report["concurrency"]))
+    for key in ("full_drafter_over_upstream_v1", "full_drafter_over_mrv2"):
+        if key in report["summary"]:
+            ratios = report["summary"][key]
+            lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
+    return "\n".join(lines)
 
 
 def _register_draft(bench_sub: argparse._SubParsersAction) -> None:
