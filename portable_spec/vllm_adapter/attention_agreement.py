@@ -97,7 +97,18 @@ def _graph_support(cls: type) -> dict[str, Any]:
 
 
 def observe_backend(class_path: str) -> dict[str, Any]:
-    """Every table claim as the real class states it on this host."""
+    """Every table claim as the real class states it on this host.
+
+    Some classmethods consult the current vLLM config (FlashInfer's ``supports_sink`` asks whether TRT-LLM attention
+    is forced), so the observation runs under a default ``VllmConfig``, as an engine with default settings would.
+    """
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    with set_current_vllm_config(VllmConfig()):
+        return _observe_backend(class_path)
+
+
+def _observe_backend(class_path: str) -> dict[str, Any]:
     import torch
     from vllm.config.cache import CacheDType
 
