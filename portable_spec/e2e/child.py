@@ -88,9 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
+    platform_name = f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
+    if "VLLM_PLATFORM" in variant.env and not platform_name.startswith("portable_spec."):
+        # Never report vLLM's own path under our variant's name (e.g. entry points not installed here).
+        raise SystemExit(f"variant {args.variant} needs portable_spec's platform but vLLM resolved {platform_name}; "
+                         "install the project into this interpreter (python -m pip install -e .)")
     result.update({
         "use_v2_model_runner": vcfg.use_v2_model_runner,
-        "platform": f"{type(current_platform).__module__}.{type(current_platform).__qualname__}",
+        "platform": platform_name,
         "capture_sizes": vcfg.compilation_config.cudagraph_capture_sizes,
         "cudagraph_mode": str(vcfg.compilation_config.cudagraph_mode)})
     jobs = args.jobs.split(",")
