@@ -45,6 +45,8 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", type=int, default=256, metavar="N", help="output tokens per request (default 256)")
     p.add_argument("--timeout", type=int, default=540, metavar="S", help="seconds per engine variant")
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
+    p.add_argument("--profile", action="store_true",
+                   help="also record a torch-profiler summary of decoding at concurrency 1 per variant")
     add_json_flag(p)
     p.set_defaults(func=run_e2e)
 
@@ -62,7 +64,7 @@ def run_e2e(args: argparse.Namespace) -> int:
         raise PortableSpecError("--num-spec must be >= 1")
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
-                       timeout_s=args.timeout)
+                       timeout_s=args.timeout, profile=args.profile)
     emit(args, report, render_e2e)
     return 0
 

@@ -16,7 +16,8 @@ DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
-              bench_tokens: int = 256, timeout_s: int = 540, zoo_dir: str = "/tmp/portable_spec_zoo") -> dict[str, Any]:
+              bench_tokens: int = 256, timeout_s: int = 540, zoo_dir: str = "/tmp/portable_spec_zoo",
+              profile: bool = False) -> dict[str, Any]:
     from portable_spec.testing.model_zoo import build_pair
 
     out = Path(outdir)
@@ -25,7 +26,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     rows = []
     for variant in variants:
         child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"],
-                 "--k", str(k), "--jobs", "bench", "--concurrency", ",".join(map(str, concurrency)),
+                 "--k", str(k), "--jobs", "bench,profile" if profile else "bench", "--concurrency", ",".join(map(str, concurrency)),
                  "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens)]
         log = out / f"bench_e2e_{variant}.log"
         result = run_variant(variant, child, log, timeout_s)

@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> None:
         result["outputs"] = [list(o.outputs[0].token_ids) for o in outputs]
         result["acceptance_per_position"] = acceptance_per_position(before, after)
         result["acceptance_counts"] = acceptance_counts(before, after)
+    if "profile" in jobs:
+        result["profile"] = profile_decode(llm, args, SamplingParams, TokensPrompt)
     if "bench" in jobs:
         result["bench"] = [bench_one(llm, c, args, SamplingParams, TokensPrompt)
                            for c in (int(x) for x in args.concurrency.split(","))]
@@ -116,6 +118,30 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # facts are diagnostics; never lose the measurements over them
         result["worker_facts_error"] = f"{type(exc).__name__}: {exc}"
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any, top: int = 40) -> dict[str, Any]:
+    """torch-profiler view of steady-state decoding at concurrency 1 (engine in-process): where host and device
+    time go, to locate the remaining gap to Model Runner V2."""
+    import torch
+
+    prompts = [tokens_prompt(prompt_token_ids=PROMPTS[0])]
+    params = sampling_params(max_tokens=args.bench_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
+    llm.generate(prompts, params, use_tqdm=False)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        started = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - started
+    events = prof.key_averages()
+
+    def rows(key: str) -> list[dict[str, Any]]:
+        ranked = sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]
+        return [{"name": e.key[:120], "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
+                 "device_us": round(getattr(e, "self_device_time_total", 0.0), 1)} for e in ranked]
+    return {"wall_s": round(wall, 4), "tokens": args.bench_tokens,
+            "kernel_launches": sum(e.count for e in events if getattr(e, "self_device_time_total", 0) > 0),
+            "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total")}
 
 
 def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
