@@ -28,7 +28,8 @@ for stage in "${stages[@]}"; do
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
-    e2e)    "$py" ci/gpu/v1_drafter_e2e.py "$out" 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile 2>&1 | tee "$out/bench_e2e.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}
