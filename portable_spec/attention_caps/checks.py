@@ -89,15 +89,10 @@ def check_non_causal(kernel: AttentionKernel, device: torch.device, dtype: str =
     """The DFlash case: each sequence's last 1+K = 9 tokens form a block that attends bidirectionally."""
     def body() -> tuple[str, str]:
         case = make_case([46, 109, 14], [9, 9, 9], causal=False, dtype=_dtype(dtype), device=device, seed=11)
-        out = kernel.run(case)
-        tol = TOLERANCES[dtype]
-        ok = compare(out, reference_attention(case), tol)
-        as_causal = compare(out, reference_attention(case, causal=True), tol)
-        if ok["ok"] and not as_causal["ok"]:
-            return VERIFIED, f"3 seqs, 9-token blocks, GQA 8/2, d=128, {dtype}: {_fmt(ok)}"
-        if as_causal["ok"]:
-            return REFUTED, f"output matches the CAUSAL reference ({_fmt(as_causal)}): the kernel applied a causal mask"
-        return REFUTED, f"output differs from the non-causal reference: {_fmt(ok)}"
+        return right_not_wrong(kernel.run(case), reference_attention(case), reference_attention(case, causal=True),
+                               TOLERANCES[dtype], verified=f"3 seqs, 9-token blocks, GQA 8/2, d=128, {dtype}",
+                               wrong="the CAUSAL reference", wrong_means="the kernel applied a causal mask",
+                               right="the non-causal reference")
     return guarded("non_causal", body)
 
 
@@ -116,16 +111,23 @@ def check_sinks(kernel: AttentionKernel, device: torch.device, dtype: str = "bfl
     """Per-head sink logits (about +4, so they carry a large share of the softmax mass)."""
     def body() -> tuple[str, str]:
         case = make_case([20, 45, 33], [1, 9, 33], sinks=True, dtype=_dtype(dtype), device=device, seed=5)
-        out = kernel.run(case)
-        tol = TOLERANCES[dtype]
-        ok = compare(out, reference_attention(case), tol)
-        ignored = compare(out, reference_attention(case, use_sinks=False), tol)
-        if ok["ok"] and not ignored["ok"]:
-            return VERIFIED, f"{_fmt(ok)}"
-        if ignored["ok"]:
-            return REFUTED, f"output matches attention WITHOUT sinks ({_fmt(ignored)}): sinks were ignored"
-        return REFUTED, f"output differs from the sink reference: {_fmt(ok)}"
+        return right_not_wrong(kernel.run(case), reference_attention(case),
+                               reference_attention(case, use_sinks=False), TOLERANCES[dtype], verified="",
+                               wrong="attention WITHOUT sinks", wrong_means="sinks were ignored",
+                               right="the sink reference")
     return guarded("sinks", body)
+
+
+def right_not_wrong(out: torch.Tensor, right_ref: torch.Tensor, wrong_ref: torch.Tensor, tol: Any, *,
+                    verified: str, wrong: str, wrong_means: str, right: str) -> tuple[str, str]:
+    """Verified only when the output matches the right reference AND not the plausible wrong one (a kernel that
+    ignores the feature must not pass because the two references happen to be close)."""
+    ok, bad = compare(out, right_ref, tol), compare(out, wrong_ref, tol)
+    if ok["ok"] and not bad["ok"]:
+        return VERIFIED, f"{verified}: {_fmt(ok)}" if verified else _fmt(ok)
+    if bad["ok"]:
+        return REFUTED, f"output matches {wrong} ({_fmt(bad)}): {wrong_means}"
+    return REFUTED, f"output differs from {right}: {_fmt(ok)}"
 
 
 def check_kv_cache_dtype(kernel: AttentionKernel, device: torch.device, kv_cache_dtype: str,

@@ -181,6 +181,16 @@ class _SyntheticDraft:
         self.temperature[idx] = temperature.to(self.device, torch.float32)
         self.seeds[idx] = seeds.to(self.device, torch.int64)
 
+    def _random_requests(self, num_reqs: int, gen: torch.Generator, top: int, query_len: int, min_context: int,
+                         max_context: int | None) -> tuple[torch.Tensor, list[int], torch.Tensor, torch.Tensor]:
+        """Distinct request slots, context lengths in [min_context, min(top, max_context)] and their query
+        positions ``[R, query_len]``."""
+        hi = min(top, max_context) if max_context is not None else top
+        lo = max(1, min(min_context, hi))
+        reqs = torch.randperm(self.max_reqs, generator=gen)[:num_reqs]
+        ctx = torch.randint(lo, hi + 1, (num_reqs,), generator=gen)
+        return reqs, reqs.tolist(), ctx, ctx[:, None] + torch.arange(query_len)[None, :]
+
     def _slots_for(self, reqs: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Slots of ``positions`` (``[R, n]``) of requests ``reqs`` (``[R]``) through the host block table."""
         pages = self.block_table_host[reqs[:, None], positions // self.page]
@@ -268,13 +278,8 @@ class EagleDraft(_SyntheticDraft):
                            max_context: int | None = None) -> Composition:
         """A random first-step batch: distinct request slots, per-request context lengths and accepted counts."""
         k, q, cfg = self.num_spec, 1 + self.num_spec, self.cfg
-        top = cfg.max_model_len - q - k - 1
-        hi = min(top, max_context) if max_context is not None else top
-        lo = max(1, min(min_context, hi))
-        reqs = torch.randperm(self.max_reqs, generator=gen)[:num_reqs]
-        slots = reqs.tolist()
-        ctx = torch.randint(lo, hi + 1, (num_reqs,), generator=gen)
-        pos = ctx[:, None] + torch.arange(q)[None, :]
+        reqs, slots, ctx, pos = self._random_requests(num_reqs, gen, cfg.max_model_len - q - k - 1, q,
+                                                      min_context, max_context)
         tok = torch.stack([torch.randint(0, cfg.vocab, (num_reqs * q,), generator=gen),
                            pos.flatten(), self._slots_for(reqs, pos).flatten().long()]).to(torch.int32)
         row = torch.stack([reqs, ctx + q, torch.randint(0, k + 1, (num_reqs,), generator=gen)])
@@ -340,13 +345,8 @@ class DFlashDraft(_SyntheticDraft):
         """A random block batch. The last ``fresh_context`` context positions of each request get new context K/V
         through ``write_context_kv`` (eager, as in vLLM); older context is whatever the cache holds."""
         k, q, cfg = self.num_spec, 1 + self.num_spec, self.cfg
-        top = cfg.max_model_len - q
-        hi = min(top, max_context) if max_context is not None else top
-        lo = max(1, min(min_context, hi))
-        reqs = torch.randperm(self.max_reqs, generator=gen)[:num_reqs]
-        slots = reqs.tolist()
-        ctx = torch.randint(lo, hi + 1, (num_reqs,), generator=gen)
-        pos = ctx[:, None] + torch.arange(q)[None, :]
+        reqs, slots, ctx, pos = self._random_requests(num_reqs, gen, cfg.max_model_len - q, q, min_context,
+                                                      max_context)
         ids = torch.full((num_reqs, q), self.mask_token_id, dtype=torch.long)
         ids[:, 0] = torch.randint(0, cfg.vocab - 1, (num_reqs,), generator=gen)
         tok = torch.stack([ids.flatten(), pos.flatten(), self._slots_for(reqs, pos).flatten().long()])
