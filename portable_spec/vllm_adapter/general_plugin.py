@@ -12,6 +12,8 @@ import os
 
 from portable_spec.vllm_adapter.platform_probe import PLATFORM_QUALNAMES, requested_platform
 
+PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.PortableWorker"
+
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
@@ -32,3 +34,7 @@ def register() -> None:
     if "general_plugin" not in INSTALLED:
         INSTALLED.append("general_plugin")
         logger.info("portable_spec general plugin registered (platform %s)", requested_platform() or "built-in")
+        if requested_platform() is None:
+            # On a built-in platform our worker is not chosen for the user; vLLM's own flag chooses it.
+            logger.info("portable_spec: %s=full on a built-in platform needs --worker-cls %s (or VLLM_PLATFORM=cuda)",
+                        DRAFT_GRAPH_ENV, PORTABLE_WORKER)

@@ -17,8 +17,6 @@ from portable_spec.vllm_adapter.overrides import overridden
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.PortableWorker"
-
 
 class PortableWorker(Worker):
     def init_device(self) -> None:

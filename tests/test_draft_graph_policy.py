@@ -1,0 +1,63 @@
+"""When our FULL drafter graphs apply to a real vLLM 0.26.0 config, and when vLLM's own drafter stays in charge."""
+
+from __future__ import annotations
+
+import pytest
+
+from portable_spec.errors import PortableSpecError
+from portable_spec.testing.model_zoo import build_pair
+from portable_spec.vllm_adapter.draft_graph_policy import DRAFT_GRAPH_ENV, draft_graph_mode
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return build_pair("llama_eagle", tmp_path_factory.mktemp("zoo"), variant="perfect")
+
+
+def config(pair, *, spec_extra=None, **kwargs):
+    from vllm.engine.arg_utils import EngineArgs
+
+    spec = {**pair["speculative_config"], **(spec_extra or {})}
+    return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
+                      speculative_config=spec, **kwargs).create_engine_config()
+
+
+@pytest.fixture(autouse=True)
+def no_env(monkeypatch):
+    monkeypatch.delenv(DRAFT_GRAPH_ENV, raising=False)
+
+
+def test_eagle_with_full_target_graphs_gets_our_drafter(vllm_platform, pair):
+    assert draft_graph_mode(config(pair)) == "full"
+
+
+@pytest.mark.parametrize("value", ["piecewise", "none", "PIECEWISE"])
+def test_env_turns_it_off(vllm_platform, pair, monkeypatch, value):
+    monkeypatch.setenv(DRAFT_GRAPH_ENV, value)
+    assert draft_graph_mode(config(pair)) == "upstream"
+
+
+def test_bad_env_value_is_a_one_line_error(vllm_platform, pair, monkeypatch):
+    monkeypatch.setenv(DRAFT_GRAPH_ENV, "always")
+    with pytest.raises(PortableSpecError, match=r"^PORTABLE_SPEC_DRAFT_GRAPH='always' is not one of full, piecewise, "
+                                                r"none; unset it or pick one of those$"):
+        draft_graph_mode(config(pair))
+
+
+@pytest.mark.parametrize("spec_extra,kwargs", [
+    ({"enforce_eager": True}, {}),
+    ({"disable_padded_drafter_batch": True}, {"async_scheduling": False}),
+    ({}, {"compilation_config": {"cudagraph_mode": "PIECEWISE"}}),
+    ({}, {"enforce_eager": True}),
+])
+def test_upstream_keeps_the_drafter_when_the_config_says_so(vllm_platform, pair, spec_extra, kwargs, caplog):
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        assert draft_graph_mode(config(pair, spec_extra=spec_extra, **kwargs)) == "upstream"
+    assert "drafter left to upstream vLLM" in caplog.text
+
+
+def test_no_speculation_is_upstream(vllm_platform, pair):
+    from vllm.engine.arg_utils import EngineArgs
+
+    cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8).create_engine_config()
+    assert draft_graph_mode(cfg) == "upstream"
