@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from portable_spec.platforms import DevicePlatform, platform_class
 from portable_spec.vllm_adapter.config_hook import apply_capture_plan, record_user_sizes
+from portable_spec.vllm_adapter.general_plugin import PORTABLE_WORKER
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -38,7 +39,7 @@ class PortableSpecPlatformMixin:
 
     port_name: ClassVar[str]
     """Our registry name for this platform (``cuda``, ``rocm``, ``musa``)."""
-    worker_cls: ClassVar[str] = "portable_spec.vllm_adapter.worker.PortableWorker"
+    worker_cls: ClassVar[str] = PORTABLE_WORKER
     """Set as ``parallel_config.worker_cls`` when the user left it on "auto" (builds our V1 runner)."""
 
     @classmethod
