@@ -23,5 +23,9 @@ class CpuGraphTestPlatform(PortableSpecPlatformMixin, Platform):
         return True
 
     @classmethod
+    def is_pin_memory_available(cls) -> bool:
+        return False  # no accelerator: torch has no pinned-memory allocator here
+
+    @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
         return "cpu (graph-config test platform)"

@@ -197,10 +197,12 @@ class DrafterGraphMixin:
         return self.capture_stats
 
     def _refuse_below(self, need: AttentionCGSupport, what: str) -> bool:
+        """True (with one warning naming the backend) when the draft attention cannot serve ``what`` in a graph."""
         support = self._graph_support()
         if support.value < need.value:
-            logger.warning("portable_spec: draft attention supports graphs only at %s, %s needs %s; it stays on "
-                           "vLLM's PIECEWISE/eager path", support.name, what, need.name)
+            backends = ", ".join(sorted({group.backend.get_name() for group in self.draft_attn_groups}))
+            logger.warning("portable_spec: draft attention backend %s supports graphs only at %s, %s needs %s; it "
+                           "stays on vLLM's PIECEWISE/eager path", backends, support.name, what, need.name)
             return True
         return False
 
