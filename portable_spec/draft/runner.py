@@ -11,7 +11,6 @@ A key whose capture fails runs eagerly (warning), and so do keys beyond the plat
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import warnings
 import weakref
@@ -54,17 +53,6 @@ def _progress(items: list, desc: str, enabled: bool) -> Iterable:
     except ImportError:
         return items
     return tqdm(items, desc=desc, leave=False)
-
-
-def _on_capture_stream(platform: DevicePlatform) -> contextlib.AbstractContextManager:
-    """Warm-ups run on the capture stream. First use of a stream allocates per-stream state (cuBLAS workspaces);
-    inside a capture that allocation would come from the shared graph pool and outlive every graph, so once all
-    graphs are gone torch can never retire the pool and the next capture into it fails
-    (``use_count > 0 INTERNAL ASSERT``). Uses the device module's ``stream()`` context (torch.cuda / torch.musa)."""
-    stream_ctx = getattr(platform.device_module, "stream", None)
-    if stream_ctx is None:
-        return contextlib.nullcontext()
-    return stream_ctx(platform.capture_stream())
 
 
 @dataclass
@@ -167,7 +155,7 @@ class DraftGraphRunner:
         num_reqs = key.num_reqs
         assert num_reqs is not None
         self.platform.synchronize()
-        with _on_capture_stream(self.platform), self.platform.grad_mode_for_capture():
+        with self.platform.on_capture_stream(), self.platform.grad_mode_for_capture():
             for _ in range(self.warmup_runs):
                 self.model.step(key.step, key.num_tokens, num_reqs)
         self.platform.synchronize()

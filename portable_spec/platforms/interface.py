@@ -43,7 +43,7 @@ class DevicePlatform(abc.ABC):
     """Attribute of the device module that is the graph class."""
 
     # Device functions bound from the device module at construction (the DeviceInterface pattern).
-    _BOUND = ("Stream", "Event", "current_stream", "synchronize", "device_count", "graph_pool_handle",
+    _BOUND = ("Stream", "Event", "current_stream", "stream", "synchronize", "device_count", "graph_pool_handle",
               "is_current_stream_capturing", "graph", "current_device", "get_device_name")
 
     def __init__(self, device_module: ModuleType | Any | None = None, *, label: str | None = None) -> None:
@@ -144,6 +144,20 @@ class DevicePlatform(abc.ABC):
             with self._graph(graph, pool=self.graph_pool() if pool is None else pool,
                              stream=self.capture_stream() if stream is None else stream):
                 yield graph
+
+    @contextlib.contextmanager
+    def on_capture_stream(self) -> Iterator[Any]:
+        """Run warm-ups on the capture stream, ordered after the current stream's work and before what follows.
+
+        The first use of a stream allocates per-stream state (cuBLAS workspaces); done inside a capture, that lands
+        in the shared pool and can keep the pool from being retired ("use_count > 0" in torch's allocator).
+        """
+        self._require_graphs()
+        side, current = self.capture_stream(), self._current_stream()
+        side.wait_stream(current)
+        with self._stream(side):
+            yield side
+        current.wait_stream(side)
 
     def is_capturing(self) -> bool:
         """True only while the current stream is capturing a graph."""

@@ -155,7 +155,8 @@ class DrafterGraphMixin:
                                      slot_mapping=self._get_slot_mapping(num_tokens)):
                 return forward(**kwargs)
 
-        run()  # warm-up outside capture (lazy initialisation, autotuning)
+        with port.on_capture_stream():
+            run()  # warm-up outside capture (lazy initialisation, autotuning, per-stream workspaces)
         graph = port.new_graph()
         with port.capture(graph, pool=pool):
             outputs = run()

@@ -114,3 +114,13 @@ def test_platform_probe_does_not_poison_fork():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "child exit 0", proc.stderr[-2000:]
+
+
+def test_warm_up_on_the_capture_stream_is_ordered_with_the_current_stream(port):
+    x = torch.zeros(1 << 20, device="cuda")
+    x.fill_(3)  # queued on the current stream
+    with port.on_capture_stream() as side:
+        assert torch.cuda.current_stream() == side == port.capture_stream()
+        y = x * 2  # must see the fill
+    assert torch.equal(y, torch.full_like(x, 6))
+    assert torch.cuda.current_stream() != port.capture_stream()
