@@ -52,6 +52,16 @@ class CapturedStep:
     outputs: Any
 
 
+def progress(todo: list[tuple[str, int]]) -> Any:
+    """A progress bar on the first rank (as vLLM shows its own captures); the plain list elsewhere."""
+    try:
+        from tqdm import tqdm
+        from vllm.distributed.parallel_state import is_global_first_rank
+    except ImportError:
+        return todo
+    return tqdm(todo, desc="Capturing drafter FULL graphs (portable_spec)", disable=not is_global_first_rank())
+
+
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
     return tuple(v.data_ptr() if isinstance(v, torch.Tensor) else 0 for _, v in sorted(kwargs.items()))
 
@@ -175,7 +185,7 @@ class DrafterGraphMixin:
         free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
         captured: dict[tuple[str, int], CapturedStep] = {}
         failed: dict[str, str] = {}
-        for kind, num_reqs in todo:
+        for kind, num_reqs in progress(todo):
             try:
                 captured[(kind, num_reqs)] = self._capture_one(port, pool, kind, num_reqs)
             except Exception as exc:  # one size failing must not take the engine down
