@@ -24,7 +24,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     out.mkdir(parents=True, exist_ok=True)
     models = build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
     rows = []
-    for variant in variants:
+    for variant in progress(variants):
         child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"],
                  "--k", str(k), "--jobs", "bench,profile" if profile else "bench", "--concurrency", ",".join(map(str, concurrency)),
                  "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens)]
@@ -43,6 +43,15 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     (out / "bench_e2e.json").write_text(json.dumps(report, indent=1))
     plot(report, out / "bench_e2e.png")
     return report
+
+
+def progress(variants: tuple[str, ...]) -> Any:
+    """A progress bar over engine variants (each boots vLLM once) when tqdm is installed."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return variants
+    return tqdm(variants, desc="bench e2e (engine variants)", unit="engine")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
