@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 
 from portable_spec.attention_caps import (
-    CLAIM_FIELDS,
     GRAPH_LEVELS,
     PLATFORMS,
     TABLE,

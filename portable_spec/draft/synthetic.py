@@ -344,7 +344,7 @@ class DFlashDraft(_SyntheticDraft):
                            max_context: int | None = None, fresh_context: int = 4) -> Composition:
         """A random block batch. The last ``fresh_context`` context positions of each request get new context K/V
         through ``write_context_kv`` (eager, as in vLLM); older context is whatever the cache holds."""
-        k, q, cfg = self.num_spec, 1 + self.num_spec, self.cfg
+        q, cfg = 1 + self.num_spec, self.cfg
         reqs, slots, ctx, pos = self._random_requests(num_reqs, gen, cfg.max_model_len - q, q, min_context,
                                                       max_context)
         ids = torch.full((num_reqs, q), self.mask_token_id, dtype=torch.long)

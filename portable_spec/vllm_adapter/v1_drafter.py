@@ -176,7 +176,8 @@ class DrafterGraphMixin:
     def capture_graphs(self) -> dict[str, Any]:
         """Capture every planned size; a size that fails to capture stays on vLLM's path (one warning each)."""
         if self.supports_mm_inputs:
-            return {}
+            self.capture_stats = {"graphs": 0, "skipped": "multimodal drafter inputs"}
+            return self.capture_stats
         if self.graphs is None:
             self.graphs = DrafterGraphs(self.model, self)
         todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)

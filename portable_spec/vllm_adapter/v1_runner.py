@@ -1,4 +1,4 @@
-"""Our V1 model runner: vLLM's ``GPUModelRunner`` with a drafter whose chain steps replay FULL graphs.
+"""Our V1 model runner: vLLM's ``GPUModelRunner`` with a drafter whose steady-state forwards replay FULL graphs.
 
 Two hooks, both scoped: while vLLM's ``__init__`` runs, ``EagleProposer`` and ``DFlashProposer`` in the runner
 module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
@@ -30,6 +30,7 @@ class PortableV1ModelRunner(GPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DrafterGraphMixin):
             start = time.perf_counter()
-            drafter.capture_graphs()
-            logger.info("portable_spec: drafter FULL graphs captured in %.2f s", time.perf_counter() - start)
+            stats = drafter.capture_graphs()
+            stats["seconds"] = round(time.perf_counter() - start, 3)
+            logger.info("portable_spec: drafter FULL graphs captured in %.2f s", stats["seconds"])
         return result

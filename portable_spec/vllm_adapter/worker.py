@@ -7,15 +7,11 @@ nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) is untouched: it already 
 
 from __future__ import annotations
 
-import logging
-
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_worker import Worker
 
 from portable_spec.vllm_adapter.draft_graph_policy import draft_graph_mode
 from portable_spec.vllm_adapter.overrides import overridden
-
-logger = logging.getLogger("portable_spec.vllm_adapter")
 
 
 class PortableWorker(Worker):
