@@ -1,0 +1,100 @@
+"""The end-to-end harness's own logic (what decides pass/fail and what the benchmark reports), on fabricated child
+results: a harness bug must not be able to hide a failure on the GPU lane."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from portable_spec.e2e.bench import plot, summarize
+from portable_spec.e2e.child import acceptance_counts, acceptance_per_position
+from portable_spec.e2e.configs import VARIANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_e2e_script():
+    spec = importlib.util.spec_from_file_location("v1_drafter_e2e", ROOT / "ci/gpu/v1_drafter_e2e.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["v1_drafter_e2e"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **extra):
+    result = {"variant": variant, "seed": seed, "use_v2_model_runner": False,
+              "platform": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform" if "drafter" in variant
+              else "vllm.platforms.cuda.NvmlCudaPlatform",
+              "runner": "x", "outputs": [list(o) for o in outputs],
+              "acceptance_per_position": [p / drafts for p in per_pos],
+              "acceptance_counts": {"drafts": drafts, "accepted_per_position": list(per_pos)}}
+    result.update(extra)
+    return result
+
+
+GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0}
+
+
+def test_all_checks_pass_for_a_correct_run():
+    e2e = load_e2e_script()
+    results = [run("nospec"), run("upstream_v1"), run("eager_drafter"), run("full_drafter", **GOOD_FULL)]
+    checks = e2e.checks_for(results, [0], greedy=True, perfect=True)
+    assert checks and all(checks.values()), checks
+
+
+@pytest.mark.parametrize("broken,failing", [
+    ({"outputs": [[1, 2, 4]]}, "full_drafter_s0_greedy_equals_nospec"),
+    ({"per_pos": (4, 3, 4)}, "full_drafter_s0_every_position_100pct"),
+    ({"pointer_mismatches": 2}, "full_drafter_s0_no_pointer_mismatch"),
+    ({"replays": {"first": 0, "chain": 6}}, "full_drafter_s0_first_pass_graphs_replayed"),
+    ({"capture_stats": {"graphs": 0}}, "full_drafter_s0_graphs_captured"),
+    ({"platform": "vllm.platforms.cuda.NvmlCudaPlatform"}, "full_drafter_s0_our_platform"),
+    ({"use_v2_model_runner": True}, "full_drafter_s0_v1_runner"),
+])
+def test_each_failure_mode_fails_its_check(broken, failing):
+    e2e = load_e2e_script()
+    full = run("full_drafter", **{k: v for k, v in {**GOOD_FULL, **broken}.items() if k not in ("outputs", "per_pos")},
+               **{k: broken[k] for k in ("outputs", "per_pos") if k in broken})
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=True)
+    assert checks[failing] is False
+    assert not all(checks.values())
+
+
+def test_a_crashed_variant_fails_the_run():
+    e2e = load_e2e_script()
+    checks = e2e.checks_for([run("nospec"), {"variant": "full_drafter", "seed": 0, "error": "exit 1"}], [0],
+                            greedy=True, perfect=True)
+    assert checks == {"full_drafter_s0_ran": False}
+
+
+def test_acceptance_deltas_come_from_vllms_counters():
+    before = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_accepted_tokens_per_pos": [10, 9, 8]}
+    after = {"vllm:spec_decode_num_drafts": 30, "vllm:spec_decode_num_accepted_tokens_per_pos": [30, 25, 18],
+             "vllm:spec_decode_num_accepted_tokens": 73, "vllm:spec_decode_num_draft_tokens": 90}
+    assert acceptance_per_position(before, after) == [1.0, 0.8, 0.5]
+    counts = acceptance_counts(before, after)
+    assert counts["drafts"] == 20 and counts["accepted_per_position"] == [20, 16, 10]
+    assert acceptance_per_position({}, {}) is None
+
+
+def test_bench_summary_ratios_and_plot(tmp_path):
+    rows = [{"variant": v, "bench": [{"concurrency": c, "output_tok_s": tok, "tpot_ms": 1.0}
+                                     for c, tok in ((1, base), (64, base * 10))]}
+            for v, base in (("upstream_v1", 600.0), ("full_drafter", 900.0), ("mrv2", 1200.0))]
+    summary = summarize(rows)
+    assert summary["full_drafter_over_upstream_v1"] == {1: 1.5, 64: 1.5}
+    assert summary["full_drafter_over_mrv2"] == {1: 0.75, 64: 0.75}
+    pytest.importorskip("matplotlib")
+    report = {"results": rows, "pair": "p", "model_variant": "perfect", "k": 3, "device": "cpu", "vllm": "0.26.0"}
+    plot(report, tmp_path / "bench.png")
+    assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_variants_say_which_runner_and_platform_they_need():
+    assert VARIANTS["full_drafter"].env == {"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_PLATFORM": "cuda"}
+    assert VARIANTS["upstream_v1"].env == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert VARIANTS["mrv2"].env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    assert VARIANTS["eager_drafter"].drafter_enforce_eager and not VARIANTS["nospec"].speculative
