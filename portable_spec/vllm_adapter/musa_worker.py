@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
+from portable_spec.kernels import install_substitutions
 from portable_spec.vllm_adapter.worker import PortableWorker
 
 
@@ -28,5 +29,7 @@ def device_type_presented_as(device_config: Any, device_type: str) -> Iterator[N
 
 class MusaWorker(PortableWorker):
     def init_device(self) -> None:
+        # MUSA's Triton 3.2 rejects some of vLLM's kernels: bind our substitutes before the drafter is built.
+        install_substitutions("musa")
         with device_type_presented_as(self.device_config, "cuda"):
             super().init_device()
