@@ -269,14 +269,21 @@ def test_eagle_perfect_head_predicts_f_on_the_chain_and_when_chained(built, pair
     assert logits.argmax(-1).tolist() == [f[t] for t in tokens[1:]]
     assert _margin(logits) > 0.9 * zoo.LOGIT
     # chained draft steps: feed back the draft's own output hidden state and its sampled token
-    seq, hid = list(tokens[1:]), hidden[-1][:-1]
-    for _ in range(3):
+    for _seq, _hid, nxt, step_logits in draft_chain(dw, tw, tokens[1:], hidden[-1][:-1], logits, out):
+        assert step_logits[-1].argmax().item() == f[nxt]
+    assert zoo.expected_acceptance_per_position("eagle", "perfect", 3) == [1.0, 1.0, 1.0]
+
+
+def draft_chain(dw, tw, tokens, hid, logits, out, steps=3):
+    """Chained EAGLE draft steps: feed back the draft's own output hidden state and its sampled token; yields
+    (sequence, hidden states, sampled token, logits of the step) after each step."""
+    seq = list(tokens)
+    for _ in range(steps):
         nxt = logits[-1].argmax().item()
         seq.append(nxt)
         hid = torch.cat([hid, out[-1:]])
         logits, out = eagle1_forward(dw, tw, seq, hid)
-        assert logits[-1].argmax().item() == f[nxt]
-    assert zoo.expected_acceptance_per_position("eagle", "perfect", 3) == [1.0, 1.0, 1.0]
+        yield seq, hid, nxt, logits
 
 
 @pytest.mark.parametrize("pair", ["llama_eagle", "mixtral_eagle"])
@@ -292,13 +299,8 @@ def test_eagle_attention_head_is_perfect_only_through_its_own_kv(built, pair):
     pred = logits.argmax(-1).tolist()
     assert pred[n_prompt - 1:] == [f[t] for t in tokens[n_prompt:]]  # from the last prompt token on
     assert _margin(logits[n_prompt - 1:]) > 0.9 * zoo.LOGIT
-    seq, hid = list(tokens[1:]), hidden[-1][:-1]
-    for _ in range(3):
-        nxt = logits[-1].argmax().item()
-        seq.append(nxt)
-        hid = torch.cat([hid, out[-1:]])
-        logits, out = eagle1_forward(dw, tw, seq, hid)
-        assert logits[-1].argmax().item() == f[nxt]
+    for seq, hid, nxt, step_logits in draft_chain(dw, tw, tokens[1:], hidden[-1][:-1], logits, out):
+        assert step_logits[-1].argmax().item() == f[nxt]
         # the same step with a stale KV slot, seq_lens one short, or a stale input token goes wrong
         assert eagle1_forward(dw, tw, seq, hid, stale_last_kv=seq[-2])[0][-1].argmax().item() != f[nxt]
         assert eagle1_forward(dw, tw, seq, hid, hide_last_key=True)[0][-1].argmax().item() != f[nxt]
