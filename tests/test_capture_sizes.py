@@ -502,3 +502,12 @@ def test_chain_step_sizes_include_a_max_num_seqs_off_the_ladder():
     plan = plan_capture_sizes("eagle", 3, 5)
     assert plan.chain_step.sizes == (1, 2, 4, 5)
     assert plan_capture_sizes("eagle", 3, 8).chain_step.sizes == (1, 2, 4, 8)
+
+
+def test_idempotent_under_pruning_when_max_num_seqs_is_off_the_ladder():
+    """Found by the idempotence property: adding the full batch to the chain sizes must not depend on the cap."""
+    kw = dict(num_spec=4, max_num_seqs=11, live_graph_limit=8, require_full_draft=False)
+    plan = plan_capture_sizes("eagle", **kw)
+    again = plan_capture_sizes("eagle", **dict(kw, user_sizes=list(plan.target_sizes),
+                                                max_capture_size=plan.target_sizes[-1]))
+    assert again.target_sizes == plan.target_sizes

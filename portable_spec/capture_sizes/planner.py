@@ -196,9 +196,10 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
 
     chain: list[int] | None = None
     if method in CHAIN_METHODS and num_spec > 1:
-        top = min(max_num_seqs, target[-1])
-        # vLLM's ladder, plus the largest batch itself so a full batch (max_num_seqs off the ladder) has a graph.
-        chain = sorted(set(vllm_default_ladder(top)) | {top})
+        # vLLM's ladder, plus the largest batch itself (when it fits) so a full batch off the ladder has a graph.
+        # Only max_num_seqs is added, never a cap-derived size: re-planning from target_sizes[-1] stays idempotent.
+        chain = sorted(set(vllm_default_ladder(min(max_num_seqs, target[-1])))
+                       | ({max_num_seqs} if max_num_seqs <= target[-1] else set()))
 
     lists = SizeLists(target=target, first=first, chain=chain, graphs_per_target_size=graphs_per_target_size)
     warnings += prune_to_limit(lists, live_graph_limit)
