@@ -274,15 +274,17 @@ def test_eagle_perfect_head_predicts_f_on_the_chain_and_when_chained(built, pair
     assert zoo.expected_acceptance_per_position("eagle", "perfect", 3) == [1.0, 1.0, 1.0]
 
 
-def draft_chain(dw, tw, tokens, hid, logits, out, steps=3):
+def draft_chain(dw, tw, tokens, hid, logits, out, steps=3, forward=None):
     """Chained EAGLE draft steps: feed back the draft's own output hidden state and its sampled token; yields
-    (sequence, hidden states, sampled token, logits of the step) after each step."""
+    (sequence, hidden states, sampled token, logits of the step) after each step. ``forward`` defaults to the
+    EAGLE-1 head; EAGLE-3 feeds back its prenorm output the same way."""
+    forward = forward or eagle1_forward
     seq = list(tokens)
     for _ in range(steps):
         nxt = logits[-1].argmax().item()
         seq.append(nxt)
         hid = torch.cat([hid, out[-1:]])
-        logits, out = eagle1_forward(dw, tw, seq, hid)
+        logits, out = forward(dw, tw, seq, hid)
         yield seq, hid, nxt, logits
 
 
@@ -351,13 +353,10 @@ def test_eagle3_head_advances_its_state_along_f(built):
     n_prompt = len(tokens) - 12
     assert pred[n_prompt - 1:] == [f[t] for t in tokens[n_prompt:]]
     assert _margin(logits) > 0.5 * zoo.LOGIT
-    seq, hid = list(tokens[1:]), aux[:-1] @ dw["fc.weight"].t()
-    for _ in range(3):  # chained steps see the draft's prenorm output, not fc(aux)
-        nxt = logits[-1].argmax().item()
-        seq.append(nxt)
-        hid = torch.cat([hid, prenorm[-1:]])
-        logits, prenorm = eagle3_forward(dw, tw, seq, hid)
-        assert logits[-1].argmax().item() == f[nxt]
+    # chained steps see the draft's prenorm output, not fc(aux)
+    for _seq, _hid, nxt, step_logits in draft_chain(dw, tw, tokens[1:], aux[:-1] @ dw["fc.weight"].t(), logits,
+                                                     prenorm, forward=eagle3_forward):
+        assert step_logits[-1].argmax().item() == f[nxt]
     # the lookup holds for every state, not only those on this chain
     emb = tw["model.embed_tokens.weight"]
     every = [t for t in range(zoo.VOCAB) if t != zoo.MASK_ID]
