@@ -98,3 +98,29 @@ def test_variants_say_which_runner_and_platform_they_need():
     assert VARIANTS["upstream_v1"].env == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     assert VARIANTS["mrv2"].env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     assert VARIANTS["eager_drafter"].drafter_enforce_eager and not VARIANTS["nospec"].speculative
+
+
+def test_one_boot_with_several_seeds_becomes_one_row_per_seed():
+    e2e = load_e2e_script()
+    child = {"variant": "full_drafter", "use_v2_model_runner": False, "platform": "p", "boot_s": 3.0,
+             "runs": [{"seed": s, "outputs": [[s]], "acceptance_per_position": [1.0]} for s in (0, 1, 2)]}
+    rows = e2e.per_seed_rows(child, [0, 1, 2])
+    assert [(r["seed"], r["outputs"]) for r in rows] == [(0, [[0]]), (1, [[1]]), (2, [[2]])]
+    assert all(r["platform"] == "p" and "runs" not in r for r in rows)
+    # A seed the child never ran, or a child that crashed, is a failed row for that seed, never a silent skip.
+    missing = e2e.per_seed_rows({**child, "runs": child["runs"][:1]}, [0, 1])
+    assert "error" not in missing[0] and "no run for seed 1" in missing[1]["error"]
+    crashed = e2e.per_seed_rows({"variant": "full_drafter", "error": "exit 1"}, [0, 1])
+    assert [r["error"] for r in crashed] == ["exit 1", "exit 1"]
+    checks = e2e.checks_for(crashed + e2e.per_seed_rows({**run("nospec"), "runs": [run("nospec")]}, [0]), [0, 1],
+                            greedy=True, perfect=True)
+    assert checks["full_drafter_s0_ran"] is False and checks["full_drafter_s1_ran"] is False
+
+
+def test_seeds_change_the_prompts_and_stay_in_the_vocabulary():
+    from portable_spec.e2e.child import PROMPTS, prompts_for_seed
+    from portable_spec.testing.model_zoo import VOCAB
+
+    assert prompts_for_seed(0) == PROMPTS
+    assert prompts_for_seed(1) != prompts_for_seed(2) and prompts_for_seed(1) == prompts_for_seed(1)
+    assert all(3 <= t < VOCAB for s in (1, 2, 3) for p in prompts_for_seed(s) for t in p)

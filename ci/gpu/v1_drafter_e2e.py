@@ -4,7 +4,7 @@ upstream V1 (PIECEWISE drafter) and no speculation, on generated tiny model pair
     python ci/gpu/v1_drafter_e2e.py OUTDIR [--pair llama_eagle] [--variant perfect] [--k 3] [--seeds 0]
            [--variants nospec,upstream_v1,eager_drafter,full_drafter] [--temperature 0] [--draft-sample-method M]
 
-Each engine variant boots in its own child process. Writes OUTDIR/v1_drafter_e2e_<tag>.json (device, versions, date,
+Each engine variant boots once, in its own child process, and runs every seed's prompts. Writes OUTDIR/v1_drafter_e2e_<tag>.json (device, versions, date,
 per-run results, checks, log excerpts) and exits non-zero when a check fails.
 """
 
@@ -52,6 +52,20 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
     return checks
 
 
+def per_seed_rows(result: dict, seeds: list[int]) -> list[dict]:
+    """One row per (variant, seed) from a child that ran every seed in one boot; engine facts are shared by the
+    rows, per-seed outputs and acceptance are not. A child that failed yields a failed row for every seed."""
+    runs = {run["seed"]: run for run in result.get("runs", [])}
+    shared = {k: v for k, v in result.items() if k != "runs"}
+    rows = []
+    for seed in seeds:
+        if "error" in result or seed not in runs:
+            rows.append({**shared, "seed": seed, "error": result.get("error", f"no run for seed {seed}")})
+        else:
+            rows.append({**shared, **runs[seed]})
+    return rows
+
+
 def args_k_above_one(result: dict) -> bool:
     return len(result.get("acceptance_per_position") or []) > 1
 
@@ -73,7 +87,9 @@ def main() -> int:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--timeout", type=int, default=420, help="seconds per engine boot and its jobs")
+    parser.add_argument("--kv-cache-bytes", type=int, default=None,
+                        help="fixed KV-cache size per engine (no memory profiling: lets parts share the GPU)")
     parser.add_argument("--runner", choices=("v1", "auto"), default="v1",
                         help="v1: force VLLM_USE_V2_MODEL_RUNNER=0; auto: let vLLM choose (MoE targets pick V1)")
     parser.add_argument("--tolerance-pts", type=float, default=None,
@@ -87,18 +103,21 @@ def main() -> int:
     tag = f"{args.pair}_{args.variant}_k{args.k}_t{args.temperature:g}" + ("_auto" if args.runner == "auto" else "")
     seeds = [int(s) for s in args.seeds.split(",")]
     results = []
-    for seed in seeds:
-        for variant in args.variants.split(","):
-            child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"],
-                     "--k", str(args.k), "--seed", str(seed), "--temperature", str(args.temperature),
-                     "--max-tokens", str(args.max_tokens), "--jobs", "greedy"]
-            if args.draft_sample_method:
-                child += ["--draft-sample-method", args.draft_sample_method]
-            log = out / f"e2e_{tag}_{variant}_s{seed}.log"
-            result = run_variant(variant, child, log, args.timeout, runner=args.runner)
-            result["log_excerpt"] = log_excerpt(log)
-            results.append(result)
-            print(json.dumps({k: result.get(k) for k in (
+    for variant in args.variants.split(","):
+        # One boot per variant: every seed's prompts run in it (the child's greedy job loops over --seeds).
+        child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"],
+                 "--k", str(args.k), "--seeds", args.seeds, "--temperature", str(args.temperature),
+                 "--max-tokens", str(args.max_tokens), "--jobs", "greedy"]
+        if args.draft_sample_method:
+            child += ["--draft-sample-method", args.draft_sample_method]
+        if args.kv_cache_bytes:
+            child += ["--kv-cache-bytes", str(args.kv_cache_bytes)]
+        log = out / f"e2e_{tag}_{variant}.log"
+        result = run_variant(variant, child, log, args.timeout, runner=args.runner)
+        result["log_excerpt"] = log_excerpt(log)
+        for row in per_seed_rows(result, seeds):
+            results.append(row)
+            print(json.dumps({k: row.get(k) for k in (
                 "variant", "seed", "error", "use_v2_model_runner", "platform", "runner", "drafter", "capture_stats",
                 "replays", "pointer_mismatches", "acceptance_per_position", "boot_s")}), flush=True)
     greedy = args.temperature == 0

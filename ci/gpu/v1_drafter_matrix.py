@@ -1,19 +1,25 @@
-"""Issue 6's end-to-end matrix on the GPU host, in parts that each fit one 10-minute device call.
+"""Issue 6's end-to-end matrix on the GPU host, in parts that run side by side on one GPU.
 
-    python ci/gpu/v1_drafter_matrix.py OUTDIR --parts perfect,partial    (default: all parts, in order)
+    python ci/gpu/v1_drafter_matrix.py OUTDIR [--parts perfect,partial] [--parallel 3]   (default: all parts)
 
-Each part runs ci/gpu/v1_drafter_e2e.py with one configuration and writes its JSON into OUTDIR; the exit code is
-non-zero if any part failed its checks.
+Each part runs ci/gpu/v1_drafter_e2e.py with one configuration (its variants one after another, every seed inside
+one boot) and writes its JSON into OUTDIR. Parts run ``--parallel`` at a time: each engine gets a fixed KV cache
+(no memory profiling, which other processes on the GPU would disturb) and each part its own vLLM compile cache
+(no two processes write one cache entry). Timing from such runs means nothing; the checks are about correctness.
+The exit code is non-zero if any part failed its checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
+KV_CACHE_BYTES = 1 << 30
 PARTS: dict[str, list[str]] = {
     # 100%-acceptance EAGLE pair: every position must stay at 100% under FULL graphs.
     "perfect": ["--pair", "llama_eagle", "--variant", "perfect"],
@@ -36,13 +42,37 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("outdir")
     parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parallel", type=int, default=1, help="parts running at once on the one GPU")
     args = parser.parse_args()
-    failed = []
-    for part in args.parts.split(","):
-        print(f"=== v1 drafter matrix: {part} ===", flush=True)
-        rc = subprocess.call([sys.executable, E2E, args.outdir, *PARTS[part]])
-        if rc:
-            failed.append(part)
+    parts = args.parts.split(",")
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    out = Path(args.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    pending, running, failed = list(parts), {}, []
+    while pending or running:
+        while pending and len(running) < max(args.parallel, 1):
+            part = pending.pop(0)
+            cmd = [sys.executable, E2E, str(out), *PARTS[part]]
+            env = dict(os.environ)
+            if args.parallel > 1:
+                cmd += ["--kv-cache-bytes", str(KV_CACHE_BYTES)]
+                env["VLLM_CACHE_ROOT"] = f"/tmp/portable_spec_vllm_cache/{part}"
+            print(f"=== v1 drafter matrix: {part} started ===", flush=True)
+            log = open(out / f"matrix_{part}.log", "w")
+            running[part] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())
+        time.sleep(2)
+        for part, (proc, log, started) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[part]
+            if proc.returncode:
+                failed.append(part)
+            checks = [line for line in (out / f"matrix_{part}.log").read_text().splitlines() if line.startswith("CHECKS")]
+            print(f"=== {part}: exit {proc.returncode} in {time.time() - started:.0f} s "
+                  f"{checks[-1] if checks else '(no checks)'} ===", flush=True)
     print(f"=== failed parts: {failed or 'none'} ===", flush=True)
     return 1 if failed else 0
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e bench (default: all but bench)
-#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py.
+#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
+#   parts side by side on the GPU (default 3; correctness only, never timing).
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
@@ -29,7 +30,7 @@ for stage in "${stages[@]}"; do
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
-    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile 2>&1 | tee "$out/bench_e2e.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac

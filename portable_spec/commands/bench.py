@@ -43,6 +43,8 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", default="nospec,upstream_v1,full_drafter,mrv2",
                    help=f"comma-separated engine variants from {', '.join(sorted(VARIANTS))}")
     p.add_argument("--tokens", type=int, default=256, metavar="N", help="output tokens per request (default 256)")
+    p.add_argument("--repeats", type=int, default=3, metavar="N",
+                   help="timed passes per concurrency; the median is reported (default 3)")
     p.add_argument("--timeout", type=int, default=540, metavar="S", help="seconds per engine variant")
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
     p.add_argument("--profile", action="store_true",
@@ -62,9 +64,11 @@ def run_e2e(args: argparse.Namespace) -> int:
                                 f"{', '.join(sorted(VARIANTS))}")
     if args.num_spec < 1:
         raise PortableSpecError("--num-spec must be >= 1")
+    if args.repeats < 1:
+        raise PortableSpecError("--repeats must be >= 1")
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
-                       timeout_s=args.timeout, profile=args.profile)
+                       repeats=args.repeats, timeout_s=args.timeout, profile=args.profile)
     emit(args, report, render_e2e)
     return 0
 

@@ -16,8 +16,8 @@ DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
-              bench_tokens: int = 256, timeout_s: int = 540, zoo_dir: str = "/tmp/portable_spec_zoo",
-              profile: bool = False) -> dict[str, Any]:
+              bench_tokens: int = 256, repeats: int = 3, timeout_s: int = 540,
+              zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False) -> dict[str, Any]:
     from portable_spec.testing.model_zoo import build_pair
 
     out = Path(outdir)
@@ -27,7 +27,8 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     for variant in progress(variants):
         child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"],
                  "--k", str(k), "--jobs", "bench,profile" if profile else "bench", "--concurrency", ",".join(map(str, concurrency)),
-                 "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens)]
+                 "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens),
+                 "--repeats", str(repeats)]
         log = out / f"bench_e2e_{variant}.log"
         result = run_variant(variant, child, log, timeout_s)
         result["log_excerpt"] = log_excerpt(log)
@@ -38,7 +39,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "torch": torch.__version__, "vllm": vllm.__version__, "pair": pair, "model_variant": model_variant,
-              "k": k, "bench_tokens": bench_tokens, "concurrency": list(concurrency), "results": rows,
+              "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency), "results": rows,
               "summary": summarize(rows)}
     (out / "bench_e2e.json").write_text(json.dumps(report, indent=1))
     plot(report, out / "bench_e2e.png")

@@ -1,7 +1,8 @@
 """Runs inside a child process: boots one vLLM ``LLM`` for one variant and runs the requested jobs.
 
-Jobs: ``greedy`` (fixed token prompts; outputs and spec-decode metrics) and ``bench`` (for each concurrency c, c
-prompts submitted together: wall time, output tok/s, TTFT from a 1-token pass, TPOT, acceptance length).
+Jobs: ``greedy`` (per seed: that seed's token prompts; outputs and spec-decode metrics; all seeds share one boot),
+``bench`` (for each concurrency c, c prompts submitted together, timed ``--repeats`` times: wall time, output tok/s,
+TTFT from a 1-token pass, TPOT, acceptance length) and ``profile`` (torch profiler at concurrency 1).
 Prints one line ``RESULT <json>`` on stdout.
 """
 
@@ -9,12 +10,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import time
 from typing import Any
 
 from portable_spec.e2e.configs import VARIANTS
 
 PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
+SEEDED_PROMPT_TOKENS = range(3, 1000)  # below the zoo's vocabulary (1024), above its special ids
+
+
+def prompts_for_seed(seed: int) -> list[list[int]]:
+    """Seed 0: the fixed prompts; any other seed: four seeded prompts of 2..12 tokens (so seeds differ in greedy
+    runs too, where the sampling seed changes nothing)."""
+    if seed == 0:
+        return [list(p) for p in PROMPTS]
+    rng = random.Random(f"prompts-{seed}")
+    return [[rng.choice(SEEDED_PROMPT_TOKENS) for _ in range(rng.randint(2, 12))] for _ in range(4)]
 
 
 def spec_counters(llm: Any) -> dict[str, Any]:
@@ -61,7 +74,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draft")
     parser.add_argument("--method", default="eagle")
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="engine seed")
+    parser.add_argument("--seeds", default=None, help="greedy job: comma-separated prompt/sampling seeds "
+                                                      "(default: --seed); every seed runs in this one boot")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
@@ -69,6 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", default="greedy")
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--bench-tokens", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3, help="bench: timed passes per concurrency (median kept)")
+    parser.add_argument("--kv-cache-bytes", type=int, default=None,
+                        help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
     args = parser.parse_args(argv)
 
     from vllm import LLM, SamplingParams
@@ -83,8 +101,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.draft_sample_method:
             speculative["draft_sample_method"] = args.draft_sample_method
     started = time.perf_counter()
+    memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
+              else {"gpu_memory_utilization": 0.3})
     llm = LLM(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
-              gpu_memory_utilization=0.3, seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True)
+              seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, **memory)
     result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
@@ -100,19 +120,13 @@ def main(argv: list[str] | None = None) -> None:
         "cudagraph_mode": str(vcfg.compilation_config.cudagraph_mode)})
     jobs = args.jobs.split(",")
     if "greedy" in jobs:
-        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed,
-                                ignore_eos=True, detokenize=False)
-        before = spec_counters(llm)
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in PROMPTS], params, use_tqdm=False)
-        after = spec_counters(llm)
-        result["outputs"] = [list(o.outputs[0].token_ids) for o in outputs]
-        result["acceptance_per_position"] = acceptance_per_position(before, after)
-        result["acceptance_counts"] = acceptance_counts(before, after)
-    if "profile" in jobs:
-        result["profile"] = profile_decode(llm, args, SamplingParams, TokensPrompt)
-    if "bench" in jobs:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+        result["runs"] = [greedy_run(llm, seed, args, SamplingParams, TokensPrompt) for seed in seeds]
+    if "bench" in jobs:  # before the profile: its scopes must not be live while timing
         result["bench"] = [bench_one(llm, c, args, SamplingParams, TokensPrompt)
                            for c in (int(x) for x in args.concurrency.split(","))]
+    if "profile" in jobs:
+        result["profile"] = profile_decode(llm, args, SamplingParams, TokensPrompt)
     try:
         result.update(llm.collective_rpc(worker_facts)[0])
     except Exception as exc:  # facts are diagnostics; never lose the measurements over them
@@ -120,28 +134,71 @@ def main(argv: list[str] | None = None) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
+    """One seed's prompts through the engine: outputs and the spec-decode counters' deltas."""
+    params = sampling_params(max_tokens=args.max_tokens, temperature=args.temperature, seed=seed, ignore_eos=True,
+                             detokenize=False)
+    before = spec_counters(llm)
+    outputs = llm.generate([tokens_prompt(prompt_token_ids=p) for p in prompts_for_seed(seed)], params,
+                           use_tqdm=False)
+    after = spec_counters(llm)
+    return {"seed": seed, "outputs": [list(o.outputs[0].token_ids) for o in outputs],
+            "acceptance_per_position": acceptance_per_position(before, after),
+            "acceptance_counts": acceptance_counts(before, after)}
+
+
 def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any, top: int = 40) -> dict[str, Any]:
     """torch-profiler view of steady-state decoding at concurrency 1 (engine in-process): where host and device
-    time go, to locate the remaining gap to Model Runner V2."""
+    time go, to locate the remaining gap to Model Runner V2. vLLM's own runner scopes ("gpu_model_runner: draft",
+    ...) are switched on for the profiled pass only and reported with their inclusive host time."""
     import torch
 
     prompts = [tokens_prompt(prompt_token_ids=PROMPTS[0])]
     params = sampling_params(max_tokens=args.bench_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     llm.generate(prompts, params, use_tqdm=False)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as prof:
+    with vllm_runner_scopes(), torch.profiler.profile(activities=activities) as prof:
         started = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         wall = time.perf_counter() - started
     events = prof.key_averages()
 
+    def row(e: Any) -> dict[str, Any]:
+        return {"name": e.key[:120], "calls": e.count, "cpu_total_us": round(e.cpu_time_total, 1),
+                "self_cpu_us": round(e.self_cpu_time_total, 1),
+                "device_us": round(getattr(e, "self_device_time_total", 0.0), 1)}
+
     def rows(key: str) -> list[dict[str, Any]]:
-        ranked = sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]
-        return [{"name": e.key[:120], "calls": e.count, "self_cpu_us": round(e.self_cpu_time_total, 1),
-                 "device_us": round(getattr(e, "self_device_time_total", 0.0), 1)} for e in ranked]
+        return [row(e) for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]]
+    scopes = [row(e) for e in events if e.key.startswith(("gpu_model_runner:", "portable_spec:"))]
     return {"wall_s": round(wall, 4), "tokens": args.bench_tokens,
             "kernel_launches": sum(e.count for e in events if getattr(e, "self_device_time_total", 0) > 0),
+            "device_busy_us": round(sum(getattr(e, "self_device_time_total", 0.0) for e in events), 1),
+            "runner_scopes": sorted(scopes, key=lambda r: -r["cpu_total_us"]),
             "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total")}
+
+
+class vllm_runner_scopes:
+    """Turns on vLLM's ``record_function`` scopes in its model runner for one block (its switch is cached in
+    ``vllm.v1.utils._PROFILER_FUNC`` at first use); restores the cached value afterwards. Diagnostics only: if vLLM
+    moves the switch, the profile simply has no runner scopes."""
+
+    def __enter__(self) -> None:
+        import torch
+
+        try:
+            import vllm.v1.utils as vllm_utils
+        except ImportError:
+            self.module = None
+            return
+        self.module = vllm_utils if hasattr(vllm_utils, "_PROFILER_FUNC") else None
+        if self.module is not None:
+            self.saved = self.module._PROFILER_FUNC
+            self.module._PROFILER_FUNC = torch.profiler.record_function
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.module is not None:
+            self.module._PROFILER_FUNC = self.saved
 
 
 def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
@@ -153,14 +210,18 @@ def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, token
     started = time.perf_counter()
     llm.generate(prompts, first, use_tqdm=False)
     ttft = time.perf_counter() - started
-    before = spec_counters(llm)
-    started = time.perf_counter()
-    outputs = llm.generate(prompts, full, use_tqdm=False)
-    wall = time.perf_counter() - started
-    after = spec_counters(llm)
-    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
-    counts = acceptance_counts(before, after)
+    walls, tokens, counts = [], 0, None
+    for _ in range(max(args.repeats, 1)):
+        before = spec_counters(llm)
+        started = time.perf_counter()
+        outputs = llm.generate(prompts, full, use_tqdm=False)
+        walls.append(time.perf_counter() - started)
+        after = spec_counters(llm)
+        tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+        counts = acceptance_counts(before, after)
+    wall = statistics.median(walls)
     return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
+            "wall_s_all": [round(w, 4) for w in walls],
             "output_tok_s": round(tokens / wall, 1), "ttft_s": round(ttft, 4),
             "tpot_ms": round(1000 * max(wall - ttft, 0.0) / max(args.bench_tokens - 1, 1), 3),
             "acceptance_length": (round(1 + counts["accepted"] / counts["drafts"], 3) if counts["drafts"] else None)}
