@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# For hosts that return few files (the project's device tool returns at most 8): run the cuda lane for some stages
+# with a time limit, then pack everything it wrote into one archive.
+#   ci/gpu/lane_and_pack.sh NAME SECONDS STAGE...   -> $OUT/NAME.tgz (lane output dir and its console log)
+set -uo pipefail
+name="$1"; limit="$2"; shift 2
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+work="/tmp/lane-$name"; mkdir -p "$work"
+timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log" 2>&1
+rc=$?
+echo "lane exit $rc" >> "$work/console.log"
+tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
+grep -E "^=== |CHECKS|RESULT|passed|failed|Error|error" "$work/console.log" | cut -c1-400 | tail -60
+exit $rc
