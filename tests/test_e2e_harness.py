@@ -124,3 +124,20 @@ def test_seeds_change_the_prompts_and_stay_in_the_vocabulary():
     assert prompts_for_seed(0) == PROMPTS
     assert prompts_for_seed(1) != prompts_for_seed(2) and prompts_for_seed(1) == prompts_for_seed(1)
     assert all(3 <= t < VOCAB for s in (1, 2, 3) for p in prompts_for_seed(s) for t in p)
+
+
+def test_dflash_runs_are_judged_by_their_block_graphs_and_fused_chains_count_as_chains():
+    e2e = load_e2e_script()
+    dflash = {"drafter": "portable_spec.vllm_adapter.v1_drafter.FullGraphDFlashProposer",
+              "capture_stats": {"graphs": 4}, "pointer_mismatches": 0}
+    ok = e2e.checks_for([run("nospec"), run("eager_drafter"),
+                         run("full_drafter", replays={"first": 0, "chain": 0, "dflash_block": 25}, **dflash)],
+                        [0], greedy=True, perfect=False)
+    assert ok["full_drafter_s0_block_graphs_replayed"] and "full_drafter_s0_first_pass_graphs_replayed" not in ok
+    idle = e2e.checks_for([run("full_drafter", replays={"dflash_block": 0}, **dflash)], [0], greedy=True,
+                          perfect=False)
+    assert idle["full_drafter_s0_block_graphs_replayed"] is False
+    fused = e2e.checks_for([run("full_drafter", **{**GOOD_FULL, "replays": {"first": 3, "chain": 0,
+                                                                           "chain_fused": 6}})],
+                           [0], greedy=True, perfect=True)
+    assert fused["full_drafter_s0_chain_graphs_replayed"] is True

@@ -17,6 +17,7 @@ from portable_spec.vllm_adapter.v1_drafter import (
     BLOCK, CHAIN, FIRST, PADDING_SLOT, CapturedStep, DrafterGraphs, FullGraphDFlashProposer, FullGraphEagleProposer,
     input_pointers,
 )
+from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_ENV, CHAIN_FUSED
 
 MAX_REQS = 8
 
@@ -170,9 +171,130 @@ def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, 
     group = types.SimpleNamespace(get_metadata_builder=lambda: SingleTokenBuilder, kv_cache_spec=None,
                                   backend=types.SimpleNamespace(get_name=lambda: "FLASHINFER"))
     eagle.draft_attn_groups = [group]
-    plan = types.SimpleNamespace(first_step=types.SimpleNamespace(sizes=(4, 8), num_reqs=lambda s: s // 4),
-                                 chain_step=types.SimpleNamespace(sizes=(1, 2)))
+    eagle._init_fused_chain(MAX_REQS)
+    assert any("FLASHINFER needs its metadata built every step" in r for r in eagle.fused_chain_off)
     with caplog.at_level("WARNING", logger="portable_spec.vllm_adapter"):
-        todo = eagle._todo(plan, MAX_REQS)
+        todo = eagle._todo(PLAN, MAX_REQS)
     assert todo == [(CHAIN, 1), (CHAIN, 2)]  # chain steps fit SINGLE_TOKEN_DECODE; the (1+K)-token pass does not
     assert "backend FLASHINFER supports graphs only at UNIFORM_SINGLE_TOKEN_DECODE" in caplog.text
+
+
+PLAN = types.SimpleNamespace(first_step=types.SimpleNamespace(sizes=(4, 8), num_reqs=lambda s: s // 4),
+                             chain_step=types.SimpleNamespace(sizes=(1, 2)))
+
+
+def attention_group(name: str):
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    class Builder:
+        @classmethod
+        def get_cudagraph_support(cls, vllm_config, kv_cache_spec):
+            return AttentionCGSupport.UNIFORM_BATCH
+
+    return types.SimpleNamespace(get_metadata_builder=lambda: Builder, kv_cache_spec=None,
+                                 backend=types.SimpleNamespace(get_name=lambda: name))
+
+
+def test_fused_chain_graphs_replace_chain_graphs_for_a_build_free_backend(eagle):
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == []
+    assert eagle._todo(PLAN, MAX_REQS) == [(FIRST, 1), (FIRST, 2), (CHAIN_FUSED, 1), (CHAIN_FUSED, 2)]
+    # Batches that sample from the draft run upstream's loop: their per-forward chain graphs are captured too.
+    eagle._enable_probabilistic_draft_probs = True
+    assert eagle._todo(PLAN, MAX_REQS)[-2:] == [(CHAIN, 1), (CHAIN, 2)]
+
+
+def test_fused_chain_is_switched_off_by_env_and_bad_values_are_one_line_errors(eagle, monkeypatch):
+    from portable_spec.errors import PortableSpecError
+
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    monkeypatch.setenv(CHAIN_ENV, "forward")
+    eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == [f"{CHAIN_ENV}=forward"]
+    assert eagle._todo(PLAN, MAX_REQS)[-2:] == [(CHAIN, 1), (CHAIN, 2)]
+    monkeypatch.setenv(CHAIN_ENV, "sideways")
+    with pytest.raises(PortableSpecError, match=f"^{CHAIN_ENV}='sideways' is not one of fused, forward; unset it"):
+        eagle._init_fused_chain(MAX_REQS)
+
+
+@pytest.fixture
+def fused(eagle):
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    eagle._init_fused_chain(MAX_REQS)
+    for n in (1, 2, 4, 8):
+        capture(eagle, CHAIN_FUSED, n, 1)
+    eagle.graphs.captured = dict(sorted(eagle.graphs.captured.items()))
+    return eagle
+
+
+def propose_kwargs(eagle, num_reqs, all_greedy=True):
+    meta = cad(eagle.target_runner.query_start_loc.gpu[: num_reqs + 1], eagle.target_runner.seq_lens[:num_reqs],
+               num_reqs, num_reqs * 4, 4, eagle._slot_mapping_buffer[: num_reqs * 4])
+    return {"common_attn_metadata": meta, "sampling_metadata": types.SimpleNamespace(all_greedy=all_greedy),
+            "mm_embed_inputs": None, "num_rejected_tokens_gpu": None}
+
+
+def test_fused_chain_picks_the_smallest_graph_that_fits_and_only_when_exact(fused):
+    k = fused.graph_k
+    step = fused._fused_step_for(k, (), propose_kwargs(fused, 3))
+    assert (step.kind, step.num_reqs) == (CHAIN_FUSED, 4)
+    assert fused._fused_step_for(k, (), propose_kwargs(fused, MAX_REQS)).num_reqs == MAX_REQS
+    assert fused._fused_step_for(k - 1, (), propose_kwargs(fused, 3)) is None  # another K than captured
+    assert fused._fused_step_for(k, ("positional",), propose_kwargs(fused, 3)) is None
+    fused._enable_probabilistic_draft_probs = True
+    assert fused._fused_step_for(k, (), propose_kwargs(fused, 3, all_greedy=False)) is None  # samples from the draft
+    assert fused._fused_step_for(k, (), propose_kwargs(fused, 3, all_greedy=True)) is not None
+    fused.eplb_state = object()
+    assert fused._fused_step_for(k, (), propose_kwargs(fused, 3)) is None
+
+
+class FusedBodyGraph:
+    """Stands for a captured fused chain step on CPU: what its kernels do to the persistent buffers (next token =
+    input token + 100, written at column current_draft_step; hidden states carried forward)."""
+
+    def __init__(self, proposer, size):
+        self.proposer, self.size, self.steps = proposer, size, []
+
+    def replay(self):
+        p, n = self.proposer, self.size
+        step = int(p.current_draft_step.item())
+        self.steps.append((step, p.positions[:n].tolist(), p._slot_mapping_buffer[:n].tolist()))
+        tokens = p.input_ids[:n].long() + 100
+        p.draft_tokens[:n, step] = tokens
+        p.input_ids[:n] = tokens
+
+
+def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, monkeypatch):
+    k, batch = fused.graph_k, 3
+    step = fused.graphs.captured[(CHAIN_FUSED, 4)]
+    step.graph = FusedBodyGraph(fused, 4)
+    kwargs = propose_kwargs(fused, batch)
+    meta = kwargs["common_attn_metadata"]
+    fused.target_runner.seq_lens[:batch] = torch.tensor([20, 30, 40], dtype=torch.int32)
+    fused._first_pass_cad, fused._first_pass_token_indices = meta, torch.tensor([3, 7, 11])
+    fused.positions[:12] = torch.arange(12) + 50
+    hidden = torch.arange(12, dtype=torch.float32)[:, None].expand(12, fused.hidden_states.shape[1])
+    fused.graphs.last_output = (hidden, hidden * 2)
+
+    def step_kernel(positions, common_attn_metadata, batch_size, input_batch_size, block_size):
+        # vLLM's step kernel, as it acts on the buffers: next position, one more KV entry, padding rows' slots.
+        fused.positions[:batch_size] = positions + 1
+        common_attn_metadata.seq_lens[:batch_size] += 1
+        fused._slot_mapping_buffer[:batch_size] = 1000 + positions + 1
+        fused._slot_mapping_buffer[batch_size:input_batch_size] = PADDING_SLOT
+        return fused.positions[:batch_size]
+    monkeypatch.setattr(fused, "_update_positions_dependent_metadata", step_kernel)
+    fused.num_speculative_tokens = k
+    rejected = torch.tensor([1, 0, 2], dtype=torch.int32)
+    drafts = fused._run_fused_chain(step, torch.tensor([5, 6, 7]), rejected)
+
+    assert drafts.tolist() == [[t + 100 * i for i in range(k)] for t in (5, 6, 7)]
+    assert [s for s, _, _ in step.graph.steps] == list(range(1, k))  # current_draft_step, one replay per step
+    assert step.graph.steps[0][1][:batch] == [54, 58, 62]  # gathered first-pass positions, advanced once
+    assert step.graph.steps[0][2] == [1054, 1058, 1062, PADDING_SLOT]  # the padded row never writes KV
+    assert fused.hidden_states[:batch, 0].tolist() == [6.0, 14.0, 22.0]  # the first pass's hidden at its samples
+    assert fused.target_runner.seq_lens[:batch].tolist() == [20 - 1 + k - 1, 30 + k - 1, 40 - 2 + k - 1]
+    assert (meta.num_actual_tokens, meta.max_query_len) == (batch, 1)
+    assert meta.query_start_loc.data_ptr() == fused.arange.data_ptr()
+    assert fused.graphs.replays[CHAIN_FUSED] == k - 1

@@ -104,8 +104,10 @@ def test_our_subclasses_override_only_what_we_mean_to():
     assert set(vars(PortableWorker)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__",
                                         "__static_attributes__"} == {"init_device"}
     assert {"__init__", "capture_model"} <= set(vars(PortableV1ModelRunner))
-    overridden_upstream = {name for name in vars(FullGraphEagleProposer) if not name.startswith("_")}
-    assert "propose" not in overridden_upstream  # we hook the loop, we never copy it
+    ours = {name for cls in FullGraphEagleProposer.__mro__[:3] for name in vars(cls) if not name.startswith("__")}
+    upstream = {name for cls in FullGraphEagleProposer.__mro__[3:] for name in vars(cls)}
+    # The upstream methods we wrap (each calls super()); everything else of ours is new, not a silent override.
+    assert ours & upstream == {"propose", "set_inputs_first_pass", "build_per_group_and_layer_attn_metadata"}
     init = inspect.getsource(module_runner_init())
     assert "self.query_start_loc = self._make_buffer(" in init
 
@@ -157,3 +159,46 @@ def test_drafter_forward_override_is_instance_level_and_reversible():
     assert isinstance(model, torch.nn.Linear) and set(graphs.replays.values()) == {0}
     graphs.uninstall()
     assert "forward" not in model.__dict__
+
+
+def test_upstream_first_pass_alone_is_what_propose_with_one_token_runs():
+    """The fused chain runs upstream's propose with K=1 for the first pass and continues from its state."""
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    assert params(SpecDecodeBaseProposer.propose)[:2] == ["self", "num_speculative_tokens"]
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    assert "self.num_speculative_tokens = num_speculative_tokens" in propose
+    assert "self.set_inputs_first_pass(" in propose
+    early_exit = propose.index("if self.num_speculative_tokens == 1 or self.parallel_drafting:")
+    assert propose.index("ret_hidden_states = self.model(**model_kwargs)") < early_exit  # the first forward ran
+    assert "return draft_token_ids.view(-1, self.num_speculative_tokens)" in propose[early_exit:]
+    # What the chain starts from, as upstream computes it after that exit.
+    assert "positions = self.positions[token_indices_to_sample]" in propose
+    assert "hidden_states = hidden_states[token_indices_to_sample]" in propose
+    assert "common_attn_metadata.seq_lens -= num_rejected_tokens_gpu" in propose
+    first = inspect.getsource(SpecDecodeBaseProposer.set_inputs_first_pass)
+    assert "return num_tokens, token_indices_to_sample, cad" in first
+    assert params(SpecDecodeBaseProposer._update_positions_dependent_metadata) == [
+        "self", "positions", "common_attn_metadata", "batch_size", "input_batch_size", "block_size"]
+    init = inspect.getsource(SpecDecodeBaseProposer.__init__)
+    for flag in ("self.eplb_state", "self.constant_draft_positions", "self.use_local_argmax_reduction",
+                 "self.use_heterogeneous_vocab", "self._share_mtp_indices", "self.needs_extra_input_slots",
+                 "self.parallel_drafting", "self.uses_mrope", "self.uses_xdrope_dim",
+                 "self._enable_probabilistic_draft_probs"):
+        assert flag in init, flag
+
+
+def test_flash_attention_drafting_build_writes_no_persistent_buffer():
+    """Why skipping FLASH_ATTN's per-step drafting build is safe: it is a fast build (no AOT schedule copied into
+    the persistent scheduler buffer)."""
+    from vllm.v1.attention.backend import AttentionMetadataBuilder
+
+    assert "fast_build=True" in inspect.getsource(AttentionMetadataBuilder.build_for_drafting)
+    try:
+        from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
+    except ImportError as exc:  # pragma: no cover - depends on the host's vLLM build
+        pytest.skip(f"flash_attn backend does not import here: {exc}")
+    assert "build_for_drafting" not in vars(FlashAttentionMetadataBuilder)
+    build = inspect.getsource(FlashAttentionMetadataBuilder.build)
+    assert "self.aot_schedule and not fast_build" in build
+    assert "if self.use_full_cuda_graph and scheduler_metadata is not None:" in build

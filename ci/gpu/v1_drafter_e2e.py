@@ -39,9 +39,13 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
             checks[f"full_drafter_s{seed}_our_platform"] = full["platform"].startswith("portable_spec.")
             checks[f"full_drafter_s{seed}_graphs_captured"] = bool((full.get("capture_stats") or {}).get("graphs"))
             replays = full.get("replays") or {}
-            checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = replays.get("first", 0) > 0
-            if args_k_above_one(full):
-                checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = replays.get("chain", 0) > 0
+            if (full.get("drafter") or "").endswith("DFlashProposer"):
+                checks[f"full_drafter_s{seed}_block_graphs_replayed"] = replays.get("dflash_block", 0) > 0
+            else:
+                checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = replays.get("first", 0) > 0
+                if args_k_above_one(full):
+                    checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = (
+                        replays.get("chain", 0) + replays.get("chain_fused", 0) > 0)
             checks[f"full_drafter_s{seed}_no_pointer_mismatch"] = full.get("pointer_mismatches") == 0
             if perfect and full.get("acceptance_per_position"):
                 checks[f"full_drafter_s{seed}_every_position_100pct"] = all(

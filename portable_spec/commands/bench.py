@@ -43,9 +43,11 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variants", default="nospec,upstream_v1,full_drafter,mrv2",
                    help=f"comma-separated engine variants from {', '.join(sorted(VARIANTS))}")
     p.add_argument("--tokens", type=int, default=256, metavar="N", help="output tokens per request (default 256)")
-    p.add_argument("--repeats", type=int, default=3, metavar="N",
-                   help="timed passes per concurrency; the median is reported (default 3)")
-    p.add_argument("--timeout", type=int, default=540, metavar="S", help="seconds per engine variant")
+    p.add_argument("--repeats", type=int, default=5, metavar="N",
+                   help="timed passes per variant and concurrency, interleaved across variants; the median is "
+                        "reported (default 5)")
+    p.add_argument("--timeout", type=int, default=540, metavar="S",
+                   help="seconds for all variants to boot (they boot together), and per profile")
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
     p.add_argument("--profile", action="store_true",
                    help="also record a torch-profiler summary of decoding at concurrency 1 per variant")

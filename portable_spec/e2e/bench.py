@@ -6,58 +6,91 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.e2e.parent import log_excerpt, run_variant
+from portable_spec.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 
 
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
-              bench_tokens: int = 256, repeats: int = 3, timeout_s: int = 540,
+              bench_tokens: int = 256, repeats: int = 5, timeout_s: int = 540,
               zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False) -> dict[str, Any]:
+    """Boot every variant at once, time them in turns (``interleave``), then profile each (optional)."""
+    from portable_spec.e2e.child import bench_summary
+    from portable_spec.e2e.interleave import boot_all, measure_interleaved
     from portable_spec.testing.model_zoo import build_pair
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     models = build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
+    child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"], "--k", str(k),
+             "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens)]
+    bar = progress_bar(len(variants) + len(variants) * len(concurrency) * repeats + (len(variants) if profile else 0))
+    started = time.perf_counter()
+    engines, facts = boot_all(variants, child, out, timeout_s, bar)
+    boot_wall = round(time.perf_counter() - started, 1)
+    measured = measure_interleaved(engines, concurrency, repeats, bar)
+    profiles = {}
+    for engine in engines if profile else ():
+        profiles[engine.variant] = engine.ask({"job": "profile"}, timeout_s)
+        bar.update(1)
+    final = {engine.variant: engine.ask({"job": "facts"}) for engine in engines}
+    for engine in engines:
+        engine.close()
+    bar.close()
     rows = []
-    for variant in progress(variants):
-        child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"],
-                 "--k", str(k), "--jobs", "bench,profile" if profile else "bench", "--concurrency", ",".join(map(str, concurrency)),
-                 "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens),
-                 "--repeats", str(repeats)]
-        log = out / f"bench_e2e_{variant}.log"
-        result = run_variant(variant, child, log, timeout_s)
-        result["log_excerpt"] = log_excerpt(log)
-        rows.append(result)
+    for variant in variants:
+        row = {"variant": variant, **facts[variant], **final.get(variant, {}), "log": f"bench_e2e_{variant}.log"}
+        if variant in measured:
+            row["bench"] = []
+            for c in concurrency:
+                cell = measured[variant][c]
+                bad = [r["error"] for r in [cell["warm"], *cell["passes"]] if "error" in r]
+                row["bench"].append({"concurrency": c, "error": bad[0]} if bad else
+                                    bench_summary(c, cell["warm"]["ttft_s"], cell["passes"], bench_tokens))
+        if variant in profiles:
+            row["profile"] = profiles[variant]
+        row["log_excerpt"] = log_excerpt(out / row["log"])
+        rows.append(row)
     import torch
     import vllm
 
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "torch": torch.__version__, "vllm": vllm.__version__, "pair": pair, "model_variant": model_variant,
-              "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency), "results": rows,
+              "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency),
+              "method": "engines booted together (fixed KV cache), timed passes interleaved round-robin; "
+                        "median of the passes", "boot_wall_s": boot_wall, "results": rows,
               "summary": summarize(rows)}
     (out / "bench_e2e.json").write_text(json.dumps(report, indent=1))
     plot(report, out / "bench_e2e.png")
     return report
 
 
-def progress(variants: tuple[str, ...]) -> Any:
-    """A progress bar over engine variants (each boots vLLM once) when tqdm is installed."""
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int) -> Any:
+    """A progress bar over boots, timed passes and profiles when tqdm is installed."""
     try:
         from tqdm import tqdm
     except ImportError:
-        return variants
-    return tqdm(variants, desc="bench e2e (engine variants)", unit="engine")
+        return _NoBar()
+    return tqdm(total=total, desc="bench e2e", unit="step")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Output tok/s per variant and concurrency, and our FULL drafter's ratio to upstream V1 and to MRV2."""
-    table = {r["variant"]: {b["concurrency"]: b for b in r.get("bench", [])} for r in rows}
+    table = {r["variant"]: {b["concurrency"]: b for b in r.get("bench", []) if "output_tok_s" in b} for r in rows}
     summary: dict[str, Any] = {"output_tok_s": {v: {c: b["output_tok_s"] for c, b in t.items()} for v, t in table.items()}}
     for other in ("upstream_v1", "mrv2"):
         if "full_drafter" in table and other in table:
@@ -77,7 +110,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for row in report["results"]:
-        bench = row.get("bench") or []
+        bench = [b for b in row.get("bench") or [] if "output_tok_s" in b]
         if not bench:
             continue
         xs = [b["concurrency"] for b in bench]

@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="bench: timed passes per concurrency (median kept)")
     parser.add_argument("--kv-cache-bytes", type=int, default=None,
                         help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
+    parser.add_argument("--serve", action="store_true",
+                        help="after boot print READY, then answer one JSON command per stdin line (see serve())")
     args = parser.parse_args(argv)
 
     from vllm import LLM, SamplingParams
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         "platform": platform_name,
         "capture_sizes": vcfg.compilation_config.cudagraph_capture_sizes,
         "cudagraph_mode": str(vcfg.compilation_config.cudagraph_mode)})
+    if args.serve:
+        serve(llm, args, result, SamplingParams, TokensPrompt)
+        return
     jobs = args.jobs.split(",")
     if "greedy" in jobs:
         seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
@@ -127,11 +132,43 @@ def main(argv: list[str] | None = None) -> None:
                            for c in (int(x) for x in args.concurrency.split(","))]
     if "profile" in jobs:
         result["profile"] = profile_decode(llm, args, SamplingParams, TokensPrompt)
-    try:
-        result.update(llm.collective_rpc(worker_facts)[0])
-    except Exception as exc:  # facts are diagnostics; never lose the measurements over them
-        result["worker_facts_error"] = f"{type(exc).__name__}: {exc}"
+    result.update(engine_facts(llm))
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def engine_facts(llm: Any) -> dict[str, Any]:
+    try:
+        return llm.collective_rpc(worker_facts)[0]
+    except Exception as exc:  # facts are diagnostics; never lose the measurements over them
+        return {"worker_facts_error": f"{type(exc).__name__}: {exc}"}
+
+
+def serve(llm: Any, args: Any, booted: dict[str, Any], sampling_params: Any, tokens_prompt: Any) -> None:
+    """Answer commands so a parent can interleave timed passes of several booted engines (fair under a drifting
+    host). One JSON object per stdin line: ``{"job": "warm"|"pass", "concurrency": c}``, ``{"job": "profile"}``,
+    ``{"job": "facts"}`` or ``{"job": "exit"}``; each answer is one ``REPLY <json>`` line on stdout."""
+    import sys
+
+    print("READY " + json.dumps({**booted, **engine_facts(llm)}), flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        job = command.get("job")
+        try:
+            if job == "exit":
+                break
+            if job == "warm":
+                reply = bench_warm(llm, command["concurrency"], args, sampling_params, tokens_prompt)
+            elif job == "pass":
+                reply = bench_pass(llm, command["concurrency"], args, sampling_params, tokens_prompt)
+            elif job == "profile":
+                reply = profile_decode(llm, args, sampling_params, tokens_prompt)
+            elif job == "facts":
+                reply = engine_facts(llm)
+            else:
+                reply = {"error": f"unknown job {job!r}"}
+        except Exception as exc:  # report, keep serving: the parent decides what a failure means
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        print("REPLY " + json.dumps(reply), flush=True)
 
 
 def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
@@ -171,11 +208,35 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
     def rows(key: str) -> list[dict[str, Any]]:
         return [row(e) for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]]
     scopes = [row(e) for e in events if e.key.startswith(("gpu_model_runner:", "portable_spec:"))]
+    kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
     return {"wall_s": round(wall, 4), "tokens": args.bench_tokens,
-            "kernel_launches": sum(e.count for e in events if getattr(e, "self_device_time_total", 0) > 0),
-            "device_busy_us": round(sum(getattr(e, "self_device_time_total", 0.0) for e in events), 1),
+            "kernels": sum(e.count for e in kernels),
+            "kernel_busy_us": round(sum(e.self_device_time_total for e in kernels), 1),
             "runner_scopes": sorted(scopes, key=lambda r: -r["cpu_total_us"]),
-            "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total")}
+            "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total"),
+            "python": python_profile(llm, prompts, params)}
+
+
+def python_profile(llm: Any, prompts: list[Any], params: Any, top: int = 45) -> dict[str, Any]:
+    """cProfile of one more decoding pass (engine in-process, same thread): which Python functions the host time
+    goes to, by own time and by inclusive time. cProfile slows Python down; read the shares, not the absolutes."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    started = time.perf_counter()
+    prof.enable()
+    llm.generate(prompts, params, use_tqdm=False)
+    prof.disable()
+    wall = time.perf_counter() - started
+    stats = pstats.Stats(prof).stats  # (file, line, func) -> (primitive calls, calls, own s, inclusive s, callers)
+
+    def rows(index: int) -> list[dict[str, Any]]:
+        ranked = sorted(stats.items(), key=lambda kv: kv[1][index], reverse=True)[:top]
+        return [{"func": f"{'/'.join(f.split('/')[-2:])}:{line}({name})", "calls": v[1],
+                 "own_ms": round(1000 * v[2], 2), "inclusive_ms": round(1000 * v[3], 2)}
+                for (f, line, name), v in ranked]
+    return {"wall_s": round(wall, 4), "by_own_time": rows(2), "by_inclusive_time": rows(3)}
 
 
 class vllm_runner_scopes:
@@ -201,30 +262,55 @@ class vllm_runner_scopes:
             self.module._PROFILER_FUNC = self.saved
 
 
-def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
-    prompts = [tokens_prompt(prompt_token_ids=PROMPTS[i % len(PROMPTS)] + [i % 900 + 3]) for i in range(concurrency)]
-    first = sampling_params(max_tokens=1, temperature=args.temperature, ignore_eos=True, detokenize=False)
-    full = sampling_params(max_tokens=args.bench_tokens, temperature=args.temperature, seed=args.seed,
+def bench_prompts(concurrency: int, tokens_prompt: Any) -> list[Any]:
+    return [tokens_prompt(prompt_token_ids=PROMPTS[i % len(PROMPTS)] + [i % 900 + 3]) for i in range(concurrency)]
+
+
+def bench_params(args: Any, sampling_params: Any, max_tokens: int | None = None) -> Any:
+    return sampling_params(max_tokens=max_tokens or args.bench_tokens, temperature=args.temperature, seed=args.seed,
                            ignore_eos=True, detokenize=False)
-    llm.generate(prompts, full, use_tqdm=False)  # warm-up at this concurrency
+
+
+def bench_warm(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
+    """One untimed pass at this concurrency, then the time to first token (a 1-token pass)."""
+    prompts = bench_prompts(concurrency, tokens_prompt)
+    llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
     started = time.perf_counter()
-    llm.generate(prompts, first, use_tqdm=False)
-    ttft = time.perf_counter() - started
-    walls, tokens, counts = [], 0, None
-    for _ in range(max(args.repeats, 1)):
-        before = spec_counters(llm)
-        started = time.perf_counter()
-        outputs = llm.generate(prompts, full, use_tqdm=False)
-        walls.append(time.perf_counter() - started)
-        after = spec_counters(llm)
-        tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
-        counts = acceptance_counts(before, after)
+    llm.generate(prompts, bench_params(args, sampling_params, max_tokens=1), use_tqdm=False)
+    return {"concurrency": concurrency, "ttft_s": round(time.perf_counter() - started, 4)}
+
+
+def bench_pass(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
+    """One timed pass: wall time, output tokens and the spec-decode counters' deltas."""
+    prompts = bench_prompts(concurrency, tokens_prompt)
+    before = spec_counters(llm)
+    started = time.perf_counter()
+    outputs = llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
+    wall = time.perf_counter() - started
+    counts = acceptance_counts(before, spec_counters(llm))
+    return {"concurrency": concurrency, "wall_s": round(wall, 5),
+            "output_tokens": sum(len(o.outputs[0].token_ids) for o in outputs),
+            "drafts": counts["drafts"], "accepted": counts["accepted"]}
+
+
+def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]], bench_tokens: int) -> dict[str, Any]:
+    """Median over the timed passes (all walls kept); TPOT excludes the time to first token."""
+    walls = [p["wall_s"] for p in passes]
     wall = statistics.median(walls)
+    tokens = passes[0]["output_tokens"]
+    drafts, accepted = sum(p["drafts"] for p in passes), sum(p["accepted"] for p in passes)
     return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
-            "wall_s_all": [round(w, 4) for w in walls],
-            "output_tok_s": round(tokens / wall, 1), "ttft_s": round(ttft, 4),
-            "tpot_ms": round(1000 * max(wall - ttft, 0.0) / max(args.bench_tokens - 1, 1), 3),
-            "acceptance_length": (round(1 + counts["accepted"] / counts["drafts"], 3) if counts["drafts"] else None)}
+            "wall_s_all": [round(w, 4) for w in walls], "output_tok_s": round(tokens / wall, 1),
+            "output_tok_s_best": round(tokens / min(walls), 1), "ttft_s": ttft_s,
+            "tpot_ms": round(1000 * max(wall - ttft_s, 0.0) / max(bench_tokens - 1, 1), 3),
+            "acceptance_length": round(1 + accepted / drafts, 3) if drafts else None}
+
+
+def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
+    """Warm-up, then ``--repeats`` timed passes back to back (the non-interleaved benchmark)."""
+    ttft = bench_warm(llm, concurrency, args, sampling_params, tokens_prompt)["ttft_s"]
+    passes = [bench_pass(llm, concurrency, args, sampling_params, tokens_prompt) for _ in range(max(args.repeats, 1))]
+    return bench_summary(concurrency, ttft, passes, args.bench_tokens)
 
 
 if __name__ == "__main__":

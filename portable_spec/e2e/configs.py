@@ -21,5 +21,7 @@ VARIANTS = {v.name: v for v in (
     EngineVariant("eager_drafter", {**V1, "VLLM_PLATFORM": "cuda"}, drafter_enforce_eager=True,
                   description="V1 runner, eager drafter"),
     EngineVariant("full_drafter", {**V1, "VLLM_PLATFORM": "cuda"}, description="V1 runner + portable_spec FULL drafter"),
+    EngineVariant("full_drafter_unfused", {**V1, "VLLM_PLATFORM": "cuda", "PORTABLE_SPEC_DRAFT_CHAIN": "forward"},
+                  description="V1 runner + portable_spec FULL drafter, chain steps replay the forward only"),
     EngineVariant("mrv2", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, description="Model Runner V2 (its own FULL drafter)"),
 )}

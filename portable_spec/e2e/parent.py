@@ -12,20 +12,26 @@ from typing import Any
 from portable_spec.e2e.configs import VARIANTS
 
 ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-                 "PYTHONUNBUFFERED": "1"}
+                 "PYTHONUNBUFFERED": "1",
+                 # vLLM logs to stdout by default; our protocol lines own stdout, the log file gets vLLM's lines.
+                 "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
 
-def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
-                runner: str = "v1") -> dict[str, Any]:
-    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``.
-
-    ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves) for V1 variants.
-    """
+def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
+    """The child's environment: ours minus any platform/runner choice, plus the variant's, plus isolation.
+    ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "VLLM_USE_V2_MODEL_RUNNER")}
     env.update(VARIANTS[variant].env)
     if runner == "auto" and env.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
         del env["VLLM_USE_V2_MODEL_RUNNER"]
     env.update(ISOLATION_ENV)
+    return env
+
+
+def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
+                runner: str = "v1") -> dict[str, Any]:
+    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``."""
+    env = variant_env(variant, runner)
     cmd = [sys.executable, "-m", "portable_spec.e2e.child", "--variant", variant, *child_args]
     print(f"[e2e] {variant}: {' '.join(child_args)}", flush=True)
     try:

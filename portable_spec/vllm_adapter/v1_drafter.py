@@ -14,7 +14,9 @@ had at capture and is written in place before the replay:
   persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
 DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
 rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
-Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Sampling stays eager.
+Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE chain
+steps go further: one fused graph per step holds the forward, the greedy sample and the next step's inputs
+(``v1_fused_chain``); otherwise sampling stays eager.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from vllm.v1.spec_decode.eagle import EagleProposer
 
 from portable_spec.vllm_adapter.drafter_plan import drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port
+from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_FUSED, FusedChainMixin
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -79,8 +82,9 @@ class DrafterGraphs:
         self.proposer = proposer
         self.eager_forward = model.forward
         self.captured: dict[tuple[str, int], CapturedStep] = {}
-        self.replays = {FIRST: 0, CHAIN: 0, BLOCK: 0}
+        self.replays = {FIRST: 0, CHAIN: 0, CHAIN_FUSED: 0, BLOCK: 0}
         self.pointer_mismatches = 0
+        self.last_output: Any = None  # the latest forward's output (replayed or eager): the fused chain starts there
 
     def install(self) -> None:
         self.model.forward = self
@@ -95,9 +99,11 @@ class DrafterGraphs:
             if input_pointers(kwargs) == step.input_ptrs:
                 self.replays[step.kind] += 1
                 step.graph.replay()
+                self.last_output = step.outputs
                 return step.outputs
             self.pointer_mismatches += 1
-        return self.eager_forward(*args, **kwargs)
+        self.last_output = self.eager_forward(*args, **kwargs)
+        return self.last_output
 
 
 class DrafterGraphMixin:
@@ -109,6 +115,8 @@ class DrafterGraphMixin:
         super().__init__(vllm_config, device, runner)
         # Upstream does not keep the runner; we need its persistent query_start_loc, seq_lens and block table.
         self.target_runner = runner
+        # The K our graphs are shaped for (upstream rewrites num_speculative_tokens on every propose call).
+        self.graph_k = self.num_speculative_tokens
         self._pending: tuple[str, int] | None = None  # (kind, num_reqs) announced by the last metadata build
         self.graphs: DrafterGraphs | None = None
         self.capture_stats: dict[str, Any] = {}
@@ -156,14 +164,15 @@ class DrafterGraphMixin:
     def _capture_one(self, port: Any, pool: Any, kind: str, num_reqs: int) -> CapturedStep:
         cad = self._capture_metadata(kind, num_reqs)
         num_tokens = cad.num_actual_tokens
-        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 1 if kind == CHAIN else 0)
+        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 1 if kind in (CHAIN, CHAIN_FUSED) else 0)
         kwargs = self._model_kwargs(num_tokens)
         forward = self.graphs.eager_forward
 
         def run() -> Any:
             with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
                                      slot_mapping=self._get_slot_mapping(num_tokens)):
-                return forward(**kwargs)
+                out = forward(**kwargs)
+            return self._fused_chain_body(num_tokens, out) if kind == CHAIN_FUSED else out
 
         with port.on_capture_stream():
             run()  # warm-up outside capture (lazy initialisation, autotuning, per-stream workspaces)
@@ -180,6 +189,7 @@ class DrafterGraphMixin:
             return self.capture_stats
         if self.graphs is None:
             self.graphs = DrafterGraphs(self.model, self)
+        self._before_capture()
         todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
@@ -208,6 +218,12 @@ class DrafterGraphMixin:
                     len(failed), (self.capture_stats["memory_bytes"] or 0) / 2**20)
         return self.capture_stats
 
+    def _before_capture(self) -> None:
+        """Buffers and decisions a subclass needs before ``_todo`` (none by default)."""
+
+    def _fused_chain_body(self, num_tokens: int, out: Any) -> Any:
+        raise NotImplementedError("only EAGLE chain steps are fused")
+
     def _refuse_below(self, need: AttentionCGSupport, what: str) -> bool:
         """True (with one warning naming the backend) when the draft attention cannot serve ``what`` in a graph."""
         support = self._graph_support()
@@ -219,14 +235,18 @@ class DrafterGraphMixin:
         return False
 
 
-class FullGraphEagleProposer(DrafterGraphMixin, EagleProposer):
-    """EAGLE/EAGLE3/MTP: the verify-shaped first pass and every chain step replay per-size FULL graphs."""
+class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
+    """EAGLE/EAGLE3/MTP: the verify-shaped first pass and every chain step replay per-size FULL graphs; chain steps
+    are fused (forward + sample + next inputs) where ``v1_fused_chain`` says that is exact."""
+
+    def _before_capture(self) -> None:
+        self._init_fused_chain(self.target_runner.max_num_reqs)
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
         qsl = cad.query_start_loc.data_ptr()
         if draft_index >= 1 and qsl == self.arange.data_ptr():
             return (CHAIN, cad.num_reqs)
-        query_len = 1 + self.num_speculative_tokens
+        query_len = 1 + self.graph_k
         # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
         # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
         if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
@@ -257,14 +277,20 @@ class FullGraphEagleProposer(DrafterGraphMixin, EagleProposer):
         if not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass"):
             todo += [(FIRST, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
                      if plan.first_step.num_reqs(s) <= max_reqs]
-        if plan.chain_step is not None and self.num_speculative_tokens > 1:
-            todo += [(CHAIN, s) for s in plan.chain_step.sizes if s <= max_reqs]
+        if plan.chain_step is not None and self.graph_k > 1:
+            chain_sizes = [s for s in plan.chain_step.sizes if s <= max_reqs]
+            if not self.fused_chain_off:
+                todo += [(CHAIN_FUSED, s) for s in chain_sizes]
+            if self.fused_chain_off or self._enable_probabilistic_draft_probs:
+                # Upstream's loop runs the chain: always without fusion, or for batches that sample from the draft.
+                todo += [(CHAIN, s) for s in chain_sizes]
         return todo
 
     def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
         runner = self.target_runner
-        query_len = 1 if kind == CHAIN else 1 + self.num_speculative_tokens
-        if kind == CHAIN:
+        chain = kind in (CHAIN, CHAIN_FUSED)
+        query_len = 1 if chain else 1 + self.graph_k
+        if chain:
             query_start_loc = self.arange[: num_reqs + 1]
         else:
             query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
@@ -283,7 +309,7 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_seq_lens = torch.zeros(self.max_batch_size, dtype=torch.int32, device=device)
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
-        query_len = 1 + self.num_speculative_tokens
+        query_len = 1 + self.graph_k
         if draft_index != 0 or cad.max_query_len != query_len or cad.num_actual_tokens != cad.num_reqs * query_len:
             return None
         size = next((n for kind, n in self.graphs.captured if kind == BLOCK and n >= cad.num_reqs), None)
@@ -308,7 +334,7 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
                 if plan.first_step.num_reqs(s) <= min(max_reqs, self.max_batch_size)]
 
     def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        query_len = 1 + self.num_speculative_tokens
+        query_len = 1 + self.graph_k
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)

@@ -1,0 +1,145 @@
+"""Fused chain steps for the V1 EAGLE drafter: each chain step is ONE graph replay holding the draft forward, the
+greedy sample (logits + argmax), the write of the sampled token into a persistent ``[requests, K]`` draft buffer at
+the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden states).
+
+Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each chain step (a
+metadata build, a forward context, the sampling ops, input copies) still costs more host time than the forward.
+Here the host does per chain step what must stay outside a graph, and nothing else: vLLM's own step kernel
+(positions, slot mapping and ``seq_lens`` advanced in place, padding rows given the padding slot), one fill of
+``current_draft_step``, one replay.
+
+The first pass stays upstream's: ``propose(K)`` runs ``super().propose(1)`` (upstream's one-token path: inputs,
+metadata, the forward, which replays our first-pass graph, and the first sample) and continues from there.
+
+Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, one GPU per draft, and a draft
+attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything
+else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
+CHAIN_MODES = ("fused", "forward")
+CHAIN_FUSED = "chain_fused"
+# Backends whose build_for_drafting only wraps persistent buffers (FLASH_ATTN: fast_build, so no AOT schedule is
+# written): a replay reads nothing the build would have written, so the lean loop may skip the build.
+BUILD_FREE_BACKENDS = frozenset({"FLASH_ATTN"})
+
+
+def chain_mode() -> str:
+    value = os.environ.get(CHAIN_ENV, "fused").strip().lower() or "fused"
+    if value not in CHAIN_MODES:
+        from portable_spec.errors import PortableSpecError
+
+        raise PortableSpecError(f"{CHAIN_ENV}={value!r} is not one of {', '.join(CHAIN_MODES)}; "
+                                "unset it or pick one of those")
+    return value
+
+
+def fused_chain_blockers(proposer: Any) -> list[str]:
+    """Why fused chain steps cannot serve this drafter (empty: they can). Read once, at capture."""
+    spec = proposer.vllm_config.speculative_config
+    checks = [
+        (chain_mode() == "forward", f"{CHAIN_ENV}=forward"),
+        (proposer.method not in ("eagle", "eagle3"), f"method {proposer.method!r}"),
+        (proposer.graph_k < 2, "one speculative token (no chain steps)"),
+        (getattr(proposer, "uses_mrope", False) or getattr(proposer, "uses_xdrope_dim", 0) > 0, "M-RoPE/XD-RoPE"),
+        (getattr(proposer, "constant_draft_positions", False), "constant draft positions"),
+        (getattr(proposer, "supports_mm_inputs", False), "multimodal draft inputs"),
+        (getattr(proposer, "use_heterogeneous_vocab", False) or getattr(proposer, "use_local_argmax_reduction",
+                                                                        False), "draft vocabulary mapping"),
+        (getattr(proposer, "_share_mtp_indices", False), "shared MTP indices"),
+        (getattr(proposer, "needs_extra_input_slots", False) or getattr(proposer, "parallel_drafting", False),
+         "parallel drafting"),
+        (proposer.vllm_config.parallel_config.tensor_parallel_size > 1, "tensor parallel draft (sampling gathers)"),
+        (spec.disable_padded_drafter_batch, "disable_padded_drafter_batch"),
+        (getattr(proposer.draft_model_config.hf_config, "sliding_window", None) is not None,
+         "sliding-window draft attention (its metadata build copies window state)"),
+    ]
+    reasons = [reason for blocked, reason in checks if blocked]
+    backends = {group.backend.get_name() for group in proposer.draft_attn_groups}
+    if not backends <= BUILD_FREE_BACKENDS:
+        reasons.append(f"draft attention {', '.join(sorted(backends))} needs its metadata built every step")
+    return reasons
+
+
+class FusedChainMixin:
+    """Mixed into our EAGLE proposer (before ``DrafterGraphMixin``): capture of fused chain graphs, and ``propose``
+    = upstream's first pass + the lean chain loop whenever a fused graph covers the batch."""
+
+    def _init_fused_chain(self, max_reqs: int) -> None:
+        device = self.input_ids.device
+        self.current_draft_step = torch.ones(1, dtype=torch.int64, device=device)
+        self.draft_tokens = torch.zeros(max_reqs, self.graph_k, dtype=torch.int64, device=device)
+        self.fused_chain_off = fused_chain_blockers(self)
+        if self.fused_chain_off:
+            logger.info("portable_spec: chain steps replay the forward only (%s)", "; ".join(self.fused_chain_off))
+        else:
+            logger.info("portable_spec: chain steps are fused graphs (forward + greedy sample + next inputs)")
+
+    def _fused_chain_body(self, num_tokens: int, out: Any) -> torch.Tensor:
+        """Recorded after the forward inside a CHAIN_FUSED capture: sample, store, feed the next step."""
+        last, hidden = out if self.model_returns_tuple() else (out, out)
+        tokens = self.model.compute_logits(last).argmax(dim=-1)
+        self.input_ids[:num_tokens].copy_(tokens)
+        self.hidden_states[:num_tokens].copy_(hidden)
+        self.draft_tokens[:num_tokens].index_copy_(1, self.current_draft_step, tokens.unsqueeze(1))
+        return tokens
+
+    def _fused_step_for(self, num_speculative_tokens: int, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """The fused chain graph this call can use, or None (upstream's loop then runs, with per-forward graphs)."""
+        if self.graphs is None or self.fused_chain_off or args or num_speculative_tokens != self.graph_k:
+            return None
+        cad, sampling = kwargs.get("common_attn_metadata"), kwargs.get("sampling_metadata")
+        if cad is None or kwargs.get("mm_embed_inputs") is not None or self.eplb_state is not None:
+            return None
+        if self._enable_probabilistic_draft_probs and not (sampling is not None and sampling.all_greedy):
+            return None
+        num_reqs = cad.batch_size()
+        return next((step for (kind, size), step in self.graphs.captured.items()
+                     if kind == CHAIN_FUSED and size >= num_reqs), None)
+
+    def propose(self, num_speculative_tokens: int, *args: Any, **kwargs: Any) -> torch.Tensor:
+        step = self._fused_step_for(num_speculative_tokens, args, kwargs)
+        if step is None:
+            return super().propose(num_speculative_tokens, *args, **kwargs)
+        first = super().propose(1, **kwargs)[:, 0]  # upstream's first pass and first sample
+        self.num_speculative_tokens = num_speculative_tokens
+        return self._run_fused_chain(step, first, kwargs.get("num_rejected_tokens_gpu"))
+
+    def _run_fused_chain(self, step: Any, first: torch.Tensor, num_rejected: torch.Tensor | None) -> torch.Tensor:
+        batch, k = first.shape[0], self.num_speculative_tokens
+        cad, token_indices = self._first_pass_cad, self._first_pass_token_indices
+        out = self.graphs.last_output
+        hidden = out[1] if self.model_returns_tuple() else out
+        # The chain's inputs, as upstream prepares them after its first sample.
+        positions = self.positions[token_indices]
+        self.hidden_states[:batch] = hidden[token_indices]
+        self.input_ids[:batch] = first
+        self.draft_tokens[:batch, 0] = first
+        cad.num_actual_tokens, cad.max_query_len = batch, 1
+        cad.query_start_loc = self.arange[: batch + 1]
+        if num_rejected is not None:
+            cad.seq_lens -= num_rejected  # in place, on the runner's persistent buffer (as upstream)
+            cad._seq_lens_cpu = None
+            cad._num_computed_tokens_cpu = None
+        for index in range(1, k):
+            positions = self._update_positions_dependent_metadata(positions, cad, batch, step.num_reqs,
+                                                                  self.block_size)
+            self.current_draft_step.fill_(index)
+            step.graph.replay()
+        self.graphs.replays[CHAIN_FUSED] += k - 1
+        return self.draft_tokens[:batch, :k].clone()
+
+    def set_inputs_first_pass(self, *args: Any, **kwargs: Any):
+        num_tokens, token_indices, cad = super().set_inputs_first_pass(*args, **kwargs)
+        self._first_pass_token_indices, self._first_pass_cad = token_indices, cad
+        return num_tokens, token_indices, cad
