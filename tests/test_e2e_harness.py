@@ -141,3 +141,25 @@ def test_dflash_runs_are_judged_by_their_block_graphs_and_fused_chains_count_as_
                                                                            "chain_fused": 6}})],
                            [0], greedy=True, perfect=True)
     assert fused["full_drafter_s0_chain_graphs_replayed"] is True
+
+
+def test_bench_summary_reports_median_and_best_ratios_for_each_of_our_variants():
+    def row(variant, median, best):
+        return {"variant": variant, "bench": [{"concurrency": 1, "output_tok_s": median, "output_tok_s_best": best}]}
+    summary = summarize([row("upstream_v1", 500.0, 700.0), row("full_drafter", 750.0, 1050.0),
+                         row("full_drafter_unfused", 600.0, 700.0), row("mrv2", 1000.0, 1400.0)])
+    assert summary["full_drafter_over_upstream_v1"] == {1: 1.5}
+    assert summary["full_drafter_over_upstream_v1_best"] == {1: 1.5}
+    assert summary["full_drafter_unfused_over_upstream_v1"] == {1: 1.2}
+    assert summary["full_drafter_unfused_over_upstream_v1_best"] == {1: 1.0}
+    assert summary["full_drafter_over_mrv2"] == {1: 0.75}
+    failed = summarize([row("upstream_v1", 500.0, 700.0), {"variant": "full_drafter", "bench": [
+        {"concurrency": 1, "error": "exit 1"}]}])
+    assert failed["full_drafter_over_upstream_v1"] == {}  # a failed cell is no ratio, never a zero or a crash
+
+
+def test_profile_scopes_are_told_apart_from_kernels():
+    from portable_spec.e2e.child import is_scope
+
+    assert is_scope("gpu_model_runner: draft") and is_scope("llm_engine step: get_output")
+    assert not is_scope("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") and not is_scope("aten::copy_")

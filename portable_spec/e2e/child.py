@@ -207,8 +207,10 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
 
     def rows(key: str) -> list[dict[str, Any]]:
         return [row(e) for e in sorted(events, key=lambda e: getattr(e, key), reverse=True)[:top]]
-    scopes = [row(e) for e in events if e.key.startswith(("gpu_model_runner:", "portable_spec:"))]
-    kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    scopes = [row(e) for e in events if is_scope(e.key)]
+    # Device-side events are kernels and copies, plus the GPU-side ranges of record_function scopes: not those.
+    kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+               and not getattr(e, "is_user_annotation", False) and not is_scope(e.key)]
     return {"wall_s": round(wall, 4), "tokens": args.bench_tokens,
             "kernels": sum(e.count for e in kernels),
             "kernel_busy_us": round(sum(e.self_device_time_total for e in kernels), 1),
@@ -237,6 +239,14 @@ def python_profile(llm: Any, prompts: list[Any], params: Any, top: int = 45) -> 
                  "own_ms": round(1000 * v[2], 2), "inclusive_ms": round(1000 * v[3], 2)}
                 for (f, line, name), v in ranked]
     return {"wall_s": round(wall, 4), "by_own_time": rows(2), "by_inclusive_time": rows(3)}
+
+
+SCOPE_PREFIXES = ("gpu_model_runner:", "portable_spec:", "llm_engine step:", "schedule:")
+
+
+def is_scope(name: str) -> bool:
+    """A ``record_function`` scope of vLLM's (or ours), not an op or a kernel."""
+    return name.startswith(SCOPE_PREFIXES)
 
 
 class vllm_runner_scopes:

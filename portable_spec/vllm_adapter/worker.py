@@ -11,11 +11,13 @@ import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_worker import Worker
 
 from portable_spec.vllm_adapter.draft_graph_policy import draft_graph_mode
+from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
 from portable_spec.vllm_adapter.overrides import overridden
 
 
 class PortableWorker(Worker):
     def init_device(self) -> None:
+        share_vllm_log_handlers()  # the worker process logs our capture lines: put them where vLLM's go
         if self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full":
             super().init_device()
             return
