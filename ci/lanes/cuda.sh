@@ -2,7 +2,8 @@
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e bench (default: all but bench)
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
-#   parts side by side on the GPU (default 3; correctness only, never timing).
+#   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
+#   BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS and BENCH_BOOT_TIMEOUT.
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
@@ -33,7 +34,7 @@ for stage in "${stages[@]}"; do
     e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length
     # is 1+K only if the drafter's positions, slots and KV reads are right, so the benchmark also checks them.
-    bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --model-variant attention \
+    bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --model-variant "${BENCH_MODEL_VARIANT:-attention}" \
               --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" 2>&1 | tee "$out/bench_e2e.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
