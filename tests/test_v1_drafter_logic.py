@@ -298,3 +298,24 @@ def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, mon
     assert (meta.num_actual_tokens, meta.max_query_len) == (batch, 1)
     assert meta.query_start_loc.data_ptr() == fused.arange.data_ptr()
     assert fused.graphs.replays[CHAIN_FUSED] == k - 1
+
+
+def test_propose_delegates_whole_when_no_fused_graph_applies_and_refuses_stale_first_pass_state(fused, monkeypatch):
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    calls = []
+
+    def upstream_propose(self, num_speculative_tokens, **kwargs):  # stands for vLLM's GPU-only propose
+        calls.append(num_speculative_tokens)
+        return torch.zeros(kwargs["common_attn_metadata"].num_reqs, num_speculative_tokens, dtype=torch.int64)
+    monkeypatch.setattr(SpecDecodeBaseProposer, "propose", upstream_propose)
+    k = fused.graph_k
+    # A batch that samples from the draft: no fused graph applies, upstream's whole propose runs with the caller's K.
+    fused._enable_probabilistic_draft_probs = True
+    assert fused.propose(k, **propose_kwargs(fused, 3, all_greedy=False)).shape == (3, k) and calls == [k]
+    # A fused graph applies: upstream runs the first pass alone (K=1); if that left no forward output or metadata
+    # behind, the chain refuses to start from stale state.
+    fused.graphs.last_output = ("stale", "stale")
+    with pytest.raises(RuntimeError, match="first draft pass bypassed our hooks"):
+        fused.propose(k, **propose_kwargs(fused, 3, all_greedy=True))
+    assert calls == [k, 1] and fused.graphs.last_output is None

@@ -111,8 +111,13 @@ class FusedChainMixin:
         step = self._fused_step_for(num_speculative_tokens, args, kwargs)
         if step is None:
             return super().propose(num_speculative_tokens, *args, **kwargs)
+        # The chain starts from state the first pass leaves behind: clear it so a stale value can never be used.
+        self.graphs.last_output = self._first_pass_cad = self._first_pass_token_indices = None
         first = super().propose(1, **kwargs)[:, 0]  # upstream's first pass and first sample
         self.num_speculative_tokens = num_speculative_tokens
+        if self.graphs.last_output is None or self._first_pass_cad is None:
+            raise RuntimeError("portable_spec: vLLM's first draft pass bypassed our hooks (no forward output or "
+                               "metadata recorded); set PORTABLE_SPEC_DRAFT_CHAIN=forward and report this vLLM version")
         return self._run_fused_chain(step, first, kwargs.get("num_rejected_tokens_gpu"))
 
     def _run_fused_chain(self, step: Any, first: torch.Tensor, num_rejected: torch.Tensor | None) -> torch.Tensor:
