@@ -163,3 +163,15 @@ def test_profile_scopes_are_told_apart_from_kernels():
 
     assert is_scope("gpu_model_runner: draft") and is_scope("llm_engine step: get_output")
     assert not is_scope("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") and not is_scope("aten::copy_")
+
+
+def test_a_variant_gets_only_its_own_switches_whatever_the_caller_exported(monkeypatch):
+    from portable_spec.e2e.parent import variant_env
+
+    monkeypatch.setenv("PORTABLE_SPEC_DRAFT_CHAIN", "forward")
+    monkeypatch.setenv("VLLM_PLATFORM", "musa")
+    full = variant_env("full_drafter")
+    assert "PORTABLE_SPEC_DRAFT_CHAIN" not in full and full["VLLM_PLATFORM"] == "cuda"
+    assert variant_env("full_drafter_unfused")["PORTABLE_SPEC_DRAFT_CHAIN"] == "forward"
+    assert "VLLM_PLATFORM" not in variant_env("upstream_v1")
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in variant_env("full_drafter", runner="auto")

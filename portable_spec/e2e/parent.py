@@ -18,9 +18,11 @@ ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTI
 
 
 def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
-    """The child's environment: ours minus any platform/runner choice, plus the variant's, plus isolation.
+    """The child's environment: ours minus anything a variant chooses (platform, runner, drafter switches), plus
+    the variant's, plus isolation.
     ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "VLLM_USE_V2_MODEL_RUNNER")}
+    chosen_by_variants = {name for v in VARIANTS.values() for name in v.env}
+    env = {k: v for k, v in os.environ.items() if k not in chosen_by_variants}
     env.update(VARIANTS[variant].env)
     if runner == "auto" and env.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
         del env["VLLM_USE_V2_MODEL_RUNNER"]
