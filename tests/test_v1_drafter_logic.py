@@ -319,3 +319,18 @@ def test_propose_delegates_whole_when_no_fused_graph_applies_and_refuses_stale_f
     with pytest.raises(RuntimeError, match="first draft pass bypassed our hooks"):
         fused.propose(k, **propose_kwargs(fused, 3, all_greedy=True))
     assert calls == [k, 1] and fused.graphs.last_output is None
+
+
+def test_fused_chain_names_each_reason_it_cannot_apply(eagle, monkeypatch):
+    from vllm.config import ModelConfig
+
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN"), attention_group("TRITON_ATTN")]
+    monkeypatch.setattr(ModelConfig, "rswa_window", property(lambda self: 128))
+    eagle._enable_probabilistic_draft_probs = False
+    eagle.parallel_drafting = True
+    eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == [
+        "parallel drafting",
+        "R-SWA attention (FLASH_ATTN's build copies its prefix lengths into persistent buffers)",
+        "draft attention FLASH_ATTN, TRITON_ATTN needs its metadata built every step"]
+    assert CHAIN_FUSED not in {kind for kind, _ in eagle._todo(PLAN, MAX_REQS)}

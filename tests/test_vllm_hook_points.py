@@ -202,3 +202,8 @@ def test_flash_attention_drafting_build_writes_no_persistent_buffer():
     build = inspect.getsource(FlashAttentionMetadataBuilder.build)
     assert "self.aot_schedule and not fast_build" in build
     assert "if self.use_full_cuda_graph and scheduler_metadata is not None:" in build
+    # The one other persistent write in that build, which the fused chain's blockers exclude (R-SWA models).
+    assert "self.rswa_window is not None" in build and "persistent_rswa_prefix_lens" in build
+    from vllm.config import ModelConfig
+
+    assert "rswa_window" in inspect.getsource(ModelConfig)

@@ -61,8 +61,9 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
          "parallel drafting"),
         (proposer.vllm_config.parallel_config.tensor_parallel_size > 1, "tensor parallel draft (sampling gathers)"),
         (spec.disable_padded_drafter_batch, "disable_padded_drafter_batch"),
-        (getattr(proposer.draft_model_config.hf_config, "sliding_window", None) is not None,
-         "sliding-window draft attention (its metadata build copies window state)"),
+        (any(getattr(cfg, "rswa_window", None) is not None
+             for cfg in (proposer.vllm_config.model_config, proposer.draft_model_config)),
+         "R-SWA attention (FLASH_ATTN's build copies its prefix lengths into persistent buffers)"),
     ]
     reasons = [reason for blocked, reason in checks if blocked]
     backends = {group.backend.get_name() for group in proposer.draft_attn_groups}
