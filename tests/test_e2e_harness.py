@@ -175,3 +175,15 @@ def test_a_variant_gets_only_its_own_switches_whatever_the_caller_exported(monke
     assert variant_env("full_drafter_unfused")["PORTABLE_SPEC_DRAFT_CHAIN"] == "forward"
     assert "VLLM_PLATFORM" not in variant_env("upstream_v1")
     assert "VLLM_USE_V2_MODEL_RUNNER" not in variant_env("full_drafter", runner="auto")
+
+
+def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
+    import json
+
+    from portable_spec.commands.bench import render_e2e
+
+    report = json.loads((ROOT / "bench/results/2026-11-22-h100-session2/bench_e2e.json").read_text())
+    text = render_e2e(report)
+    assert "full_drafter_over_upstream_v1: c=1: 1.396x" in text
+    assert "full_drafter_over_upstream_v1_best:" in text and "full_drafter_unfused_over_mrv2:" in text
+    assert text.splitlines()[0].startswith("llama_eagle (attention), K=3, NVIDIA H100")

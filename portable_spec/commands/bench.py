@@ -80,9 +80,8 @@ def render_e2e(report: dict) -> str:
              f"{'variant':<14}" + "".join(f"{'c=' + str(c):>12}" for c in report["concurrency"])]
     for variant, row in report["summary"]["output_tok_s"].items():
         lines.append(f"{variant:<14}" + "".join(f"{row.get(c, float('nan')):>12.1f}" for c in report["concurrency"]))
-    for key in ("full_drafter_over_upstream_v1", "full_drafter_over_mrv2"):
-        if key in report["summary"]:
-            ratios = report["summary"][key]
+    for key, ratios in report["summary"].items():
+        if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
     return "\n".join(lines)
 
