@@ -6,6 +6,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; cd "$root"
 out="${1:-bench/results/rocm-lane}"; mkdir -p "$out"
 py="${PYTHON:-python3}"
+"$py" -c "import torch" 2>/dev/null || { echo "ci/lanes/rocm.sh: $py cannot import torch; set PYTHON to an interpreter that has it (e.g. the virtualenv ci/lanes/cpu.sh builds)" >&2; exit 2; }
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
 fail=0
 if "$py" -c "import torch, sys; sys.exit(0 if torch.version.hip and torch.cuda.is_available() else 1)"; then
