@@ -334,3 +334,12 @@ def test_fused_chain_names_each_reason_it_cannot_apply(eagle, monkeypatch):
         "R-SWA attention (FLASH_ATTN's build copies its prefix lengths into persistent buffers)",
         "draft attention FLASH_ATTN, TRITON_ATTN needs its metadata built every step"]
     assert CHAIN_FUSED not in {kind for kind, _ in eagle._todo(PLAN, MAX_REQS)}
+
+
+def test_capture_memory_is_split_into_allocator_and_other():
+    from portable_spec.vllm_adapter.v1_drafter import memory_deltas
+
+    before = {"free": 10_000, "reserved": 1_000, "allocated": 500}
+    after = {"free": 7_000, "reserved": 3_000, "allocated": 600}
+    assert memory_deltas(before, after) == {"memory_bytes": 3_000, "reserved_bytes": 2_000, "allocated_bytes": 100}
+    assert memory_deltas(None, None) == {"memory_bytes": None}

@@ -65,6 +65,25 @@ def progress(todo: list[tuple[str, int]]) -> Any:
     return tqdm(todo, desc="Capturing drafter FULL graphs (portable_spec)", disable=not is_global_first_rank())
 
 
+def memory_snapshot() -> dict[str, int] | None:
+    """Device memory as the driver sees it (free) and as torch's caching allocator does (reserved, allocated)."""
+    if not torch.cuda.is_available():
+        return None
+    return {"free": torch.cuda.mem_get_info()[0], "reserved": torch.cuda.memory_reserved(),
+            "allocated": torch.cuda.memory_allocated()}
+
+
+def memory_deltas(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int | None]:
+    """What capturing cost: ``memory_bytes`` (drop in free device memory, the headline), and how much of it torch's
+    allocator reserved and still holds allocated (static outputs) — the rest is outside the allocator (workspaces,
+    graph objects)."""
+    if before is None or after is None:
+        return {"memory_bytes": None}
+    return {"memory_bytes": before["free"] - after["free"],
+            "reserved_bytes": after["reserved"] - before["reserved"],
+            "allocated_bytes": after["allocated"] - before["allocated"]}
+
+
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
     return tuple(v.data_ptr() if isinstance(v, torch.Tensor) else 0 for _, v in sorted(kwargs.items()))
 
@@ -193,7 +212,7 @@ class DrafterGraphMixin:
         todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
-        free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
+        before = memory_snapshot()
         captured: dict[tuple[str, int], CapturedStep] = {}
         failed: dict[str, str] = {}
         for kind, num_reqs in progress(todo):
@@ -208,12 +227,12 @@ class DrafterGraphMixin:
         self.graphs.captured = dict(sorted(captured.items()))
         if self.graphs.captured:
             self.graphs.install()
-        free_after = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
+        after = memory_snapshot()
         sizes: dict[str, list[int]] = {}
         for step in captured.values():
             sizes.setdefault(step.kind, []).append(step.num_tokens)
         self.capture_stats = {"graphs": len(captured), "num_tokens": sizes, "failed": failed,
-                              "memory_bytes": (free_before - free_after) if free_before is not None else None}
+                              **memory_deltas(before, after)}
         logger.info("portable_spec: drafter FULL graphs: %d captured %s, %d failed, %.1f MiB", len(captured), sizes,
                     len(failed), (self.capture_stats["memory_bytes"] or 0) / 2**20)
         return self.capture_stats
