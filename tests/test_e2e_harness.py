@@ -35,7 +35,9 @@ def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **ex
     return result
 
 
-GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0}
+GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0,
+             "log_excerpt": ["INFO [v1_drafter.py:236] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, "
+                             "58.0 MiB, sizes {'first': [4, 8], 'chain_fused': [1, 2]}, 0 failed"]}
 
 
 def test_all_checks_pass_for_a_correct_run():
@@ -52,6 +54,7 @@ def test_all_checks_pass_for_a_correct_run():
     ({"replays": {"first": 0, "chain": 6}}, "full_drafter_s0_first_pass_graphs_replayed"),
     ({"capture_stats": {"graphs": 0}}, "full_drafter_s0_graphs_captured"),
     ({"platform": "vllm.platforms.cuda.NvmlCudaPlatform"}, "full_drafter_s0_our_platform"),
+    ({"log_excerpt": ["Capturing drafter FULL graphs (portable_spec): 100%"]}, "full_drafter_s0_log_shows_capture"),
     ({"use_v2_model_runner": True}, "full_drafter_s0_v1_runner"),
 ])
 def test_each_failure_mode_fails_its_check(broken, failing):
@@ -187,3 +190,29 @@ def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
     assert "full_drafter_over_upstream_v1: c=1: 1.396x" in text
     assert "full_drafter_over_upstream_v1_best:" in text and "full_drafter_unfused_over_mrv2:" in text
     assert text.splitlines()[0].startswith("llama_eagle (attention), K=3, NVIDIA H100")
+
+
+def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for(vllm_platform):
+    from portable_spec.vllm_adapter.v1_drafter import CAPTURE_LOG_PREFIX, capture_summary
+
+    e2e = load_e2e_script()
+    assert e2e.CAPTURE_LOG_PREFIX == CAPTURE_LOG_PREFIX
+    line = capture_summary({"graphs": 44, "seconds": 0.164, "memory_bytes": 1071644672, "failed": {},
+                            "num_tokens": {"first": [4, 8], "chain_fused": [1]}})
+    assert line == ("portable_spec: drafter FULL graphs: 44 captured in 0.16 s, 1022.0 MiB, sizes "
+                    "{'first': [4, 8], 'chain_fused': [1]}, 0 failed")
+    assert e2e.checks_for([run("full_drafter", **{**GOOD_FULL, "log_excerpt": [line]})], [0], greedy=False,
+                          perfect=False)["full_drafter_s0_log_shows_capture"]
+
+
+def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
+    from portable_spec.e2e.parent import log_excerpt
+
+    log = tmp_path / "engine.log"
+    noise = [f"INFO Using cache directory: /tmp/portable_spec_vllm_cache/{i}" for i in range(60)]
+    capture = "INFO [v1_drafter.py:1] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, 58.0 MiB, sizes {}, 0 failed"
+    plugin = "INFO [__init__.py:237] Platform plugin portable_spec is activated"
+    log.write_text("\n".join(noise + [plugin] + ["Capturing CUDA graphs (decode, FULL): 100%"] * 50 + [capture]))
+    excerpt = log_excerpt(log)
+    assert excerpt[0].endswith("0 failed") and plugin[-300:] in excerpt and len(excerpt) == 40
+    assert not any("portable_spec_vllm_cache" in line for line in excerpt)

@@ -18,6 +18,9 @@ from pathlib import Path
 
 from portable_spec.e2e.parent import log_excerpt, run_variant
 
+CAPTURE_LOG_PREFIX = "portable_spec: drafter FULL graphs:"  # as vllm_adapter.v1_drafter logs it (importing that
+# module needs vLLM's GPU stack; tests/test_e2e_harness.py checks the two strings agree)
+
 
 def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: bool) -> dict[str, bool]:
     by = {(r["variant"], r.get("seed")): r for r in results}
@@ -47,6 +50,8 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
                     checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = (
                         replays.get("chain", 0) + replays.get("chain_fused", 0) > 0)
             checks[f"full_drafter_s{seed}_no_pointer_mismatch"] = full.get("pointer_mismatches") == 0
+            checks[f"full_drafter_s{seed}_log_shows_capture"] = any(
+                CAPTURE_LOG_PREFIX in line and " s, " in line and "MiB" in line for line in full.get("log_excerpt", []))
             if perfect and full.get("acceptance_per_position"):
                 checks[f"full_drafter_s{seed}_every_position_100pct"] = all(
                     a == 1.0 for a in full["acceptance_per_position"])

@@ -48,10 +48,16 @@ def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
     return result
 
 
-def log_excerpt(log: Path, needles: tuple[str, ...] = ("portable_spec", "Platform plugin", "Capturing CUDA graphs",
-                                                       "capture sizes", "Model Runner", "SpecDecoding")) -> list[str]:
+EXCERPT_NEEDLES = ("portable_spec:", "portable_spec is activated", "Capturing CUDA graphs", "Capturing drafter",
+                   "capture sizes", "Model Runner", "SpecDecoding")
+
+
+def log_excerpt(log: Path, needles: tuple[str, ...] = EXCERPT_NEEDLES, limit: int = 40) -> list[str]:
+    """The log lines that say which platform, runner and graphs an engine got (our own lines always kept)."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return []
-    return [line[-300:] for line in lines if any(n in line for n in needles)][:40]
+    ours = [line for line in lines if "portable_spec:" in line]
+    other = [line for line in lines if "portable_spec:" not in line and any(n in line for n in needles)]
+    return [line[-300:] for line in ours + other[: max(limit - len(ours), 0)]]

@@ -22,6 +22,7 @@ steps go further: one fused graph per step holds the forward, the greedy sample 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,16 @@ def memory_deltas(before: dict[str, int] | None, after: dict[str, int] | None) -
     return {"memory_bytes": before["free"] - after["free"],
             "reserved_bytes": after["reserved"] - before["reserved"],
             "allocated_bytes": after["allocated"] - before["allocated"]}
+
+
+CAPTURE_LOG_PREFIX = "portable_spec: drafter FULL graphs:"
+
+
+def capture_summary(stats: dict[str, Any]) -> str:
+    """The one log line a capture leaves: how many graphs, in how long, how much memory, which sizes, what failed."""
+    mib = (stats.get("memory_bytes") or 0) / 2**20
+    return (f"{CAPTURE_LOG_PREFIX} {stats['graphs']} captured in {stats['seconds']:.2f} s, {mib:.1f} MiB, sizes "
+            f"{stats['num_tokens']}, {len(stats['failed'])} failed")
 
 
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
@@ -212,7 +223,7 @@ class DrafterGraphMixin:
         todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
-        before = memory_snapshot()
+        before, started = memory_snapshot(), time.perf_counter()
         captured: dict[tuple[str, int], CapturedStep] = {}
         failed: dict[str, str] = {}
         for kind, num_reqs in progress(todo):
@@ -232,9 +243,8 @@ class DrafterGraphMixin:
         for step in captured.values():
             sizes.setdefault(step.kind, []).append(step.num_tokens)
         self.capture_stats = {"graphs": len(captured), "num_tokens": sizes, "failed": failed,
-                              **memory_deltas(before, after)}
-        logger.info("portable_spec: drafter FULL graphs: %d captured %s, %d failed, %.1f MiB", len(captured), sizes,
-                    len(failed), (self.capture_stats["memory_bytes"] or 0) / 2**20)
+                              "seconds": round(time.perf_counter() - started, 3), **memory_deltas(before, after)}
+        logger.info(capture_summary(self.capture_stats))
         return self.capture_stats
 
     def _before_capture(self) -> None:

@@ -7,16 +7,11 @@ captures its graphs, at boot, never at request time.
 
 from __future__ import annotations
 
-import logging
-import time
-
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from portable_spec.vllm_adapter.overrides import overridden
 from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
-
-logger = logging.getLogger("portable_spec.vllm_adapter")
 
 
 class PortableV1ModelRunner(GPUModelRunner):
@@ -29,8 +24,5 @@ class PortableV1ModelRunner(GPUModelRunner):
         result = super().capture_model()
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DrafterGraphMixin):
-            start = time.perf_counter()
-            stats = drafter.capture_graphs()
-            stats["seconds"] = round(time.perf_counter() - start, 3)
-            logger.info("portable_spec: drafter FULL graphs captured in %.2f s", stats["seconds"])
+            drafter.capture_graphs()  # logs one line: graphs, seconds, memory, sizes, failures
         return result
