@@ -116,7 +116,7 @@ def main() -> int:
         # One boot per variant: every seed's prompts run in it (the child's greedy job loops over --seeds).
         child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"],
                  "--k", str(args.k), "--seeds", args.seeds, "--temperature", str(args.temperature),
-                 "--max-tokens", str(args.max_tokens), "--jobs", "greedy"]
+                 "--max-tokens", str(args.max_tokens)]
         if args.draft_sample_method:
             child += ["--draft-sample-method", args.draft_sample_method]
         if args.kv_cache_bytes:

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from portable_spec.e2e.parent import own_compile_cache
+
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
 KV_CACHE_BYTES = 1 << 30
 PARTS: dict[str, list[str]] = {
@@ -58,7 +60,7 @@ def main() -> int:
             env = dict(os.environ)
             if args.parallel > 1:
                 cmd += ["--kv-cache-bytes", str(KV_CACHE_BYTES)]
-                env["VLLM_CACHE_ROOT"] = f"/tmp/portable_spec_vllm_cache/{part}"
+                env.update(own_compile_cache(part))
             print(f"=== v1 drafter matrix: {part} started ===", flush=True)
             log = open(out / f"matrix_{part}.log", "w")
             running[part] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())

@@ -1,9 +1,8 @@
-"""Runs inside a child process: boots one vLLM ``LLM`` for one variant and runs the requested jobs.
+"""Runs inside a child process: boots one vLLM ``LLM`` for one variant, then either
 
-Jobs: ``greedy`` (per seed: that seed's token prompts; outputs and spec-decode metrics; all seeds share one boot),
-``bench`` (for each concurrency c, c prompts submitted together, timed ``--repeats`` times: wall time, output tok/s,
-TTFT from a 1-token pass, TPOT, acceptance length) and ``profile`` (torch profiler at concurrency 1).
-Prints one line ``RESULT <json>`` on stdout.
+- runs the greedy job (per seed: that seed's token prompts; outputs and spec-decode metrics; all seeds share one
+  boot) and prints one line ``RESULT <json>`` on stdout, or
+- with ``--serve``, answers the benchmark's commands (warm-up, timed pass, profile, facts), see ``serve()``.
 """
 
 from __future__ import annotations
@@ -81,10 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--max-num-seqs", type=int, default=8)
-    parser.add_argument("--jobs", default="greedy")
-    parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--bench-tokens", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3, help="bench: timed passes per concurrency (median kept)")
     parser.add_argument("--kv-cache-bytes", type=int, default=None,
                         help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
     parser.add_argument("--serve", action="store_true",
@@ -123,15 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         serve(llm, args, result, SamplingParams, TokensPrompt)
         return
-    jobs = args.jobs.split(",")
-    if "greedy" in jobs:
-        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
-        result["runs"] = [greedy_run(llm, seed, args, SamplingParams, TokensPrompt) for seed in seeds]
-    if "bench" in jobs:  # before the profile: its scopes must not be live while timing
-        result["bench"] = [bench_one(llm, c, args, SamplingParams, TokensPrompt)
-                           for c in (int(x) for x in args.concurrency.split(","))]
-    if "profile" in jobs:
-        result["profile"] = profile_decode(llm, args, SamplingParams, TokensPrompt)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    result["runs"] = [greedy_run(llm, seed, args, SamplingParams, TokensPrompt) for seed in seeds]
     result.update(engine_facts(llm))
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -314,13 +303,6 @@ def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]],
             "output_tok_s_best": round(tokens / min(walls), 1), "ttft_s": ttft_s,
             "tpot_ms": round(1000 * max(wall - ttft_s, 0.0) / max(bench_tokens - 1, 1), 3),
             "acceptance_length": round(1 + accepted / drafts, 3) if drafts else None}
-
-
-def bench_one(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
-    """Warm-up, then ``--repeats`` timed passes back to back (the non-interleaved benchmark)."""
-    ttft = bench_warm(llm, concurrency, args, sampling_params, tokens_prompt)["ttft_s"]
-    passes = [bench_pass(llm, concurrency, args, sampling_params, tokens_prompt) for _ in range(max(args.repeats, 1))]
-    return bench_summary(concurrency, ttft, passes, args.bench_tokens)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.e2e.parent import variant_env
+from portable_spec.e2e.parent import own_compile_cache, variant_env
 
 KV_CACHE_BYTES = 2 << 30
 
@@ -96,10 +96,10 @@ def measure_interleaved(engines: list[ServedEngine], concurrency: tuple[int, ...
 
 def boot_all(variants: tuple[str, ...], child_args: list[str], outdir: Path, timeout_s: float,
              progress: Any = None) -> tuple[list[ServedEngine], dict[str, dict[str, Any]]]:
-    """Start every variant at once (each with its own vLLM compile cache: no two processes write one entry) and wait
-    for each to be ready. Returns the ready engines and each variant's boot facts (or its error)."""
-    engines = [ServedEngine(v, child_args, outdir / f"bench_e2e_{v}.log",
-                            {"VLLM_CACHE_ROOT": f"/tmp/portable_spec_vllm_cache/bench-{v}"}) for v in variants]
+    """Start every variant at once, each with its own vLLM compile cache, and wait for each to be ready. Returns
+    the ready engines and each variant's boot facts (or its error)."""
+    engines = [ServedEngine(v, child_args, outdir / f"bench_e2e_{v}.log", own_compile_cache(f"bench-{v}"))
+               for v in variants]
     deadline = time.monotonic() + timeout_s
     facts, ready = {}, []
     for engine in engines:

@@ -17,6 +17,12 @@ ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTI
                  "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
 
+def own_compile_cache(name: str) -> dict[str, str]:
+    """Environment giving an engine its own vLLM compile cache: engines that boot at the same time must not write
+    one cache entry together (torch's inductor cache, shared, is safe for that)."""
+    return {"VLLM_CACHE_ROOT": f"/tmp/portable_spec_vllm_cache/{name}"}
+
+
 def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
     """The child's environment: ours minus anything a variant chooses (platform, runner, drafter switches), plus
     the variant's, plus isolation.
