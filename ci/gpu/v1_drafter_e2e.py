@@ -17,9 +17,7 @@ import sys
 from pathlib import Path
 
 from portable_spec.e2e.parent import log_excerpt, run_variant
-
-CAPTURE_LOG_PREFIX = "portable_spec: drafter FULL graphs:"  # as vllm_adapter.v1_drafter logs it (importing that
-# module needs vLLM's GPU stack; tests/test_e2e_harness.py checks the two strings agree)
+from portable_spec.vllm_adapter.capture_log import CAPTURE_LOG_PREFIX
 
 
 def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: bool) -> dict[str, bool]:

@@ -33,6 +33,7 @@ from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadat
 from vllm.v1.spec_decode.dflash import DFlashProposer
 from vllm.v1.spec_decode.eagle import EagleProposer
 
+from portable_spec.vllm_adapter.capture_log import capture_summary
 from portable_spec.vllm_adapter.drafter_plan import drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port
 from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_FUSED, FusedChainMixin
@@ -83,16 +84,6 @@ def memory_deltas(before: dict[str, int] | None, after: dict[str, int] | None) -
     return {"memory_bytes": before["free"] - after["free"],
             "reserved_bytes": after["reserved"] - before["reserved"],
             "allocated_bytes": after["allocated"] - before["allocated"]}
-
-
-CAPTURE_LOG_PREFIX = "portable_spec: drafter FULL graphs:"
-
-
-def capture_summary(stats: dict[str, Any]) -> str:
-    """The one log line a capture leaves: how many graphs, in how long, how much memory, which sizes, what failed."""
-    mib = (stats.get("memory_bytes") or 0) / 2**20
-    return (f"{CAPTURE_LOG_PREFIX} {stats['graphs']} captured in {stats['seconds']:.2f} s, {mib:.1f} MiB, sizes "
-            f"{stats['num_tokens']}, {len(stats['failed'])} failed")
 
 
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
