@@ -4,12 +4,7 @@
 # planner with MUSA's live-graph budget, the vLLM MUSA platform/worker at configuration level) and, where a CUDA GPU
 # is present, the musa-sim suites. Results land in OUTDIR/musa_lane.json, labelled "musa" or "musa-sim/declared".
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; cd "$root"
-out="${1:-bench/results/musa-lane}"; mkdir -p "$out"
-py="${PYTHON:-python3}"
-"$py" -c "import torch" 2>/dev/null || { echo "ci/lanes/musa.sh: $py cannot import torch; set PYTHON to an interpreter that has it (e.g. the virtualenv ci/lanes/cpu.sh builds)" >&2; exit 2; }
-"$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
-fail=0
+source "$(dirname "${BASH_SOURCE[0]}")/device_lane.sh" musa "${1:-}"
 if "$py" -c "import torch_musa" 2>/dev/null; then
   mode=musa
   "$py" -m portable_spec probe --platform musa --verify --json > "$out/probe_musa.json" || fail=1

@@ -3,12 +3,7 @@
 # GPU suites (HIP is reached through torch.cuda). Everywhere else it runs the declared checks only: capability table,
 # fp8 dtype rule for gfx94x, capture planner. Results land in OUTDIR/rocm_lane.json, labelled "rocm" or "declared".
 set -uo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; cd "$root"
-out="${1:-bench/results/rocm-lane}"; mkdir -p "$out"
-py="${PYTHON:-python3}"
-"$py" -c "import torch" 2>/dev/null || { echo "ci/lanes/rocm.sh: $py cannot import torch; set PYTHON to an interpreter that has it (e.g. the virtualenv ci/lanes/cpu.sh builds)" >&2; exit 2; }
-"$py" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
-fail=0
+source "$(dirname "${BASH_SOURCE[0]}")/device_lane.sh" rocm "${1:-}"
 if "$py" -c "import torch, sys; sys.exit(0 if torch.version.hip and torch.cuda.is_available() else 1)"; then
   mode=rocm
   "$py" -m portable_spec probe --platform rocm --verify --json > "$out/probe_rocm.json" || fail=1
