@@ -11,7 +11,6 @@ lane runs it on the H100, where the FlashAttention version and FlashInfer decide
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import typing
@@ -25,6 +24,7 @@ from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E4
 
 from portable_spec.attention_caps import CLAIM_FIELDS, TABLE, BackendCaps, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import MM_PREFIX_TEXT_ONLY  # noqa: E402
+from portable_spec.commands._common import add_json_flag, emit  # noqa: E402
 
 HEAD_SIZE_RANGE = range(1, 1025)
 BLOCK_SIZE_PROBES = (1, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024)
@@ -236,27 +236,27 @@ def agreement_report(platforms: tuple[str, ...] = ("cuda", "rocm", "musa"),
     return out
 
 
+def render_agreement(report: dict[str, Any]) -> str:
+    lines = [f"vLLM {report['vllm_version']}, host facts {report['facts']}"]
+    for key, entry in report["rows"].items():
+        if "observed" not in entry:
+            lines.append(f"{key}: {entry.get('import_error') or entry.get('skipped')}")
+            continue
+        bad = entry["disagreements"]
+        lines.append(f"{key}: {'agrees' if not bad else 'DISAGREES'}")
+        lines += [f"  {d['claim']}: declared {d['declared']} / vLLM {d['vllm']}" for d in bad]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", action="append", help="table platform(s) to compare (default: all)")
     parser.add_argument("--backend", action="append", help="backend(s) to compare (default: all)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_flag(parser)
     args = parser.parse_args(argv)
     report = agreement_report(tuple(args.platform or ("cuda", "rocm", "musa")),
                               tuple(args.backend) if args.backend else None)
-    if args.json:
-        json.dump(report, sys.stdout, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(f"vLLM {report['vllm_version']}, host facts {report['facts']}")
-        for key, entry in report["rows"].items():
-            if "observed" not in entry:
-                print(f"{key}: {entry.get('import_error') or entry.get('skipped')}")
-                continue
-            bad = entry["disagreements"]
-            print(f"{key}: {'agrees' if not bad else 'DISAGREES'}")
-            for d in bad:
-                print(f"  {d['claim']}: declared {d['declared']} / vLLM {d['vllm']}")
+    emit(args, report, render_agreement)
     rows = report["rows"].values()
     return 1 if any(e.get("disagreements") for e in rows) else 0
 

@@ -48,6 +48,7 @@ from portable_spec.attention_caps.checks import (  # noqa: E402
     verify_kernel,
 )
 from portable_spec.attention_caps.reference import TOLERANCES, PagedCase  # noqa: E402
+from portable_spec.commands._common import add_json_flag, emit  # noqa: E402
 
 SCHEMA = "portable_spec.attention_verify/1"
 DRIVEN_PLATFORMS = {"FLASH_ATTN": ("cuda",), "FLASHINFER": ("cuda",), "TRITON_ATTN": ("cuda", "rocm"),
@@ -450,14 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", default="cuda", help="table platform whose rows to verify (default: cuda)")
     parser.add_argument("--backend", action="append", help="only these backends (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_flag(parser)
     args = parser.parse_args(argv)
     report = verify_attention(args.platform, backends=tuple(args.backend) if args.backend else None)
-    if args.json:
-        json.dump(report, sys.stdout, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(json.dumps({k: report[k] for k in ("summary", "refuted")}, indent=2))
+    emit(args, report, lambda r: json.dumps({k: r[k] for k in ("summary", "refuted")}, indent=2))
     code, message = refutation_exit(report)
     if message:
         print(f"portable-spec: {message}", file=sys.stderr)
