@@ -66,6 +66,21 @@ def test_each_failure_mode_fails_its_check(broken, failing):
     assert not all(checks.values())
 
 
+def test_a_sampled_run_that_reproduces_greedy_output_fails_as_not_sampling():
+    """Temperature 1 on the sharp target (logit 16) reproduces the greedy chain: such a run proves nothing about
+    sampling, so it must fail ``sampled_off_greedy``; output off the greedy chain passes it."""
+    e2e = load_e2e_script()
+    greedy_outputs = {0: [[1, 2, 3]]}
+    sampled = [run("eager_drafter", outputs=((1, 9, 3),)), run("full_drafter", outputs=((5, 2, 3),), **GOOD_FULL)]
+    checks = e2e.checks_for(sampled, [0], greedy=False, perfect=True, greedy_continuations=greedy_outputs)
+    assert checks["eager_drafter_s0_sampled_off_greedy"] and checks["full_drafter_s0_sampled_off_greedy"]
+    assert all(checks.values()), checks
+    degenerate = e2e.checks_for([run("eager_drafter"), run("full_drafter", **GOOD_FULL)], [0], greedy=False,
+                                perfect=True, greedy_continuations=greedy_outputs)
+    assert degenerate["full_drafter_s0_sampled_off_greedy"] is False
+    assert "full_drafter_s0_greedy_equals_nospec" not in degenerate
+
+
 def test_a_crashed_variant_fails_the_run():
     e2e = load_e2e_script()
     checks = e2e.checks_for([run("nospec"), {"variant": "full_drafter", "seed": 0, "error": "exit 1"}], [0],

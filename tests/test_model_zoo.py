@@ -274,6 +274,42 @@ def test_eagle_perfect_head_predicts_f_on_the_chain_and_when_chained(built, pair
     assert zoo.expected_acceptance_per_position("eagle", "perfect", 3) == [1.0, 1.0, 1.0]
 
 
+def test_soft_target_samples_off_its_chain_and_its_perfect_head_matches_it_bit_for_bit(tmp_path):
+    """The soft target (logit 8) for sampling runs: exact logits 8 / 0 in bf16, p(f(t)) ~ 0.745 at temperature 1,
+    and the perfect EAGLE head's logits equal the target's at every position (draft distribution == target
+    distribution: probabilistic draft sampling accepts every draft token)."""
+    soft = zoo.build_pair("llama_eagle", tmp_path, variant="perfect", target_logit=zoo.SOFT_LOGIT)
+    sharp = zoo.build_pair("llama_eagle", tmp_path, variant="perfect")
+    assert soft["target"] != sharp["target"] and soft["draft"] != sharp["draft"]  # both can live in one zoo
+    assert soft["expected"]["target_logit"] == zoo.SOFT_LOGIT
+    assert 0.7 < soft["expected"]["target_top_probability_t1"] < 0.8
+    assert sharp["expected"]["target_top_probability_t1"] > 0.9998  # why the sharp target cannot test sampling
+    assert soft["expected"]["acceptance_per_position"] == [1.0, 1.0, 1.0]
+    tw = {k: v.float() for k, v in load_file(f"{soft['target']}/model.safetensors").items()}
+    dw = _weights(soft["draft"])
+    f = soft["expected"]["f"]
+    model = _target(soft["target"])
+    tokens = [5, 17, 42, 99, 300, 12]
+    with torch.no_grad():
+        out = model(torch.tensor([tokens]), output_hidden_states=True)
+    assert out.logits[0].argmax(-1).tolist() == [f[t] for t in tokens]
+    # vLLM runs bf16: the target's final (normed) hidden state rounds to the token's embedding, so its logits are
+    # exactly 8 at f(t) and 0 elsewhere ...
+    hidden = out.hidden_states[-1][0].bfloat16().float()
+    assert torch.equal(hidden, tw["model.embed_tokens.weight"][tokens])
+    target_logits = hidden @ tw["lm_head.weight"].t()
+    winners = target_logits.argmax(-1)
+    assert torch.equal(target_logits.gather(-1, winners[:, None]), torch.full((len(tokens), 1), zoo.SOFT_LOGIT))
+    assert torch.equal(target_logits.scatter(-1, winners[:, None], 0.0), torch.zeros_like(target_logits))
+    probs = target_logits.softmax(-1).max(-1).values
+    assert torch.allclose(probs, torch.full_like(probs, soft["expected"]["target_top_probability_t1"]))
+    # ... and the head, seeing token t+1 with the target's hidden state at t, gives the target's logits at t+1
+    draft_logits, _ = eagle1_forward(dw, tw, tokens[1:], hidden[:-1])
+    assert torch.equal(draft_logits, target_logits[1:])
+    with pytest.raises(PortableSpecError, match="exact in bf16"):
+        zoo.build_pair("llama_eagle", tmp_path, target_logit=7.3)
+
+
 def draft_chain(dw, tw, tokens, hid, logits, out, steps=3, forward=None):
     """Chained EAGLE draft steps: feed back the draft's own output hidden state and its sampled token; yields
     (sequence, hidden states, sampled token, logits of the step) after each step. ``forward`` defaults to the

@@ -205,6 +205,17 @@ def test_fused_chain_graphs_replace_chain_graphs_for_a_build_free_backend(eagle)
     assert eagle._todo(PLAN, MAX_REQS)[-2:] == [(CHAIN, 1), (CHAIN, 2)]
 
 
+def test_graphs_are_captured_with_the_most_tokens_first(eagle):
+    """One shared pool: the largest graph first, so smaller ones reuse its freed blocks instead of new segments."""
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    eagle._init_fused_chain(MAX_REQS)
+    eagle._enable_probabilistic_draft_probs = True
+    order = eagle.capture_order(PLAN, MAX_REQS)
+    assert sorted(order) == sorted(eagle._todo(PLAN, MAX_REQS))
+    tokens = [n * (1 if kind in (CHAIN, CHAIN_FUSED) else 1 + eagle.graph_k) for kind, n in order]
+    assert tokens == sorted(tokens, reverse=True) and order[0] == (FIRST, 2)
+
+
 def test_fused_chain_is_switched_off_by_env_and_bad_values_are_one_line_errors(eagle, monkeypatch):
     from portable_spec.errors import PortableSpecError
 

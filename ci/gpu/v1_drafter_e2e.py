@@ -3,6 +3,7 @@ upstream V1 (PIECEWISE drafter) and no speculation, on generated tiny model pair
 
     python ci/gpu/v1_drafter_e2e.py OUTDIR [--pair llama_eagle] [--variant perfect] [--k 3] [--seeds 0]
            [--variants nospec,upstream_v1,eager_drafter,full_drafter] [--temperature 0] [--draft-sample-method M]
+           [--target-logit 8]   (the soft target: sampled output departs from greedy; see the model zoo)
 
 Each engine variant boots once, in its own child process, and runs every seed's prompts. Writes OUTDIR/v1_drafter_e2e_<tag>.json (device, versions, date,
 per-run results, checks, log excerpts) and exits non-zero when a check fails.
@@ -20,7 +21,10 @@ from portable_spec.e2e.parent import log_excerpt, run_variant
 from portable_spec.vllm_adapter.capture_log import CAPTURE_LOG_PREFIX
 
 
-def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: bool) -> dict[str, bool]:
+def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: bool,
+               greedy_continuations: dict[int, list[list[int]]] | None = None) -> dict[str, bool]:
+    """``greedy_continuations`` (sampled runs): each seed's greedy outputs; a sampled run whose outputs all equal
+    them did not really sample (a target too peaked for its temperature), and fails ``sampled_off_greedy``."""
     by = {(r["variant"], r.get("seed")): r for r in results}
     checks: dict[str, bool] = {}
     for seed in seeds:
@@ -35,6 +39,8 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
             checks[f"{name}_s{seed}_v1_runner"] = r["use_v2_model_runner"] is False
             if greedy and base is not None:
                 checks[f"{name}_s{seed}_greedy_equals_nospec"] = r["outputs"] == base
+            if not greedy and greedy_continuations and seed in greedy_continuations:
+                checks[f"{name}_s{seed}_sampled_off_greedy"] = r["outputs"] != greedy_continuations[seed]
         full, eager = by.get(("full_drafter", seed), {}), by.get(("eager_drafter", seed), {})
         if "error" not in full and "runner" in full:
             checks[f"full_drafter_s{seed}_our_platform"] = full["platform"].startswith("portable_spec.")
@@ -94,6 +100,8 @@ def main() -> int:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--target-logit", type=float, default=None,
+                        help="the target's winning logit (default: the zoo's sharp 16; 8 = soft, for sampling runs)")
     parser.add_argument("--timeout", type=int, default=420, help="seconds per engine boot and its jobs")
     parser.add_argument("--kv-cache-bytes", type=int, default=None,
                         help="fixed KV-cache size per engine (no memory profiling: lets parts share the GPU)")
@@ -104,11 +112,19 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from portable_spec.testing.model_zoo import build_pair
+    from portable_spec.e2e.child import prompts_for_seed
+    from portable_spec.testing.model_zoo import LOGIT, build_pair, expected_continuation
 
-    pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k)
-    tag = f"{args.pair}_{args.variant}_k{args.k}_t{args.temperature:g}" + ("_auto" if args.runner == "auto" else "")
+    logit = LOGIT if args.target_logit is None else args.target_logit
+    pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k,
+                      target_logit=logit)
+    tag = (f"{args.pair}_{args.variant}_k{args.k}_t{args.temperature:g}" + ("" if logit == LOGIT else f"_logit{logit:g}")
+           + ("_auto" if args.runner == "auto" else ""))
     seeds = [int(s) for s in args.seeds.split(",")]
+    greedy = args.temperature == 0
+    continuations = None if greedy else {
+        seed: [expected_continuation(pair["expected"]["f"], p, args.max_tokens) for p in prompts_for_seed(seed)]
+        for seed in seeds}
     results = []
     for variant in args.variants.split(","):
         # One boot per variant: every seed's prompts run in it (the child's greedy job loops over --seeds).
@@ -127,8 +143,11 @@ def main() -> int:
             print(json.dumps({k: row.get(k) for k in (
                 "variant", "seed", "error", "use_v2_model_runner", "platform", "runner", "drafter", "capture_stats",
                 "replays", "pointer_mismatches", "acceptance_per_position", "boot_s")}), flush=True)
-    greedy = args.temperature == 0
-    checks = checks_for(results, seeds, greedy, perfect=args.variant == "perfect" and pair["method"] != "dflash")
+    # Perfect heads accept everything under greedy decoding; when sampling, only with probabilistic draft sampling
+    # (the EAGLE head's draft distribution then equals the target's: p / q == 1).
+    perfect = args.variant == "perfect" and pair["method"] != "dflash" and (
+        greedy or (pair["method"] == "eagle" and args.draft_sample_method == "probabilistic"))
+    checks = checks_for(results, seeds, greedy, perfect=perfect, greedy_continuations=continuations)
     if args.tolerance_pts is not None:
         full, eager = mean_acceptance(results, "full_drafter"), mean_acceptance(results, "eager_drafter")
         if full and eager:
@@ -141,6 +160,7 @@ def main() -> int:
               "device": torch.cuda.get_device_name(), "torch": torch.__version__, "vllm": vllm.__version__,
               "pair": args.pair, "variant": args.variant, "method": pair["method"], "k": args.k,
               "temperature": args.temperature, "draft_sample_method": args.draft_sample_method,
+              "target_logit": logit, "target_top_probability_t1": pair["expected"]["target_top_probability_t1"],
               "runner_choice": args.runner,
               "expected_acceptance_per_position": pair["expected"]["acceptance_per_position"],
               "mean_acceptance_per_position": {v: mean_acceptance(results, v) for v in args.variants.split(",")},

@@ -34,9 +34,16 @@ PARTS: dict[str, list[str]] = {
     "moe": ["--pair", "mixtral_eagle", "--variant", "perfect", "--runner", "auto",
             "--variants", "nospec,eager_drafter,full_drafter"],
     "dflash": ["--pair", "qwen3_dflash", "--variant", "perfect", "--variants", "nospec,eager_drafter,full_drafter"],
+    # Sampling runs use the soft target (winning logit 8: p(f(t)) ~ 0.745 at temperature 1), so the output really
+    # departs from greedy (checked); the sharp target samples its greedy chain. Partial head: acceptance within
+    # 2 points of the eager drafter over 3 seeds. Perfect head: draft distribution == target distribution, so every
+    # position must stay at 100% while sampling.
     "probabilistic": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1,2", "--temperature", "1.0",
-                      "--draft-sample-method", "probabilistic", "--tolerance-pts", "2",
-                      "--variants", "eager_drafter,full_drafter"],
+                      "--draft-sample-method", "probabilistic", "--target-logit", "8", "--max-tokens", "160",
+                      "--tolerance-pts", "2", "--variants", "eager_drafter,full_drafter"],
+    "probabilistic_perfect": ["--pair", "llama_eagle", "--variant", "perfect", "--seeds", "0,1,2",
+                              "--temperature", "1.0", "--draft-sample-method", "probabilistic", "--target-logit", "8",
+                              "--max-tokens", "160", "--variants", "eager_drafter,full_drafter"],
 }
 
 

@@ -34,6 +34,12 @@ The construction (why the answers are known):
   V is the identity and o_proj passes it on once per GQA group, so every mask slot outputs ``e_mask + e_bonus`` and
   predicts ``f(bonus)``.
   Acceptance is exactly 100% at position 0 and 0% after it (with ``num_speculative_tokens=1``: 100%).
+* Soft targets (``target_logit=SOFT_LOGIT``): the same construction with a winning logit of 8 instead of 16, so at
+  temperature 1 the target samples ``f(t)`` with probability ~0.745 and any other token otherwise: sampled output
+  leaves the f chain (at logit 16 it is the greedy output up to ~1e-4 per token, a degenerate sampling test). The
+  EAGLE heads share the lm_head and their output hidden state is exactly the embedding the target ends with, so a
+  perfect head's draft distribution equals the target's bit for bit: with probabilistic draft sampling every draft
+  token is accepted (``p / q == 1``) at any temperature, and any drafting bug shows up as a drop below 100%.
 
 Entry points: :func:`build_pair`, :func:`expected_continuation`, :func:`load_expected`,
 :func:`simulate_greedy_spec_decode`, and ``python -m portable_spec.testing.model_zoo OUTDIR``.
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import random
 import shutil
@@ -68,7 +75,7 @@ MOE_INTERMEDIATE = 256
 RMS_EPS = 1e-6
 MAX_POSITIONS = 2048
 LOGIT = 16.0  # the winning logit; every other logit is exactly 0
-LM_SCALE = LOGIT / HIDDEN
+SOFT_LOGIT = 8.0  # soft targets: p(f(t)) = e^8 / (e^8 + 1023) ~ 0.745 at temperature 1; 8 / 1024 is exact in bf16
 PARTIAL_AGREEMENT = 0.6
 EAGLE3_AUX_LAYERS = [1, 2, 3]
 DFLASH_TARGET_LAYERS = [1, 2]
@@ -301,6 +308,12 @@ def draft_proposer(method: str, variant: str, seed: int = 0) -> Callable[[int, i
     return chain
 
 
+def top_probability(logit: float = LOGIT, temperature: float = 1.0) -> float:
+    """The target's probability of its greedy token f(t) when sampling: one logit ``logit``, VOCAB - 1 at 0."""
+    top = math.exp(logit / temperature)
+    return top / (top + VOCAB - 1)
+
+
 def expected_acceptance_per_position(method: str, variant: str, k: int) -> list[float] | None:
     """Exact per-position acceptance for the perfect heads; None where it depends on the prompts (partial)."""
     if variant == "partial":
@@ -343,8 +356,9 @@ def embeddings(seed: int = 0):
     return (had[perm][:VOCAB] * signs).contiguous()
 
 
-def lm_head(seed: int = 0):
-    """Row j = LM_SCALE * sum of the embeddings of f's preimage of j: logits are LOGIT at f(t), 0 elsewhere."""
+def lm_head(seed: int = 0, logit: float = LOGIT):
+    """Row j = logit / HIDDEN * the sum of the embeddings of f's preimage of j: logits are ``logit`` at f(t), 0
+    elsewhere (exact in bf16 for logit = 2^-n multiples such as 16 and 8)."""
     torch = _torch()
     emb = embeddings(seed)
     f = zoo_function(seed).f
@@ -352,7 +366,7 @@ def lm_head(seed: int = 0):
     for t, j in enumerate(f):
         if j >= 0:
             w[j] += emb[t]
-    return w * LM_SCALE
+    return w * (logit / HIDDEN)
 
 
 def _attention(prefix: str, seed: int, tag: str, *, q_in: int = HIDDEN, heads: int = NUM_HEADS,
@@ -389,10 +403,10 @@ def _moe(prefix: str, seed: int, tag: str) -> dict[str, Any]:
     return w
 
 
-def target_weights(family: str, seed: int = 0) -> dict[str, Any]:
+def target_weights(family: str, seed: int = 0, logit: float = LOGIT) -> dict[str, Any]:
     torch = _torch()
     w: dict[str, Any] = {"model.embed_tokens.weight": embeddings(seed).clone(), "model.norm.weight": torch.ones(HIDDEN),
-                         "lm_head.weight": lm_head(seed)}
+                         "lm_head.weight": lm_head(seed, logit)}
     for i in range(NUM_LAYERS):
         p = f"model.layers.{i}"
         w[f"{p}.input_layernorm.weight"] = torch.ones(HIDDEN)
@@ -631,24 +645,36 @@ def _fresh(path: Path, manifest: dict[str, Any]) -> bool:
         return False
 
 
-def build_target(family: str, outdir: str | os.PathLike, *, seed: int = 0) -> Path:
-    """``OUTDIR/<family>_target`` (reused when already generated with the same seed and zoo version)."""
-    path = Path(outdir) / f"{family}_target"
+def _logit_suffix(logit: float) -> str:
+    """Directory suffix of a target with a non-default winning logit (its drafts get it too: they share its lm_head)."""
+    if not (0 < logit <= 64) or (logit * (1 << 10)) != int(logit * (1 << 10)):
+        raise PortableSpecError(f"model_zoo: target_logit {logit} is not a multiple of 1/1024 in (0, 64], so its "
+                                f"logits would not be exact in bf16; use e.g. {LOGIT:g} or {SOFT_LOGIT:g}")
+    return "" if logit == LOGIT else f"_logit{logit:g}"
+
+
+def build_target(family: str, outdir: str | os.PathLike, *, seed: int = 0, logit: float = LOGIT) -> Path:
+    """``OUTDIR/<family>_target[_logit<L>]`` (reused when already generated with the same seed and zoo version)."""
+    path = Path(outdir) / f"{family}_target{_logit_suffix(logit)}"
     fn = zoo_function(seed)
     manifest = {"zoo_version": ZOO_VERSION, "role": "target", "family": family, "seed": seed, "f": list(fn.f),
-                "cycle": list(fn.cycle), "mask_token_id": MASK_ID, "logit": LOGIT}
+                "cycle": list(fn.cycle), "mask_token_id": MASK_ID, "logit": logit}
     if not _fresh(path, manifest):
-        _save(path, target_weights(family, seed), target_config(family), manifest, seed=seed, with_tokenizer=True)
+        _save(path, target_weights(family, seed, logit), target_config(family), manifest, seed=seed,
+              with_tokenizer=True)
     return path
 
 
 def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect", seed: int = 0,
-               num_speculative_tokens: int = DEFAULT_NUM_SPECULATIVE_TOKENS) -> dict[str, Any]:
+               num_speculative_tokens: int = DEFAULT_NUM_SPECULATIVE_TOKENS,
+               target_logit: float = LOGIT) -> dict[str, Any]:
     """Generate (or reuse) a target and its draft; return paths, the speculative_config and what to expect.
 
     ``expected`` holds ``f`` (the target's greedy successor table), ``g`` (the draft's first-step prediction for
-    each bonus token), the agreement fraction of g with f over the printable cycle and, for perfect heads, the
-    exact per-position acceptance.
+    each bonus token), the agreement fraction of g with f over the printable cycle, the target's winning logit and,
+    for perfect heads, the exact per-position acceptance: under greedy decoding, and for the EAGLE heads also under
+    sampling with probabilistic draft sampling (draft distribution == target distribution). ``target_logit=
+    SOFT_LOGIT`` builds the soft target whose sampled output really departs from greedy.
     """
     if name not in PAIRS:
         raise PortableSpecError(f"model_zoo: unknown pair {name!r}; use one of {', '.join(PAIRS)}")
@@ -657,7 +683,7 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
         raise PortableSpecError(f"model_zoo: pair {name} has no {variant!r} variant; use one of {', '.join(variants)}")
     if num_speculative_tokens < 1:
         raise PortableSpecError("model_zoo: num_speculative_tokens must be >= 1")
-    target = build_target(family, outdir, seed=seed)
+    target = build_target(family, outdir, seed=seed, logit=target_logit)
     fn = zoo_function(seed)
     if method == "eagle":
         weights, g = eagle_weights(variant, seed), (partial_draft_function(seed) if variant == "partial" else fn.f)
@@ -673,10 +699,12 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
         "cycle": list(on_cycle),
         "agreement_on_cycle": agreement,
         "acceptance_per_position": expected_acceptance_per_position(method, variant, num_speculative_tokens),
+        "target_logit": target_logit,
+        "target_top_probability_t1": top_probability(target_logit),
         "mask_token_id": MASK_ID,
         "eos_token_id": EOS_ID,
     }
-    draft = Path(outdir) / f"{family}_{method}_head_{variant}"
+    draft = Path(outdir) / f"{family}_{method}_head_{variant}{_logit_suffix(target_logit)}"
     manifest = {"zoo_version": ZOO_VERSION, "role": "draft", "pair": name, "family": family, "method": method,
                 "variant": variant, "seed": seed, "num_speculative_tokens": num_speculative_tokens,
                 "target": target.name, "expected": expected}
@@ -719,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="variants to build (default: every variant the pair has)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-speculative-tokens", type=int, default=DEFAULT_NUM_SPECULATIVE_TOKENS)
+    parser.add_argument("--target-logit", type=float, default=LOGIT,
+                        help=f"the target's winning logit ({LOGIT:g}: sampling == greedy; {SOFT_LOGIT:g}: soft target)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -729,7 +759,8 @@ def main(argv: list[str] | None = None) -> int:
             for variant in args.variant or PAIRS[name][2]:
                 if variant in PAIRS[name][2]:
                     built.append(build_pair(name, args.outdir, variant=variant, seed=args.seed,
-                                            num_speculative_tokens=args.num_speculative_tokens))
+                                            num_speculative_tokens=args.num_speculative_tokens,
+                                            target_logit=args.target_logit))
     except PortableSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

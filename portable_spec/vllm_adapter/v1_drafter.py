@@ -160,6 +160,17 @@ class DrafterGraphMixin:
         """``(kind, num_reqs)`` to capture, from the capture plan."""
         raise NotImplementedError
 
+    def capture_order(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
+        """``_todo`` with the most tokens first. The graphs share one pool and each keeps its outputs allocated
+        there; captured smallest first, each larger graph may find only holes too small for its intermediates and
+        take new segments (the likely cause of the ~23 MiB per graph measured before this order). Largest first,
+        the others can reuse the first one's freed blocks; vLLM captures its own graphs in this order too."""
+        todo = self._todo(plan, max_reqs)
+        return sorted(todo, key=lambda item: item[1] * self._query_len(item[0]), reverse=True)
+
+    def _query_len(self, kind: str) -> int:
+        return 1 if kind in (CHAIN, CHAIN_FUSED) else 1 + self.graph_k
+
     def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
                      kwargs: dict[str, Any]) -> CapturedStep | None:
         """The captured step for the forward about to run (consumes the announcement), or None."""
@@ -211,7 +222,7 @@ class DrafterGraphMixin:
         if self.graphs is None:
             self.graphs = DrafterGraphs(self.model, self)
         self._before_capture()
-        todo = self._todo(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
+        todo = self.capture_order(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
         pool = current_platform.get_global_graph_pool()
         before, started = memory_snapshot(), time.perf_counter()
