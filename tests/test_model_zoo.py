@@ -285,8 +285,7 @@ def test_soft_target_samples_off_its_chain_and_its_perfect_head_matches_it_bit_f
     assert 0.7 < soft["expected"]["target_top_probability_t1"] < 0.8
     assert sharp["expected"]["target_top_probability_t1"] > 0.9998  # why the sharp target cannot test sampling
     assert soft["expected"]["acceptance_per_position"] == [1.0, 1.0, 1.0]
-    tw = {k: v.float() for k, v in load_file(f"{soft['target']}/model.safetensors").items()}
-    dw = _weights(soft["draft"])
+    tw, dw = _weights(soft["target"]), _weights(soft["draft"])
     f = soft["expected"]["f"]
     model = _target(soft["target"])
     tokens = [5, 17, 42, 99, 300, 12]
@@ -306,8 +305,9 @@ def test_soft_target_samples_off_its_chain_and_its_perfect_head_matches_it_bit_f
     # ... and the head, seeing token t+1 with the target's hidden state at t, gives the target's logits at t+1
     draft_logits, _ = eagle1_forward(dw, tw, tokens[1:], hidden[:-1])
     assert torch.equal(draft_logits, target_logits[1:])
-    with pytest.raises(PortableSpecError, match="exact in bf16"):
-        zoo.build_pair("llama_eagle", tmp_path, target_logit=7.3)
+    for inexact in (7.3, 0.0, -8.0):
+        with pytest.raises(PortableSpecError, match="bf16 cannot hold exactly.*use e.g. 16 or 8"):
+            zoo.build_pair("llama_eagle", tmp_path, target_logit=inexact)
 
 
 def draft_chain(dw, tw, tokens, hid, logits, out, steps=3, forward=None):
