@@ -358,7 +358,8 @@ def embeddings(seed: int = 0):
 
 def lm_head(seed: int = 0, logit: float = LOGIT):
     """Row j = logit / HIDDEN * the sum of the embeddings of f's preimage of j: logits are ``logit`` at f(t), 0
-    elsewhere (exact in bf16 when the weights are: see ``_exact_logit``)."""
+    elsewhere. Only a positive ``logit`` whose weights bf16 holds exactly is accepted: then target and draft logits
+    are exact and equal (one-line error otherwise)."""
     torch = _torch()
     emb = embeddings(seed)
     f = zoo_function(seed).f
@@ -366,7 +367,11 @@ def lm_head(seed: int = 0, logit: float = LOGIT):
     for t, j in enumerate(f):
         if j >= 0:
             w[j] += emb[t]
-    return w * (logit / HIDDEN)
+    w *= logit / HIDDEN
+    if logit <= 0 or not torch.equal(w.bfloat16().float(), w):
+        raise PortableSpecError(f"model_zoo: target_logit {logit:g} gives lm_head weights bf16 cannot hold exactly "
+                                f"(draft and target logits could differ); use e.g. {LOGIT:g} or {SOFT_LOGIT:g}")
+    return w
 
 
 def _attention(prefix: str, seed: int, tag: str, *, q_in: int = HIDDEN, heads: int = NUM_HEADS,
@@ -645,16 +650,6 @@ def _fresh(path: Path, manifest: dict[str, Any]) -> bool:
         return False
 
 
-def _exact_logit(logit: float, seed: int) -> float:
-    """``logit`` if the lm_head it gives is exact in bf16 (then target and draft logits are exact, equal and
-    one-hot up to ``logit``); otherwise a one-line error naming values that work."""
-    w = lm_head(seed, logit) if logit > 0 else None
-    if w is None or not _torch().equal(w.bfloat16().float(), w):
-        raise PortableSpecError(f"model_zoo: target_logit {logit:g} gives lm_head weights bf16 cannot hold exactly "
-                                f"(draft and target logits could differ); use e.g. {LOGIT:g} or {SOFT_LOGIT:g}")
-    return logit
-
-
 def _logit_suffix(logit: float) -> str:
     """Directory suffix of a target with a non-default winning logit (its drafts get it too: they share its lm_head)."""
     return "" if logit == LOGIT else f"_logit{logit:g}"
@@ -662,7 +657,7 @@ def _logit_suffix(logit: float) -> str:
 
 def build_target(family: str, outdir: str | os.PathLike, *, seed: int = 0, logit: float = LOGIT) -> Path:
     """``OUTDIR/<family>_target[_logit<L>]`` (reused when already generated with the same seed and zoo version)."""
-    path = Path(outdir) / f"{family}_target{_logit_suffix(_exact_logit(logit, seed))}"
+    path = Path(outdir) / f"{family}_target{_logit_suffix(logit)}"
     fn = zoo_function(seed)
     manifest = {"zoo_version": ZOO_VERSION, "role": "target", "family": family, "seed": seed, "f": list(fn.f),
                 "cycle": list(fn.cycle), "mask_token_id": MASK_ID, "logit": logit}
