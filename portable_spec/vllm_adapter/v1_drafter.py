@@ -319,9 +319,8 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
 
     def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
         runner = self.target_runner
-        chain = kind in (CHAIN, CHAIN_FUSED)
-        query_len = 1 if chain else 1 + self.graph_k
-        if chain:
+        query_len = self._query_len(kind)
+        if kind in (CHAIN, CHAIN_FUSED):
             query_start_loc = self.arange[: num_reqs + 1]
         else:
             query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
@@ -365,7 +364,7 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
                 if plan.first_step.num_reqs(s) <= min(max_reqs, self.max_batch_size)]
 
     def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        query_len = 1 + self.graph_k
+        query_len = self._query_len(kind)
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)
