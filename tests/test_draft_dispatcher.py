@@ -86,7 +86,7 @@ def test_none_mode_step_has_no_keys():
 @pytest.mark.parametrize("steps, match", [
     ({FIRST: FakeStep(4, (4, 6), "FULL")}, "not multiples of query_len 4"),
     ({FIRST: FakeStep(2, (2,), "SOMETIMES")}, "unknown graph mode"),
-    ({CHAIN: FakeStep(1, (1,), "FULL")}, "needs a first-step plan"),
+    ({FIRST: None, CHAIN: None}, "needs at least one step plan"),
     ({FIRST: FakeStep(2, (2,), "FULL"), "third": FakeStep(1, (1,), "FULL")}, "unknown draft step kind"),
 ])
 def test_bad_plans_raise_one_line_errors(steps, match):
@@ -147,7 +147,45 @@ def test_dispatch_properties(plan, data):
             assert key not in set(d.keys_for(FIRST)) and key.query_len == 1
 
 
-# ---- vLLM mapping (real CudagraphDispatcher, pinned CPU graph platform) ----------------------------------------
+# ---- our padding is vLLM's (real CudagraphDispatcher, pinned CPU graph platform) -------------------------------
+def build_vllm_dispatchers(draft: DraftDispatcher, vllm_config) -> dict:
+    """``{query_len: CudagraphDispatcher}`` whose keys are ``draft``'s keys of that query length: a vLLM dispatcher
+    fixes one ``uniform_decode_query_len`` and one size list, so each query length gets its own (FULL steps map to
+    ``FULL_DECODE_ONLY``, since plain FULL makes only non-uniform keys; PIECEWISE to PIECEWISE)."""
+    import copy
+
+    from vllm.config import CUDAGraphMode
+    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+
+    seqs = vllm_config.scheduler_config.max_num_seqs
+    if seqs != draft.max_num_seqs:
+        raise PortableSpecError(f"the draft plan was made for max_num_seqs {draft.max_num_seqs} but the engine runs "
+                                f"{seqs}: re-plan with the engine's max_num_seqs")
+    modes = {"FULL": CUDAGraphMode.FULL_DECODE_ONLY, "PIECEWISE": CUDAGraphMode.PIECEWISE, "NONE": CUDAGraphMode.NONE}
+    result = {}
+    for kind in draft.step_kinds:
+        q, mode = draft.query_len(kind), draft.mode(kind)
+        assert q not in result, "one vLLM dispatcher per query length"
+        sizes = sorted({k.num_tokens for k in draft.keys_for(kind)})
+        cc = copy.copy(vllm_config.compilation_config)
+        cc.cudagraph_mode = modes[mode if sizes else "NONE"]
+        cc.cudagraph_capture_sizes = sizes
+        cc.max_cudagraph_capture_size = sizes[-1] if sizes else 0
+        cc.compile_sizes = []
+        dispatcher = CudagraphDispatcher(vllm_config)
+        dispatcher.compilation_config = cc
+        dispatcher.uniform_decode_query_len = q
+        dispatcher.initialize_cudagraph_keys(cc.cudagraph_mode, q)
+        result[q] = dispatcher
+    return result
+
+
+def to_batch_descriptor(key):
+    from vllm.forward_context import BatchDescriptor
+
+    return BatchDescriptor(num_tokens=key.num_tokens, num_reqs=key.num_reqs, uniform=key.uniform)
+
+
 def vllm_config_for(seqs: int):
     from vllm.config import SchedulerConfig, VllmConfig
 
@@ -162,8 +200,6 @@ CASES = [("eagle", k, 16) for k in range(1, 6)] + [("eagle", 5, 64), ("eagle3", 
 @pytest.mark.parametrize("method, k, seqs", CASES)
 def test_every_key_maps_onto_one_vllm_dispatcher_per_query_length(vllm_platform, method, k, seqs):
     from vllm.config import CUDAGraphMode
-
-    from portable_spec.vllm_adapter.draft_dispatch import build_vllm_dispatchers, to_batch_descriptor
 
     ours = DraftDispatcher.from_plan(plan_capture_sizes(method, k, seqs))
     theirs = build_vllm_dispatchers(ours, vllm_config_for(seqs))
@@ -189,8 +225,6 @@ def test_every_key_maps_onto_one_vllm_dispatcher_per_query_length(vllm_platform,
 def test_piecewise_steps_map_onto_relaxed_vllm_keys(vllm_platform):
     from vllm.config import CUDAGraphMode
 
-    from portable_spec.vllm_adapter.draft_dispatch import build_vllm_dispatchers
-
     ours = dispatcher_from_steps(FakeStep(3, (3, 6, 12, 24), "PIECEWISE"), StepPlan(1, (1, 2, 4, 8), "FULL"), 8)
     theirs = build_vllm_dispatchers(ours, vllm_config_for(8))
     for tokens in range(1, 25):
@@ -201,7 +235,5 @@ def test_piecewise_steps_map_onto_relaxed_vllm_keys(vllm_platform):
 
 
 def test_vllm_mapping_rejects_a_different_max_num_seqs(vllm_platform):
-    from portable_spec.vllm_adapter.draft_dispatch import build_vllm_dispatchers
-
     with pytest.raises(PortableSpecError, match="re-plan with the engine's max_num_seqs"):
         build_vllm_dispatchers(eagle(2, 8), vllm_config_for(16))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec.e2e.bench import plot, summarize
-from portable_spec.e2e.child import acceptance_counts, acceptance_per_position
-from portable_spec.e2e.configs import VARIANTS
+from portable_spec.harness.e2e.bench import plot, summarize
+from portable_spec.harness.e2e.child import acceptance_counts, acceptance_per_position
+from portable_spec.harness.e2e.configs import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def load_e2e_script():
 
 
 def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **extra):
-    result = {"variant": variant, "seed": seed, "use_v2_model_runner": False,
+    result = {"variant": variant, "seed": seed, "use_v2_model_runner": False, "tensor_parallel_size": 1,
               "platform": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform" if "drafter" in variant
               else "vllm.platforms.cuda.NvmlCudaPlatform",
               "runner": "x", "outputs": [list(o) for o in outputs],
@@ -64,6 +64,62 @@ def test_each_failure_mode_fails_its_check(broken, failing):
     checks = e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=True)
     assert checks[failing] is False
     assert not all(checks.values())
+
+
+LOG_LINE = GOOD_FULL["log_excerpt"][0]
+
+
+def tp2_full(**broken_rank1):
+    """A TP=2 full-drafter result: both ranks' facts, and each rank's capture line in the log."""
+    stats = {"graphs": 9, "num_tokens": {"first": [4, 8], "chain_fused": [1, 2]}, "failed": {}}
+    ranks = [{"rank": 0, "capture_stats": stats, "pointer_mismatches": 0, "replays": {"first": 3}},
+             {"rank": 1, "capture_stats": stats, "pointer_mismatches": 0, "replays": {"first": 3}, **broken_rank1}]
+    return run("full_drafter", **{**GOOD_FULL, "tensor_parallel_size": 2, "ranks": ranks,
+                                  "log_excerpt": ["(Worker_TP0) " + LOG_LINE, "(Worker_TP1) " + LOG_LINE]})
+
+
+def test_tensor_parallel_checks_pass_when_every_rank_agrees():
+    e2e = load_e2e_script()
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), tp2_full()], [0], greedy=True, perfect=True, tp=2)
+    assert checks["full_drafter_s0_same_graphs_on_every_rank"] and checks["full_drafter_s0_tensor_parallel_2"]
+    assert all(checks.values()), checks
+
+
+@pytest.mark.parametrize("broken,failing", [
+    ({"capture_stats": {"graphs": 8, "num_tokens": {"first": [4], "chain_fused": [1, 2]}, "failed": {}}},
+     "full_drafter_s0_same_graphs_on_every_rank"),
+    ({"pointer_mismatches": 1}, "full_drafter_s0_no_pointer_mismatch_on_any_rank"),
+])
+def test_a_rank_that_disagrees_fails_its_check(broken, failing):
+    e2e = load_e2e_script()
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), tp2_full(**broken)], [0], greedy=True,
+                            perfect=True, tp=2)
+    assert checks[failing] is False
+
+
+def test_one_rank_capture_line_and_wrong_tp_fail():
+    e2e = load_e2e_script()
+    full = tp2_full()
+    full["log_excerpt"] = full["log_excerpt"][:1]
+    checks = e2e.checks_for([run("nospec"), full], [0], greedy=True, perfect=True, tp=2)
+    assert checks["full_drafter_s0_log_shows_capture_per_rank"] is False
+    checks = e2e.checks_for([run("nospec"), tp2_full()], [0], greedy=True, perfect=True, tp=4)
+    assert checks["full_drafter_s0_tensor_parallel_4"] is False and checks["full_drafter_s0_facts_from_every_rank"] is False
+
+
+def test_an_injected_failure_must_be_dropped_on_every_rank():
+    e2e = load_e2e_script()
+    dropped = {"graphs": 8, "num_tokens": {"first": [4, 8], "chain_fused": [1]},
+               "failed": {"chain_fused:2": "capture failed on another rank (every rank drops it)"}}
+    full = tp2_full(capture_stats=dropped)
+    full["ranks"][0]["capture_stats"] = {**dropped, "failed": {"chain_fused:2": "capture failed: RuntimeError"}}
+    checks = e2e.checks_for([run("nospec"), full], [0], greedy=True, perfect=True, tp=2, fail_capture="0:chain_fused:2")
+    assert checks["full_drafter_s0_failed_key_dropped_on_every_rank"] and all(checks.values()), checks
+    kept = tp2_full()  # rank 1 kept the key rank 0 failed: ranks would replay different graphs
+    kept["ranks"][0]["capture_stats"] = dropped
+    checks = e2e.checks_for([run("nospec"), kept], [0], greedy=True, perfect=True, tp=2, fail_capture="0:chain_fused:2")
+    assert checks["full_drafter_s0_failed_key_dropped_on_every_rank"] is False
+    assert checks["full_drafter_s0_same_graphs_on_every_rank"] is False
 
 
 def test_a_sampled_run_that_reproduces_greedy_output_fails_as_not_sampling():
@@ -136,8 +192,8 @@ def test_one_boot_with_several_seeds_becomes_one_row_per_seed():
 
 
 def test_seeds_change_the_prompts_and_stay_in_the_vocabulary():
-    from portable_spec.e2e.child import PROMPTS, prompts_for_seed
-    from portable_spec.testing.model_zoo import VOCAB
+    from portable_spec.harness.e2e.child import PROMPTS, prompts_for_seed
+    from portable_spec.harness.model_zoo import VOCAB
 
     assert prompts_for_seed(0) == PROMPTS
     assert prompts_for_seed(1) != prompts_for_seed(2) and prompts_for_seed(1) == prompts_for_seed(1)
@@ -177,14 +233,14 @@ def test_bench_summary_reports_median_and_best_ratios_for_each_of_our_variants()
 
 
 def test_profile_scopes_are_told_apart_from_kernels():
-    from portable_spec.e2e.child import is_scope
+    from portable_spec.harness.e2e.child import is_scope
 
     assert is_scope("gpu_model_runner: draft") and is_scope("llm_engine step: get_output")
     assert not is_scope("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") and not is_scope("aten::copy_")
 
 
 def test_a_variant_gets_only_its_own_switches_whatever_the_caller_exported(monkeypatch):
-    from portable_spec.e2e.parent import variant_env
+    from portable_spec.harness.e2e.parent import variant_env
 
     monkeypatch.setenv("PORTABLE_SPEC_DRAFT_CHAIN", "forward")
     monkeypatch.setenv("VLLM_PLATFORM", "musa")
@@ -208,7 +264,7 @@ def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
 
 
 def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():
-    from portable_spec.vllm_adapter.capture_log import capture_summary
+    from portable_spec.draft.capture_log import capture_summary
 
     e2e = load_e2e_script()
     line = capture_summary({"graphs": 44, "seconds": 0.164, "memory_bytes": 1071644672, "failed": {},
@@ -220,7 +276,7 @@ def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():
 
 
 def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
-    from portable_spec.e2e.parent import log_excerpt
+    from portable_spec.harness.e2e.parent import log_excerpt
 
     log = tmp_path / "engine.log"
     noise = [f"INFO Using cache directory: /tmp/portable_spec_vllm_cache/{i}" for i in range(60)]

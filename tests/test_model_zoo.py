@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 from safetensors.torch import load_file  # noqa: E402
 
 from portable_spec.errors import PortableSpecError  # noqa: E402
-from portable_spec.testing import model_zoo as zoo  # noqa: E402
+from portable_spec.harness import model_zoo as zoo  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Hello, my name is", "qua brest 42.", "z"]
 

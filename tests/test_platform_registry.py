@@ -18,7 +18,7 @@ from portable_spec.platforms import (
 )
 from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
 from portable_spec.platforms.rocm import RocmPlatform, fp8_dtype_for_arch
-from portable_spec.testing.musa_sim import SimulatedMusa
+from portable_spec.harness.musa_sim import SimulatedMusa
 
 NO_GPU = not torch.cuda.is_available()
 

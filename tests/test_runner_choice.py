@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from portable_spec.testing.model_zoo import build_pair
+from portable_spec.harness.model_zoo import build_pair
 
 
 @pytest.fixture(scope="module")

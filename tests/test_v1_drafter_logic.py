@@ -12,14 +12,19 @@ import types
 import pytest
 import torch
 
-from portable_spec.testing.model_zoo import build_pair
+from portable_spec.capture_sizes import StepPlan
+from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, DraftDispatcher
+from portable_spec.draft.runner import CapturedStep, DraftGraphRunner
+from portable_spec.harness.model_zoo import build_pair
+from portable_spec.platforms.cpu import CpuPlatform
 from portable_spec.vllm_adapter.v1_drafter import (
-    BLOCK, CHAIN, FIRST, PADDING_SLOT, CapturedStep, DrafterGraphs, FullGraphDFlashProposer, FullGraphEagleProposer,
-    input_pointers,
+    PADDING_SLOT, ForwardReplay, FullGraphDFlashProposer, FullGraphEagleProposer, input_pointers,
 )
-from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_ENV, CHAIN_FUSED
+from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_ENV
 
 MAX_REQS = 8
+STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), BLOCK: StepPlan(4, (4, 8, 16), "FULL"),
+         CHAIN: StepPlan(1, (1, 2, 4, 8), "FULL"), CHAIN_FUSED: StepPlan(1, (1, 2, 4, 8), "FULL")}
 
 
 class RecordingGraph:
@@ -58,7 +63,11 @@ def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch):
     with set_current_vllm_config(cfg):
         proposer = cls(cfg, torch.device("cpu"), runner=None)
     proposer.target_runner = runner_buffers()
-    proposer.graphs = DrafterGraphs(EagerDraft(), proposer)
+    proposer.graphs = ForwardReplay(EagerDraft(), proposer)
+    kinds = (BLOCK,) if cls is FullGraphDFlashProposer else (FIRST, CHAIN, CHAIN_FUSED)
+    # The one runner, on the CPU platform: no capture happens here, keys are marked captured by ``capture`` below.
+    proposer.graph_runner = DraftGraphRunner(CpuPlatform(), DraftDispatcher({k: STEPS[k] for k in kinds}, MAX_REQS),
+                                             proposer)
     return proposer
 
 
@@ -71,11 +80,13 @@ def cad(query_start_loc, seq_lens, num_reqs, num_tokens, max_query_len, slot_map
         block_table_tensor=torch.zeros(num_reqs, 4, dtype=torch.int32), slot_mapping=slot_mapping)
 
 
-def capture(proposer, kind, num_reqs, query_len):
-    tokens = num_reqs * query_len
-    kwargs = proposer._model_kwargs(tokens)
-    step = CapturedStep(kind, num_reqs, tokens, RecordingGraph(), input_pointers(kwargs), outputs=("static", kind))
-    proposer.graphs.captured[(kind, num_reqs)] = step
+def capture(proposer, kind, num_reqs):
+    """Mark the key of ``kind`` at ``num_reqs`` requests captured, with a recording graph and static outputs."""
+    key = proposer.graph_runner.dispatcher.dispatch(kind, num_reqs)
+    assert key.num_reqs == num_reqs, "capture only planned sizes"
+    kwargs = proposer._model_kwargs(key.num_tokens)
+    step = CapturedStep(key, RecordingGraph(), input_pointers(kwargs), outputs=("static", kind))
+    proposer.graph_runner.captured[key] = step
     return step
 
 
@@ -83,21 +94,20 @@ def capture(proposer, kind, num_reqs, query_len):
 def eagle(vllm_platform, tmp_path_factory, monkeypatch):
     proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
     for n in (1, 2, 4, 8):
-        capture(proposer, CHAIN, n, 1)
+        capture(proposer, CHAIN, n)
     for n in (1, 2, 4):
-        capture(proposer, FIRST, n, 4)
-    proposer.graphs.captured = dict(sorted(proposer.graphs.captured.items()))
+        capture(proposer, FIRST, n)
     return proposer
 
 
 def test_chain_step_replays_the_smallest_graph_that_fits_and_pads_its_slots(eagle):
     eagle._slot_mapping_buffer[:8].fill_(7)
     meta = cad(eagle.arange[:4], eagle.target_runner.seq_lens[:3], 3, 3, 1, eagle._slot_mapping_buffer[:3])
-    assert eagle._classify(meta, draft_index=1) == (CHAIN, 3)
-    eagle._pending = (CHAIN, 3)
-    step = eagle.pending_step(eagle.graphs.captured, eagle._model_kwargs(4))
-    assert (step.kind, step.num_reqs) == (CHAIN, 4)
+    key = eagle._classify(meta, draft_index=1)
+    assert (key.step, key.num_reqs) == (CHAIN, 4)
     assert eagle._slot_mapping_buffer[:4].tolist() == [7, 7, 7, PADDING_SLOT]  # the padded row never writes KV
+    eagle._pending = key
+    assert eagle.pending_key(eagle._model_kwargs(6)) == key  # upstream's own padded size: our graph serves it
 
 
 def test_chain_step_without_the_arange_query_start_loc_is_not_a_chain_step(eagle):
@@ -110,9 +120,10 @@ def test_chain_step_without_the_arange_query_start_loc_is_not_a_chain_step(eagle
 def test_verify_shaped_first_pass_replays_its_graph(eagle, num_tokens):
     runner = eagle.target_runner
     meta = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, num_tokens, 4, eagle._slot_mapping_buffer[:16])
-    assert eagle._classify(meta, draft_index=0) == (FIRST, 4)
-    eagle._pending = (FIRST, 4)
-    assert eagle.pending_step(eagle.graphs.captured, eagle._model_kwargs(16)).num_tokens == 16
+    key = eagle._classify(meta, draft_index=0)
+    assert (key.step, key.num_reqs, key.num_tokens) == (FIRST, 4, 16)
+    eagle._pending = key
+    assert eagle.pending_key(eagle._model_kwargs(16)) == key
 
 
 def test_first_pass_is_not_replayed_when_shapes_disagree(eagle):
@@ -121,34 +132,37 @@ def test_first_pass_is_not_replayed_when_shapes_disagree(eagle):
     assert eagle._classify(prefill, draft_index=0) is None
     foreign = cad(torch.arange(5, dtype=torch.int32) * 4, runner.seq_lens[:4], 4, 16, 4, eagle._slot_mapping_buffer)
     assert eagle._classify(foreign, draft_index=0) is None
-    eagle._pending = (FIRST, 4)  # announced, but upstream padded to another size: no graph for that size
-    assert eagle.pending_step(eagle.graphs.captured, eagle._model_kwargs(20)) is None
+    three = cad(runner.query_start_loc.gpu[:4], runner.seq_lens[:3], 3, 12, 4, eagle._slot_mapping_buffer[:12])
+    assert eagle._classify(three, draft_index=0) is None  # 3 requests: the target never pads to an uncaptured size
+    eagle._pending = eagle.graph_runner.dispatcher.dispatch(FIRST, 4)  # announced, but upstream padded elsewhere
+    assert eagle.pending_key(eagle._model_kwargs(20)) is None
     assert eagle._pending is None  # an announcement is consumed exactly once
 
 
 def test_replay_only_with_the_captured_input_pointers(eagle):
-    graphs = eagle.graphs
-    step = graphs.captured[(CHAIN, 2)]
-    eagle._pending = (CHAIN, 2)
+    graphs, runner = eagle.graphs, eagle.graph_runner
+    key = runner.dispatcher.dispatch(CHAIN, 2)
+    step = runner.captured[key]
+    eagle._pending = key
     assert graphs(**eagle._model_kwargs(2)) == ("static", CHAIN)
-    assert step.graph.replays == 1 and graphs.replays[CHAIN] == 1
-    eagle._pending = (CHAIN, 2)
+    assert step.graph.replays == 1 and runner.replays[CHAIN] == 1
+    eagle._pending = key
     moved = dict(eagle._model_kwargs(2), input_ids=eagle.input_ids[:2].clone())  # same shape, other storage
     assert graphs(**moved) == ("eager", 2)
-    assert graphs.pointer_mismatches == 1 and step.graph.replays == 1
+    assert runner.pointer_mismatches == 1 and step.graph.replays == 1
     assert graphs(**eagle._model_kwargs(2)) == ("eager", 2)  # nothing announced: the model runs
 
 
 def test_dflash_block_step_moves_fresh_metadata_into_persistent_buffers(vllm_platform, tmp_path_factory, monkeypatch):
     dflash = make_proposer(FullGraphDFlashProposer, "qwen3_dflash", tmp_path_factory, monkeypatch)
     for n in (1, 2, 4):
-        capture(dflash, BLOCK, n, 4)
-    dflash.graphs.captured = dict(sorted(dflash.graphs.captured.items()))
+        capture(dflash, BLOCK, n)
     dflash._slot_mapping_buffer.fill_(5)
     fresh_qsl = torch.arange(4, dtype=torch.int32) * 4  # what upstream builds each step
     fresh_seq = torch.tensor([10, 20, 30], dtype=torch.int32)
     meta = cad(fresh_qsl, fresh_seq, 3, 12, 4, dflash._slot_mapping_buffer[:12])
-    assert dflash._classify(meta, draft_index=0) == (BLOCK, 4)
+    key = dflash._classify(meta, draft_index=0)
+    assert (key.step, key.num_reqs, key.num_tokens) == (BLOCK, 4, 16)
     assert dflash._block_query_start_loc[:5].tolist() == [0, 4, 8, 12, 12]  # padded request: zero-length query
     assert dflash._block_seq_lens[:4].tolist() == [10, 20, 30, 0]
     assert meta.query_start_loc.data_ptr() == dflash._block_query_start_loc.data_ptr()
@@ -174,13 +188,12 @@ def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, 
     eagle._init_fused_chain(MAX_REQS)
     assert any("FLASHINFER needs its metadata built every step" in r for r in eagle.fused_chain_off)
     with caplog.at_level("WARNING", logger="portable_spec.vllm_adapter"):
-        todo = eagle._todo(PLAN, MAX_REQS)
-    assert todo == [(CHAIN, 1), (CHAIN, 2)]  # chain steps fit SINGLE_TOKEN_DECODE; the (1+K)-token pass does not
+        kinds = eagle._graph_kinds(PLAN)
+    assert kinds == (CHAIN,)  # chain steps fit SINGLE_TOKEN_DECODE; the (1+K)-token pass does not
     assert "backend FLASHINFER supports graphs only at UNIFORM_SINGLE_TOKEN_DECODE" in caplog.text
 
 
-PLAN = types.SimpleNamespace(first_step=types.SimpleNamespace(sizes=(4, 8), num_reqs=lambda s: s // 4),
-                             chain_step=types.SimpleNamespace(sizes=(1, 2)))
+PLAN = types.SimpleNamespace(first_step=STEPS[FIRST], chain_step=STEPS[CHAIN])
 
 
 def attention_group(name: str):
@@ -199,21 +212,18 @@ def test_fused_chain_graphs_replace_chain_graphs_for_a_build_free_backend(eagle)
     eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
     eagle._init_fused_chain(MAX_REQS)
     assert eagle.fused_chain_off == []
-    assert eagle._todo(PLAN, MAX_REQS) == [(FIRST, 1), (FIRST, 2), (CHAIN_FUSED, 1), (CHAIN_FUSED, 2)]
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN_FUSED)
     # Batches that sample from the draft run upstream's loop: their per-forward chain graphs are captured too.
     eagle._enable_probabilistic_draft_probs = True
-    assert eagle._todo(PLAN, MAX_REQS)[-2:] == [(CHAIN, 1), (CHAIN, 2)]
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN_FUSED, CHAIN)
 
 
-def test_graphs_are_captured_with_the_most_tokens_first(eagle):
-    """One shared pool: the largest graph first, so smaller ones reuse its freed blocks instead of new segments."""
+def test_tensor_parallel_does_not_block_fused_chain_steps(eagle, monkeypatch):
+    """At TP > 1 the fused graph holds the draft's logits all-gather; it is no longer a reason to stay unfused."""
     eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    monkeypatch.setattr(eagle.vllm_config.parallel_config, "tensor_parallel_size", 2)
     eagle._init_fused_chain(MAX_REQS)
-    eagle._enable_probabilistic_draft_probs = True
-    order = eagle.capture_order(PLAN, MAX_REQS)
-    assert sorted(order) == sorted(eagle._todo(PLAN, MAX_REQS))
-    tokens = [n * (1 if kind in (CHAIN, CHAIN_FUSED) else 1 + eagle.graph_k) for kind, n in order]
-    assert tokens == sorted(tokens, reverse=True) and order[0] == (FIRST, 2)
+    assert eagle.fused_chain_off == []
 
 
 def test_fused_chain_is_switched_off_by_env_and_bad_values_are_one_line_errors(eagle, monkeypatch):
@@ -223,7 +233,7 @@ def test_fused_chain_is_switched_off_by_env_and_bad_values_are_one_line_errors(e
     monkeypatch.setenv(CHAIN_ENV, "forward")
     eagle._init_fused_chain(MAX_REQS)
     assert eagle.fused_chain_off == [f"{CHAIN_ENV}=forward"]
-    assert eagle._todo(PLAN, MAX_REQS)[-2:] == [(CHAIN, 1), (CHAIN, 2)]
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN)
     monkeypatch.setenv(CHAIN_ENV, "sideways")
     with pytest.raises(PortableSpecError, match=f"^{CHAIN_ENV}='sideways' is not one of fused, forward; unset it"):
         eagle._init_fused_chain(MAX_REQS)
@@ -234,8 +244,7 @@ def fused(eagle):
     eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
     eagle._init_fused_chain(MAX_REQS)
     for n in (1, 2, 4, 8):
-        capture(eagle, CHAIN_FUSED, n, 1)
-    eagle.graphs.captured = dict(sorted(eagle.graphs.captured.items()))
+        capture(eagle, CHAIN_FUSED, n)
     return eagle
 
 
@@ -249,7 +258,7 @@ def propose_kwargs(eagle, num_reqs, all_greedy=True):
 def test_fused_chain_picks_the_smallest_graph_that_fits_and_only_when_exact(fused):
     k = fused.graph_k
     step = fused._fused_step_for(k, (), propose_kwargs(fused, 3))
-    assert (step.kind, step.num_reqs) == (CHAIN_FUSED, 4)
+    assert (step.step, step.num_reqs) == (CHAIN_FUSED, 4)
     assert fused._fused_step_for(k, (), propose_kwargs(fused, MAX_REQS)).num_reqs == MAX_REQS
     assert fused._fused_step_for(k - 1, (), propose_kwargs(fused, 3)) is None  # another K than captured
     assert fused._fused_step_for(k, ("positional",), propose_kwargs(fused, 3)) is None
@@ -278,7 +287,8 @@ class FusedBodyGraph:
 
 def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, monkeypatch):
     k, batch = fused.graph_k, 3
-    step = fused.graphs.captured[(CHAIN_FUSED, 4)]
+    key = fused.graph_runner.dispatcher.dispatch(CHAIN_FUSED, 4)
+    step = fused.graph_runner.captured[key]
     step.graph = FusedBodyGraph(fused, 4)
     kwargs = propose_kwargs(fused, batch)
     meta = kwargs["common_attn_metadata"]
@@ -298,7 +308,7 @@ def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, mon
     monkeypatch.setattr(fused, "_update_positions_dependent_metadata", step_kernel)
     fused.num_speculative_tokens = k
     rejected = torch.tensor([1, 0, 2], dtype=torch.int32)
-    drafts = fused._run_fused_chain(step, torch.tensor([5, 6, 7]), rejected)
+    drafts = fused._run_fused_chain(key, torch.tensor([5, 6, 7]), rejected)
 
     assert drafts.tolist() == [[t + 100 * i for i in range(k)] for t in (5, 6, 7)]
     assert [s for s, _, _ in step.graph.steps] == list(range(1, k))  # current_draft_step, one replay per step
@@ -308,7 +318,7 @@ def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, mon
     assert fused.target_runner.seq_lens[:batch].tolist() == [20 - 1 + k - 1, 30 + k - 1, 40 - 2 + k - 1]
     assert (meta.num_actual_tokens, meta.max_query_len) == (batch, 1)
     assert meta.query_start_loc.data_ptr() == fused.arange.data_ptr()
-    assert fused.graphs.replays[CHAIN_FUSED] == k - 1
+    assert fused.graph_runner.replays[CHAIN_FUSED] == k - 1
 
 
 def test_propose_delegates_whole_when_no_fused_graph_applies_and_refuses_stale_first_pass_state(fused, monkeypatch):
@@ -344,11 +354,11 @@ def test_fused_chain_names_each_reason_it_cannot_apply(eagle, monkeypatch):
         "parallel drafting",
         "R-SWA attention (FLASH_ATTN's build copies its prefix lengths into persistent buffers)",
         "draft attention FLASH_ATTN, TRITON_ATTN needs its metadata built every step"]
-    assert CHAIN_FUSED not in {kind for kind, _ in eagle._todo(PLAN, MAX_REQS)}
+    assert CHAIN_FUSED not in eagle._graph_kinds(PLAN)
 
 
 def test_capture_memory_is_split_into_allocator_and_other():
-    from portable_spec.vllm_adapter.v1_drafter import memory_deltas
+    from portable_spec.draft.runner import memory_deltas
 
     before = {"free": 10_000, "reserved": 1_000, "allocated": 500}
     after = {"free": 7_000, "reserved": 3_000, "allocated": 600}

@@ -106,7 +106,7 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
         torch.utils.rename_privateuse1_backend("musa")
         import vllm.platforms
         from portable_spec.platforms.musa import MusaPlatform
-        from portable_spec.testing.musa_sim import SimulatedMusa
+        from portable_spec.harness.musa_sim import SimulatedMusa
         from portable_spec.vllm_adapter.mixin import install_device_port
         from portable_spec.vllm_adapter.musa import PortableMusaPlatform
         install_device_port(MusaPlatform(device_module=SimulatedMusa(), label="musa-sim"))

@@ -145,18 +145,18 @@ def test_overridden_restores_and_refuses_missing_attributes():
 
 
 def test_drafter_forward_override_is_instance_level_and_reversible():
-    from portable_spec.vllm_adapter.v1_drafter import DrafterGraphs
+    from portable_spec.vllm_adapter.v1_drafter import ForwardReplay
 
     class Proposer:
-        def pending_step(self, captured, kwargs):
+        def pending_key(self, kwargs):
             return None
 
     model, proposer = torch.nn.Linear(2, 2), Proposer()
-    graphs = DrafterGraphs(model, proposer)
+    graphs = ForwardReplay(model, proposer)
     graphs.install()
     x = torch.ones(1, 2)
     assert torch.equal(model(x), torch.nn.Linear.forward(model, x))  # nothing pending: the model's own forward
-    assert isinstance(model, torch.nn.Linear) and set(graphs.replays.values()) == {0}
+    assert isinstance(model, torch.nn.Linear) and torch.equal(graphs.last_output, model(x))
     graphs.uninstall()
     assert "forward" not in model.__dict__
 

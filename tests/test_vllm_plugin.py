@@ -99,7 +99,7 @@ MUSA_SIM_PRELUDE = """
     import torch
     torch.utils.rename_privateuse1_backend("musa")
     from portable_spec.platforms.musa import MusaPlatform
-    from portable_spec.testing.musa_sim import SimulatedMusa
+    from portable_spec.harness.musa_sim import SimulatedMusa
     from portable_spec.vllm_adapter.mixin import install_device_port
     MusaPlatform.unavailable_reason = classmethod(lambda cls: None)
     install_device_port(MusaPlatform(device_module=SimulatedMusa(backing=torch.cuda), label="musa-sim"))

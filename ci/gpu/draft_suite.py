@@ -35,8 +35,8 @@ def log(msg: str) -> None:
 
 
 def run_parity(outdir: str, compositions: int) -> bool:
-    from portable_spec.draft.musa_sim_harness import musa_sim_platform
-    from portable_spec.draft.parity import PARITY_MODEL, parity_suite
+    from portable_spec.harness.musa_sim_harness import musa_sim_platform
+    from portable_spec.harness.parity import PARITY_MODEL, parity_suite
     from portable_spec.platforms.cuda import CudaPlatform
 
     results = []
@@ -60,7 +60,7 @@ def run_parity(outdir: str, compositions: int) -> bool:
 
 
 def run_bench(outdir: str, iters: int) -> bool:
-    from portable_spec.draft.bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
+    from portable_spec.harness.draft_bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
     from portable_spec.platforms.cuda import CudaPlatform
 
     cfg = DraftBenchConfig(method="eagle", hidden=1024, vocab=32000, layers=1, num_spec=5,
@@ -70,7 +70,7 @@ def run_bench(outdir: str, iters: int) -> bool:
     report["plot"] = write_plot(report, os.path.join(outdir, "draft_bench.png"))
     if report["plot"] is None:
         log("matplotlib is missing: draft_bench.png not written (render it from the JSON with "
-            "`python -m portable_spec.draft.bench_plot OUTDIR/draft_bench.json`)")
+            "`python -m portable_spec.harness.draft_bench_plot OUTDIR/draft_bench.json`)")
     with open(os.path.join(outdir, "draft_bench.json"), "w") as fh:
         json.dump(report, fh, indent=2, default=str)
     table = render_table(report)

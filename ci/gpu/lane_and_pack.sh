@@ -10,5 +10,5 @@ timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log
 rc=$?
 echo "lane exit $rc" >> "$work/console.log"
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
-grep -E "^=== |CHECKS|RESULT|passed|failed|Error|error" "$work/console.log" | cut -c1-400 | tail -60
+grep -E "^=== |^BOOT|^tp2|CHECKS|RESULT|passed|failed|Error|error|ours_over" "$work/console.log" | cut -c1-400 | tail -60
 exit $rc

@@ -1,6 +1,8 @@
 """Issue 6's end-to-end matrix on the GPU host, in parts that run side by side on one GPU.
 
-    python ci/gpu/v1_drafter_matrix.py OUTDIR [--parts perfect,partial] [--parallel 3]   (default: all parts)
+    python ci/gpu/v1_drafter_matrix.py OUTDIR [--parts perfect,partial] [--parallel 3]   (default: the TP=1 parts)
+    --parts tp2   the tensor-parallel parts (2 GPUs; NVLink multicast off, custom all-reduce and the all-reduce +
+                  RMSNorm fusion off, as a host without multicast needs)
 
 Each part runs ci/gpu/v1_drafter_e2e.py with one configuration (its variants one after another, every seed inside
 one boot) and writes its JSON into OUTDIR. Parts run ``--parallel`` at a time: each engine gets a fixed KV cache
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from portable_spec.e2e.parent import own_compile_cache
+from portable_spec.harness.e2e.parent import own_compile_cache
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
 KV_CACHE_BYTES = 1 << 30
@@ -45,29 +47,47 @@ PARTS: dict[str, list[str]] = {
                               "--temperature", "1.0", "--draft-sample-method", "probabilistic", "--target-logit", "8",
                               "--max-tokens", "160", "--variants", "eager_drafter,full_drafter"],
 }
+TP2 = ["--tp", "2", "--disable-custom-all-reduce", "--no-fuse-allreduce-rms"]
+TP2_PARTS: dict[str, list[str]] = {
+    "tp2_perfect": [*PARTS["perfect"], *TP2],
+    "tp2_partial": [*PARTS["partial"], *TP2],
+    "tp2_eagle3": [*PARTS["eagle3"], *TP2],
+    "tp2_moe": [*PARTS["moe"], *TP2],
+    "tp2_dflash": [*PARTS["dflash"], *TP2],
+    # One rank's capture of one fused chain size fails: every rank must drop it, and the output stay exact.
+    "tp2_fail_capture": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1", "--variants",
+                         "nospec,eager_drafter,full_drafter", "--tolerance-pts", "1", "--fail-capture",
+                         "1:chain_fused:4", *TP2],
+}
+ALL_PARTS = {**PARTS, **TP2_PARTS}
+GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("outdir")
-    parser.add_argument("--parts", default=",".join(PARTS))
-    parser.add_argument("--parallel", type=int, default=1, help="parts running at once on the one GPU")
+    parser.add_argument("--parts", default="tp1", help=f"parts or groups ({', '.join(GROUPS)})")
+    parser.add_argument("--parallel", type=int, default=1, help="parts running at once on the GPU(s)")
+    parser.add_argument("--concurrent-variants", action="store_true",
+                        help="inside each part, boot the variants at once too (with --parallel > 1)")
     args = parser.parse_args()
-    parts = args.parts.split(",")
-    unknown = [p for p in parts if p not in PARTS]
+    parts = [p for name in args.parts.split(",") for p in GROUPS.get(name, [name])]
+    unknown = [p for p in parts if p not in ALL_PARTS]
     if unknown:
-        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+        parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL_PARTS])}")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     pending, running, failed = list(parts), {}, []
     while pending or running:
         while pending and len(running) < max(args.parallel, 1):
             part = pending.pop(0)
-            cmd = [sys.executable, E2E, str(out), *PARTS[part]]
+            cmd = [sys.executable, E2E, str(out), *ALL_PARTS[part]]
             env = dict(os.environ)
             if args.parallel > 1:
                 cmd += ["--kv-cache-bytes", str(KV_CACHE_BYTES)]
                 env.update(own_compile_cache(part))
+            if args.concurrent_variants:
+                cmd += ["--concurrent"]
             print(f"=== v1 drafter matrix: {part} started ===", flush=True)
             log = open(out / f"matrix_{part}.log", "w")
             running[part] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e bench (default: all but bench)
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e bench tp2 (default: all but bench
+#   and tp2). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the
+#   tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS
+#   (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm
+#   fusion off (what vLLM 0.26.0 needs on a host without multicast).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
 #   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
 #   BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS and BENCH_BOOT_TIMEOUT.
@@ -37,6 +41,7 @@ for stage in "${stages[@]}"; do
     bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --model-variant "${BENCH_MODEL_VARIANT:-attention}" \
               --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" 2>&1 | tee "$out/bench_e2e.log" ;;
+    tp2)    bash ci/gpu/tp2.sh "$out" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}

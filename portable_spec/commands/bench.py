@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
-    from portable_spec.e2e.configs import VARIANTS
+    from portable_spec.harness.e2e.configs import VARIANTS
 
     p = bench_sub.add_parser("e2e", help="vLLM end to end: output tok/s, TPOT and acceptance length per engine "
                                          "variant and concurrency (needs vLLM 0.26.0 on a GPU host)")
@@ -51,13 +51,17 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
     p.add_argument("--profile", action="store_true",
                    help="also record a torch-profiler summary of decoding at concurrency 1 per variant")
+    from portable_spec.harness.e2e.child import add_parallel_flags
+
+    add_parallel_flags(p)
     add_json_flag(p)
     p.set_defaults(func=run_e2e)
 
 
 def run_e2e(args: argparse.Namespace) -> int:
-    from portable_spec.e2e.bench import run_bench
-    from portable_spec.e2e.configs import VARIANTS
+    from portable_spec.harness.e2e.bench import run_bench
+    from portable_spec.harness.e2e.child import parallel_child_args
+    from portable_spec.harness.e2e.configs import VARIANTS
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     unknown = [v for v in variants if v not in VARIANTS]
@@ -68,9 +72,12 @@ def run_e2e(args: argparse.Namespace) -> int:
         raise PortableSpecError("--num-spec must be >= 1")
     if args.repeats < 1:
         raise PortableSpecError("--repeats must be >= 1")
+    if args.tp < 1:
+        raise PortableSpecError(f"--tp must be >= 1 (got {args.tp}): pass the tensor-parallel size, e.g. --tp 2")
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
-                       repeats=args.repeats, timeout_s=args.timeout, profile=args.profile)
+                       repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
+                       parallel=parallel_child_args(args))
     emit(args, report, render_e2e)
     return 0
 
@@ -111,7 +118,7 @@ def _register_draft(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def run_draft(args: argparse.Namespace) -> int:
-    from portable_spec.draft.bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
+    from portable_spec.harness.draft_bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
 
     cfg = DraftBenchConfig(method=args.method, hidden=args.hidden, vocab=args.vocab, layers=args.layers,
                            num_spec=args.num_spec, batch_sizes=args.batch_sizes, context_len=args.context_len,

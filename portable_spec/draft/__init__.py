@@ -1,10 +1,11 @@
-"""Per-step FULL draft graphs, engine-agnostic: keys that carry the query length (``dispatcher``), static buffers
-(``buffers``), the capture/replay runner on the platform port (``runner``), graph-vs-eager parity (``parity``),
-synthetic EAGLE/DFlash steps (``synthetic``) and the draft micro-benchmark (``bench``). No vLLM import here."""
+"""The one per-step FULL draft-graph runner every engine uses: keys that carry the query length (``dispatcher``),
+capture / replay / live-graph budget / per-key eager fallback / cross-rank agreement (``runner``), the capture log
+line (``capture_log``). No vLLM import here; vLLM's drafters reach it through ``portable_spec.vllm_adapter``."""
 
-from portable_spec.draft.buffers import DraftModel, DraftOutputs, StaticInput
-from portable_spec.draft.dispatcher import CHAIN, FIRST, DraftDispatcher, DraftKey
-from portable_spec.draft.runner import DraftGraphRunner, DraftGraphWarning
+from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, DraftDispatcher, DraftKey
+from portable_spec.draft.runner import (
+    CaptureReport, CapturedStep, DraftGraphRunner, DraftGraphWarning, DraftStepSource, StepCall, live_graphs,
+)
 
-__all__ = ["CHAIN", "FIRST", "DraftDispatcher", "DraftGraphRunner", "DraftGraphWarning", "DraftKey", "DraftModel",
-           "DraftOutputs", "StaticInput"]
+__all__ = ["BLOCK", "CHAIN", "CHAIN_FUSED", "FIRST", "CaptureReport", "CapturedStep", "DraftDispatcher",
+           "DraftGraphRunner", "DraftGraphWarning", "DraftKey", "DraftStepSource", "StepCall", "live_graphs"]

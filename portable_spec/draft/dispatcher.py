@@ -2,8 +2,11 @@
 
 vLLM's ``BatchDescriptor`` has no query-length field and a ``CudagraphDispatcher`` fixes one
 ``uniform_decode_query_len``; a FULL drafter needs two (the first step at the target's 1+K, EAGLE chain steps at 1).
-So every ``DraftKey`` names its step kind and query length, and the keys of one query length map onto exactly one
-vLLM dispatcher (``portable_spec.vllm_adapter.draft_dispatch``). Sizes and modes come from the capture-size planner
+So every ``DraftKey`` names its step kind and query length; within one query length the padding is vLLM's own
+(``tests/test_draft_dispatcher.py`` checks it against real ``CudagraphDispatcher`` objects). Step kinds: ``first``
+(EAGLE/MTP first pass at 1+K), ``chain`` (a chain step's forward, at 1), ``chain_fused`` (a chain step's forward +
+greedy sample + next inputs, at 1) and ``dflash_block`` (DFlash's one parallel step, at 1+K); the synthetic harness
+uses ``first`` and ``chain``. Sizes and modes come from the capture-size planner
 (``plan_capture_sizes``): FULL keys are uniform (``num_reqs = size // query_len``, capped at ``max_num_seqs``),
 PIECEWISE keys are relaxed (``num_reqs=None``), and a batch above the largest size, or one that no key fits, runs
 eagerly (mode ``NONE``, unpadded).
@@ -20,7 +23,11 @@ from portable_spec.errors import PortableSpecError
 
 FIRST = "first"
 CHAIN = "chain"
-STEP_KINDS = (FIRST, CHAIN)
+CHAIN_FUSED = "chain_fused"
+BLOCK = "dflash_block"
+STEP_KINDS = (FIRST, CHAIN, CHAIN_FUSED, BLOCK)
+PLAN_STEP = {FIRST: "first_step", BLOCK: "first_step", CHAIN: "chain_step", CHAIN_FUSED: "chain_step"}
+"""Which ``CapturePlan`` step plan sizes each step kind."""
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
 
 
@@ -77,9 +84,9 @@ class DraftDispatcher:
                                     "engine's max_num_seqs")
         unknown = sorted(set(steps) - set(STEP_KINDS))
         if unknown:
-            raise PortableSpecError(f"unknown draft step kind(s) {unknown}: use {FIRST!r} and {CHAIN!r}")
-        if steps.get(FIRST) is None:
-            raise PortableSpecError("a draft dispatcher needs a first-step plan: build it from a CapturePlan")
+            raise PortableSpecError(f"unknown draft step kind(s) {unknown}: use {', '.join(STEP_KINDS)}")
+        if all(plan is None for plan in steps.values()):
+            raise PortableSpecError("a draft dispatcher needs at least one step plan: build it from a CapturePlan")
         self.max_num_seqs = max_num_seqs
         self._steps: dict[str, _Step] = {}
         for kind, plan in steps.items():
@@ -89,12 +96,17 @@ class DraftDispatcher:
             self._key(kind, size) for kind, step in self._steps.items() for size in step.sizes)
 
     @classmethod
-    def from_plan(cls, plan: Any, max_num_seqs: int | None = None) -> DraftDispatcher:
-        """Adapter from a ``CapturePlan`` (``first_step``, ``chain_step``, ``max_num_seqs``)."""
+    def from_plan(cls, plan: Any, max_num_seqs: int | None = None,
+                  kinds: tuple[str, ...] = (FIRST, CHAIN)) -> DraftDispatcher:
+        """Adapter from a ``CapturePlan`` (``first_step``, ``chain_step``, ``max_num_seqs``): one step per kind in
+        ``kinds``, sized by the plan's step that ``PLAN_STEP`` names."""
         seqs = max_num_seqs if max_num_seqs is not None else getattr(plan, "max_num_seqs", None)
         if seqs is None:
             raise PortableSpecError("the capture plan has no max_num_seqs: pass max_num_seqs to from_plan")
-        return cls({FIRST: plan.first_step, CHAIN: getattr(plan, "chain_step", None)}, seqs)
+        unknown = sorted(set(kinds) - set(STEP_KINDS))
+        if unknown:
+            raise PortableSpecError(f"unknown draft step kind(s) {unknown}: use {', '.join(STEP_KINDS)}")
+        return cls({kind: getattr(plan, PLAN_STEP[kind], None) for kind in kinds}, seqs)
 
     def _build_step(self, kind: str, plan: StepPlanLike) -> _Step:
         q, mode = int(plan.query_len), str(plan.mode)
@@ -144,7 +156,7 @@ class DraftDispatcher:
                       key=lambda k: k.num_tokens)
 
     def keys_by_query_len(self) -> dict[int, list[DraftKey]]:
-        """Keys grouped by query length: one vLLM ``CudagraphDispatcher`` per group."""
+        """Keys grouped by query length (each group pads as one vLLM ``CudagraphDispatcher`` would)."""
         groups: dict[int, list[DraftKey]] = {}
         for key in sorted(self.keys, key=lambda k: (k.query_len, k.num_tokens)):
             groups.setdefault(key.query_len, []).append(key)
@@ -155,7 +167,7 @@ class DraftDispatcher:
             if kind in STEP_KINDS:
                 raise PortableSpecError(f"this draft method has no {kind!r} step (the capture plan has none); "
                                         "parallel drafters such as DFlash run the first step only")
-            raise PortableSpecError(f"unknown draft step kind {kind!r}: use {FIRST!r} or {CHAIN!r}")
+            raise PortableSpecError(f"unknown draft step kind {kind!r}: use one of {', '.join(STEP_KINDS)}")
         return self._steps[kind]
 
     # ---- dispatch --------------------------------------------------------------------------------------------

@@ -1,29 +1,43 @@
-"""Per-step FULL draft graphs: one graph per ``DraftKey``, replayed once per draft step.
+"""The ONE draft-graph runner: every engine's per-step FULL draft graphs are keyed, captured, replayed, budgeted,
+reported and fall back here — vLLM's V1 drafters (``vllm_adapter/v1_drafter.py``) and the synthetic harness alike.
 
-Never the whole K-step chain as one graph (vllm-musa MUSA-0203: acceptance collapsed and devices rebooted). Every
-device call goes through the platform port (``new_graph``, ``capture`` = the ONE shared pool + capture stream +
-inference mode on MUSA, ``grad_mode_for_capture``, ``synchronize``), so the same runner serves CUDA, ROCm, MUSA and
-musa-sim. Per step the host does only: in-place copies of new inputs into the capture-time buffers (first step),
-``current_draft_step.fill_(i)`` and ``replay()`` — no allocation, no ``.item()``, no sync.
+A drafter hands the runner a ``DraftStepSource``: for a ``DraftKey`` it prepares its persistent buffers and
+metadata and returns a ``StepCall`` (the callable that runs that step at the key's padded shape, and the input
+addresses a replay must see). The runner then, for every FULL key of its dispatcher:
+- captures the most tokens first (each graph keeps its outputs in the shared pool; captured smallest first, each
+  larger graph found only holes too small for it: 1,022 vs 138 MiB for 44 graphs on the H100), after one warm-up on
+  the capture stream, into the platform's ONE process-wide pool, in the platform's grad mode (inference mode on MUSA);
+- counts every graph against the platform's live-graph budget (process-wide, as MUSA's cap is): keys beyond it run
+  eagerly, the smallest batches (the launch-bound ones) keep their graphs;
+- degrades a key whose capture fails to eager, with a warning naming the key and the error;
+- with tensor parallelism, agrees with the other ranks (``agree``) so that a key that failed on any rank is dropped
+  on every rank: ranks must replay the same graphs, or their collectives stop matching;
+- logs one line (count, seconds, MiB, sizes, failures) and keeps the statistics.
+Never the whole K-step chain as one graph (vllm-musa MUSA-0203: acceptance collapsed and devices rebooted).
 
-A key whose capture fails runs eagerly (warning), and so do keys beyond the platform's live-graph budget.
+Replay is ``replay(key, input_ptrs)``: the captured step, or None (not captured, or the inputs moved since capture:
+the caller then runs eagerly). No allocation, no sync, no ``.item()`` on the replay path.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-import torch
-
-from portable_spec.draft.buffers import TOKENS, DraftModel
-from portable_spec.draft.dispatcher import FIRST, DraftDispatcher, DraftKey
+from portable_spec.draft.capture_log import capture_summary
+from portable_spec.draft.dispatcher import DraftDispatcher, DraftKey
+from portable_spec.draft.fault_injection import maybe_fail_capture
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms.interface import DevicePlatform
+
+logger = logging.getLogger("portable_spec.draft")
 
 # Live graphs per device module, process-wide (the MUSA cap counts executables in the process, not per runner).
 _LIVE: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
@@ -45,6 +59,67 @@ def _add_live(platform: DevicePlatform, delta: int) -> None:
         _LIVE[platform.device_module] = max(0, _LIVE.get(platform.device_module, 0) + delta)
 
 
+@dataclass
+class StepCall:
+    """One draft step, ready to run at a key's padded shape over persistent buffers.
+
+    ``run`` must not sync, allocate anything that outlives it, or read a tensor that a later step rebinds;
+    ``input_ptrs`` are the addresses the caller will pass at replay time (empty: the step owns its inputs)."""
+
+    run: Callable[[], Any]
+    input_ptrs: tuple[int, ...] = ()
+
+
+class DraftStepSource(Protocol):
+    """What a drafter implements so the runner can capture it (the vLLM proposers and the synthetic steps)."""
+
+    def step_call(self, key: DraftKey) -> StepCall:
+        """Prepare buffers and metadata for ``key`` and return the call that runs its step (no collective here)."""
+
+
+@dataclass
+class CapturedStep:
+    """A captured key: its graph, the input addresses it was captured with, its static outputs."""
+
+    key: DraftKey
+    graph: Any
+    input_ptrs: tuple[int, ...]
+    outputs: Any
+
+
+@dataclass
+class CaptureReport:
+    captured: list[DraftKey] = field(default_factory=list)
+    eager: dict[DraftKey, str] = field(default_factory=dict)
+    over_budget: list[DraftKey] = field(default_factory=list)
+    seconds: float = 0.0
+    memory: dict[str, int | None] = field(default_factory=lambda: {"memory_bytes": None})
+
+    def stats(self) -> dict[str, Any]:
+        """The statistics the log line and the e2e checks read: graphs, sizes per kind, failures, seconds, memory."""
+        sizes: dict[str, list[int]] = {}
+        for key in sorted(self.captured, key=lambda k: (k.step, k.num_tokens)):
+            sizes.setdefault(key.step, []).append(key.num_tokens)
+        failed = {f"{k.step}:{k.num_reqs}": why for k, why in self.eager.items() if k not in self.over_budget}
+        over_budget = sorted(f"{k.step}:{k.num_reqs}" for k in self.over_budget)
+        return {"graphs": len(self.captured), "num_tokens": sizes, "failed": failed, "over_budget": over_budget,
+                "seconds": round(self.seconds, 3), **self.memory}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"captured": len(self.captured), "eager": {str(k): why for k, why in self.eager.items()},
+                "seconds": round(self.seconds, 3)}
+
+
+def memory_deltas(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int | None]:
+    """What capturing cost: ``memory_bytes`` (drop in free device memory, the headline), and how much of it torch's
+    allocator reserved and still holds allocated (static outputs); the rest is outside the allocator."""
+    if before is None or after is None:
+        return {"memory_bytes": None}
+    return {"memory_bytes": before["free"] - after["free"],
+            "reserved_bytes": after["reserved"] - before["reserved"],
+            "allocated_bytes": after["allocated"] - before["allocated"]}
+
+
 def _progress(items: list, desc: str, enabled: bool) -> Iterable:
     if not enabled:
         return items
@@ -55,69 +130,47 @@ def _progress(items: list, desc: str, enabled: bool) -> Iterable:
     return tqdm(items, desc=desc, leave=False)
 
 
-@dataclass
-class CaptureReport:
-    captured: list[DraftKey] = field(default_factory=list)
-    eager: dict[DraftKey, str] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"captured": len(self.captured), "eager": {str(k): why for k, why in self.eager.items()},
-                "seconds": round(self.seconds, 3)}
+Agreement = Callable[[list[bool]], list[bool]]
+"""Given this rank's per-key capture success (in capture order), every rank's AND of it."""
 
 
 class DraftGraphRunner:
-    """Captures ``model``'s step callables per key of ``dispatcher`` and replays them (see module docstring)."""
+    """Captures ``source``'s steps per FULL key of ``dispatcher`` and replays them (see the module docstring)."""
 
-    def __init__(self, platform: DevicePlatform, dispatcher: DraftDispatcher, model: DraftModel, *,
-                 device: torch.device | None = None, live_graph_limit: int | None = None, warmup_runs: int = 1,
-                 progress: bool = False) -> None:
+    def __init__(self, platform: DevicePlatform, dispatcher: DraftDispatcher, source: DraftStepSource, *,
+                 live_graph_limit: int | None = None, pool: Any = None, warmup_runs: int = 1,
+                 progress: bool | Callable[[list], Iterable] = False, agree: Agreement | None = None,
+                 rank: int = 0) -> None:
         self.platform = platform
         self.dispatcher = dispatcher
-        self.model = model
-        self.device = device if device is not None else platform.device()
+        self.source = source
         self.live_graph_limit = platform.live_graph_limit if live_graph_limit is None else live_graph_limit
+        self.pool = pool
         self.warmup_runs = warmup_runs
         self.progress = progress
-        self.graphs: dict[DraftKey, Any] = {}
+        self.agree = agree
+        self.rank = rank
+        self.captured: dict[DraftKey, CapturedStep] = {}
         self.eager_keys: dict[DraftKey, str] = {}
-        self.schedule = list(model.schedule())
-        self.kinds = list(dict.fromkeys(self.schedule))
-        self._step_scalar = model.outputs.current_draft_step
-        self._check_compatible()
-
-    def _check_compatible(self) -> None:
-        for kind in self.kinds:
-            if not self.dispatcher.has_step(kind):
-                raise PortableSpecError(f"the draft model runs {kind!r} steps but the capture plan has none: plan "
-                                        f"with the model's method and num_spec")
-            dq, mq = self.dispatcher.query_len(kind), self.model.query_len(kind)
-            if dq != mq:
-                raise PortableSpecError(f"{kind} step: the capture plan keys query length {dq} but the model "
-                                        f"runs {mq}; plan with the same num_spec")
-        if self.dispatcher.max_num_seqs > self.model.max_reqs:
-            raise PortableSpecError(f"the capture plan allows {self.dispatcher.max_num_seqs} requests but the "
-                                    f"draft buffers hold {self.model.max_reqs}: build the model with "
-                                    "max_reqs >= max_num_seqs")
-        keys = [k for kind in self.kinds for k in self.dispatcher.keys_for(kind)]
-        for name, si in self.model.inputs.items():
-            need = max((k.num_tokens if si.unit == TOKENS else (k.num_reqs or 0) for k in keys), default=0)
-            if need > si.capacity:
-                raise PortableSpecError(f"static input {name!r} holds {si.capacity} {si.unit} but a key needs "
-                                        f"{need}: allocate the model for the plan's largest size")
+        self.replays: Counter = Counter()
+        self.pointer_mismatches = 0
+        self.report: CaptureReport | None = None
 
     # ---- capture ---------------------------------------------------------------------------------------------
     def graph_keys(self) -> list[DraftKey]:
-        """The FULL keys of the model's step kinds (what ``capture`` would capture without a budget)."""
-        return [k for kind in self.kinds for k in self.dispatcher.keys_for(kind, "FULL")]
+        """The dispatcher's FULL keys (what ``capture`` captures without a budget)."""
+        return [k for kind in self.dispatcher.step_kinds for k in self.dispatcher.keys_for(kind, "FULL")]
+
+    @property
+    def graphs(self) -> dict[DraftKey, Any]:
+        """Key -> graph of every captured key."""
+        return {key: step.graph for key, step in self.captured.items()}
 
     def capture(self, keys: Iterable[DraftKey] | None = None) -> CaptureReport:
         """Warm up and capture each key (default: all FULL keys) into the shared pool; failures go eager."""
-        import time
-
         start = time.perf_counter()
         report = CaptureReport()
-        wanted = [k for k in (self.graph_keys() if keys is None else keys) if k not in self.graphs]
+        wanted = [k for k in (self.graph_keys() if keys is None else keys) if k not in self.captured]
         bad = [k for k in wanted if k.mode != "FULL" or k not in self.dispatcher.keys]
         if bad:
             raise PortableSpecError(f"cannot capture {', '.join(map(str, bad))}: only the dispatcher's FULL keys "
@@ -128,122 +181,105 @@ class DraftGraphRunner:
             if wanted:
                 warnings.warn(f"platform {self.platform.label!r} has no device graphs: all {len(wanted)} draft keys "
                               "run eagerly", DraftGraphWarning, stacklevel=2)
-            return report
+            return self._finish(report, start, None)
+        order = [kind for kind in self.dispatcher.step_kinds]
         # Under a live-graph budget the smallest batches keep their graphs: they are the launch-bound ones.
-        wanted.sort(key=lambda k: (k.num_tokens, k.step))
+        wanted.sort(key=lambda k: (k.num_tokens, order.index(k.step)))
         if self.live_graph_limit is not None:
             room = max(0, self.live_graph_limit - live_graphs(self.platform))
             for key in wanted[room:]:
+                report.over_budget.append(key)
                 self._go_eager(key, f"live-graph limit {self.live_graph_limit} reached on {self.platform.label}",
                                report)
             wanted = wanted[:room]
-        # Largest first, so smaller graphs reuse the pool blocks the larger ones freed (as vLLM does).
-        for key in _progress(sorted(wanted, key=lambda k: -k.num_tokens), "capturing draft graphs", self.progress):
+        # Most tokens first, so smaller graphs reuse the pool blocks the larger ones freed (as vLLM does).
+        wanted.sort(key=lambda k: (-k.num_tokens, order.index(k.step)))
+        before = self.platform.memory_snapshot()
+        attempts: list[tuple[DraftKey, CapturedStep | None]] = []
+        bar = self.progress(wanted) if callable(self.progress) else _progress(wanted, "capturing draft graphs",
+                                                                              bool(self.progress))
+        for key in bar:
             try:
-                graph = self._capture_one(key)
+                step = self._capture_one(key)
             except Exception as exc:  # noqa: BLE001 - any capture failure degrades this key to eager
                 self._go_eager(key, f"capture failed: {type(exc).__name__}: {exc}".splitlines()[0], report)
-                continue
-            self.graphs[key] = graph
-            _add_live(self.platform, 1)
-            report.captured.append(key)
+                step = None
+            attempts.append((key, step))
+        if self.agree is not None:
+            agreed = self.agree([step is not None for _, step in attempts])
+            for (key, step), ok in zip(attempts, agreed):
+                if step is not None and not ok:
+                    self._go_eager(key, "capture failed on another rank (every rank drops it)", report)
+            attempts = [(key, step if ok else None) for (key, step), ok in zip(attempts, agreed)]
+        for key, step in attempts:
+            if step is not None:
+                self.captured[key] = step
+                _add_live(self.platform, 1)
+                report.captured.append(key)
         self.platform.synchronize()
+        return self._finish(report, start, before)
+
+    def _finish(self, report: CaptureReport, start: float, before: dict[str, int] | None) -> CaptureReport:
         report.seconds = time.perf_counter() - start
+        report.memory = memory_deltas(before, self.platform.memory_snapshot() if before is not None else None)
+        self.report = report
+        if report.captured or report.eager:
+            logger.info(capture_summary(report.stats()))
         return report
 
-    def _capture_one(self, key: DraftKey) -> Any:
-        num_reqs = key.num_reqs
-        assert num_reqs is not None
-        self.platform.synchronize()
-        with self.platform.on_capture_stream(), self.platform.grad_mode_for_capture():
-            for _ in range(self.warmup_runs):
-                self.model.step(key.step, key.num_tokens, num_reqs)
-        self.platform.synchronize()
-        graph = self.platform.new_graph()
-        with self.platform.capture(graph):
-            self.model.step(key.step, key.num_tokens, num_reqs)
-        return graph
+    def _capture_one(self, key: DraftKey) -> CapturedStep:
+        call = self.source.step_call(key)
+        platform = self.platform
+        with platform.on_capture_stream(), platform.grad_mode_for_capture():
+            for _ in range(self.warmup_runs):  # lazy initialisation, autotuning, per-stream workspaces
+                call.run()
+        platform.synchronize()
+        graph = platform.new_graph()
+        with platform.capture(graph, pool=self.pool):
+            maybe_fail_capture(key, self.rank)
+            outputs = call.run()
+        return CapturedStep(key, graph, call.input_ptrs, outputs)
 
     def _go_eager(self, key: DraftKey, why: str, report: CaptureReport, warn: bool = True) -> None:
         self.eager_keys[key] = why
         report.eager[key] = why
         if warn:
-            warnings.warn(f"draft key {key} runs eagerly: {why}", DraftGraphWarning, stacklevel=3)
+            message = f"draft key {key} runs eagerly: {why}"
+            logger.warning("portable_spec: %s", message)
+            warnings.warn(message, DraftGraphWarning, stacklevel=3)
 
     def close(self) -> None:
         """Drop this runner's graphs (and their share of the live-graph budget)."""
-        n = len(self.graphs)
-        self.graphs.clear()
+        n = len(self.captured)
+        self.captured.clear()
         if n:
             _add_live(self.platform, -n)
 
-    # ---- dispatch and replay ---------------------------------------------------------------------------------
-    def keys_for_batch(self, num_reqs: int, num_tokens: int | None = None, uniform: bool = True) -> list[DraftKey]:
-        """The key of every step of one proposal, in schedule order."""
-        by_kind = {FIRST: self.dispatcher.dispatch(FIRST, num_reqs, num_tokens, uniform)}
-        for kind in self.kinds:
-            if kind != FIRST:
-                by_kind[kind] = self.dispatcher.dispatch(kind, num_reqs)
-        return [by_kind[kind] for kind in self.schedule]
+    # ---- replay ----------------------------------------------------------------------------------------------
+    def replay(self, key: DraftKey, input_ptrs: tuple[int, ...] | None = None) -> CapturedStep | None:
+        """Replay ``key``'s graph and return its captured step, or None when there is no graph for it or the
+        caller's inputs are not at the captured addresses (the caller then runs the step eagerly)."""
+        step = self.captured.get(key)
+        if step is None:
+            return None
+        if input_ptrs is not None and input_ptrs != step.input_ptrs:
+            self.pointer_mismatches += 1
+            return None
+        step.graph.replay()
+        self.replays[key.step] += 1
+        return step
 
-    def prepare(self, inputs: Mapping[str, torch.Tensor], keys: list[DraftKey], num_reqs: int,
-                num_tokens: int) -> None:
-        """Copy ``inputs`` in place into the static buffers and fill every padded tail the keys will read."""
-        model_inputs = self.model.inputs
-        unknown = set(inputs) - set(model_inputs)
-        if unknown:
-            raise PortableSpecError(f"unknown draft inputs {sorted(unknown)}: the model takes {sorted(model_inputs)}")
-        ext_tokens = max(k.num_tokens for k in keys)
-        ext_reqs = max(k.num_reqs or num_reqs for k in keys)
-        for name, si in model_inputs.items():
-            n = num_tokens if si.unit == TOKENS else num_reqs
-            src = inputs.get(name)
-            if src is not None:
-                if src.shape[si.dim] != n:
-                    raise PortableSpecError(f"draft input {name!r} has {src.shape[si.dim]} {si.unit} along dim "
-                                            f"{si.dim}, expected {n}")
-                si.buffer.narrow(si.dim, 0, n).copy_(src, non_blocking=True)
-            if si.pad is None:
-                continue
-            ext = min(ext_tokens if si.unit == TOKENS else ext_reqs, si.capacity)
-            if ext > n:
-                tail = si.buffer.narrow(si.dim, n, ext - n)
-                if isinstance(si.pad, torch.Tensor):
-                    tail.copy_(si.pad.expand_as(tail))
-                else:
-                    tail.fill_(si.pad)
-
-    def run_step(self, key: DraftKey, step_index: int, num_reqs: int, *, eager: bool = False) -> None:
-        """Write the step scalar, then replay ``key``'s graph (or run it eagerly at the same padded shape)."""
-        self._step_scalar.fill_(step_index)
-        graph = None if eager else self.graphs.get(key)
-        if graph is not None:
-            graph.replay()
-            return
-        reqs = key.num_reqs if key.mode == "FULL" else num_reqs
-        tokens = key.num_tokens if key.mode == "FULL" else num_reqs * self.model.query_len(key.step)
-        with torch.inference_mode():
-            self.model.step(key.step, tokens, reqs)
-
-    def propose(self, inputs: Mapping[str, torch.Tensor], num_reqs: int, num_tokens: int | None = None, *,
-                eager: bool = False) -> list[DraftKey]:
-        """One proposal: dispatch every step, copy the inputs, run the K steps; returns the keys used.
-
-        ``eager=True`` runs the same keys eagerly at the same padded shapes (the parity reference)."""
-        q = self.model.query_len(FIRST)
-        tokens = num_reqs * q if num_tokens is None else num_tokens
-        keys = self.keys_for_batch(num_reqs, tokens)
-        self.prepare(inputs, keys, num_reqs, tokens)
-        for i, key in enumerate(keys):
-            self.run_step(key, i, num_reqs, eager=eager)
-        return keys
+    def count_replays(self, kind: str, n: int) -> None:
+        """For callers that replay a captured graph in a hot loop themselves (``captured[key].graph.replay``)."""
+        self.replays[kind] += n
 
     # ---- introspection ---------------------------------------------------------------------------------------
     def pool_ids(self) -> set:
         """The memory pools this runner's graphs were captured into (one: the platform's shared pool)."""
-        return {graph.pool() for graph in self.graphs.values()}
+        return {step.graph.pool() for step in self.captured.values()}
 
     def describe(self) -> dict[str, Any]:
-        return {"platform": self.platform.label, "graphs": len(self.graphs),
+        return {"platform": self.platform.label, "graphs": len(self.captured),
                 "eager_keys": {str(k): why for k, why in sorted(self.eager_keys.items())},
-                "live_graph_limit": self.live_graph_limit, "schedule": self.schedule}
+                "live_graph_limit": self.live_graph_limit, "replays": dict(self.replays),
+                "pointer_mismatches": self.pointer_mismatches}

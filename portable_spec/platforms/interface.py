@@ -182,6 +182,16 @@ class DevicePlatform(abc.ABC):
         if self.supports_graphs:
             self._synchronize()
 
+    def memory_snapshot(self) -> dict[str, int] | None:
+        """Device memory as the driver sees it (``free``) and as torch's caching allocator does (``reserved``,
+        ``allocated``); None where the device module cannot say (CPU, a simulation without memory queries)."""
+        module = self.device_module
+        queries = [getattr(module, name, None) for name in ("mem_get_info", "memory_reserved", "memory_allocated")]
+        if not self.supports_graphs or any(query is None for query in queries):
+            return None
+        mem_get_info, reserved, allocated = queries
+        return {"free": int(mem_get_info()[0]), "reserved": int(reserved()), "allocated": int(allocated())}
+
     def facts(self) -> dict[str, Any]:
         """Static facts for ``portable-spec probe``; touches the device only for its name."""
         return {

@@ -19,7 +19,9 @@ def drafter_plan(vllm_config: Any) -> CapturePlan:
                               user_sizes=list(cc.cudagraph_capture_sizes or []) or None)
 
 
-def chain_step_sizes(vllm_config: Any) -> list[int]:
-    """Batch sizes (query length 1) to capture chain-step graphs for; empty when the plan has no chain step."""
-    plan = drafter_plan(vllm_config)
-    return list(plan.chain_step.sizes) if plan.chain_step is not None else []
+def draft_graph_budget(plan: CapturePlan) -> int | None:
+    """Live graphs the drafter may hold: the platform's limit minus what the target's planned sizes take (None: no
+    limit). The planner already pruned sizes to fit; this keeps the runner from exceeding it at run time."""
+    if plan.live_graph_limit is None:
+        return None
+    return max(0, plan.live_graph_limit - len(plan.target_sizes) * plan.graphs_per_target_size)

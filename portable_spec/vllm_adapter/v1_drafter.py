@@ -17,13 +17,15 @@ rows: zero-length queries, zero sequence lengths) and point the metadata there b
 Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE chain
 steps go further: one fused graph per step holds the forward, the greedy sample and the next step's inputs
 (``v1_fused_chain``); otherwise sampling stays eager.
+
+Keys, capture, replay, live-graph budget, per-key fallback, cross-rank agreement and the capture log line are the
+one runner's (``portable_spec.draft.runner``); the proposers here implement its ``DraftStepSource`` protocol
+(``step_call``) and decide, per forward, which key replays (``_classify``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,78 +35,35 @@ from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadat
 from vllm.v1.spec_decode.dflash import DFlashProposer
 from vllm.v1.spec_decode.eagle import EagleProposer
 
-from portable_spec.vllm_adapter.capture_log import capture_summary
-from portable_spec.vllm_adapter.drafter_plan import drafter_plan
+from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, DraftDispatcher, DraftKey
+from portable_spec.draft.runner import DraftGraphRunner, StepCall
+from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port
-from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_FUSED, FusedChainMixin
+from portable_spec.vllm_adapter.rank_agreement import first_rank_progress, tensor_parallel_agreement
+from portable_spec.vllm_adapter.v1_fused_chain import FusedChainMixin
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 PADDING_SLOT = -1
 PORT_NAMES = ("cuda", "rocm", "musa")
-FIRST, CHAIN, BLOCK = "first", "chain", "dflash_block"
-
-
-@dataclass
-class CapturedStep:
-    """One captured drafter forward: the graph, the input pointers it was captured with, its static outputs."""
-
-    kind: str
-    num_reqs: int
-    num_tokens: int
-    graph: Any
-    input_ptrs: tuple[int, ...]
-    outputs: Any
-
-
-def progress(todo: list[tuple[str, int]]) -> Any:
-    """A progress bar on the first rank (as vLLM shows its own captures); the plain list elsewhere."""
-    try:
-        from tqdm import tqdm
-        from vllm.distributed.parallel_state import is_global_first_rank
-    except ImportError:
-        return todo
-    return tqdm(todo, desc="Capturing drafter FULL graphs (portable_spec)", disable=not is_global_first_rank())
-
-
-def memory_snapshot() -> dict[str, int] | None:
-    """Device memory as the driver sees it (free) and as torch's caching allocator does (reserved, allocated)."""
-    if not torch.cuda.is_available():
-        return None
-    return {"free": torch.cuda.mem_get_info()[0], "reserved": torch.cuda.memory_reserved(),
-            "allocated": torch.cuda.memory_allocated()}
-
-
-def memory_deltas(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int | None]:
-    """What capturing cost: ``memory_bytes`` (drop in free device memory, the headline), and how much of it torch's
-    allocator reserved and still holds allocated (static outputs) — the rest is outside the allocator (workspaces,
-    graph objects)."""
-    if before is None or after is None:
-        return {"memory_bytes": None}
-    return {"memory_bytes": before["free"] - after["free"],
-            "reserved_bytes": after["reserved"] - before["reserved"],
-            "allocated_bytes": after["allocated"] - before["allocated"]}
 
 
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
     return tuple(v.data_ptr() if isinstance(v, torch.Tensor) else 0 for _, v in sorted(kwargs.items()))
 
 
-class DrafterGraphs:
-    """Replays a captured graph in place of the draft model's forward when the proposer announced a captured shape.
+class ForwardReplay:
+    """Replays a captured graph in place of the draft model's forward when the proposer announced a captured key.
 
     Installed as an instance attribute ``forward`` on the draft model (``nn.Module.__call__`` looks ``forward`` up on
     the instance first), so ``proposer.model`` stays the real model for every ``isinstance`` check and attribute;
-    ``uninstall()`` restores the class's forward.
+    ``uninstall()`` restores the class's forward. The replay itself (and its input-pointer check) is the runner's.
     """
 
     def __init__(self, model: torch.nn.Module, proposer: "DrafterGraphMixin") -> None:
         self.model = model
         self.proposer = proposer
         self.eager_forward = model.forward
-        self.captured: dict[tuple[str, int], CapturedStep] = {}
-        self.replays = {FIRST: 0, CHAIN: 0, CHAIN_FUSED: 0, BLOCK: 0}
-        self.pointer_mismatches = 0
         self.last_output: Any = None  # the latest forward's output (replayed or eager): the fused chain starts there
 
     def install(self) -> None:
@@ -115,21 +74,16 @@ class DrafterGraphs:
             del self.model.forward
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        step = self.proposer.pending_step(self.captured, kwargs)
-        if step is not None:
-            if input_pointers(kwargs) == step.input_ptrs:
-                self.replays[step.kind] += 1
-                step.graph.replay()
-                self.last_output = step.outputs
-                return step.outputs
-            self.pointer_mismatches += 1
-        self.last_output = self.eager_forward(*args, **kwargs)
+        key = self.proposer.pending_key(kwargs)
+        step = None if key is None else self.proposer.graph_runner.replay(key, input_pointers(kwargs))
+        self.last_output = step.outputs if step is not None else self.eager_forward(*args, **kwargs)
         return self.last_output
 
 
 class DrafterGraphMixin:
-    """Capture at boot, replay in steady state, for any V1 proposer. Subclasses say which forwards qualify
-    (``_classify``), what metadata a capture uses (``_capture_metadata``) and which sizes to capture (``_todo``).
+    """Capture at boot, replay in steady state, for any V1 proposer, through the one ``DraftGraphRunner``.
+    Subclasses say which step kinds get graphs (``_graph_kinds``), which key the forward about to run replays
+    (``_classify``) and what metadata a capture uses (``_capture_metadata``).
     Put it first in the bases: ``class P(DrafterGraphMixin, SomeUpstreamProposer)``."""
 
     def __init__(self, vllm_config: Any, device: torch.device, runner: Any = None) -> None:
@@ -138,50 +92,69 @@ class DrafterGraphMixin:
         self.target_runner = runner
         # The K our graphs are shaped for (upstream rewrites num_speculative_tokens on every propose call).
         self.graph_k = self.num_speculative_tokens
-        self._pending: tuple[str, int] | None = None  # (kind, num_reqs) announced by the last metadata build
-        self.graphs: DrafterGraphs | None = None
+        self._pending: DraftKey | None = None  # the key announced by the last metadata build
+        self.graph_runner: DraftGraphRunner | None = None
+        self.graphs: ForwardReplay | None = None
         self.capture_stats: dict[str, Any] = {}
 
     # -- hooks into upstream's propose -----------------------------------------------------------------------------
     def build_per_group_and_layer_attn_metadata(self, common_attn_metadata: CommonAttentionMetadata,
                                                 draft_index: int = 0):
-        self._pending = self._classify(common_attn_metadata, draft_index) if self.graphs is not None else None
+        self._pending = (self._classify(common_attn_metadata, draft_index) if self.graph_runner is not None
+                         else None)
         return super().build_per_group_and_layer_attn_metadata(common_attn_metadata, draft_index)
 
-    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
-        """``(kind, num_reqs)`` of the captured family the forward about to run belongs to, or None."""
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
+        """The captured key the forward about to run replays, or None (vLLM's path)."""
         raise NotImplementedError
 
-    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        """Metadata over the persistent buffers a replay of ``(kind, num_reqs)`` will read."""
+    def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
+        """Step kinds to capture for ``plan`` (empty: none)."""
         raise NotImplementedError
 
-    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
-        """``(kind, num_reqs)`` to capture, from the capture plan."""
+    def _capture_metadata(self, key: DraftKey) -> CommonAttentionMetadata:
+        """Metadata over the persistent buffers a replay of ``key`` will read."""
         raise NotImplementedError
 
-    def capture_order(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
-        """``_todo`` with the most tokens first. The graphs share one pool and each keeps its outputs allocated
-        there; captured smallest first, each larger graph found only holes too small for its intermediates and took
-        new segments (H100, 44 graphs of the tiny pair: 1,022 MiB; largest first: 138 MiB). vLLM captures its own
-        graphs in this order too."""
-        todo = self._todo(plan, max_reqs)
-        return sorted(todo, key=lambda item: item[1] * self._query_len(item[0]), reverse=True)
+    def _max_graph_reqs(self) -> int:
+        return self.target_runner.max_num_reqs
+
+    def captured_key(self, kind: str, num_reqs: int) -> DraftKey | None:
+        """The captured key a batch of ``num_reqs`` requests of step ``kind`` pads to, or None."""
+        runner = self.graph_runner
+        if runner is None or not runner.dispatcher.has_step(kind) or not 1 <= num_reqs <= runner.dispatcher.max_num_seqs:
+            return None
+        key = runner.dispatcher.dispatch(kind, num_reqs)
+        return key if key in runner.captured else None
+
+    def pending_key(self, kwargs: dict[str, Any]) -> DraftKey | None:
+        """The key for the forward about to run (consumes the announcement), or None."""
+        key, self._pending = self._pending, None
+        if key is None:
+            return None
+        tokens = kwargs["input_ids"].shape[0] if kwargs.get("input_ids") is not None else -1
+        return key if key.num_tokens == tokens else None
+
+    # -- the runner's DraftStepSource protocol ----------------------------------------------------------------------
+    def step_call(self, key: DraftKey) -> StepCall:
+        cad = self._capture_metadata(key)
+        num_tokens = cad.num_actual_tokens
+        chain = key.step in (CHAIN, CHAIN_FUSED)
+        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 1 if chain else 0)
+        kwargs = self._model_kwargs(num_tokens)
+        forward = self.graphs.eager_forward
+
+        def run() -> Any:
+            with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
+                                     slot_mapping=self._get_slot_mapping(num_tokens)):
+                out = forward(**kwargs)
+            return self._fused_chain_body(num_tokens, out) if key.step == CHAIN_FUSED else out
+
+        return StepCall(run, input_pointers(kwargs))
 
     def _query_len(self, kind: str) -> int:
         return 1 if kind in (CHAIN, CHAIN_FUSED) else 1 + self.graph_k
 
-    def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
-                     kwargs: dict[str, Any]) -> CapturedStep | None:
-        """The captured step for the forward about to run (consumes the announcement), or None."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        step = captured.get(pending)
-        tokens = kwargs["input_ids"].shape[0] if kwargs.get("input_ids") is not None else -1
-        return step if step is not None and step.num_tokens == tokens else None
-
-    # -- capture at boot -------------------------------------------------------------------------------------------
     def _graph_support(self) -> AttentionCGSupport:
         return min((group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
                     for group in self.draft_attn_groups), key=lambda support: support.value)
@@ -193,64 +166,37 @@ class DrafterGraphMixin:
             kwargs["hidden_states"] = self.hidden_states[:num_tokens]
         return kwargs
 
-    def _capture_one(self, port: Any, pool: Any, kind: str, num_reqs: int) -> CapturedStep:
-        cad = self._capture_metadata(kind, num_reqs)
-        num_tokens = cad.num_actual_tokens
-        _, per_layer = super().build_per_group_and_layer_attn_metadata(cad, 1 if kind in (CHAIN, CHAIN_FUSED) else 0)
-        kwargs = self._model_kwargs(num_tokens)
-        forward = self.graphs.eager_forward
-
-        def run() -> Any:
-            with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
-                                     slot_mapping=self._get_slot_mapping(num_tokens)):
-                out = forward(**kwargs)
-            return self._fused_chain_body(num_tokens, out) if kind == CHAIN_FUSED else out
-
-        with port.on_capture_stream():
-            run()  # warm-up outside capture (lazy initialisation, autotuning, per-stream workspaces)
-        graph = port.new_graph()
-        with port.capture(graph, pool=pool):
-            outputs = run()
-        return CapturedStep(kind, num_reqs, num_tokens, graph, input_pointers(kwargs), outputs)
-
+    # -- capture at boot -------------------------------------------------------------------------------------------
     @torch.inference_mode()
     def capture_graphs(self) -> dict[str, Any]:
-        """Capture every planned size; a size that fails to capture stays on vLLM's path (one warning each)."""
+        """Capture every planned key; a key that fails to capture (on any rank) stays on vLLM's path."""
         if self.supports_mm_inputs:
             self.capture_stats = {"graphs": 0, "skipped": "multimodal drafter inputs"}
             return self.capture_stats
         if self.graphs is None:
-            self.graphs = DrafterGraphs(self.model, self)
+            self.graphs = ForwardReplay(self.model, self)
         self._before_capture()
-        todo = self.capture_order(drafter_plan(self.vllm_config), self.target_runner.max_num_reqs)
+        plan = drafter_plan(self.vllm_config)
+        kinds = self._graph_kinds(plan)
+        if not kinds:
+            self.capture_stats = {"graphs": 0, "skipped": "no step kind can run in a FULL graph here"}
+            return self.capture_stats
+        dispatcher = DraftDispatcher.from_plan(plan, max_num_seqs=self._max_graph_reqs(), kinds=kinds)
+        agree, rank = tensor_parallel_agreement()
         port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
-        pool = current_platform.get_global_graph_pool()
-        before, started = memory_snapshot(), time.perf_counter()
-        captured: dict[tuple[str, int], CapturedStep] = {}
-        failed: dict[str, str] = {}
-        for kind, num_reqs in progress(todo):
-            try:
-                captured[(kind, num_reqs)] = self._capture_one(port, pool, kind, num_reqs)
-            except Exception as exc:  # one size failing must not take the engine down
-                failed[f"{kind}:{num_reqs}"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                logger.warning("portable_spec: drafter %s graph for %d requests failed to capture (%s); that size "
-                               "stays on vLLM's path", kind, num_reqs, failed[f"{kind}:{num_reqs}"])
+        self.graph_runner = DraftGraphRunner(
+            port, dispatcher, self, live_graph_limit=draft_graph_budget(plan),
+            pool=current_platform.get_global_graph_pool(),
+            progress=first_rank_progress("Capturing drafter FULL graphs (portable_spec)"), agree=agree, rank=rank)
+        report = self.graph_runner.capture()  # logs one line: graphs, seconds, memory, sizes, failures
         self.target_runner.seq_lens.zero_()
-        port.synchronize()
-        self.graphs.captured = dict(sorted(captured.items()))
-        if self.graphs.captured:
+        if report.captured:
             self.graphs.install()
-        after = memory_snapshot()
-        sizes: dict[str, list[int]] = {}
-        for step in self.graphs.captured.values():  # sorted by (kind, requests), not in capture order
-            sizes.setdefault(step.kind, []).append(step.num_tokens)
-        self.capture_stats = {"graphs": len(captured), "num_tokens": sizes, "failed": failed,
-                              "seconds": round(time.perf_counter() - started, 3), **memory_deltas(before, after)}
-        logger.info(capture_summary(self.capture_stats))
+        self.capture_stats = report.stats()
         return self.capture_stats
 
     def _before_capture(self) -> None:
-        """Buffers and decisions a subclass needs before ``_todo`` (none by default)."""
+        """Buffers and decisions a subclass needs before ``_graph_kinds`` (none by default)."""
 
     def _fused_chain_body(self, num_tokens: int, out: Any) -> Any:
         raise NotImplementedError("only EAGLE chain steps are fused")
@@ -273,54 +219,50 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
     def _before_capture(self) -> None:
         self._init_fused_chain(self.target_runner.max_num_reqs)
 
-    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         qsl = cad.query_start_loc.data_ptr()
         if draft_index >= 1 and qsl == self.arange.data_ptr():
-            return (CHAIN, cad.num_reqs)
+            key = self.captured_key(CHAIN, cad.num_reqs)
+            if key is not None and key.num_reqs > cad.num_reqs:
+                # Rows [num_reqs, padded) are padding: they must never write the KV cache.
+                self._slot_mapping_buffer[cad.num_reqs: key.num_reqs].fill_(PADDING_SLOT)
+            return key
         query_len = 1 + self.graph_k
         # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
         # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
         if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
                 and cad.num_actual_tokens % query_len == 0
                 and qsl == self.target_runner.query_start_loc.gpu.data_ptr()):
-            return (FIRST, cad.num_reqs)
+            key = self.captured_key(FIRST, cad.num_reqs)
+            return key if key is not None and key.num_reqs == cad.num_reqs else None
         return None
 
-    def pending_step(self, captured: dict[tuple[str, int], CapturedStep],
-                     kwargs: dict[str, Any]) -> CapturedStep | None:
-        pending = self._pending
-        if pending is None or pending[0] != CHAIN:
-            return super().pending_step(captured, kwargs)
-        self._pending = None
-        num_reqs = pending[1]
-        for (kind, size), step in captured.items():  # ascending within each kind
-            if kind == CHAIN and size >= num_reqs:
-                if size > num_reqs:
-                    # Rows [num_reqs, size) are padding: they must never write the KV cache.
-                    self._slot_mapping_buffer[num_reqs:size].fill_(PADDING_SLOT)
-                return step
-        return None
+    def pending_key(self, kwargs: dict[str, Any]) -> DraftKey | None:
+        # A chain step's forward gets upstream's own padded size; our graph's (>= the batch) serves it, since
+        # upstream reads only the first batch_size rows of the outputs.
+        if self._pending is not None and self._pending.step == CHAIN:
+            key, self._pending = self._pending, None
+            return key
+        return super().pending_key(kwargs)
 
-    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
+    def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
         if self._refuse_below(AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE, "every drafter graph"):
-            return []
-        todo: list[tuple[str, int]] = []
+            return ()
+        kinds = []
         if not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass"):
-            todo += [(FIRST, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
-                     if plan.first_step.num_reqs(s) <= max_reqs]
+            kinds.append(FIRST)
         if plan.chain_step is not None and self.graph_k > 1:
-            chain_sizes = [s for s in plan.chain_step.sizes if s <= max_reqs]
             if not self.fused_chain_off:
-                todo += [(CHAIN_FUSED, s) for s in chain_sizes]
+                kinds.append(CHAIN_FUSED)
             if self.fused_chain_off or self._enable_probabilistic_draft_probs:
                 # Upstream's loop runs the chain: always without fusion, or for batches that sample from the draft.
-                todo += [(CHAIN, s) for s in chain_sizes]
-        return todo
+                kinds.append(CHAIN)
+        return tuple(kinds)
 
-    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        runner = self.target_runner
-        query_len = self._query_len(kind)
-        if kind in (CHAIN, CHAIN_FUSED):
+    def _capture_metadata(self, key: DraftKey) -> CommonAttentionMetadata:
+        runner, num_reqs = self.target_runner, key.num_reqs
+        query_len = self._query_len(key.step)
+        if key.step in (CHAIN, CHAIN_FUSED):
             query_start_loc = self.arange[: num_reqs + 1]
         else:
             query_start_loc = runner.query_start_loc.gpu[: num_reqs + 1]
@@ -338,13 +280,14 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_query_start_loc = torch.zeros(self.max_batch_size + 1, dtype=torch.int32, device=device)
         self._block_seq_lens = torch.zeros(self.max_batch_size, dtype=torch.int32, device=device)
 
-    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> tuple[str, int] | None:
+    def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         query_len = 1 + self.graph_k
         if draft_index != 0 or cad.max_query_len != query_len or cad.num_actual_tokens != cad.num_reqs * query_len:
             return None
-        size = next((n for kind, n in self.graphs.captured if kind == BLOCK and n >= cad.num_reqs), None)
-        if size is None:
+        key = self.captured_key(BLOCK, cad.num_reqs)
+        if key is None:
             return None
+        size = key.num_reqs
         # Copy this step's metadata into the persistent buffers, padding rows as zero-length requests, and point the
         # metadata there (the object is the fresh one upstream made this step; its old tensors are only read here).
         num_reqs = cad.num_reqs
@@ -355,16 +298,17 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._slot_mapping_buffer[cad.num_actual_tokens: size * query_len].fill_(PADDING_SLOT)
         cad.query_start_loc = self._block_query_start_loc[: num_reqs + 1]
         cad.seq_lens = self._block_seq_lens[:num_reqs]
-        return (BLOCK, size)
+        return key
 
-    def _todo(self, plan: Any, max_reqs: int) -> list[tuple[str, int]]:
-        if self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the DFlash block step"):
-            return []
-        return [(BLOCK, plan.first_step.num_reqs(s)) for s in plan.first_step.sizes
-                if plan.first_step.num_reqs(s) <= min(max_reqs, self.max_batch_size)]
+    def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
+        return () if self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the DFlash block step") else (BLOCK,)
 
-    def _capture_metadata(self, kind: str, num_reqs: int) -> CommonAttentionMetadata:
-        query_len = self._query_len(kind)
+    def _max_graph_reqs(self) -> int:
+        return min(self.target_runner.max_num_reqs, self.max_batch_size)
+
+    def _capture_metadata(self, key: DraftKey) -> CommonAttentionMetadata:
+        num_reqs = key.num_reqs
+        query_len = self._query_len(key.step)
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)

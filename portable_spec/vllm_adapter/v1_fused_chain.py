@@ -11,8 +11,10 @@ Here the host does per chain step what must stay outside a graph, and nothing el
 The first pass stays upstream's: ``propose(K)`` runs ``super().propose(1)`` (upstream's one-token path: inputs,
 metadata, the forward, which replays our first-pass graph, and the first sample) and continues from there.
 
-Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, one GPU per draft, and a draft
-attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything
+At tensor parallel the graph holds the draft's vocab-parallel lm_head and its TP group's logits all-gather (vLLM's
+graph-safe pynccl path, as in the target's graphs), so every rank samples the same token from the same logits.
+
+Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, and a draft attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything
 else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
 """
 
@@ -24,11 +26,12 @@ from typing import Any
 
 import torch
 
+from portable_spec.draft.dispatcher import CHAIN_FUSED
+
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
 CHAIN_MODES = ("fused", "forward")
-CHAIN_FUSED = "chain_fused"
 # Backends whose build_for_drafting only wraps persistent buffers (FLASH_ATTN: fast_build, so no AOT schedule is
 # written): a replay reads nothing the build would have written, so the lean loop may skip the build.
 BUILD_FREE_BACKENDS = frozenset({"FLASH_ATTN"})
@@ -59,7 +62,6 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
         (getattr(proposer, "_share_mtp_indices", False), "shared MTP indices"),
         (getattr(proposer, "needs_extra_input_slots", False) or getattr(proposer, "parallel_drafting", False),
          "parallel drafting"),
-        (proposer.vllm_config.parallel_config.tensor_parallel_size > 1, "tensor parallel draft (sampling gathers)"),
         (spec.disable_padded_drafter_batch, "disable_padded_drafter_batch"),
         (any(getattr(cfg, "rswa_window", None) is not None
              for cfg in (proposer.vllm_config.model_config, proposer.draft_model_config)),
@@ -96,21 +98,22 @@ class FusedChainMixin:
         return tokens
 
     def _fused_step_for(self, num_speculative_tokens: int, args: tuple, kwargs: dict[str, Any]) -> Any:
-        """The fused chain graph this call can use, or None (upstream's loop then runs, with per-forward graphs)."""
-        if self.graphs is None or self.fused_chain_off or args or num_speculative_tokens != self.graph_k:
+        """The fused chain key this call can use, or None (upstream's loop then runs, with per-forward graphs).
+
+        Decided from what every tensor-parallel rank has alike (the scheduled batch and its sampling metadata, and
+        the keys all ranks agreed on at capture), so every rank takes the same branch and replays the same graphs."""
+        if self.graph_runner is None or self.fused_chain_off or args or num_speculative_tokens != self.graph_k:
             return None
         cad, sampling = kwargs.get("common_attn_metadata"), kwargs.get("sampling_metadata")
         if cad is None or kwargs.get("mm_embed_inputs") is not None or self.eplb_state is not None:
             return None
         if self._enable_probabilistic_draft_probs and not (sampling is not None and sampling.all_greedy):
             return None
-        num_reqs = cad.batch_size()
-        return next((step for (kind, size), step in self.graphs.captured.items()
-                     if kind == CHAIN_FUSED and size >= num_reqs), None)
+        return self.captured_key(CHAIN_FUSED, cad.batch_size())
 
     def propose(self, num_speculative_tokens: int, *args: Any, **kwargs: Any) -> torch.Tensor:
-        step = self._fused_step_for(num_speculative_tokens, args, kwargs)
-        if step is None:
+        key = self._fused_step_for(num_speculative_tokens, args, kwargs)
+        if key is None:
             return super().propose(num_speculative_tokens, *args, **kwargs)
         # The chain starts from state the first pass leaves behind: clear it so a stale value can never be used.
         self.graphs.last_output = self._first_pass_cad = self._first_pass_token_indices = None
@@ -119,9 +122,9 @@ class FusedChainMixin:
         if self.graphs.last_output is None or self._first_pass_cad is None:
             raise RuntimeError("portable_spec: vLLM's first draft pass bypassed our hooks (no forward output or "
                                "metadata recorded); set PORTABLE_SPEC_DRAFT_CHAIN=forward and report this vLLM version")
-        return self._run_fused_chain(step, first, kwargs.get("num_rejected_tokens_gpu"))
+        return self._run_fused_chain(key, first, kwargs.get("num_rejected_tokens_gpu"))
 
-    def _run_fused_chain(self, step: Any, first: torch.Tensor, num_rejected: torch.Tensor | None) -> torch.Tensor:
+    def _run_fused_chain(self, key: Any, first: torch.Tensor, num_rejected: torch.Tensor | None) -> torch.Tensor:
         batch, k = first.shape[0], self.num_speculative_tokens
         cad, token_indices = self._first_pass_cad, self._first_pass_token_indices
         out = self.graphs.last_output
@@ -137,12 +140,13 @@ class FusedChainMixin:
             cad.seq_lens -= num_rejected  # in place, on the runner's persistent buffer (as upstream)
             cad._seq_lens_cpu = None
             cad._num_computed_tokens_cpu = None
+        replay = self.graph_runner.captured[key].graph.replay
         for index in range(1, k):
-            positions = self._update_positions_dependent_metadata(positions, cad, batch, step.num_reqs,
+            positions = self._update_positions_dependent_metadata(positions, cad, batch, key.num_reqs,
                                                                   self.block_size)
             self.current_draft_step.fill_(index)
-            step.graph.replay()
-        self.graphs.replays[CHAIN_FUSED] += k - 1
+            replay()
+        self.graph_runner.count_replays(CHAIN_FUSED, k - 1)
         return self.draft_tokens[:batch, :k].clone()
 
     def set_inputs_first_pass(self, *args: Any, **kwargs: Any):

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from portable_spec.draft.parity import build_parity_runner, check_parity
+from portable_spec.harness.parity import build_parity_runner, check_parity
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

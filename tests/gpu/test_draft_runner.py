@@ -10,9 +10,10 @@ import torch
 
 from portable_spec.capture_sizes import plan_capture_sizes
 from portable_spec.draft.dispatcher import CHAIN, FIRST, DraftDispatcher
-from portable_spec.draft.parity import PARITY_MODEL, check_parity
-from portable_spec.draft.runner import DraftGraphRunner, DraftGraphWarning, live_graphs
-from portable_spec.draft.synthetic import EagleDraft, SyntheticDraftConfig, build_synthetic
+from portable_spec.harness.parity import PARITY_MODEL, check_parity
+from portable_spec.draft.runner import DraftGraphWarning, StepCall, live_graphs
+from portable_spec.harness.synthetic.proposer import SyntheticProposer
+from portable_spec.harness.synthetic.steps import EagleDraft, SyntheticDraftConfig, build_synthetic
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -29,7 +30,7 @@ def port():
 def make_runner(port, method="eagle", k=4, seqs=8, probabilistic=True, model=None, **kwargs):
     model = model or build_synthetic(method, CFG, num_spec=k, max_reqs=seqs, device="cuda",
                                      probabilistic=probabilistic)
-    return DraftGraphRunner(port, DraftDispatcher.from_plan(plan_capture_sizes(method, k, seqs)), model, **kwargs)
+    return SyntheticProposer(port, DraftDispatcher.from_plan(plan_capture_sizes(method, k, seqs)), model, **kwargs)
 
 
 def test_each_replay_writes_its_own_step_column_of_tokens_and_logits(port):
@@ -111,6 +112,9 @@ class FailsToCapture:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+    def step_call(self, key):
+        return StepCall(lambda: self.step(key.step, key.num_tokens, key.num_reqs))
 
     def step(self, kind, num_tokens, num_reqs):
         if kind == FIRST and num_tokens == self.bad_tokens and self.port.is_capturing():

@@ -9,7 +9,7 @@ import torch
 from portable_spec.platforms.cuda import CudaPlatform
 from portable_spec.platforms.musa import MusaPlatform
 from portable_spec.probe import run_probe
-from portable_spec.testing.musa_sim import MusaSimError, SimulatedMusa
+from portable_spec.harness.musa_sim import MusaSimError, SimulatedMusa
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

@@ -13,16 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.e2e.parent import own_compile_cache, variant_env
+from portable_spec.harness.e2e.parent import own_compile_cache, variant_env
 
 KV_CACHE_BYTES = 2 << 30
 
 
 class ServedEngine:
-    """One ``portable_spec.e2e.child --serve`` process: READY once booted, then one REPLY per command."""
+    """One ``portable_spec.harness.e2e.child --serve`` process: READY once booted, then one REPLY per command."""
 
     def __init__(self, variant: str, child_args: list[str], log: Path, extra_env: dict[str, str] | None = None,
-                 module: str = "portable_spec.e2e.child"):
+                 module: str = "portable_spec.harness.e2e.child"):
         self.variant = variant
         self.log = log
         env = {**variant_env(variant), **(extra_env or {})}

@@ -23,9 +23,9 @@ from typing import Any, Callable
 import torch
 
 from portable_spec.draft.dispatcher import DraftDispatcher, DraftKey
-from portable_spec.draft.parity import tensor_device_for
-from portable_spec.draft.runner import DraftGraphRunner
-from portable_spec.draft.synthetic import SyntheticDraftConfig, build_synthetic
+from portable_spec.harness.parity import tensor_device_for
+from portable_spec.harness.synthetic.proposer import SyntheticProposer
+from portable_spec.harness.synthetic.steps import SyntheticDraftConfig, build_synthetic
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms.interface import DevicePlatform
 
@@ -59,7 +59,7 @@ class DraftBenchConfig:
                                     f"in max_model_len {self.max_model_len}: lower --context-len")
 
 
-def capture_whole_loop(runner: DraftGraphRunner, keys: list[DraftKey]) -> Any:
+def capture_whole_loop(runner: SyntheticProposer, keys: list[DraftKey]) -> Any:
     """The K steps AND their step-scalar writes as one graph. For comparison only: per-step graphs are the design
     (a whole-chain graph corrupted state on MUSA, vllm-musa MUSA-0203)."""
     platform, model = runner.platform, runner.model
@@ -158,7 +158,7 @@ def run_draft_bench(platform: DevicePlatform, cfg: DraftBenchConfig, *, progress
         hidden=cfg.hidden, vocab=cfg.vocab, layers=cfg.layers, max_model_len=cfg.max_model_len,
         kv_layout=cfg.kv_layout, seed=cfg.seed), num_spec=cfg.num_spec, max_reqs=max_reqs, device=device,
         probabilistic=cfg.probabilistic)
-    runner = DraftGraphRunner(platform, DraftDispatcher.from_plan(plan), model, device=device, progress=progress)
+    runner = SyntheticProposer(platform, DraftDispatcher.from_plan(plan), model, device=device, progress=progress)
     gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
     rows = []
     sizes = cfg.batch_sizes

@@ -10,7 +10,7 @@ to write, so one graph per key serves every step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -64,7 +64,8 @@ class DraftOutputs:
 
 
 class DraftModel(Protocol):
-    """A drafter the runner can capture: step callables over static buffers, at a padded shape."""
+    """A synthetic drafter: step callables over static buffers, at a padded shape. ``step_call`` is the runner's
+    ``DraftStepSource`` protocol (the same one vLLM's drafters implement); the rest serves ``SyntheticProposer``."""
 
     num_spec: int
     max_reqs: int
@@ -76,6 +77,9 @@ class DraftModel(Protocol):
 
     def schedule(self) -> list[str]:
         """Step kinds of one proposal, in order (EAGLE: first + K-1 chain; DFlash: first)."""
+
+    def step_call(self, key: Any) -> Any:
+        """The runner's protocol: a ``StepCall`` running ``step`` at the key's padded shape."""
 
     def step(self, kind: str, num_tokens: int, num_reqs: int) -> None:
         """Run one step on the leading ``num_tokens``/``num_reqs`` of the static buffers; no host sync, no

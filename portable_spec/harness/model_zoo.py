@@ -42,7 +42,7 @@ The construction (why the answers are known):
   token is accepted (``p / q == 1``) at any temperature, and any drafting bug shows up as a drop below 100%.
 
 Entry points: :func:`build_pair`, :func:`expected_continuation`, :func:`load_expected`,
-:func:`simulate_greedy_spec_decode`, and ``python -m portable_spec.testing.model_zoo OUTDIR``.
+:func:`simulate_greedy_spec_decode`, and ``python -m portable_spec.harness.model_zoo OUTDIR``.
 """
 
 from __future__ import annotations
@@ -733,14 +733,14 @@ def load_expected(draft_dir: str | os.PathLike) -> dict[str, Any]:
         return json.loads(path.read_text())["expected"]
     except (OSError, ValueError, KeyError):
         raise PortableSpecError(f"model_zoo: {path} is missing or not a zoo draft manifest; "
-                                "regenerate with python -m portable_spec.testing.model_zoo OUTDIR") from None
+                                "regenerate with python -m portable_spec.harness.model_zoo OUTDIR") from None
 
 
 # ------------------------------------------------------------------------------------------------------------ CLI
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m portable_spec.testing.model_zoo",
+    parser = argparse.ArgumentParser(prog="python -m portable_spec.harness.model_zoo",
                                      description="Generate the tiny target/draft zoo (no downloads).")
     parser.add_argument("outdir")
     parser.add_argument("--which", nargs="+", default=list(PAIRS), metavar="PAIR",

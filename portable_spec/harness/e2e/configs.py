@@ -23,5 +23,7 @@ VARIANTS = {v.name: v for v in (
     EngineVariant("full_drafter", {**V1, "VLLM_PLATFORM": "cuda"}, description="V1 runner + portable_spec FULL drafter"),
     EngineVariant("full_drafter_unfused", {**V1, "VLLM_PLATFORM": "cuda", "PORTABLE_SPEC_DRAFT_CHAIN": "forward"},
                   description="V1 runner + portable_spec FULL drafter, chain steps replay the forward only"),
+    EngineVariant("platform_only", {**V1, "VLLM_PLATFORM": "cuda", "PORTABLE_SPEC_DRAFT_GRAPH": "piecewise"},
+                  description="V1 runner on portable_spec's platform, upstream drafter (isolates platform costs)"),
     EngineVariant("mrv2", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, description="Model Runner V2 (its own FULL drafter)"),
 )}

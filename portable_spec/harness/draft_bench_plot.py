@@ -1,6 +1,6 @@
 """Render ``draft_bench.png`` from a ``draft_bench.json`` (for hosts where the benchmark ran without matplotlib).
 
-Usage: python -m portable_spec.draft.bench_plot path/to/draft_bench.json [out.png]
+Usage: python -m portable_spec.harness.draft_bench_plot path/to/draft_bench.json [out.png]
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from portable_spec.draft.bench import write_plot
+from portable_spec.harness.draft_bench import write_plot
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ import statistics
 import time
 from typing import Any
 
-from portable_spec.e2e.configs import VARIANTS
+from portable_spec.harness.e2e.configs import VARIANTS
+from portable_spec.vllm_adapter.offline import runner_scopes
 
 PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
 SEEDED_PROMPT_TOKENS = range(3, 1000)  # below the zoo's vocabulary (1024), above its special ids
@@ -55,11 +56,12 @@ def acceptance_counts(before: dict, after: dict) -> dict[str, Any]:
 
 
 def worker_facts(worker: Any) -> dict[str, Any]:
-    """Runs on the worker (collective_rpc): which runner/drafter, and our drafter's capture statistics."""
+    """Runs on each worker (collective_rpc): which runner/drafter, and our drafter's capture and replay counts."""
     runner = worker.model_runner
     drafter = getattr(runner, "drafter", None)
-    graphs = getattr(drafter, "graphs", None)
-    return {"runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
+    graphs = getattr(drafter, "graph_runner", None)
+    return {"rank": getattr(worker, "rank", None),
+            "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
             "drafter": f"{type(drafter).__module__}.{type(drafter).__qualname__}" if drafter else None,
             "capture_stats": getattr(drafter, "capture_stats", None),
             "replays": dict(graphs.replays) if graphs is not None else None,
@@ -85,12 +87,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
     parser.add_argument("--serve", action="store_true",
                         help="after boot print READY, then answer one JSON command per stdin line (see serve())")
+    add_parallel_flags(parser)
     args = parser.parse_args(argv)
 
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    from vllm.platforms import current_platform
+    from portable_spec.vllm_adapter.offline import engine_api, parallel_engine_args, resolved_platform_qualname
 
+    api = engine_api()
+    SamplingParams, TokensPrompt = api.SamplingParams, api.TokensPrompt
     variant = VARIANTS[args.variant]
     speculative = None
     if variant.speculative:
@@ -101,17 +104,21 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
               else {"gpu_memory_utilization": 0.3})
-    llm = LLM(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
-              seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, **memory)
+    parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
+                                    fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
+    llm = api.LLM(model=args.target, speculative_config=speculative, max_model_len=1024,
+                  max_num_seqs=args.max_num_seqs, seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True,
+                  **memory, **parallel)
     result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
-    platform_name = f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
+    platform_name = resolved_platform_qualname()
     if "VLLM_PLATFORM" in variant.env and not platform_name.startswith("portable_spec."):
         # Never report vLLM's own path under our variant's name (e.g. entry points not installed here).
         raise SystemExit(f"variant {args.variant} needs portable_spec's platform but vLLM resolved {platform_name}; "
                          "install the project into this interpreter (python -m pip install -e .)")
     result.update({
+        "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
         "use_v2_model_runner": vcfg.use_v2_model_runner,
         "platform": platform_name,
         "capture_sizes": vcfg.compilation_config.cudagraph_capture_sizes,
@@ -125,11 +132,29 @@ def main(argv: list[str] | None = None) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def add_parallel_flags(parser: argparse.ArgumentParser) -> None:
+    """``--tp N`` and the two switches a host without NVLink multicast needs at TP >= 2 (see
+    ``vllm_adapter.offline.parallel_engine_args``). Shared by the child, the e2e driver and ``bench e2e``."""
+    parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size (default 1)")
+    parser.add_argument("--disable-custom-all-reduce", action="store_true",
+                        help="vLLM's disable_custom_all_reduce=True (needed at TP>=2 on hosts without NVLink multicast)")
+    parser.add_argument("--no-fuse-allreduce-rms", action="store_true",
+                        help="compilation_config.pass_config.fuse_allreduce_rms=False (same hosts)")
+
+
+def parallel_child_args(args: argparse.Namespace) -> list[str]:
+    """The parallel flags of a parsed command line, to pass on to a child."""
+    return (["--tp", str(args.tp)] + (["--disable-custom-all-reduce"] if args.disable_custom_all_reduce else [])
+            + (["--no-fuse-allreduce-rms"] if args.no_fuse_allreduce_rms else []))
+
+
 def engine_facts(llm: Any) -> dict[str, Any]:
+    """Rank 0's facts at the top level (as at TP=1), and every rank's under ``ranks``."""
     try:
-        return llm.collective_rpc(worker_facts)[0]
+        ranks = llm.collective_rpc(worker_facts)
     except Exception as exc:  # facts are diagnostics; never lose the measurements over them
         return {"worker_facts_error": f"{type(exc).__name__}: {exc}"}
+    return {**ranks[0], "ranks": ranks}
 
 
 def serve(llm: Any, args: Any, booted: dict[str, Any], sampling_params: Any, tokens_prompt: Any) -> None:
@@ -183,7 +208,7 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
     params = sampling_params(max_tokens=args.bench_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     llm.generate(prompts, params, use_tqdm=False)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with vllm_runner_scopes(), torch.profiler.profile(activities=activities) as prof:
+    with runner_scopes(), torch.profiler.profile(activities=activities) as prof:
         started = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         wall = time.perf_counter() - started
@@ -236,29 +261,6 @@ SCOPE_PREFIXES = ("gpu_model_runner:", "portable_spec:", "llm_engine step:", "sc
 def is_scope(name: str) -> bool:
     """A ``record_function`` scope of vLLM's (or ours), not an op or a kernel."""
     return name.startswith(SCOPE_PREFIXES)
-
-
-class vllm_runner_scopes:
-    """Turns on vLLM's ``record_function`` scopes in its model runner for one block (its switch is cached in
-    ``vllm.v1.utils._PROFILER_FUNC`` at first use); restores the cached value afterwards. Diagnostics only: if vLLM
-    moves the switch, the profile simply has no runner scopes."""
-
-    def __enter__(self) -> None:
-        import torch
-
-        try:
-            import vllm.v1.utils as vllm_utils
-        except ImportError:
-            self.module = None
-            return
-        self.module = vllm_utils if hasattr(vllm_utils, "_PROFILER_FUNC") else None
-        if self.module is not None:
-            self.saved = self.module._PROFILER_FUNC
-            self.module._PROFILER_FUNC = torch.profiler.record_function
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.module is not None:
-            self.module._PROFILER_FUNC = self.saved
 
 
 def bench_prompts(concurrency: int, tokens_prompt: Any) -> list[Any]:

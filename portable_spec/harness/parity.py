@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from portable_spec.draft.runner import DraftGraphRunner
-from portable_spec.draft.synthetic import Composition
+from portable_spec.harness.synthetic.proposer import SyntheticProposer
+from portable_spec.harness.synthetic.steps import Composition
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -30,7 +30,7 @@ def _first_bad_column(ref: torch.Tensor, got: torch.Tensor, rows: torch.Tensor) 
     return None
 
 
-def compare_outputs(runner: DraftGraphRunner, comp: Composition, ref_tokens: torch.Tensor,
+def compare_outputs(runner: SyntheticProposer, comp: Composition, ref_tokens: torch.Tensor,
                     ref_logits: torch.Tensor | None) -> dict[str, Any] | None:
     """None when the graph run matches the eager reference; else what differs (column = draft step)."""
     out = runner.model.outputs
@@ -58,7 +58,7 @@ def compare_outputs(runner: DraftGraphRunner, comp: Composition, ref_tokens: tor
     return problems or None
 
 
-def check_parity(runner: DraftGraphRunner, *, compositions: int = 1000, seed: int = 0,
+def check_parity(runner: SyntheticProposer, *, compositions: int = 1000, seed: int = 0,
                  batch_sizes: list[int] | None = None, max_context: int | None = None,
                  progress: bool = False) -> dict[str, Any]:
     """Run ``compositions`` random batches eagerly and from graphs; count bit-exact matches, report the first
@@ -135,18 +135,18 @@ PARITY_MODEL = dict(hidden=256, vocab=4096, head_dim=64, num_heads=4, num_kv_hea
 def tensor_device_for(platform: Any) -> torch.device:
     """Where the platform's tensors live (musa-sim tensors live on the CUDA device backing the simulation)."""
     if platform.name == "musa" and getattr(platform, "injected", False):
-        from portable_spec.draft.musa_sim_harness import sim_tensor_device
+        from portable_spec.harness.musa_sim_harness import sim_tensor_device
         return sim_tensor_device()
     return platform.device()
 
 
 def build_parity_runner(platform: Any, method: str, num_spec: int, *, max_num_seqs: int = 32,
                         kv_layout: str = "paged", layers: int | None = None, probabilistic: bool = True,
-                        seed: int = 0, progress: bool = False) -> DraftGraphRunner:
+                        seed: int = 0, progress: bool = False) -> SyntheticProposer:
     """A synthetic drafter + planner keys + runner on ``platform``, every FULL key captured."""
     from portable_spec.capture_sizes import plan_capture_sizes
     from portable_spec.draft.dispatcher import DraftDispatcher
-    from portable_spec.draft.synthetic import SyntheticDraftConfig, build_synthetic
+    from portable_spec.harness.synthetic.steps import SyntheticDraftConfig, build_synthetic
 
     device = tensor_device_for(platform)
     n_layers = layers if layers is not None else (2 if method == "dflash" else 1)
@@ -154,7 +154,7 @@ def build_parity_runner(platform: Any, method: str, num_spec: int, *, max_num_se
     model = build_synthetic(method, cfg, num_spec=num_spec, max_reqs=max_num_seqs, device=device,
                             probabilistic=probabilistic)
     dispatcher = DraftDispatcher.from_plan(plan_capture_sizes(method, num_spec, max_num_seqs))
-    runner = DraftGraphRunner(platform, dispatcher, model, device=device, progress=progress)
+    runner = SyntheticProposer(platform, dispatcher, model, device=device, progress=progress)
     runner.capture()
     return runner
 
@@ -171,7 +171,7 @@ def parity_suite(platform: Any, configs: list[tuple[str, int]], compositions: in
             result = check_parity(runner, compositions=compositions, seed=seed + 1000 + i, progress=progress)
             result["kv_layout"] = layout
             if platform.name == "musa" and getattr(platform, "injected", False):
-                from portable_spec.draft.musa_sim_harness import musa_sim_evidence
+                from portable_spec.harness.musa_sim_harness import musa_sim_evidence
                 result["musa_sim"] = musa_sim_evidence(runner)
             results.append(result)
         finally:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.e2e.parent import log_excerpt
+from portable_spec.harness.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 
@@ -18,17 +18,19 @@ DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
               bench_tokens: int = 256, repeats: int = 5, timeout_s: int = 540,
-              zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False) -> dict[str, Any]:
-    """Boot every variant at once, time them in turns (``interleave``), then profile each (optional)."""
-    from portable_spec.e2e.child import bench_summary
-    from portable_spec.e2e.interleave import boot_all, measure_interleaved
-    from portable_spec.testing.model_zoo import build_pair
+              zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False,
+              parallel: list[str] | None = None) -> dict[str, Any]:
+    """Boot every variant at once, time them in turns (``interleave``), then profile each (optional).
+    ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``)."""
+    from portable_spec.harness.e2e.child import bench_summary
+    from portable_spec.harness.e2e.interleave import boot_all, measure_interleaved
+    from portable_spec.harness.model_zoo import build_pair
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     models = build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
     child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"], "--k", str(k),
-             "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens)]
+             "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens), *(parallel or [])]
     bar = progress_bar(len(variants) + len(variants) * len(concurrency) * repeats + (len(variants) if profile else 0))
     started = time.perf_counter()
     engines, facts = boot_all(variants, child, out, timeout_s, bar)
@@ -57,11 +59,15 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
         row["log_excerpt"] = log_excerpt(out / row["log"])
         rows.append(row)
     import torch
-    import vllm
 
+    from portable_spec.vllm_adapter.offline import vllm_version
+
+    tp = int(parallel[parallel.index("--tp") + 1]) if parallel and "--tp" in parallel else 1
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-              "torch": torch.__version__, "vllm": vllm.__version__, "pair": pair, "model_variant": model_variant,
+              "device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+              "tensor_parallel_size": tp, "parallel_flags": parallel or [],
+              "torch": torch.__version__, "vllm": vllm_version(), "pair": pair, "model_variant": model_variant,
               "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency),
               "method": "engines booted together (fixed KV cache), timed passes interleaved round-robin; "
                         "median of the passes", "boot_wall_s": boot_wall, "results": rows,
@@ -144,8 +150,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0].set_yscale("log")
-    fig.suptitle(f"{report['pair']} ({report['model_variant']}), K={report['k']}, {report['device']}, "
-                 f"vLLM {report['vllm']}")
+    fig.suptitle(f"{report['pair']} ({report['model_variant']}), K={report['k']}, "
+                 f"TP={report.get('tensor_parallel_size', 1)}, {report['device']}, vLLM {report['vllm']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from portable_spec.e2e.configs import VARIANTS
+from portable_spec.harness.e2e.configs import VARIANTS
+from portable_spec.vllm_adapter.offline import MULTICAST_OFF_ENV
 
 ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-                 "PYTHONUNBUFFERED": "1",
+                 "PYTHONUNBUFFERED": "1", **MULTICAST_OFF_ENV,
                  # vLLM logs to stdout by default; our protocol lines own stdout, the log file gets vLLM's lines.
                  "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
@@ -37,10 +38,10 @@ def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
 
 
 def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
-                runner: str = "v1") -> dict[str, Any]:
-    """Run ``python -m portable_spec.e2e.child --variant VARIANT ...``; stderr goes to ``log``."""
-    env = variant_env(variant, runner)
-    cmd = [sys.executable, "-m", "portable_spec.e2e.child", "--variant", variant, *child_args]
+                runner: str = "v1", extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m portable_spec.harness.e2e.child --variant VARIANT ...``; stderr goes to ``log``."""
+    env = {**variant_env(variant, runner), **(extra_env or {})}
+    cmd = [sys.executable, "-m", "portable_spec.harness.e2e.child", "--variant", variant, *child_args]
     print(f"[e2e] {variant}: {' '.join(child_args)}", flush=True)
     try:
         with open(log, "w") as fh:

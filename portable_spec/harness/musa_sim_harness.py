@@ -1,6 +1,6 @@
 """The musa-sim harness: the draft runner on the MUSA platform class, backed by a simulated ``torch.musa``.
 
-``SimulatedMusa`` (``portable_spec.testing.musa_sim``) records every device call and enforces the MUSA rules we know
+``SimulatedMusa`` (``portable_spec.harness.musa_sim``) records every device call and enforces the MUSA rules we know
 (MUSAGraph takes no ``keep_graph``; capture under ``inference_mode``; the live-executable cap). It is injected into
 ``MusaPlatform``; no fake ``torch_musa`` is installed. Everything here proves "musa-sim", never "runs on MUSA".
 """
@@ -12,9 +12,10 @@ from typing import Any
 
 import torch
 
-from portable_spec.draft.runner import DraftGraphRunner, live_graphs
+from portable_spec.draft.runner import live_graphs
+from portable_spec.harness.synthetic.proposer import SyntheticProposer
 from portable_spec.platforms.musa import MusaPlatform
-from portable_spec.testing.musa_sim import LABEL, SimulatedMusa
+from portable_spec.harness.musa_sim import LABEL, SimulatedMusa
 
 
 def musa_sim_platform(live_graph_cap: int | None = None) -> MusaPlatform:
@@ -32,7 +33,7 @@ def sim_tensor_device() -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
 
 
-def musa_sim_evidence(runner: DraftGraphRunner) -> dict[str, Any]:
+def musa_sim_evidence(runner: SyntheticProposer) -> dict[str, Any]:
     """What the simulation recorded: graph objects, captures, replays, pool handles, and the MUSA rules kept."""
     sim = runner.platform.device_module
     if not isinstance(sim, SimulatedMusa):

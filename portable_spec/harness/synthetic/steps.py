@@ -1,4 +1,5 @@
-"""Synthetic draft steps with real shapes and random weights, for tests and benchmarks (no checkpoint, no vLLM).
+"""Synthetic draft steps with real shapes and random weights, for tests and benchmarks (no checkpoint, no vLLM): test
+doubles of the ``DraftStepSource`` protocol that vLLM's drafters implement for the one runner (``step_call``).
 
 - ``EagleDraft``: EAGLE-style. First step: ``fc([embedding, target hidden])``, L decoder layers (RMSNorm, QKV, RoPE,
   causal paged attention over the request's KV, SwiGLU MLP), final RMSNorm, lm_head on the sampled token, greedy or
@@ -21,10 +22,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from portable_spec.draft.buffers import REQS, TOKENS, DraftOutputs, StaticInput
-from portable_spec.draft.dispatcher import CHAIN, FIRST
-from portable_spec.draft.ops import Ops, default_backend, rope_cache
+from portable_spec.draft.dispatcher import CHAIN, FIRST, DraftKey
+from portable_spec.draft.runner import StepCall
 from portable_spec.errors import PortableSpecError
+from portable_spec.harness.synthetic.buffers import REQS, TOKENS, DraftOutputs, StaticInput
+from portable_spec.harness.synthetic.ops import Ops, default_backend, rope_cache
 
 KV_LAYOUTS = ("paged", "contiguous")
 
@@ -208,6 +210,17 @@ class _SyntheticDraft:
 
     def query_len(self, kind: str) -> int:
         raise NotImplementedError
+
+    def step(self, kind: str, num_tokens: int, num_reqs: int) -> None:
+        raise NotImplementedError
+
+    def step_call(self, key: DraftKey) -> StepCall:
+        """The ``DraftStepSource`` protocol the vLLM drafters implement too: the step at the key's padded shape.
+        Inputs live in the static buffers, so there are no caller addresses to check."""
+        num_reqs = key.num_reqs
+        if num_reqs is None:
+            raise PortableSpecError(f"{key} has no request count: only FULL keys are captured")
+        return StepCall(lambda: self.step(key.step, key.num_tokens, num_reqs))
 
     def apply_context(self, comp: Composition) -> None:
         """Eager per-batch work outside the graphs (DFlash context K/V); nothing for EAGLE."""

@@ -56,7 +56,7 @@ class Ops:
         if backend == "triton":
             if importlib.util.find_spec("triton") is None:
                 raise PortableSpecError("op backend 'triton' needs triton: pip install triton, or use backend 'torch'")
-            from portable_spec.draft import triton_kernels
+            from portable_spec.harness.synthetic import triton_kernels
             self._k = triton_kernels
         self.backend = backend
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The cuda lane's tp2 stage (see ci/lanes/cuda.sh): tensor parallel 2 on a host with 2+ GPUs.
+#   TP2_STEPS=matrix,boot,bench (default)   TP2_BENCH_PAIRS=perfect,partial   TP2_BENCH_REPEATS=3   E2E_PARALLEL=6
+set -uo pipefail
+out="$1"; py="${PYTHON:-python3}"
+gpus=$("$py" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [[ "$gpus" -lt 2 ]]; then echo "tp2: skipped: $gpus GPU(s) visible, tensor parallel 2 needs 2"; exit 0; fi
+# NVLink multicast stays off on hosts that share GPUs; vLLM 0.26.0 at TP>=2 there also needs these two switches.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+host=(--tp 2 --disable-custom-all-reduce --no-fuse-allreduce-rms)
+fail=0
+steps="${TP2_STEPS:-matrix,boot,bench}"; pairs="${TP2_BENCH_PAIRS:-perfect,partial}"
+for step in ${steps//,/ }; do
+  echo "=== tp2: $step ==="
+  case "$step" in
+    matrix) "$py" ci/gpu/v1_drafter_matrix.py "$out/tp2-matrix" --parts "${TP2_PARTS:-tp2}" \
+              --parallel "${E2E_PARALLEL:-6}" --concurrent-variants 2>&1 | tee "$out/tp2_matrix.log" ;;
+    boot)   "$py" -m portable_spec.harness.e2e.boot_time "$out/tp2-boot" "${host[@]}" ${BOOT_WARM:+--warm} \
+              2>&1 | tee "$out/tp2_boot.log" ;;
+    bench)  for variant in ${pairs//,/ }; do
+              "$py" -m portable_spec bench e2e --out "$out/tp2-bench-$variant" --model-variant "$variant" \
+                --variants "${TP2_BENCH_VARIANTS:-upstream_v1,full_drafter}" --repeats "${TP2_BENCH_REPEATS:-3}" \
+                --timeout "${BENCH_BOOT_TIMEOUT:-420}" "${host[@]}" 2>&1 | tee "$out/tp2_bench_$variant.log"
+              [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+            done; continue ;;
+    *) echo "tp2: unknown step $step"; fail=1; continue ;;
+  esac
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+done
+exit $fail

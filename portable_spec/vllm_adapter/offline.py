@@ -1,0 +1,70 @@
+"""The slice of vLLM's offline API the harness drives (``LLM``, ``SamplingParams``, ``TokensPrompt``, the resolved
+platform, vLLM's profiler scopes), so that harness code never imports vllm itself: the adapter stays the one layer
+that touches vLLM, and a vLLM upgrade is mended here."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from types import SimpleNamespace
+from typing import Any
+
+MULTICAST_OFF_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+"""NVLink multicast off (NCCL, PyTorch symmetric memory, NVSHMEM): on hosts that share GPUs with others (the project's
+2xH200 host), a program using it can put the GPUs out of service."""
+
+
+def engine_api() -> SimpleNamespace:
+    """``LLM``, ``SamplingParams`` and ``TokensPrompt`` (imported on demand: vLLM's import resolves a platform)."""
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    return SimpleNamespace(LLM=LLM, SamplingParams=SamplingParams, TokensPrompt=TokensPrompt)
+
+
+def resolved_platform_qualname() -> str:
+    from vllm.platforms import current_platform
+
+    return f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
+
+
+def vllm_version() -> str | None:
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def parallel_engine_args(tp: int, *, disable_custom_all_reduce: bool = False,
+                         fuse_allreduce_rms: bool | None = None) -> dict[str, Any]:
+    """``LLM(...)`` keyword arguments for tensor parallelism ``tp``. On hosts without NVLink multicast vLLM 0.26.0 at
+    TP >= 2 dies (CUBLAS_STATUS_INTERNAL_ERROR / illegal address in FlashInfer's mnnvl all-reduce) unless the custom
+    all-reduce is off and the all-reduce + RMSNorm fusion is off: the two switches."""
+    args: dict[str, Any] = {"tensor_parallel_size": tp}
+    if disable_custom_all_reduce:
+        args["disable_custom_all_reduce"] = True
+    if fuse_allreduce_rms is not None:
+        args["compilation_config"] = {"pass_config": {"fuse_allreduce_rms": fuse_allreduce_rms}}
+    return args
+
+
+class runner_scopes:
+    """Turns on vLLM's ``record_function`` scopes in its model runner for one block (its switch is cached in
+    ``vllm.v1.utils._PROFILER_FUNC`` at first use); restores the cached value afterwards. Diagnostics only: if vLLM
+    moves the switch, the profile simply has no runner scopes."""
+
+    def __enter__(self) -> None:
+        import torch
+
+        try:
+            import vllm.v1.utils as vllm_utils
+        except ImportError:
+            self.module = None
+            return
+        self.module = vllm_utils if hasattr(vllm_utils, "_PROFILER_FUNC") else None
+        if self.module is not None:
+            self.saved = self.module._PROFILER_FUNC
+            self.module._PROFILER_FUNC = torch.profiler.record_function
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.module is not None:
+            self.module._PROFILER_FUNC = self.saved
