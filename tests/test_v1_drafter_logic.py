@@ -364,3 +364,107 @@ def test_capture_memory_is_split_into_allocator_and_other():
     after = {"free": 7_000, "reserved": 3_000, "allocated": 600}
     assert memory_deltas(before, after) == {"memory_bytes": 3_000, "reserved_bytes": 2_000, "allocated_bytes": 100}
     assert memory_deltas(None, None) == {"memory_bytes": None}
+
+
+# ---- capture_graphs end to end on the CPU: real proposer, real plan and metadata, recording device -------------
+class TensorDraft(torch.nn.Module):
+    """A draft stand-in with tensor outputs (EAGLE: ``(last_hidden, hidden)``), and logits whose argmax is known."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.hidden = hidden
+
+    def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
+        h = torch.zeros(input_ids.shape[0], self.hidden) if hidden_states is None else hidden_states.float()
+        h = h + input_ids[:, None].float()
+        return h, h
+
+    def compute_logits(self, hidden):
+        logits = torch.zeros(hidden.shape[0], 32)
+        logits[torch.arange(hidden.shape[0]), hidden[:, 0].long() % 32] = 1.0
+        return logits
+
+
+class RecordingBuilder:
+    """Stands for a FLASH_ATTN metadata builder: records the common metadata each build got."""
+
+    def __init__(self) -> None:
+        self.built = []
+
+    def get_cudagraph_support(self, vllm_config, kv_cache_spec):
+        from vllm.v1.attention.backend import AttentionCGSupport
+
+        return AttentionCGSupport.UNIFORM_BATCH
+
+    def build_for_drafting(self, common_attn_metadata, draft_index):
+        self.built.append((draft_index, common_attn_metadata))
+        return ("metadata", draft_index)
+
+
+@pytest.fixture
+def capturing(vllm_platform, tmp_path_factory, monkeypatch):
+    """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port."""
+    import portable_spec.vllm_adapter.mixin as mixin
+    from recording_device import RecordingDevice, RecordingPort
+
+    proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
+    proposer.graphs, proposer.graph_runner = None, None
+    proposer.model = TensorDraft(proposer.hidden_states.shape[1])
+    proposer._draft_attn_layer_names = {"draft.layers.0.attn"}  # what load_model records
+    builder = RecordingBuilder()
+    proposer.draft_attn_groups = [types.SimpleNamespace(
+        get_metadata_builder=lambda: builder, kv_cache_spec=None, layer_names=["draft.layers.0.attn"],
+        backend=types.SimpleNamespace(get_name=lambda: "FLASH_ATTN"))]
+    device = RecordingDevice()
+    port = RecordingPort(device_module=device)
+    monkeypatch.setitem(mixin._INSTALLED_PORTS, "cuda", port)
+    # Our platform classes take vLLM's pool from our port (SharedPoolMixin); the CPU test platform has no pool.
+    monkeypatch.setattr(type(vllm_platform), "get_global_graph_pool", lambda self: port.graph_pool(), raising=False)
+    return proposer, builder, device
+
+
+def test_capture_graphs_keys_every_planned_step_through_the_one_runner(capturing, caplog):
+    from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
+    from portable_spec.vllm_adapter.drafter_plan import drafter_plan
+
+    proposer, builder, device = capturing
+    plan = drafter_plan(proposer.vllm_config)
+    with caplog.at_level("INFO", logger="portable_spec"):
+        stats = proposer.capture_graphs()
+    first = [s for s in plan.first_step.sizes if s // 4 <= MAX_REQS]
+    assert stats["num_tokens"] == {"chain_fused": list(plan.chain_step.sizes), "first": first}
+    assert stats["graphs"] == len(first) + len(plan.chain_step.sizes) and stats["failed"] == {}
+    assert device.captures == [] and any(CAPTURE_LOG_PREFIX in r.getMessage() for r in caplog.records)
+    assert proposer.model.forward is proposer.graphs  # installed: replays go through the runner from now on
+    for key, step in proposer.graph_runner.captured.items():
+        assert step.input_ptrs == input_pointers(proposer._model_kwargs(key.num_tokens))
+    # Each capture built its metadata over the persistent buffers: chain steps on the proposer's arange, the first
+    # pass on the target runner's query_start_loc; KV writes off (padding slots).
+    chain = [cad for index, cad in builder.built if index == 1]
+    firsts = [cad for index, cad in builder.built if index == 0]
+    assert {cad.query_start_loc.data_ptr() for cad in chain} == {proposer.arange.data_ptr()}
+    assert {cad.query_start_loc.data_ptr() for cad in firsts} == {proposer.target_runner.query_start_loc.gpu.data_ptr()}
+    assert all((cad.slot_mapping == PADDING_SLOT).all() for cad in chain + firsts)
+    assert (proposer.target_runner.seq_lens == 0).all()  # capture-time lengths are not left behind
+
+
+def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, monkeypatch):
+    """At tensor parallel, the ranks' agreement decides: here rank 1 (this process) had a key fail by injection,
+    and its agreement (standing in for the gloo group) reports what every rank keeps."""
+    import portable_spec.vllm_adapter.v1_drafter as v1_drafter
+    from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
+
+    proposer, _, _ = capturing
+    seen = []
+
+    def agree(flags):
+        seen.append(flags)
+        return flags  # the other rank captured everything: the AND is this rank's flags
+    monkeypatch.setattr(v1_drafter, "tensor_parallel_agreement", lambda: (agree, 1))
+    monkeypatch.setenv(FAIL_CAPTURE_ENV, "1:chain_fused:4")
+    with pytest.warns(Warning, match="injected capture failure"):
+        stats = proposer.capture_graphs()
+    assert list(stats["failed"]) == ["chain_fused:4"] and 4 not in stats["num_tokens"]["chain_fused"]
+    assert seen and seen[0].count(False) == 1
+    assert proposer.captured_key(CHAIN_FUSED, 3) is None  # 3 requests pad to 4: that size now runs upstream's path
+    assert proposer.captured_key(CHAIN_FUSED, 2) is not None
