@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from portable_spec import __version__
 from portable_spec.errors import PortableSpecError
@@ -15,8 +16,15 @@ from portable_spec.errors import PortableSpecError
 COMMANDS = ("probe", "sizes", "caps", "bench")
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse's usage errors as one line naming the fix (``--help``), like every other error; exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"portable-spec: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="portable-spec", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="portable-spec", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"portable-spec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:

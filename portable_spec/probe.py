@@ -35,13 +35,18 @@ def graph_smoke_test(platform: DevicePlatform) -> dict[str, Any]:
 
 
 def run_probe(platform: DevicePlatform) -> dict[str, Any]:
-    """Facts, pool sharing, and (on a graph-capable device) the capture/replay smoke test."""
+    """Facts, pool sharing, and (on a graph-capable device) the capture/replay smoke test.
+
+    ``graph_check`` is always an object whose ``ran`` says whether the check ran; when it did not, ``reason`` says
+    why and ``pool_shared`` stays null (true/false only when checked), so readers of either key never guess.
+    """
     report = platform.facts()
     if platform.supports_graphs:
         twin = type(platform)(device_module=platform.device_module) if platform.injected else type(platform)()
         report["pool_shared"] = platform.graph_pool() is twin.graph_pool()
-        report["graph_check"] = graph_smoke_test(platform)
+        report["graph_check"] = {"ran": True, **graph_smoke_test(platform)}
     else:
         report["pool_shared"] = None
-        report["graph_check"] = None
+        report["graph_check"] = {"ran": False, "reason": f"platform {platform.name!r} has no device graphs; run on a "
+                                                         "GPU host (--platform cuda|rocm|musa)"}
     return report

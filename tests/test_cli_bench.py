@@ -1,11 +1,16 @@
-"""``portable-spec bench draft`` on a host without device graphs, through the real console entry (subprocess):
-one-line errors that name the fix, and the sub-command tree the lead extends with ``bench e2e``."""
+"""``portable-spec bench`` on a host without a GPU, through the real console entry (subprocess) and ``cli.main``
+(in-process): every bad input and every missing host requirement is one line naming the fix, exit code 2."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+import pytest
+
+from portable_spec.errors import PortableSpecError
+from portable_spec.platforms.cuda import CudaPlatform
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -35,3 +40,105 @@ def test_bench_needs_a_sub_command_and_lists_draft():
     assert proc.returncode == 2 and "BENCH" in proc.stderr
     proc = run_cli("bench", "--help")
     assert proc.returncode == 0 and "draft" in proc.stdout
+
+
+# In-process through ``portable_spec.cli.main``: every bad input and the CPU-only host end in exit code 2 and one
+# line on stderr, before any model is built or engine booted.
+
+def cli(capsys, *argv: str) -> tuple[int, list[str]]:
+    from portable_spec.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.err.splitlines()
+
+
+@pytest.fixture
+def stop_at_host_check(monkeypatch):
+    """Bad input must be rejected before the host check (so before any device, model or engine work): on any host,
+    getting that far reads as a different error."""
+    import portable_spec.commands.bench as command
+
+    def reached(*args, **kwargs):
+        raise PortableSpecError("host check reached")
+
+    monkeypatch.setattr(command, "e2e_host_problem", lambda tp=1: "host check reached")
+    monkeypatch.setattr(command, "select_platform", reached)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--concurrency", "0"), "--concurrency must be >= 1 (got [0]): pass --concurrency 1,4,16,64"),
+    (("--concurrency", "4,-1"), "--concurrency must be >= 1 (got [4, -1]): pass --concurrency 1,4,16,64"),
+    (("--tokens", "0"), "--tokens must be >= 1 (got 0): pass --tokens 1 or more"),
+    (("--repeats", "0"), "--repeats must be >= 1 (got 0): pass --repeats 1 or more"),
+    (("--timeout", "-5"), "--timeout must be >= 1 (got -5): pass --timeout 1 or more (seconds)"),
+    (("--num-spec", "0"), "--num-spec must be >= 1 (got 0): pass --num-spec 1 or more"),
+    (("--variants", ","), "unknown engine variant(s) (none given); pass --variants with names from eager_drafter, "
+                          "full_drafter, full_drafter_unfused, mrv2, nospec, platform_only, upstream_v1"),
+    (("--tp", "0"), "--tp must be >= 1 (got 0): pass --tp 1 or 2"),
+    (("--concurrency", ","), "argument --concurrency: expected at least one integer "
+                             "(see 'portable-spec bench e2e --help')"),
+    (("--tokens", "many"), "argument --tokens: invalid int value: 'many' (see 'portable-spec bench e2e --help')"),
+])
+def test_bench_e2e_bad_input_is_one_line_exit_2(capsys, stop_at_host_check, args, expected):
+    assert cli(capsys, "bench", "e2e", *args) == (2, [f"portable-spec: error: {expected}"])
+
+
+@pytest.mark.parametrize("flag, value, minimum", [
+    ("--hidden", "0", 1), ("--vocab", "-1", 1), ("--layers", "0", 1), ("--num-spec", "0", 1),
+    ("--context-len", "0", 1), ("--max-model-len", "0", 1), ("--iters", "0", 1), ("--warmup", "-1", 0),
+])
+def test_bench_draft_bad_numbers_are_one_line_exit_2(capsys, stop_at_host_check, flag, value, minimum):
+    code, err = cli(capsys, "bench", "draft", flag, value)
+    assert (code, err) == (2, [f"portable-spec: error: {flag} must be >= {minimum} (got {value}): pass {flag} "
+                               f"{minimum} or more"])
+
+
+@pytest.mark.skipif(CudaPlatform.is_active(), reason="a CUDA device is visible")
+def test_bench_e2e_on_a_cpu_only_host_is_one_line_exit_2(capsys, tmp_path):
+    out = tmp_path / "never-created"
+    code, err = cli(capsys, "bench", "e2e", "--out", str(out))
+    assert (code, err) == (2, ["portable-spec: error: bench e2e needs an NVIDIA GPU and vLLM 0.26.0; no CUDA device "
+                               "is visible here: run it on a GPU host (check the driver and CUDA_VISIBLE_DEVICES)"])
+    assert not out.exists()
+
+
+def test_bench_e2e_with_fewer_gpus_than_tp_is_one_line_exit_2(capsys, monkeypatch):
+    import portable_spec.platforms.fork_safe as fork_safe
+
+    monkeypatch.setattr(CudaPlatform, "is_active", classmethod(lambda cls: True))
+    monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
+    assert cli(capsys, "bench", "e2e", "--tp", "2") == (2, ["portable-spec: error: --tp 2 needs 2 GPUs but 1 are "
+                                                            "visible: lower --tp or run on a host with more GPUs"])
+
+
+def test_bench_e2e_without_vllm_is_one_line_exit_2(capsys, monkeypatch):
+    import portable_spec.platforms.fork_safe as fork_safe
+
+    monkeypatch.setattr(CudaPlatform, "is_active", classmethod(lambda cls: True))
+    monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
+    monkeypatch.setitem(sys.modules, "vllm", None)  # importlib.util.find_spec("vllm") is None, as without vLLM
+    assert cli(capsys, "bench", "e2e") == (2, ["portable-spec: error: bench e2e needs vLLM 0.26.0, which is not "
+                                               "installed: pip install 'portable-spec[vllm]'"])
+
+
+def test_out_dir_that_cannot_be_made_is_one_line(tmp_path):
+    from portable_spec.commands.bench import ensure_out_dir
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(PortableSpecError, match=r"^cannot use --out .*: pass a writable directory$"):
+        ensure_out_dir(str(blocker / "sub"))
+    ensure_out_dir(str(tmp_path / "a" / "b"))
+    assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_bench_e2e_concurrency_0_through_the_console_entry(tmp_path):
+    proc = run_cli("bench", "e2e", "--concurrency", "0", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["portable-spec: error: --concurrency must be >= 1 (got [0]): pass "
+                                        "--concurrency 1,4,16,64"]

@@ -63,7 +63,9 @@ def test_probe_json_is_one_object_with_the_schema():
     assert set(report) == PROBE_KEYS
     assert report["platform"] == "cpu" and report["graphs_supported"] is False
     assert report["runtime"]["torch"] == torch.__version__
-    assert report["graph_check"] is None and report["pool_shared"] is None
+    assert report["pool_shared"] is None  # null: not checked (true/false only where it was)
+    assert report["graph_check"] == {"ran": False, "reason": "platform 'cpu' has no device graphs; run on a GPU "
+                                                            "host (--platform cuda|rocm|musa)"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="auto-detection picks the GPU here")
@@ -77,3 +79,23 @@ def test_probe_text_output_lists_the_facts():
     proc = run_cli("probe", "--platform", "cpu")
     assert proc.returncode == 0, proc.stderr
     assert "platform: cpu" in proc.stdout and "dist_backend: gloo" in proc.stdout
+
+
+def test_probe_text_says_what_was_not_checked_and_why():
+    proc = run_cli("probe", "--platform", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    assert "None" not in proc.stdout, proc.stdout
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    why = "platform 'cpu' has no device graphs; run on a GPU host (--platform cuda|rocm|musa)"
+    assert lines["graph_check"] == f"not run: {why}"
+    assert lines["pool_shared"] == f"not checked: {why}"
+    assert lines["live_graph_limit"] == "none (no cap on live graphs)"
+
+
+def test_probe_text_reads_unknown_for_facts_a_platform_cannot_read():
+    from portable_spec.commands.probe import render_probe
+
+    text = render_probe({"runtime": {"torch": "2.13.0", "musa": None}, "pool_shared": True,
+                         "graph_check": {"ran": True, "replayed_correctly": True}, "live_graph_limit": 1900})
+    assert text.splitlines() == ["runtime:", "  torch: 2.13.0", "  musa: unknown", "pool_shared: True",
+                                 "graph_check:", "  ran: True", "  replayed_correctly: True", "live_graph_limit: 1900"]

@@ -1,4 +1,4 @@
-"""The generated model zoo (portable_spec/testing/model_zoo.py) and the GPU boot script's CPU-side plumbing.
+"""The generated model zoo (portable_spec/harness/model_zoo.py) and the GPU boot script's CPU-side plumbing.
 
 * targets really produce the f-chain (HF transformers, fp32, CPU), with one-hot logits;
 * each draft, run by a plain-torch mirror of vLLM 0.26.0's draft forward on the saved weights, predicts what the

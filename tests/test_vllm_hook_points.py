@@ -207,3 +207,19 @@ def test_flash_attention_drafting_build_writes_no_persistent_buffer():
     from vllm.config import ModelConfig
 
     assert "rswa_window" in inspect.getsource(ModelConfig)
+
+
+def test_env_validation_reads_the_table_our_general_plugin_extends():
+    """``general_plugin.declare_platform_env`` adds VLLM_PLATFORM to ``envs.environment_variables``; it silences the
+    engine's warning only while ``validate_environ`` reads that table after the general plugins ran."""
+    import vllm.envs as envs
+    from vllm.engine.arg_utils import EngineArgs
+
+    assert isinstance(envs.environment_variables, dict) and "VLLM_PLUGINS" in envs.environment_variables
+    assert '"VLLM_PLATFORM"' not in inspect.getsource(envs)  # vLLM gives it no meaning of its own
+    assert params(envs.validate_environ) == ["hard_fail"]
+    assert 'env.startswith("VLLM_") and env not in environment_variables' in inspect.getsource(envs.validate_environ)
+    assert "for factor, getter in environment_variables.items():" in inspect.getsource(envs.compile_factors)
+    assert "load_general_plugins()" in inspect.getsource(EngineArgs.__post_init__)
+    assert "envs.validate_environ(self.fail_on_environ_validation)" in inspect.getsource(
+        EngineArgs.create_engine_config)

@@ -132,10 +132,23 @@ def test_musa_vllm_platform_class_declarations():
     assert importlib.import_module(MUSA_WORKER.rpartition(".")[0]).MusaWorker.__name__ == "MusaWorker"
 
 
-def test_general_plugin_is_a_no_op_unless_selected(monkeypatch):
-    monkeypatch.delenv("VLLM_PLATFORM", raising=False)
+@pytest.fixture
+def vllm_envs(monkeypatch):
+    """vLLM's real ``envs`` module; its variable table is restored after the test and unknown VLLM_* are unset."""
+    import vllm.envs as envs
+
+    table = {name: getter for name, getter in envs.environment_variables.items()
+             if getter is not platform_probe.requested_platform}  # as if our plugin had not run in this process
+    monkeypatch.setattr(envs, "environment_variables", table)
+    for name in [n for n in os.environ if n.startswith("VLLM_") and n not in envs.environment_variables]:
+        monkeypatch.delenv(name)
     monkeypatch.delenv(general_plugin.DRAFT_GRAPH_ENV, raising=False)
     monkeypatch.setattr(general_plugin, "INSTALLED", [])
+    return envs
+
+
+def test_general_plugin_is_a_no_op_unless_selected(monkeypatch, vllm_envs):
+    monkeypatch.delenv("VLLM_PLATFORM", raising=False)
     general_plugin.register()
     assert general_plugin.INSTALLED == []
     monkeypatch.setenv("VLLM_PLATFORM", "cpu")  # vLLM's own CPU platform: not ours
@@ -145,3 +158,56 @@ def test_general_plugin_is_a_no_op_unless_selected(monkeypatch):
     general_plugin.register()
     general_plugin.register()
     assert general_plugin.INSTALLED == ["general_plugin"]
+
+
+def test_general_plugin_makes_vllm_platform_a_known_vllm_variable(monkeypatch, vllm_envs):
+    monkeypatch.setenv("VLLM_PLATFORM", "MUSA")
+    with pytest.raises(ValueError, match="Unknown vLLM environment variable detected: VLLM_PLATFORM"):
+        vllm_envs.validate_environ(hard_fail=True)  # what every engine warns about without the plugin
+    general_plugin.register()
+    vllm_envs.validate_environ(hard_fail=True)
+    getter = vllm_envs.environment_variables["VLLM_PLATFORM"]
+    general_plugin.register()
+    assert vllm_envs.environment_variables["VLLM_PLATFORM"] is getter  # idempotent
+    assert vllm_envs.VLLM_PLATFORM == "musa" and vllm_envs.compile_factors()["VLLM_PLATFORM"] == "musa"
+    monkeypatch.setenv("VLLM_NOT_A_REAL_VAR", "1")  # the check itself is still live
+    with pytest.raises(ValueError, match="Unknown vLLM environment variable detected: VLLM_NOT_A_REAL_VAR"):
+        vllm_envs.validate_environ(hard_fail=True)
+
+
+def test_general_plugin_never_replaces_a_vllm_definition(monkeypatch, vllm_envs):
+    def vllms_own():
+        return "vLLM's meaning"
+
+    vllm_envs.environment_variables["VLLM_PLATFORM"] = vllms_own
+    monkeypatch.setenv("VLLM_PLATFORM", "musa")
+    general_plugin.register()
+    assert vllm_envs.environment_variables["VLLM_PLATFORM"] is vllms_own
+
+
+@pytest.mark.parametrize("env", [{}, {"VLLM_PLATFORM": "cpu"}, {general_plugin.DRAFT_GRAPH_ENV: "full"}])
+def test_general_plugin_declares_nothing_when_not_selected_by_vllm_platform(monkeypatch, vllm_envs, env):
+    monkeypatch.delenv("VLLM_PLATFORM", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    general_plugin.register()
+    assert "VLLM_PLATFORM" not in vllm_envs.environment_variables
+
+
+@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+def test_vllms_plugin_loader_silences_the_unknown_variable_check_musa_sim():
+    """Through vLLM's own entry-point loader, as ``EngineArgs.__post_init__`` runs it before validation."""
+    proc = run_python(MUSA_SIM_PRELUDE + """
+    import os
+    import vllm.envs as envs
+    from vllm.plugins import load_general_plugins
+    load_general_plugins()
+    envs.validate_environ(hard_fail=True)
+    os.environ["VLLM_NOT_A_REAL_VAR"] = "1"
+    try:
+        envs.validate_environ(hard_fail=True)
+    except ValueError as exc:
+        print(exc)
+    """, {"VLLM_PLATFORM": "musa"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "Unknown vLLM environment variable detected: VLLM_NOT_A_REAL_VAR"

@@ -10,7 +10,7 @@ Each ``vllm.LLM`` configuration runs in its own subprocess (vLLM state is proces
 the whole script keeps to ``--budget-s`` (default 540 s, inside a 10-minute device call); the report is rewritten
 after every step, so a run cut short still leaves one (``"complete": false``). The zoo pair makes the answer known
 in advance: greedy output is the f-chain and, for the perfect/attention heads, every drafted token is accepted
-(see portable_spec/testing/model_zoo.py; ``--variant attention`` is the head that needs correct draft attention).
+(see portable_spec/harness/model_zoo.py; ``--variant attention`` is the head that needs correct draft attention).
 
     python ci/gpu/vllm_boot.py OUTDIR [--quick] [--dry-run] [--pair llama_eagle] [--variant perfect|attention]
 """

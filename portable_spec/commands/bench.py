@@ -5,12 +5,13 @@ V1 + our FULL drafter, Model Runner V2) on a generated model pair."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 
 from portable_spec.commands._common import add_json_flag, add_platform_flag, emit
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms import select_platform
+from portable_spec.platforms import platform_class, select_platform
 
 
 def _int_list(text: str) -> list[int]:
@@ -19,8 +20,49 @@ def _int_list(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values:
-        raise argparse.ArgumentTypeError("expected at least one batch size")
+        raise argparse.ArgumentTypeError("expected at least one integer")
     return values
+
+
+def check_minimums(args: argparse.Namespace, minimums: dict[str, tuple[int, str]]) -> None:
+    """Reject a numeric flag below its minimum (``dest: (minimum, example)``) before any device or model work."""
+    for dest, (minimum, example) in minimums.items():
+        value = getattr(args, dest)
+        if any(v < minimum for v in (value if isinstance(value, list) else [value])):
+            flag = "--" + dest.replace("_", "-")
+            raise PortableSpecError(f"{flag} must be >= {minimum} (got {value}): pass {flag} {example}")
+
+
+def ensure_out_dir(path: str) -> None:
+    """Create ``--out`` up front, so an unwritable path fails in one line before a long run, not after it."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise PortableSpecError(f"cannot use --out {path!r} ({exc.strerror or exc}): pass a writable "
+                                "directory") from None
+
+
+E2E_MINIMUMS = {"num_spec": (1, "1 or more"), "concurrency": (1, "1,4,16,64"), "tokens": (1, "1 or more"),
+                "repeats": (1, "1 or more"), "timeout": (1, "1 or more (seconds)"), "tp": (1, "1 or 2")}
+DRAFT_MINIMUMS = {"hidden": (1, "1 or more"), "vocab": (1, "1 or more"), "layers": (1, "1 or more"),
+                  "num_spec": (1, "1 or more"), "context_len": (1, "1 or more"), "max_model_len": (1, "1 or more"),
+                  "iters": (1, "1 or more"), "warmup": (0, "0 or more")}
+
+
+def e2e_host_problem(tp: int = 1) -> str | None:
+    """Why ``bench e2e`` cannot run on this host, or None. Counts GPUs through NVML (``fork_safe``): the engines
+    it boots are separate processes that must still be able to initialise CUDA."""
+    from portable_spec.platforms.fork_safe import visible_device_count
+
+    if not platform_class("cuda").is_active():
+        return ("bench e2e needs an NVIDIA GPU and vLLM 0.26.0; no CUDA device is visible here: run it on a GPU "
+                "host (check the driver and CUDA_VISIBLE_DEVICES)")
+    if visible_device_count() < tp:
+        return (f"--tp {tp} needs {tp} GPUs but {visible_device_count()} are visible: lower --tp or run on a host "
+                "with more GPUs")
+    if importlib.util.find_spec("vllm") is None:
+        return "bench e2e needs vLLM 0.26.0, which is not installed: pip install 'portable-spec[vllm]'"
+    return None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,15 +107,14 @@ def run_e2e(args: argparse.Namespace) -> int:
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown)}; choose from "
-                                f"{', '.join(sorted(VARIANTS))}")
-    if args.num_spec < 1:
-        raise PortableSpecError("--num-spec must be >= 1")
-    if args.repeats < 1:
-        raise PortableSpecError("--repeats must be >= 1")
-    if args.tp < 1:
-        raise PortableSpecError(f"--tp must be >= 1 (got {args.tp}): pass the tensor-parallel size, e.g. --tp 2")
+    if unknown or not variants:
+        raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown) or '(none given)'}; pass --variants "
+                                f"with names from {', '.join(sorted(VARIANTS))}")
+    check_minimums(args, E2E_MINIMUMS)
+    problem = e2e_host_problem(args.tp)
+    if problem:
+        raise PortableSpecError(problem)
+    ensure_out_dir(args.out)
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
                        repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
@@ -124,14 +165,16 @@ def run_draft(args: argparse.Namespace) -> int:
                            num_spec=args.num_spec, batch_sizes=args.batch_sizes, context_len=args.context_len,
                            max_model_len=args.max_model_len, iters=args.iters, warmup=args.warmup,
                            probabilistic=args.probabilistic, kv_layout=args.kv_layout)
+    check_minimums(args, DRAFT_MINIMUMS)
     cfg.validate()
     platform = select_platform(args.platform)
     if not platform.supports_graphs:
         raise PortableSpecError(f"bench draft needs device graphs; platform {platform.name!r} has none: "
                                 "run it on a GPU host (--platform cuda, rocm or musa)")
+    if args.out:
+        ensure_out_dir(args.out)
     report = run_draft_bench(platform, cfg, progress=not args.no_progress and not args.json)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
         png = write_plot(report, os.path.join(args.out, "draft_bench.png"))
         report["plot"] = png
         with open(os.path.join(args.out, "draft_bench.json"), "w") as fh:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from portable_spec.commands._common import add_json_flag, add_platform_flag, emit, render_mapping
 from portable_spec.errors import PortableSpecError
@@ -31,13 +32,33 @@ def run(args: argparse.Namespace) -> int:
         verify = _load_verifier()
         report["attention_verify"] = verify(platform.name)
         code, message = refutation_exit(report["attention_verify"])
-        emit(args, report, lambda r: render_mapping({k: v for k, v in r.items() if k != "attention_verify"})
+        emit(args, report, lambda r: render_probe({k: v for k, v in r.items() if k != "attention_verify"})
              + "\n" + render_verify(r["attention_verify"]))
     else:
-        emit(args, report, render_mapping)
+        emit(args, report, render_probe)
     if message:
         print(f"portable-spec: {message}", file=sys.stderr)
     return code
+
+
+def render_probe(report: dict[str, Any]) -> str:
+    """``key: value`` lines in which nothing reads ``None``: what was not checked says so, and why."""
+    shown = dict(report)
+    check = shown.get("graph_check") or {}
+    if check.get("ran") is False:
+        shown["graph_check"] = f"not run: {check['reason']}"
+        if shown.get("pool_shared") is None:
+            shown["pool_shared"] = f"not checked: {check['reason']}"
+    if shown.get("live_graph_limit") is None:
+        shown["live_graph_limit"] = "none (no cap on live graphs)"
+    return render_mapping(_no_none(shown))
+
+
+def _no_none(value: Any) -> Any:
+    """A fact the platform could not read (e.g. a runtime version) shows as ``unknown``, not ``None``."""
+    if isinstance(value, dict):
+        return {k: _no_none(v) for k, v in value.items()}
+    return "unknown" if value is None else value
 
 
 def _load_verifier():

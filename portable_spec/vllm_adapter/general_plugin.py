@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
-from portable_spec.vllm_adapter.platform_probe import PLATFORM_QUALNAMES, requested_platform
+from portable_spec.vllm_adapter.platform_probe import ENV_VAR, PLATFORM_QUALNAMES, requested_platform
 
 PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.PortableWorker"
 
@@ -28,9 +28,26 @@ def portable_spec_active() -> bool:
     return ours or os.environ.get(DRAFT_GRAPH_ENV, "").strip().lower() == "full"
 
 
+def declare_platform_env() -> None:
+    """Make ``VLLM_PLATFORM`` a known vLLM variable, so ``envs.validate_environ`` (run in ``create_engine_config``,
+    after this plugin) stops warning "Unknown vLLM environment variable" about the variable our platform plugin reads
+    (and stops failing under ``fail_on_environ_validation``).
+
+    Only adds the key, never replaces one vLLM defines; idempotent. Known variables also feed vLLM's compile-cache
+    key (``envs.compile_factors``), which is right here: the platform changes the compiled code. The getter returns
+    the normalised name, so ``CUDA`` and ``cuda`` share a cache entry. Called only while portable_spec is active:
+    ``VLLM_PLATFORM=cpu`` (vLLM's own platform) gets nothing from us, this included.
+    """
+    import vllm.envs as envs
+
+    envs.environment_variables.setdefault(ENV_VAR, requested_platform)
+
+
 def register() -> None:
     if not portable_spec_active():
         return
+    if requested_platform() is not None:
+        declare_platform_env()
     if "general_plugin" not in INSTALLED:
         INSTALLED.append("general_plugin")
         logger.info("portable_spec general plugin registered (platform %s)", requested_platform() or "built-in")
