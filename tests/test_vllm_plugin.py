@@ -50,10 +50,12 @@ def test_probe_answers_each_platform_by_availability(monkeypatch):
 
     for name in ("cuda", "rocm", "musa", "cpu"):
         monkeypatch.setenv("VLLM_PLATFORM", name.upper())
-        expected = (platform_probe.PLATFORM_QUALNAMES[name] if platform_class(name).unavailable_reason() is None
+        expected = (platform_class(name).vllm_platform if platform_class(name).unavailable_reason() is None
                     else platform_probe.ERROR_QUALNAME)
         assert platform_probe.probe() == expected
-    assert platform_probe.PLATFORM_QUALNAMES["cpu"] == "vllm.platforms.cpu.CpuPlatform"
+    assert platform_probe.vllm_platform_qualname("cpu") == "vllm.platforms.cpu.CpuPlatform"
+    assert platform_probe.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.musa.PortableMusaPlatform"
+    assert platform_probe.vllm_platform_qualname("bogus") is None
 
 
 def test_probe_imports_no_vllm_platform_module():
@@ -211,3 +213,20 @@ def test_vllms_plugin_loader_silences_the_unknown_variable_check_musa_sim():
     """, {"VLLM_PLATFORM": "musa"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "Unknown vLLM environment variable detected: VLLM_NOT_A_REAL_VAR"
+
+
+def test_every_port_names_a_vllm_platform_class_that_exists():
+    """One registry: the port says which vLLM platform class serves it; a typo there would only fail at serve time."""
+    import ast
+    import importlib.util
+
+    from portable_spec.platforms import platform_class, platform_names
+
+    for name in platform_names():
+        module, _, cls = platform_class(name).vllm_platform.rpartition(".")
+        spec = importlib.util.find_spec(module)
+        assert spec is not None, module
+        tree = ast.parse(open(spec.origin).read())
+        assert cls in {node.name for node in tree.body if isinstance(node, ast.ClassDef)} or \
+            cls in {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                    if isinstance(t, ast.Name)}, (module, cls)

@@ -15,6 +15,7 @@ class CpuPlatform(DevicePlatform):
     device_type = "cpu"
     dist_backend = "gloo"
     supports_graphs = False
+    vllm_platform = "vllm.platforms.cpu.CpuPlatform"  # vLLM's own: we add nothing to it (no graphs)
 
     @classmethod
     def is_active(cls) -> bool:

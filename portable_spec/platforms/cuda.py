@@ -14,6 +14,7 @@ class CudaPlatform(DevicePlatform):
     name = "cuda"
     device_type = "cuda"
     dist_backend = "nccl"
+    vllm_platform = "portable_spec.vllm_adapter.cuda.PortableCudaPlatform"
 
     @classmethod
     def is_active(cls) -> bool:

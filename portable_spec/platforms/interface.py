@@ -41,6 +41,9 @@ class DevicePlatform(abc.ABC):
     """True where capture must run under ``torch.inference_mode`` (MUSA rejects in-place updates under no_grad)."""
     graph_class_name: ClassVar[str] = "CUDAGraph"
     """Attribute of the device module that is the graph class."""
+    vllm_platform: ClassVar[str | None] = None
+    """Qualname of the vLLM platform class ``VLLM_PLATFORM=<name>`` selects (read by the platform plugin's probe, which
+    never imports it): so a new accelerator is one port module plus one ``PLATFORMS`` entry."""
 
     # Device functions bound from the device module at construction (the DeviceInterface pattern).
     _BOUND = ("Stream", "Event", "current_stream", "stream", "synchronize", "device_count", "graph_pool_handle",

@@ -30,6 +30,7 @@ class MusaPlatform(DevicePlatform):
     name = "musa"
     device_type = "musa"
     dist_backend = "mccl"
+    vllm_platform = "portable_spec.vllm_adapter.musa.PortableMusaPlatform"
     capture_inference_mode = True
     graph_class_name = "MUSAGraph"
     live_graph_limit = musa_live_graph_limit()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
-from portable_spec.vllm_adapter.platform_probe import ENV_VAR, PLATFORM_QUALNAMES, requested_platform
+from portable_spec.vllm_adapter.platform_probe import ENV_VAR, requested_platform, vllm_platform_qualname
 
 PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.PortableWorker"
 
@@ -24,7 +24,7 @@ INSTALLED: list[str] = []
 def portable_spec_active() -> bool:
     """True when our platform is selected or our drafter graphs are requested explicitly."""
     name = requested_platform()
-    ours = name is not None and PLATFORM_QUALNAMES.get(name, "").startswith("portable_spec.")
+    ours = name is not None and (vllm_platform_qualname(name) or "").startswith("portable_spec.")
     return ours or os.environ.get(DRAFT_GRAPH_ENV, "").strip().lower() == "full"
 
 

@@ -12,19 +12,23 @@ import os
 
 ENV_VAR = "VLLM_PLATFORM"
 ERROR_QUALNAME = "portable_spec.vllm_adapter.platform_error.PlatformSelectionError"
-PLATFORM_QUALNAMES = {
-    "cuda": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform",
-    "rocm": "portable_spec.vllm_adapter.rocm.PortableRocmPlatform",
-    "musa": "portable_spec.vllm_adapter.musa.PortableMusaPlatform",
-    # vLLM's own CPU platform: we add nothing to it (no graphs), but the name is a valid choice.
-    "cpu": "vllm.platforms.cpu.CpuPlatform",
-}
 
 
 def requested_platform() -> str | None:
     """The lower-cased ``VLLM_PLATFORM`` value, or None when it is unset or blank."""
     value = os.environ.get(ENV_VAR, "").strip().lower()
     return value or None
+
+
+def vllm_platform_qualname(name: str) -> str | None:
+    """The vLLM platform class our port ``name`` names (``DevicePlatform.vllm_platform``), None for unknown names."""
+    from portable_spec.errors import PlatformError
+    from portable_spec.platforms import platform_class
+
+    try:
+        return platform_class(name, source=ENV_VAR).vllm_platform
+    except PlatformError:
+        return None
 
 
 def selection_problem(name: str) -> str | None:
@@ -49,4 +53,4 @@ def probe() -> str | None:
             return ERROR_QUALNAME
     except Exception:  # never raise inside vLLM's probe loop; the error class re-derives the message
         return ERROR_QUALNAME
-    return PLATFORM_QUALNAMES[name]
+    return vllm_platform_qualname(name) or ERROR_QUALNAME
