@@ -142,3 +142,34 @@ def test_bench_e2e_concurrency_0_through_the_console_entry(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == ["portable-spec: error: --concurrency must be >= 1 (got [0]): pass "
                                         "--concurrency 1,4,16,64"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--target", "/nonexistent", "--draft", "/nonexistent", "--method", "eagle"),
+     "--target '/nonexistent' is not a model directory (no config.json): pass a local checkpoint directory"),
+    (("--target", "{t}", "--method", "eagle"), "--method eagle needs --draft DIR (only mtp drafts from the target "
+                                                "itself)"),
+    (("--target", "{t}", "--draft", "{t}", "--method", "medusa"),
+     "--method 'medusa' is not one our drafter covers: pass one of eagle, eagle3, mtp, dflash"),
+    (("--draft", "{t}"), "your own models need --target DIR and --method M (and --draft DIR except for mtp)"),
+])
+def test_bench_e2e_own_checkpoints_are_checked_in_one_line(capsys, monkeypatch, tmp_path, args, expected):
+    import portable_spec.commands.bench as command
+
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(command, "e2e_host_problem", lambda tp=1: None)  # as on a GPU host with vLLM
+    argv = [a.replace("{t}", str(tmp_path)) for a in args]
+    assert cli(capsys, "bench", "e2e", "--out", str(tmp_path / "out"), *argv) == (2, [f"portable-spec: error: {expected}"])
+
+
+def test_own_checkpoints_name_the_pair_the_report_ran(tmp_path):
+    from portable_spec.harness.e2e.bench import checkpoint_pair, pair_label
+
+    for name in ("tgt", "dft"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    pair = checkpoint_pair(str(tmp_path / "tgt"), str(tmp_path / "dft"), "eagle3")
+    assert pair["name"] == "tgt + dft (eagle3)" and pair["draft"] == str(tmp_path / "dft")
+    assert checkpoint_pair(str(tmp_path / "tgt"), None, "mtp")["draft"] == str(tmp_path / "tgt")
+    assert pair_label({"pair": pair["name"], "model_variant": None}) == "tgt + dft (eagle3)"
+    assert pair_label({"pair": "llama_eagle", "model_variant": "perfect"}) == "llama_eagle (perfect)"

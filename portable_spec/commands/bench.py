@@ -78,6 +78,9 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p = bench_sub.add_parser("e2e", help="vLLM end to end: output tok/s, TPOT and acceptance length per engine "
                                          "variant and concurrency (needs vLLM 0.26.0 on a GPU host)")
     p.add_argument("--pair", default="llama_eagle", help="generated model pair (default llama_eagle)")
+    p.add_argument("--target", metavar="DIR", help="your own target checkpoint directory (instead of --pair)")
+    p.add_argument("--draft", metavar="DIR", help="your own draft checkpoint directory (with --target)")
+    p.add_argument("--method", help="speculative method of --draft: eagle, eagle3, mtp or dflash (with --target)")
     p.add_argument("--model-variant", default="perfect", help="perfect | partial | attention (default perfect)")
     p.add_argument("--num-spec", type=int, default=3, metavar="K", help="speculative tokens (default 3)")
     p.add_argument("--concurrency", type=_int_list, default=[1, 4, 16, 64], metavar="LIST",
@@ -101,7 +104,7 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
 
 
 def run_e2e(args: argparse.Namespace) -> int:
-    from portable_spec.harness.e2e.bench import run_bench
+    from portable_spec.harness.e2e.bench import checkpoint_pair, run_bench
     from portable_spec.harness.e2e.child import parallel_child_args
     from portable_spec.harness.e2e.configs import VARIANTS
 
@@ -114,17 +117,25 @@ def run_e2e(args: argparse.Namespace) -> int:
     problem = e2e_host_problem(args.tp)
     if problem:
         raise PortableSpecError(problem)
+    checkpoint = None
+    if args.target or args.draft or args.method:
+        if not (args.target and args.method):
+            raise PortableSpecError("your own models need --target DIR and --method M (and --draft DIR except for mtp)")
+        checkpoint = checkpoint_pair(args.target, args.draft, args.method)
     ensure_out_dir(args.out)
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
                        repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
-                       parallel=parallel_child_args(args))
+                       parallel=parallel_child_args(args), checkpoint=checkpoint)
     emit(args, report, render_e2e)
     return 0
 
 
 def render_e2e(report: dict) -> str:
-    lines = [f"{report['pair']} ({report['model_variant']}), K={report['k']}, {report['device']}, vLLM {report['vllm']}",
+    from portable_spec.harness.e2e.bench import pair_label
+
+    lines = [f"{pair_label(report)}, K={report['k']}, TP={report.get('tensor_parallel_size', 1)}, {report['device']}, "
+             f"vLLM {report['vllm']}",
              f"{'variant':<14}" + "".join(f"{'c=' + str(c):>12}" for c in report["concurrency"])]
     for variant, row in report["summary"]["output_tok_s"].items():
         lines.append(f"{variant:<14}" + "".join(f"{row.get(c, float('nan')):>12.1f}" for c in report["concurrency"]))

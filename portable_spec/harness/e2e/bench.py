@@ -13,22 +13,41 @@ from typing import Any
 from portable_spec.harness.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
+CHECKPOINT_METHODS = ("eagle", "eagle3", "mtp", "dflash")
+
+
+def checkpoint_pair(target: str, draft: str | None, method: str) -> dict[str, str]:
+    """An operator's own checkpoints on disk, checked before any engine boots (one line naming the fix)."""
+    from portable_spec.errors import PortableSpecError
+
+    if method not in CHECKPOINT_METHODS:
+        raise PortableSpecError(f"--method {method!r} is not one our drafter covers: pass one of "
+                                f"{', '.join(CHECKPOINT_METHODS)}")
+    if draft is None and method != "mtp":
+        raise PortableSpecError(f"--method {method} needs --draft DIR (only mtp drafts from the target itself)")
+    for flag, path in (("--target", target), ("--draft", draft)):
+        if path is not None and not (Path(path) / "config.json").is_file():
+            raise PortableSpecError(f"{flag} {path!r} is not a model directory (no config.json): pass a local "
+                                    "checkpoint directory")
+    return {"target": str(target), "draft": str(draft if draft is not None else target), "method": method,
+            "name": f"{Path(target).name} + {Path(draft).name if draft else 'its own MTP head'} ({method})"}
 
 
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
               bench_tokens: int = 256, repeats: int = 5, timeout_s: int = 540,
               zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False,
-              parallel: list[str] | None = None) -> dict[str, Any]:
+              parallel: list[str] | None = None, checkpoint: dict[str, str] | None = None) -> dict[str, Any]:
     """Boot every variant at once, time them in turns (``interleave``), then profile each (optional).
-    ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``)."""
+    ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``); ``checkpoint``: an
+    operator's own models (``checkpoint_pair``) instead of the generated ``pair``."""
     from portable_spec.harness.e2e.child import bench_summary
     from portable_spec.harness.e2e.interleave import boot_all, measure_interleaved
     from portable_spec.harness.model_zoo import build_pair
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    models = build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
+    models = checkpoint or build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
     child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"], "--k", str(k),
              "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens), *(parallel or [])]
     bar = progress_bar(len(variants) + len(variants) * len(concurrency) * repeats + (len(variants) if profile else 0))
@@ -67,7 +86,9 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
               "tensor_parallel_size": tp, "parallel_flags": parallel or [],
-              "torch": torch.__version__, "vllm": vllm_version(), "pair": pair, "model_variant": model_variant,
+              "torch": torch.__version__, "vllm": vllm_version(),
+              "pair": checkpoint["name"] if checkpoint else pair, "model_variant": None if checkpoint else model_variant,
+              "models": {k_: models[k_] for k_ in ("target", "draft", "method")},
               "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency),
               "method": "engines booted together (fixed KV cache), timed passes interleaved round-robin; "
                         "median of the passes", "boot_wall_s": boot_wall, "results": rows,
@@ -117,6 +138,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def pair_label(report: dict[str, Any]) -> str:
+    """Which models a report ran: the generated pair and its variant, or the operator's checkpoints."""
+    variant = report.get("model_variant")
+    return f"{report['pair']} ({variant})" if variant else str(report["pair"])
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
     """Output tok/s, TPOT, and throughput relative to upstream V1 (the issue's bars at 1.25x and 1.0x)."""
     try:
@@ -150,7 +177,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0].set_yscale("log")
-    fig.suptitle(f"{report['pair']} ({report['model_variant']}), K={report['k']}, "
+    fig.suptitle(f"{pair_label(report)}, K={report['k']}, "
                  f"TP={report.get('tensor_parallel_size', 1)}, {report['device']}, vLLM {report['vllm']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
