@@ -286,3 +286,24 @@ def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
     excerpt = log_excerpt(log)
     assert excerpt[0].endswith("0 failed") and plugin[-300:] in excerpt and len(excerpt) == 40
     assert not any("portable_spec_vllm_cache" in line for line in excerpt)
+
+
+def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_the_opt_in_check(tmp_path):
+    from portable_spec.harness.e2e.parent import jit_events
+
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "INFO Kernel JIT monitor activated; monitored JIT compilations during inference will be logged\n"
+        "(Worker_TP1 pid=9) WARNING 11-23 10:00:00 [jit_monitor.py:137] Triton jit compile during inference: "
+        "eagle_prepare_next_token_padded_kernel (sig). This causes a latency spike; consider extending warmup\n"
+        "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton jit compile during inference: "
+        "rejection_greedy_sample_kernel. This causes a latency spike\n")
+    assert jit_events(log) == ["Triton jit compile: eagle_prepare_next_token_padded_kernel",
+                               "Triton jit compile: rejection_greedy_sample_kernel"]
+    e2e = load_e2e_script()
+    clean = run("full_drafter", **GOOD_FULL, jit_during_inference=[])
+    spiky = run("full_drafter", **GOOD_FULL, jit_during_inference=jit_events(log))
+    assert e2e.checks_for([run("nospec"), clean], [0], greedy=True, perfect=True,
+                          require_no_jit=True)["full_drafter_s0_no_jit_during_inference"]
+    assert not e2e.checks_for([run("nospec"), spiky], [0], greedy=True, perfect=True,
+                              require_no_jit=True)["full_drafter_s0_no_jit_during_inference"]

@@ -51,7 +51,7 @@ def json_key(value) -> str:
 
 def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: bool,
                greedy_continuations: dict[int, list[list[int]]] | None = None, tp: int = 1,
-               fail_capture: str | None = None) -> dict[str, bool]:
+               fail_capture: str | None = None, require_no_jit: bool = False) -> dict[str, bool]:
     """``greedy_continuations`` (sampled runs): each seed's greedy outputs; a sampled run whose outputs all equal
     them did not really sample (a target too peaked for its temperature), and fails ``sampled_off_greedy``."""
     by = {(r["variant"], r.get("seed")): r for r in results}
@@ -86,6 +86,8 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
             checks[f"full_drafter_s{seed}_log_shows_capture"] = any(
                 CAPTURE_LOG_PREFIX in line and " s, " in line and "MiB" in line for line in full.get("log_excerpt", []))
             checks[f"full_drafter_s{seed}_tensor_parallel_{tp}"] = full.get("tensor_parallel_size") == tp
+            if require_no_jit:
+                checks[f"full_drafter_s{seed}_no_jit_during_inference"] = full.get("jit_during_inference") == []
             if tp > 1 or fail_capture:
                 checks.update(rank_checks(full, seed, tp, fail_capture))
             if perfect and full.get("acceptance_per_position"):
@@ -141,6 +143,8 @@ def main() -> int:
                         help="v1: force VLLM_USE_V2_MODEL_RUNNER=0; auto: let vLLM choose (MoE targets pick V1)")
     parser.add_argument("--tolerance-pts", type=float, default=None,
                         help="max |full - eager| acceptance difference per position, averaged over seeds")
+    parser.add_argument("--require-no-jit", action="store_true",
+                        help="fail when vLLM's JIT monitor saw a kernel compile during inference in our variant")
     parser.add_argument("--concurrent", action="store_true",
                         help="boot the variants at once (needs --kv-cache-bytes: no memory profiling)")
     parser.add_argument("--fail-capture", default=None, metavar="RANK:KIND:REQS",
@@ -195,14 +199,15 @@ def main() -> int:
             results.append(row)
             print(json.dumps({k: row.get(k) for k in (
                 "variant", "seed", "error", "use_v2_model_runner", "platform", "runner", "drafter", "capture_stats",
-                "replays", "pointer_mismatches", "acceptance_per_position", "boot_s", "tensor_parallel_size")}),
+                "replays", "pointer_mismatches", "acceptance_per_position", "boot_s", "tensor_parallel_size",
+                "jit_during_inference")}),
                   flush=True)
     # Perfect heads accept everything under greedy decoding; when sampling, only with probabilistic draft sampling
     # (the EAGLE head's draft distribution then equals the target's: p / q == 1).
     perfect = args.variant == "perfect" and pair["method"] != "dflash" and (
         greedy or (pair["method"] == "eagle" and args.draft_sample_method == "probabilistic"))
     checks = checks_for(results, seeds, greedy, perfect=perfect, greedy_continuations=continuations, tp=args.tp,
-                        fail_capture=args.fail_capture)
+                        fail_capture=args.fail_capture, require_no_jit=args.require_no_jit)
     if args.tolerance_pts is not None:
         full, eager = mean_acceptance(results, "full_drafter"), mean_acceptance(results, "eager_drafter")
         if full and eager:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,22 @@ def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
     if result is None:
         return {"variant": variant, "error": f"exit {proc.returncode}, see {log.name}", "log": log.name}
     result["log"] = log.name
+    result["jit_during_inference"] = jit_events(log)
     return result
+
+
+JIT_EVENT = re.compile(r"([A-Za-z]+ [^\]]*?) during inference: ([\w.]+?)[ .(]")
+
+
+def jit_events(log: Path) -> list[str]:
+    """Kernels vLLM's JIT monitor saw compile after warm-up ("Triton jit compile during inference: NAME ..."), one
+    entry per (rank, kernel) line: each is a latency spike a serving user would see."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return []
+    return [f"{m.group(1)}: {m.group(2)}" for line in text.splitlines()
+            if "during inference:" in line and (m := JIT_EVENT.search(line))]
 
 
 EXCERPT_NEEDLES = ("portable_spec:", "portable_spec is activated", "Capturing CUDA graphs", "Capturing drafter",
