@@ -33,7 +33,8 @@ def rank_checks(full: dict, seed: int, tp: int, fail_capture: str | None) -> dic
     ranks = full.get("ranks") or []
     stats = [r.get("capture_stats") or {} for r in ranks]
     checks = {f"full_drafter_s{seed}_facts_from_every_rank": len(ranks) == tp,
-              f"full_drafter_s{seed}_same_graphs_on_every_rank": len({json_key(s.get("num_tokens")) for s in stats}) == 1,
+              f"full_drafter_s{seed}_same_graphs_on_every_rank":
+                  len({json_key(s.get("num_tokens")) for s in stats}) == 1,
               f"full_drafter_s{seed}_no_pointer_mismatch_on_any_rank": all(r.get("pointer_mismatches") == 0
                                                                            for r in ranks),
               f"full_drafter_s{seed}_log_shows_capture_per_rank": sum(

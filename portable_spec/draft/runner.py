@@ -182,7 +182,7 @@ class DraftGraphRunner:
                 warnings.warn(f"platform {self.platform.label!r} has no device graphs: all {len(wanted)} draft keys "
                               "run eagerly", DraftGraphWarning, stacklevel=2)
             return self._finish(report, start, None)
-        order = [kind for kind in self.dispatcher.step_kinds]
+        order = list(self.dispatcher.step_kinds)
         # Under a live-graph budget the smallest batches keep their graphs: they are the launch-bound ones.
         wanted.sort(key=lambda k: (k.num_tokens, order.index(k.step)))
         if self.live_graph_limit is not None:

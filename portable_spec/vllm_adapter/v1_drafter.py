@@ -122,9 +122,12 @@ class DrafterGraphMixin:
     def captured_key(self, kind: str, num_reqs: int) -> DraftKey | None:
         """The captured key a batch of ``num_reqs`` requests of step ``kind`` pads to, or None."""
         runner = self.graph_runner
-        if runner is None or not runner.dispatcher.has_step(kind) or not 1 <= num_reqs <= runner.dispatcher.max_num_seqs:
+        if runner is None:
             return None
-        key = runner.dispatcher.dispatch(kind, num_reqs)
+        dispatcher = runner.dispatcher
+        if not dispatcher.has_step(kind) or not 1 <= num_reqs <= dispatcher.max_num_seqs:
+            return None
+        key = dispatcher.dispatch(kind, num_reqs)
         return key if key in runner.captured else None
 
     def pending_key(self, kwargs: dict[str, Any]) -> DraftKey | None:

@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     boots = []
     for phase in ("cold", "warm") if args.warm else ("cold",):
         for variant in variants:
-            boots.append({"phase": phase, **boot_once(variant, child, root / variant, out / f"boot_{phase}_{variant}.log",
-                                                      args.timeout, args.stack_every)})
+            log = out / f"boot_{phase}_{variant}.log"
+            boots.append({"phase": phase,
+                          **boot_once(variant, child, root / variant, log, args.timeout, args.stack_every)})
             print(json.dumps({k: boots[-1][k] for k in ("phase", "variant", "wall_to_ready_s", "llm_init_s",
                                                         "error")}), flush=True)
     import torch

@@ -137,7 +137,7 @@ def add_parallel_flags(parser: argparse.ArgumentParser) -> None:
     ``vllm_adapter.offline.parallel_engine_args``). Shared by the child, the e2e driver and ``bench e2e``."""
     parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size (default 1)")
     parser.add_argument("--disable-custom-all-reduce", action="store_true",
-                        help="vLLM's disable_custom_all_reduce=True (needed at TP>=2 on hosts without NVLink multicast)")
+                        help="vLLM's disable_custom_all_reduce=True (needed at TP>=2 without NVLink multicast)")
     parser.add_argument("--no-fuse-allreduce-rms", action="store_true",
                         help="compilation_config.pass_config.fuse_allreduce_rms=False (same hosts)")
 
