@@ -12,7 +12,7 @@ import sys
 from portable_spec import __version__
 from portable_spec.errors import PortableSpecError
 
-COMMANDS = ("probe", "sizes", "caps", "bench")
+COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
