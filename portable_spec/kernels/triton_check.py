@@ -38,7 +38,7 @@ def triton32_python(flag: str | None) -> str:
     if not path:
         raise PortableSpecError(f"--check-triton needs a Python with triton==3.2.0; {_FIX}")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise PortableSpecError(f"{path} is not an executable Python interpreter; {_FIX}")
+        raise PortableSpecError(f"{path!r} is not an executable Python interpreter; {_FIX}")
     return path
 
 
