@@ -82,7 +82,8 @@ def test_each_rule_rejects_its_construct_and_says_where(kernel, rule, code):
     result = scan(kernel)
     assert result.rejected and [f.rule for f in result.findings] == [rule]
     line = result.findings[0].line()
-    assert line.startswith(f"{rule}: {__name__}.{kernel.fn.__name__} (") and "test_triton_rules.py:" in line and code in line
+    assert line.startswith(f"{rule}: {__name__}.{kernel.fn.__name__} (")
+    assert "test_triton_rules.py:" in line and code in line
     assert rule in RULES and RULES[rule].evidence
 
 

@@ -15,7 +15,8 @@ def _header(report: dict[str, Any]) -> list[str]:
         c = report["compile"]
         lines.append(f"compile layer: triton {c['triton']} for {c['target']} ({c['python']})")
     if report.get("static"):
-        lines.append(f"static layer: {len(report['static']['rules'])} MUSA rules ({', '.join(report['static']['rules'])})")
+        rules = report["static"]["rules"]
+        lines.append(f"static layer: {len(rules)} MUSA rules ({', '.join(rules)})")
     lines.append(f"vLLM {report.get('vllm')}; {report['proxy']}")
     return lines
 
@@ -28,17 +29,18 @@ def render_text(report: dict[str, Any]) -> str:
     for r in rows:
         lines.append(f"{r['kernel']:<{width}}{'yes' if r['musa_path'] else 'no':<11}{_cell(r['as_shipped']):<28}"
                      f"{_cell(r['with_substitutes'])}")
-    for title, key in (("first errors as shipped", "as_shipped"), ("first errors with substitutes", "with_substitutes")):
+    for title, key in (("first errors as shipped", "as_shipped"),
+                       ("first errors with substitutes", "with_substitutes")):
         bad = [r for r in rows if r[key]["verdict"] != "ok"]
         if bad:
             lines += ["", f"{title}:"]
             for r in bad:
                 for layer in r[key]["layers"]:
                     lines.append(f"  {r['kernel']} [{layer}]: {r[key][layer]['first_error']}")
+    still = [r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"]
     lines += ["", f"substitutes bound for the second column: {len(report['substitutes_bound'])} binding sites",
-              "result: " + ("green: every kernel on the MUSA path passes both layers with substitutes bound"
-                            if report["green"] else "NOT green: " + ", ".join(
-                                r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"))]
+              "result: " + ("NOT green: " + ", ".join(still) if still else
+                            "green: every kernel on the MUSA path passes both layers with substitutes bound")]
     return "\n".join(lines)
 
 

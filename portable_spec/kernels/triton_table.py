@@ -155,7 +155,7 @@ VLLM_KERNELS: tuple[KernelCase, ...] = (
         dict(num_query_heads=32, TILE_SIZE=16, HEAD_SIZE=128, HEAD_SIZE_PADDED=128, BLOCK_Q=4,
              NUM_SEGMENTS_PER_SEQ=16, USE_FP8=False),
         f"{_UA}:1170 unified_attention (3D reduction)"),
-    KernelCase(  # triton_reshape_and_cache_flash.py:434, from TritonAttentionImpl.do_kv_cache_update (triton_attn.py:825)
+    KernelCase(  # triton_reshape_and_cache_flash.py:434, from TritonAttentionImpl.do_kv_cache_update
         "reshape_and_cache_kernel_flash",
         "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
         sig("key_ptr value_ptr key_cache_ptr value_cache_ptr:*bf16 | slot_mapping_ptr:*i64 | k_scale v_scale:*fp32"
