@@ -324,6 +324,19 @@ def test_a_moved_attribute_is_a_one_line_error_and_changes_nothing(vllm_platform
     assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
 
 
+def test_a_vanished_module_is_a_one_line_error_and_changes_nothing(vllm_platform):
+    import vllm.v1.spec_decode.utils as utils
+
+    upstream = utils.eagle_prepare_next_token_padded_kernel
+    gone = registry.Substitution(name="gone", platforms=("musa",), reason="test",
+                                 targets=(KERNEL_TARGETS[0], "vllm.v1.no_such_module.kernel"),
+                                 replacement=registry.SUBSTITUTIONS[0].replacement)
+    with pytest.raises(registry.KernelBindingMissing) as err:
+        registry.install_substitutions("musa", (gone,))
+    assert "\n" not in str(err.value) and str(err.value).startswith("cannot import vllm.v1.no_such_module (")
+    assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
+
+
 def test_registry_imports_neither_vllm_nor_triton():
     code = ("import sys, portable_spec.kernels, portable_spec.kernels.registry; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'triton')))")

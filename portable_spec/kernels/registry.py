@@ -80,7 +80,12 @@ def install_substitutions(platform_name: str,
     for sub in substitutions_for(platform_name, substitutions):
         for target in sub.targets:
             module_name, attr = _split(target)
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise KernelBindingMissing(
+                    f"cannot import {module_name} ({exc}); update the {sub.name!r} entry in "
+                    "portable_spec/kernels/substitutions.py or pin vllm==0.26.0") from None
             if not hasattr(module, attr):
                 raise KernelBindingMissing(
                     f"{module_name} has no attribute {attr!r} (vLLM moved it); update the {sub.name!r} entry in "
