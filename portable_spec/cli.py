@@ -13,7 +13,7 @@ from typing import NoReturn
 from portable_spec import __version__
 from portable_spec.errors import PortableSpecError
 
-COMMANDS = ("probe", "sizes", "caps", "bench")
+COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -4,6 +4,8 @@ run by the Triton interpreter on CPU), and the registry that installs them on ev
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -231,36 +233,68 @@ def test_kernel_matches_vllms_own_kernel():
 
 
 # ------------------------------------------------------------------------------------------------ registry
-def test_musa_substitution_covers_every_binding_site(vllm_platform):
-    import vllm.v1.spec_decode.llm_base_proposer as proposer
-    import vllm.v1.spec_decode.utils as utils
+def _current(target: str):
+    module, attr = target.rsplit(".", 1)
+    return getattr(importlib.import_module(module), attr)
 
-    upstream = utils.eagle_prepare_next_token_padded_kernel
-    assert proposer.eagle_prepare_next_token_padded_kernel is upstream
+
+def test_musa_substitutions_cover_every_binding_site_and_are_reversible(vllm_platform):
+    """Every target of every MUSA entry holds that entry's one replacement while installed (the eagle kernel is ours,
+    derived entries are derived from vLLM's object), and vLLM's objects come back on uninstall."""
+    subs = registry.substitutions_for("musa")
+    targets = [t for sub in subs for t in sub.targets]
+    originals = {t: _current(t) for t in targets}
     try:
-        assert sorted(registry.install_substitutions("musa")) == sorted(KERNEL_TARGETS)
-        assert registry.install_substitutions("MUSA") == list(KERNEL_TARGETS)  # idempotent, originals kept
-        for module in (utils, proposer):
-            assert module.eagle_prepare_next_token_padded_kernel is ours.eagle_prepare_next_token_padded_kernel
-        assert sorted(registry.installed()) == sorted(KERNEL_TARGETS)
+        assert registry.install_substitutions("musa") == targets
+        replacements = {t: _current(t) for t in targets}
+        assert registry.install_substitutions("MUSA") == targets  # idempotent: originals kept, same replacements
+        for sub in subs:
+            objs = {id(_current(t)) for t in sub.targets}
+            assert len(objs) == 1, sub.name
+            assert all(_current(t) is replacements[t] and _current(t) is not originals[t] for t in sub.targets)
+            assert registry.bound()[sub.targets[0]] is sub
+        assert replacements[KERNEL_TARGETS[0]] is ours.eagle_prepare_next_token_padded_kernel
+        for sub in subs:
+            if sub.rewrites:
+                derived = replacements[sub.targets[0]]
+                assert derived.fn.__portable_spec_derived_from__ == (
+                    f"{originals[sub.targets[0]].__module__}:{sub.name}")
+                assert derived.fn.__globals__ is vars(importlib.import_module(originals[sub.targets[0]].__module__))
+        assert sorted(registry.installed()) == sorted(targets)
     finally:
-        assert sorted(registry.uninstall()) == sorted(KERNEL_TARGETS)
-    assert utils.eagle_prepare_next_token_padded_kernel is upstream
-    assert proposer.eagle_prepare_next_token_padded_kernel is upstream
-    assert registry.installed() == [] and registry.uninstall() == []
+        assert sorted(registry.uninstall()) == sorted(targets)
+    assert all(_current(t) is originals[t] for t in targets)
+    assert registry.installed() == [] and registry.uninstall() == [] and registry.bound() == {}
 
 
-def test_every_vllm_module_that_binds_the_kernel_is_a_target(vllm_platform):
-    """A vLLM module importing the upstream kernel but missing from the entry would keep running the upstream one."""
-    import vllm.v1.spec_decode.dflash  # noqa: F401  (every spec-decode module that could bind it)
-    import vllm.v1.spec_decode.llm_base_proposer  # noqa: F401
+def _vllm_binders(name: str) -> set[str]:
+    """vLLM modules whose globals hold ``name``: a top-level ``def name`` or ``from ... import name``, read from
+    vLLM's source files."""
+    root = os.path.dirname(importlib.util.find_spec("vllm").origin)
+    found = set()
+    for dirpath, _, files in os.walk(root):
+        for file in (f for f in files if f.endswith(".py")):
+            path = os.path.join(dirpath, file)
+            text = open(path, encoding="utf-8").read()
+            if name not in text:
+                continue
+            for node in ast.parse(text).body:
+                defines = isinstance(node, ast.FunctionDef) and node.name == name
+                imports = isinstance(node, ast.ImportFrom) and any(a.name == name and a.asname in (None, name)
+                                                                   for a in node.names)
+                if defines or imports:
+                    found.add(os.path.relpath(path, os.path.dirname(root))[:-3].replace(os.sep, "."))
+    return found
 
+
+def test_every_vllm_module_that_binds_a_substituted_object_is_a_target():
+    """A vLLM module that defines or imports (at top level) a substituted kernel or helper but is missing from the
+    entry would keep running vLLM's object: Triton resolves helpers in the caller's module. Read from vLLM's
+    source, so it does not depend on which modules happen to be imported."""
     for sub in registry.SUBSTITUTIONS:
-        module_name, attr = sub.targets[0].rsplit(".", 1)
-        original = getattr(sys.modules[module_name], attr)
-        binders = {f"{name}.{attr}" for name, mod in list(sys.modules.items())
-                   if name.startswith("vllm.") and getattr(mod, attr, None) is original}
-        assert binders == set(sub.targets), binders ^ set(sub.targets)
+        attr = sub.targets[0].rsplit(".", 1)[1]
+        modules = {t.rsplit(".", 1)[0] for t in sub.targets}
+        assert _vllm_binders(attr) == modules, (sub.name, _vllm_binders(attr) ^ modules)
 
 
 def test_platforms_without_substitutions_install_nothing(vllm_platform):
@@ -287,6 +321,19 @@ def test_a_moved_attribute_is_a_one_line_error_and_changes_nothing(vllm_platform
     message = str(err.value)
     assert "\n" not in message
     assert "vllm.v1.spec_decode.llm_base_proposer has no attribute 'no_such_kernel'" in message
+    assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
+
+
+def test_a_vanished_module_is_a_one_line_error_and_changes_nothing(vllm_platform):
+    import vllm.v1.spec_decode.utils as utils
+
+    upstream = utils.eagle_prepare_next_token_padded_kernel
+    gone = registry.Substitution(name="gone", platforms=("musa",), reason="test",
+                                 targets=(KERNEL_TARGETS[0], "vllm.v1.no_such_module.kernel"),
+                                 replacement=registry.SUBSTITUTIONS[0].replacement)
+    with pytest.raises(registry.KernelBindingMissing) as err:
+        registry.install_substitutions("musa", (gone,))
+    assert "\n" not in str(err.value) and str(err.value).startswith("cannot import vllm.v1.no_such_module (")
     assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cpu lane: builds (or reuses) a virtualenv keyed by the hash of the lane's requirements file and recipe,
-# installs torch 2.13.0 (CPU), vLLM 0.26.0 the --no-deps way, triton (interpreter only) and the project, then runs
-# pytest. Works on a fresh machine; pytest exit code 5 (no tests collected) counts as a failure.
+# installs torch 2.13.0 (CPU), vLLM 0.26.0 the --no-deps way, triton (interpreter only) and the project; builds (or
+# reuses) the triton==3.2.0 virtualenv beside it (ci/lanes/triton32_venv.sh, keyed by its own hash) and runs the
+# Triton 3.2 front-end check (fails unless every MUSA-path kernel passes with substitutes bound), then runs pytest,
+# which reuses the check's report. Works on a fresh machine; pytest exit code 5 (no tests collected) is a failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
@@ -41,7 +43,13 @@ else
 fi
 
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$root"
-export TRITON_INTERPRET=1 PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE=1
+export PORTABLE_SPEC_TRITON32_PYTHON="$(bash ci/lanes/triton32_venv.sh "$venv/bin/python")"
+check_out="$(mktemp -d)"; trap 'rm -rf "$check_out"' EXIT
+log "Triton 3.2 front-end check (proxy for MUSA's Triton)"
+"$venv/bin/python" -m portable_spec kernels --check-triton --out "$check_out"
+export PORTABLE_SPEC_TRITON32_REPORT="$check_out/triton32_check.json"  # tests/test_triton_check.py reuses it
+export TRITON_INTERPRET=1
 log "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
 set +e
 "$venv/bin/python" -m pytest -q -m "not gpu" "$@" tests

@@ -30,7 +30,7 @@ for stage in "${stages[@]}"; do
   start=$(date +%s)
   echo "=== cuda lane: $stage ==="
   case "$stage" in
-    tests)  "$py" -m pytest -q -m gpu tests/gpu --junitxml="$out/cuda_pytest.xml" 2>&1 | tee "$out/cuda_pytest.log" ;;
+    tests)  PORTABLE_SPEC_GPU_OUT="$out" "$py" -m pytest -q -m gpu tests/gpu --junitxml="$out/cuda_pytest.xml" 2>&1 | tee "$out/cuda_pytest.log" ;;
     probe)  "$py" -m portable_spec probe --platform cuda --json > "$out/probe_cuda.json" ;;
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;

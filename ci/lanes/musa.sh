@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The musa lane. On a host with torch_musa (a real MUSA device) it runs the probe with --verify and the GPU test
 # suite against MUSA. Everywhere else it runs what can honestly run: the declared checks (capability table, capture
-# planner with MUSA's live-graph budget, the vLLM MUSA platform/worker at configuration level) and, where a CUDA GPU
-# is present, the musa-sim suites. Results land in OUTDIR/musa_lane.json, labelled "musa" or "musa-sim/declared".
+# planner with MUSA's live-graph budget, the vLLM MUSA platform/worker at configuration level), the Triton 3.2
+# front-end check of every MUSA-path kernel (a proxy for MUSA's Triton; needs vLLM in PYTHON, and builds the
+# triton==3.2.0 virtualenv beside it) and, where a CUDA GPU is present, the musa-sim suites. Results land in
+# OUTDIR/musa_lane.json, labelled "musa" or "musa-sim/declared".
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_lane.sh" musa "${1:-}"
 if "$py" -c "import torch_musa" 2>/dev/null; then
@@ -14,10 +16,19 @@ else
   "$py" -m portable_spec caps --platform musa --json > "$out/caps_musa.json" || fail=1
   "$py" -m portable_spec sizes --platform musa --method dflash --num-spec 8 --max-num-seqs 8 --json \
     > "$out/sizes_musa_dflash.json" || fail=1
+  if "$py" -c "import vllm" 2>/dev/null; then
+    t32="$(bash "$root/ci/lanes/triton32_venv.sh" "$py")" && "$py" -m portable_spec kernels --check-triton \
+      --triton32-python "$t32" --out "$out" > "$out/triton32_check.txt" || fail=1
+    triton32="ran (triton32_check.json)"
+    export PORTABLE_SPEC_TRITON32_REPORT="$out/triton32_check.json"  # the check's tests reuse it
+  else
+    triton32="not run: $py has no vLLM (set PYTHON to the cpu lane's virtualenv)"
+  fi
   "$py" -m pytest -q -m "not gpu" -k "musa" tests || fail=1
   if "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     "$py" -m pytest -q -m gpu -k "musa" tests/gpu || fail=1
   fi
 fi
-printf '{"lane": "musa", "mode": "%s", "failed": %s}\n' "$mode" "$fail" | tee "$out/musa_lane.json"
+printf '{"lane": "musa", "mode": "%s", "triton32_check": "%s", "failed": %s}\n' "$mode" "${triton32:-not run: MUSA host}" \
+  "$fail" | tee "$out/musa_lane.json"
 exit $fail

@@ -8,7 +8,7 @@ lists every candidate with its reasons on one line, so a DFlash draft (non-causa
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from portable_spec.attention_caps.lookup import check_platform, get_row, rows
@@ -20,13 +20,20 @@ def _package_missing(name: str) -> bool:
     return importlib.util.find_spec(name) is None
 
 
+def _missing(name: str, packages: Mapping[str, bool] | None) -> bool:
+    """Whether ``name`` is absent: from ``packages`` (a what-if: name -> installed) where it says, else this host."""
+    return not packages[name] if packages is not None and name in packages else _package_missing(name)
+
+
 def rejection_reasons(row: BackendCaps, *, head_size: int, dtype: str, kv_cache_dtype: str = "auto",
                       block_size: int | None = None, use_non_causal: bool = False, has_sink: bool = False,
                       use_mm_prefix: bool = False, use_batch_invariant: bool = False,
-                      use_per_head_quant_scales: bool = False, facts: HostFacts | None = None) -> list[str]:
-    """Why ``row`` cannot serve this layer (empty: it can). Host-dependent claims are decided with ``facts``."""
+                      use_per_head_quant_scales: bool = False, facts: HostFacts | None = None,
+                      packages: Mapping[str, bool] | None = None) -> list[str]:
+    """Why ``row`` cannot serve this layer (empty: it can). Host-dependent claims are decided with ``facts``,
+    package presence with ``packages`` where given (name -> installed), else by looking on this host."""
     caps = row.resolved(facts or HostFacts())
-    reasons = [f"{pkg} not installed" for pkg in caps.requires if _package_missing(pkg)]
+    reasons = [f"{pkg} not installed" for pkg in caps.requires if _missing(pkg, packages)]
     if not caps.head_sizes.accepts(head_size):
         reasons.append(f"head_size {head_size} not supported ({caps.head_sizes.describe()})")
     if dtype not in caps.dtypes:
@@ -53,7 +60,8 @@ def select_backend(platform: str, *, head_size: int, dtype: str, kv_cache_dtype:
                    block_size: int | None = None, use_non_causal: bool = False, has_sink: bool = False,
                    use_mm_prefix: bool = False, use_batch_invariant: bool = False,
                    candidates: Sequence[str | BackendCaps] | None = None,
-                   facts: HostFacts | None = None, use_per_head_quant_scales: bool = False) -> BackendCaps:
+                   facts: HostFacts | None = None, use_per_head_quant_scales: bool = False,
+                   packages: Mapping[str, bool] | None = None) -> BackendCaps:
     """The first candidate (default: the platform's rows in vLLM priority order) that fits this layer.
 
     Raises ``PortableSpecError`` with one line naming each rejected candidate and its reasons.
@@ -72,7 +80,8 @@ def select_backend(platform: str, *, head_size: int, dtype: str, kv_cache_dtype:
         reasons = rejection_reasons(row, head_size=head_size, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                                     block_size=block_size, use_non_causal=use_non_causal, has_sink=has_sink,
                                     use_mm_prefix=use_mm_prefix, use_batch_invariant=use_batch_invariant,
-                                    use_per_head_quant_scales=use_per_head_quant_scales, facts=facts)
+                                    use_per_head_quant_scales=use_per_head_quant_scales, facts=facts,
+                                    packages=packages)
         if not reasons:
             return row
         rejected.append(f"{row.backend} ({', '.join(reasons)})")

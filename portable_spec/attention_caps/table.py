@@ -173,9 +173,10 @@ TABLE: tuple[BackendCaps, ...] = (
                "replaces"),
     ),
     _triton_row("musa", "upstream class, unchanged: ",
-                ("MUSA Triton 3.2 rejects the annotated assignment in find_seq_idx "
-                 "(vllm/v1/attention/ops/triton_attention_helpers.py:94) that the unified-attention kernel uses; "
-                 "the kernel needs vllm-musa's patch before it compiles there",)),
+                ("vLLM 0.26.0's unified-attention kernel does not compile on MUSA's Triton as shipped (find_seq_idx's "
+                 "annotated assignment, 'int | None' parameter annotations, a three-operand boolean chain, tensor-"
+                 "descriptor helpers); the MUSA worker binds kernel substitutes first (portable-spec kernels lists "
+                 "them; kernels --check-triton checks them against triton 3.2.0)",)),
 )
 
 PLATFORMS: tuple[str, ...] = tuple(dict.fromkeys(row.platform for row in TABLE))

@@ -1,4 +1,5 @@
-"""``portable-spec caps``: the declared attention-backend capability table, for any platform, no device needed."""
+"""``portable-spec caps``: the declared attention-backend capability table, for any platform, no device needed; for a
+platform whose vLLM port selects from the table (MUSA), which backend it picks with and without vendor attention."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from portable_spec.attention_caps import CLAIM_FIELDS, PLATFORMS, VLLM_VERSION, rows, verification_label
 from portable_spec.attention_caps.model import CONDITIONS, describe_claim
+from portable_spec.attention_caps.platform_pick import attention_picks, render_picks
 from portable_spec.attention_caps.verification import load_reports
 from portable_spec.commands._common import add_json_flag, emit
 
@@ -26,7 +28,11 @@ def caps_payload(platform: str | None = None, backend: str | None = None) -> dic
         entry = row.to_dict()
         entry["verification"] = verification_label(row, reports)
         out.append(entry)
-    return {"vllm_version": VLLM_VERSION, "conditions": {k: v[0] for k, v in CONDITIONS.items()}, "rows": out}
+    payload = {"vllm_version": VLLM_VERSION, "conditions": {k: v[0] for k, v in CONDITIONS.items()}, "rows": out}
+    picks = attention_picks(platform) if platform and not backend else None  # a pick is among all rows
+    if picks:
+        payload["selection"] = picks
+    return payload
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -43,6 +49,8 @@ def render(payload: dict[str, Any]) -> str:
             lines.append(f"  {name.replace('_', ' ')}: {describe_claim(getattr(row, name))}")
         lines.append(f"  source: {row.source}")
         lines.extend(f"  note: {note}" for note in row.notes)
+    if "selection" in payload:
+        lines += ["", render_picks(payload["rows"][0]["platform"], payload["selection"])]
     used = sorted({c for e in payload["rows"] for c in _conditions_of(e)})
     if used:
         lines.append("")

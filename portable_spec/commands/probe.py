@@ -1,4 +1,5 @@
-"""``portable-spec probe``: platform facts; on a device, a capture/replay check into the shared pool."""
+"""``portable-spec probe``: platform facts; on a device, a capture/replay check into the shared pool; on a platform
+with kernel substitutions (MUSA), which substitutes bind on this host's vLLM and why each exists."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from portable_spec.commands._common import add_json_flag, add_platform_flag, emit, render_mapping
 from portable_spec.errors import PortableSpecError
+from portable_spec.kernels import substitutions_for
 from portable_spec.platforms import select_platform
 from portable_spec.probe import run_probe
 
@@ -22,20 +24,47 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+_SECTIONS = ("attention_verify", "kernel_substitutions")
+
+
+def render(report: dict[str, Any]) -> str:
+    """Platform facts as ``key: value`` lines, then the kernel-substitution and attention-verify sections."""
+    lines = [render_probe({k: v for k, v in report.items() if k not in _SECTIONS})]
+    if "kernel_substitutions" in report:
+        lines.append(render_substitutions(report["kernel_substitutions"]))
+    if "attention_verify" in report:
+        from portable_spec.attention_caps.checks import render_verify
+
+        lines.append(render_verify(report["attention_verify"]))
+    return "\n".join(lines)
+
+
+def render_substitutions(section: dict[str, Any]) -> str:
+    bound = sum(1 for s in section["substitutions"] if s["bound"])
+    lines = [f"kernel substitutions: {bound}/{len(section['substitutions'])} bound (vLLM {section['vllm']}; "
+             f"vLLM's kernels are Triton JIT functions: {section['vllm_kernels_are_triton_jit']})"]
+    for s in section["substitutions"]:
+        state = "bound" if s["bound"] else f"NOT bound: {s['error'] or 'a target does not hold it'}"
+        lines += [f"  {s['name']} <- {s['replacement']}: {state}", f"    why: {s['reason']}"]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     platform = select_platform(args.platform)
     report = run_probe(platform)
+    if substitutions_for(platform.name):
+        # What the platform's vLLM worker binds before it builds the model (MusaWorker.init_device).
+        from portable_spec.vllm_adapter.kernel_report import substitution_report
+
+        report["kernel_substitutions"] = substitution_report(platform.name)
     code, message = 0, None
     if getattr(args, "verify", False):
-        from portable_spec.attention_caps.checks import refutation_exit, render_verify
+        from portable_spec.attention_caps.checks import refutation_exit
 
         verify = _load_verifier()
         report["attention_verify"] = verify(platform.name)
         code, message = refutation_exit(report["attention_verify"])
-        emit(args, report, lambda r: render_probe({k: v for k, v in r.items() if k != "attention_verify"})
-             + "\n" + render_verify(r["attention_verify"]))
-    else:
-        emit(args, report, render_probe)
+    emit(args, report, render)
     if message:
         print(f"portable-spec: {message}", file=sys.stderr)
     return code

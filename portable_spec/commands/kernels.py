@@ -1,0 +1,67 @@
+"""``portable-spec kernels``: the kernel substitutions a platform binds over vLLM's, and (``--check-triton``) the
+Triton 3.2 front-end check of every Triton kernel on the MUSA serving path, as vLLM ships it and with them bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from portable_spec.commands._common import add_json_flag, emit
+from portable_spec.errors import PortableSpecError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
+    parser.add_argument("--platform", metavar="P", default="musa", help="whose substitutions to list (default musa)")
+    parser.add_argument("--check-triton", action="store_true",
+                        help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
+                             "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
+    parser.add_argument("--triton32-python", metavar="PATH",
+                        help="interpreter of the triton==3.2.0 virtualenv (default: $PORTABLE_SPEC_TRITON32_PYTHON)")
+    parser.add_argument("--only", action="append", metavar="KERNEL", help="check only this table row (repeatable)")
+    parser.add_argument("--out", metavar="DIR", help="also write triton32_check.json and triton32_check.md into DIR")
+    add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def _listing(platform: str) -> dict[str, Any]:
+    from portable_spec.kernels import substitutions_for
+
+    return {"platform": platform.strip().lower(), "substitutions": [
+        {"name": s.name, "replacement": s.describe_replacement(), "targets": list(s.targets), "reason": s.reason}
+        for s in substitutions_for(platform)]}
+
+
+def _render_listing(payload: dict[str, Any]) -> str:
+    lines = [f"kernel substitutions on {payload['platform']}: {len(payload['substitutions'])}"]
+    for s in payload["substitutions"]:
+        lines += ["", f"{s['name']} <- {s['replacement']}", f"  why: {s['reason']}"]
+        lines += [f"  bound at: {t}" for t in s["targets"]]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.check_triton:
+        if args.only or args.out or args.triton32_python:
+            raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
+        emit(args, _listing(args.platform), _render_listing)
+        return 0
+    from portable_spec.kernels.triton_check import run_check, triton32_python
+    from portable_spec.kernels.triton_check_render import render_markdown, render_text
+
+    report = run_check(triton32_python(args.triton32_python), only=args.only)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "triton32_check.json"), "w") as fh:
+            json.dump(report, fh, indent=1)
+        with open(os.path.join(args.out, "triton32_check.md"), "w") as fh:
+            fh.write(render_markdown(report) + "\n")
+    emit(args, report, render_text)
+    if not report["green"]:
+        print(f"portable-spec: still rejected with substitutes bound: {', '.join(report['rejected_with_substitutes'])}",
+              file=sys.stderr)
+        return 1
+    return 0

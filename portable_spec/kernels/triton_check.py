@@ -1,0 +1,130 @@
+"""The Triton 3.2 front-end check: which kernels on the MUSA serving path a MUSA-like Triton rejects, as vLLM ships
+them and with our substitutes bound.
+
+Two layers, each run in its own subprocess (``triton_check_worker``; vLLM is imported only there):
+``compile`` builds every kernel with upstream triton==3.2.0 for a CUDA target (the 3.2 virtualenv's interpreter, from
+``--triton32-python`` or ``PORTABLE_SPEC_TRITON32_PYTHON``); ``static`` applies ``triton_rules`` (what MUSA's fork
+rejects beyond 3.2) with the main interpreter. It is a proxy: MUSA's own backend may reject more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from portable_spec.errors import PortableSpecError
+from portable_spec.kernels.triton_rules import RULES
+from portable_spec.kernels.triton_table import KERNELS
+
+ENV_VAR = "PORTABLE_SPEC_TRITON32_PYTHON"
+TARGET = "cuda:90:32"
+LAYERS = ("compile", "static")
+PROXY = ("proxy: upstream triton 3.2.0 compiling for a CUDA sm_90 target, plus static rules for what MUSA's Triton "
+         "fork is known to reject beyond 3.2; MUSA's own backend may reject more, and only a MUSA host proves a "
+         "kernel there")
+_FIX = ("build it with ci/lanes/triton32_venv.sh (it prints the interpreter) and pass --triton32-python PATH or set "
+        f"{ENV_VAR}")
+
+
+def triton32_python(flag: str | None) -> str:
+    """The 3.2 virtualenv's interpreter: ``--triton32-python``, else ``$PORTABLE_SPEC_TRITON32_PYTHON``."""
+    path = flag or os.environ.get(ENV_VAR, "").strip()
+    if not path:
+        raise PortableSpecError(f"--check-triton needs a Python with triton==3.2.0; {_FIX}")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise PortableSpecError(f"{path!r} is not an executable Python interpreter; {_FIX}")
+    return path
+
+
+def triton_version(python: str) -> str:
+    """The Triton version ``python`` imports (one short subprocess), or a one-line error naming the fix."""
+    code = "import triton; print(triton.__version__)"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    if proc.returncode != 0:
+        raise PortableSpecError(f"{python} cannot import triton; {_FIX}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: int = 900) -> dict[str, Any]:
+    """One layer of the check in a subprocess; its JSON report."""
+    cache = tempfile.mkdtemp(prefix="portable-spec-triton-cache-")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p),
+               VLLM_LOGGING_STREAM="ext://sys.stderr", VLLM_PLUGINS="", TRITON_CACHE_DIR=cache)
+    cmd = [python, "-m", "portable_spec.kernels.triton_check_worker", "--layer", layer]
+    for key in only or ():
+        cmd += ["--only", key]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise PortableSpecError(f"the {layer} layer of the Triton check ran past {timeout} s; rerun with fewer "
+                                "kernels (--only KEY)") from None
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PortableSpecError(f"the {layer} layer of the Triton check failed with {python} (exit "
+                                f"{proc.returncode}): {tail}; run {' '.join(cmd[1:])} with it to see why")
+    return json.loads(lines[-1])
+
+
+def _verdict(per_layer: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    rejecting = [layer for layer, r in per_layer.items() if r["verdict"] != "ok"]
+    first = per_layer[rejecting[0]] if rejecting else None
+    return {"verdict": ("error" if any(per_layer[la]["verdict"] == "error" for la in rejecting)
+                        else "rejected" if rejecting else "ok"),
+            "layers": rejecting, "first_error": first["first_error"] if first else None,
+            "bound": next(iter(per_layer.values())).get("bound"), **per_layer}
+
+
+def merge(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Rows (one per table entry) with the verdict as shipped and with substitutes bound, from the layer reports."""
+    keys = [c.key for c in KERNELS if all(c.key in r["raw"] for r in reports.values())]
+    cases = {c.key: c for c in KERNELS}
+    rows = []
+    for key in keys:
+        case = cases[key]
+        rows.append({"kernel": key, "ref": case.ref, "owner": case.owner, "musa_path": case.musa_path,
+                     "launched_at": case.launched_at,
+                     "as_shipped": _verdict({la: r["raw"][key] for la, r in reports.items()}),
+                     "with_substitutes": _verdict({la: r["substituted"][key] for la, r in reports.items()})})
+    still = [r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"]
+    first = next(iter(reports.values()))
+    return {
+        "check": "triton32", "proxy": PROXY, "layers": list(reports),
+        "compile": ({"triton": reports["compile"]["triton"], "target": TARGET, "python": reports["compile"]["python"]}
+                    if "compile" in reports else None),
+        "static": ({"rules": {n: {"rejects": r.rejects, "evidence": r.evidence} for n, r in RULES.items()},
+                    "triton": reports["static"]["triton"]} if "static" in reports else None),
+        "vllm": first.get("vllm"),
+        "substitutes_bound": first.get("bound_targets", []),
+        "kernels": rows,
+        "rejected_as_shipped": [r["kernel"] for r in rows if r["as_shipped"]["verdict"] != "ok"],
+        "rejected_with_substitutes": [r["kernel"] for r in rows if r["with_substitutes"]["verdict"] != "ok"],
+        "green": not still,
+    }
+
+
+def run_check(python: str, layers: tuple[str, ...] = LAYERS, only: list[str] | None = None) -> dict[str, Any]:
+    """Both layers (compile with ``python``'s Triton, which must be 3.2.x; static with this interpreter)."""
+    unknown = [key for key in only or () if key not in {c.key for c in KERNELS}]
+    if unknown:
+        raise PortableSpecError(f"unknown kernel {unknown[0]!r}; valid choices: {', '.join(c.key for c in KERNELS)}")
+    if "compile" in layers:
+        version = triton_version(python)
+        if not version.startswith("3.2."):
+            raise PortableSpecError(f"{python} has triton {version}, not 3.2.x; {_FIX}")
+    return merge({layer: run_worker(python if layer == "compile" else sys.executable, layer, only)
+                  for layer in layers})

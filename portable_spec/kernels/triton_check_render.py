@@ -1,0 +1,57 @@
+"""Text and markdown renderings of the Triton 3.2 check's report (``triton_check.merge``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _cell(v: dict[str, Any]) -> str:
+    return v["verdict"] if v["verdict"] == "ok" else f"{v['verdict']} ({', '.join(v['layers'])})"
+
+
+def _header(report: dict[str, Any]) -> list[str]:
+    lines = []
+    if report.get("compile"):
+        c = report["compile"]
+        lines.append(f"compile layer: triton {c['triton']} for {c['target']} ({c['python']})")
+    if report.get("static"):
+        rules = report["static"]["rules"]
+        lines.append(f"static layer: {len(rules)} MUSA rules ({', '.join(rules)})")
+    lines.append(f"vLLM {report.get('vllm')}; {report['proxy']}")
+    return lines
+
+
+def render_text(report: dict[str, Any]) -> str:
+    rows = report["kernels"]
+    width = max(len(r["kernel"]) for r in rows) + 2
+    lines = ["Triton 3.2 front-end check", *_header(report), "",
+             f"{'kernel':<{width}}{'MUSA path':<11}{'as shipped':<28}with substitutes"]
+    for r in rows:
+        lines.append(f"{r['kernel']:<{width}}{'yes' if r['musa_path'] else 'no':<11}{_cell(r['as_shipped']):<28}"
+                     f"{_cell(r['with_substitutes'])}")
+    for title, key in (("first errors as shipped", "as_shipped"),
+                       ("first errors with substitutes", "with_substitutes")):
+        bad = [r for r in rows if r[key]["verdict"] != "ok"]
+        if bad:
+            lines += ["", f"{title}:"]
+            for r in bad:
+                for layer in r[key]["layers"]:
+                    lines.append(f"  {r['kernel']} [{layer}]: {r[key][layer]['first_error']}")
+    still = [r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"]
+    lines += ["", f"substitutes bound for the second column: {len(report['substitutes_bound'])} binding sites",
+              "result: " + ("NOT green: " + ", ".join(still) if still else
+                            "green: every kernel on the MUSA path passes both layers with substitutes bound")]
+    return "\n".join(lines)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = ["| kernel | launched at | as vLLM ships it | first error as shipped | with substitutes |",
+             "|---|---|---|---|---|"]
+    for r in report["kernels"]:
+        shipped = r["as_shipped"]
+        first = "; ".join(f"[{la}] {shipped[la]['first_error']}" for la in shipped["layers"]).replace("|", "\\|")
+        lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {_cell(shipped)} | {first or '-'} | "
+                     f"{_cell(r['with_substitutes'])} |")
+    return "\n".join(["## Triton 3.2 front-end check", "", *(f"- {ln}" for ln in _header(report)), "", *lines, "",
+                      "green (every MUSA-path kernel passes both layers with substitutes bound): "
+                      + ("yes" if report["green"] else "no")])

@@ -1,0 +1,202 @@
+"""``portable-spec kernels --check-triton``: the kernel table against the kernels' real parameters, the command's
+one-line errors, and (where the cpu lane built the triton==3.2.0 virtualenv and exported
+PORTABLE_SPEC_TRITON32_PYTHON) the full check: vLLM 0.26.0's kernels as shipped, and with our substitutes bound."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portable_spec.kernels.triton_check import ENV_VAR, PROXY
+from portable_spec.kernels.triton_check_render import render_markdown, render_text
+from portable_spec.kernels.triton_compile import first_error_line
+from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS
+
+REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
+VLLM_ROOT = os.path.dirname(os.path.dirname(importlib.util.find_spec("vllm").origin))
+EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers, a piece of the first error of each)
+    "eagle_prepare_next_token_padded_kernel": {"compile": "Mismatched type for valid_count"},
+    "kernel_unified_attention[2d]": {"compile": "make_tensor_descriptor", "static": "stride_ks_blk: int | None"},
+    "kernel_unified_attention[2d-noncausal]": {"compile": "make_tensor_descriptor",
+                                               "static": "stride_ks_blk: int | None"},
+    "kernel_unified_attention[3d]": {"compile": "make_tensor_descriptor", "static": "stride_ks_blk: int | None"},
+    "reduce_segments": {"static": "find_seq_idx (vllm/v1/attention/ops/triton_attention_helpers.py:94) via "
+                                  "find_seq_idx: left: tl.int32 = 0"},
+}
+
+
+def _vllm_function(module: str, attr: str) -> ast.FunctionDef:
+    path = os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
+    return next(n for n in ast.parse(open(path, encoding="utf-8").read()).body
+                if isinstance(n, ast.FunctionDef) and n.name == attr)
+
+
+def _params(func: ast.FunctionDef) -> tuple[list[str], set[str], set[str]]:
+    args = func.args.args
+    defaults = {a.arg for a in args[len(args) - len(func.args.defaults):]}
+    constexpr = {a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    return [a.arg for a in args], defaults, constexpr
+
+
+def _check_row(case, names: list[str], defaults: set[str], constexpr: set[str]) -> None:
+    given = set(case.signature) | set(case.constexprs)
+    assert given <= set(names), (case.key, given - set(names))
+    assert set(names) - defaults <= given, (case.key, set(names) - defaults - given)
+    assert not set(case.signature) & constexpr, (case.key, set(case.signature) & constexpr)
+    assert set(case.constexprs) <= constexpr, (case.key, set(case.constexprs) - constexpr)
+    assert not set(case.signature) & set(case.constexprs), case.key
+
+
+@pytest.mark.parametrize("case", VLLM_KERNELS, ids=lambda c: c.key)
+def test_each_vllm_row_gives_every_parameter_a_type_or_a_value(case):
+    """Read from vLLM's source (no import): a row that misses a parameter, or types a constexpr, would not compile
+    for reasons of its own; a vLLM upgrade that changes a kernel's parameters fails here first."""
+    _check_row(case, *_params(_vllm_function(case.module, case.attr)))
+
+
+@pytest.mark.parametrize("case", OUR_KERNELS, ids=lambda c: c.key)
+def test_each_of_our_rows_gives_every_parameter_a_type_or_a_value(case):
+    pytest.importorskip("triton")
+    fn = getattr(importlib.import_module(case.module), case.attr).fn
+    func = ast.parse(inspect.getsource(fn)).body[0]
+    _check_row(case, *_params(func))
+
+
+def _jit_names(path: str) -> set[str]:
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+            and any("jit" in ast.unparse(d) for d in n.decorator_list)}
+
+
+def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
+    refs = {c.ref for c in KERNELS}
+    for module in ("vllm.v1.spec_decode.utils", "vllm.v1.sample.rejection_sampler"):
+        path = os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
+        assert {f"{module}:{name}" for name in _jit_names(path)} <= refs, module
+    ours = os.path.join(os.path.dirname(__file__), "..", "portable_spec")
+    for sub in ("kernels", "draft"):
+        for file in os.listdir(os.path.join(ours, sub)):
+            if file.endswith(".py"):
+                module = f"portable_spec.{sub}.{file[:-3]}"
+                launched = {n for n in _jit_names(os.path.join(ours, sub, file)) if n.endswith("_kernel")}
+                assert {f"{module}:{name}" for name in launched} <= refs, module
+    attention = {"vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
+                 "vllm.v1.attention.ops.triton_unified_attention:reduce_segments",
+                 "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash"}
+    assert attention <= refs
+    assert len({c.key for c in KERNELS}) == len(KERNELS)
+
+
+def test_the_first_error_line_names_the_callees_problem():
+    """Triton raises a call-site CompilationError whose own last line is the caret; the cause names the problem."""
+    inner = ValueError("at 3:4:\n    x = a or b or c\n    ^\nchained boolean operators are not supported")
+    outer = RuntimeError("at 47:43:\n    y = helper(x)\n                ^")
+    outer.__cause__ = inner
+    assert first_error_line(outer) == "ValueError: chained boolean operators are not supported [at 47:43]"
+    assert first_error_line(AssertionError("AssertionError('Mismatched type')")) == "AssertionError('Mismatched type')"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in (ENV_VAR, REPORT_VAR, "TRITON_INTERPRET")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "portable_spec", "kernels", *args], capture_output=True, text=True,
+                          env=full, timeout=900)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *pieces: str) -> None:
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portable-spec: error: "), proc.stderr
+    assert all(p in lines[0] for p in pieces), lines[0]
+
+
+def test_without_the_3_2_interpreter_the_check_says_how_to_get_one():
+    assert_one_line_error(run_cli("--check-triton"), "needs a Python with triton==3.2.0", "ci/lanes/triton32_venv.sh",
+                          ENV_VAR)
+    assert_one_line_error(run_cli("--check-triton", "--triton32-python", "/nonexistent/python"),
+                          "'/nonexistent/python' is not an executable Python interpreter")
+
+
+def test_an_interpreter_with_another_triton_is_refused():
+    import triton
+
+    assert_one_line_error(run_cli("--check-triton", "--triton32-python", sys.executable),
+                          f"has triton {triton.__version__}, not 3.2.x", "ci/lanes/triton32_venv.sh")
+
+
+def test_bad_flags_are_one_line_errors():
+    assert_one_line_error(run_cli("--check-triton", "--only", "no_such_kernel", "--triton32-python", sys.executable),
+                          "unknown kernel 'no_such_kernel'; valid choices: eagle_step_slot_mapping_metadata_kernel")
+    assert_one_line_error(run_cli("--only", "expand_kernel"), "go with --check-triton")
+    assert_one_line_error(run_cli("--platform", "tpu"), "unknown platform 'tpu'")
+
+
+def test_listing_says_what_each_substitute_replaces_and_why():
+    proc = run_cli("--json")
+    assert proc.returncode == 0, proc.stderr
+    listing = json.loads(proc.stdout)
+    names = [s["name"] for s in listing["substitutions"]]
+    assert listing["platform"] == "musa" and names[0] == "eagle_prepare_next_token_padded_kernel"
+    assert {"find_seq_idx", "compute_tile_loop_bounds", "kernel_unified_attention"} <= set(names)
+    derived = next(s for s in listing["substitutions"] if s["name"] == "kernel_unified_attention")
+    assert derived["replacement"] == "vLLM's source with unannotate-parameters x6" and derived["reason"]
+    assert json.loads(run_cli("--platform", "cuda", "--json").stdout)["substitutions"] == []
+
+
+@pytest.fixture(scope="module")
+def full_check(tmp_path_factory):
+    """The check's JSON report and output folder: the one the cpu lane wrote just before pytest (``$REPORT_VAR``,
+    same tree, same interpreters), else a fresh ``kernels --check-triton --json --out`` run."""
+    if os.environ.get(REPORT_VAR):
+        path = os.environ[REPORT_VAR]
+        return json.load(open(path)), Path(os.path.dirname(path))
+    python = os.environ.get(ENV_VAR)
+    if not python:
+        pytest.skip(f"{ENV_VAR} is not set (the cpu lane builds the triton==3.2.0 virtualenv and sets it)")
+    out = tmp_path_factory.mktemp("triton32")
+    proc = run_cli("--check-triton", "--json", "--out", str(out), env={ENV_VAR: python})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), out
+
+
+def test_triton_3_2_rejects_exactly_the_known_vllm_kernels_as_shipped(full_check):
+    report, _ = full_check
+    assert report["compile"]["triton"].startswith("3.2.") and report["vllm"] == "0.26.0"
+    rows = {r["kernel"]: r for r in report["kernels"]}
+    assert set(report["rejected_as_shipped"]) == set(EXPECTED_AS_SHIPPED)
+    for kernel, layers in EXPECTED_AS_SHIPPED.items():
+        shipped = rows[kernel]["as_shipped"]
+        assert shipped["verdict"] == "rejected" and shipped["layers"] == list(layers), kernel
+        for layer, piece in layers.items():
+            assert piece in shipped[layer]["first_error"], (kernel, shipped[layer]["first_error"])
+
+
+def test_with_substitutes_bound_every_musa_path_kernel_passes_both_layers(full_check):
+    report, _ = full_check
+    assert report["green"] and report["rejected_with_substitutes"] == []
+    rows = {r["kernel"]: r for r in report["kernels"]}
+    assert all(r["musa_path"] and r["with_substitutes"]["verdict"] == "ok" for r in rows.values())
+    assert rows["eagle_prepare_next_token_padded_kernel"]["with_substitutes"]["bound"] == (
+        "portable_spec.kernels.eagle_prepare_next_token.eagle_prepare_next_token_padded_kernel")
+    for key in ("kernel_unified_attention[2d]", "kernel_unified_attention[3d]"):
+        checked = rows[key]["with_substitutes"]
+        assert checked["bound"].startswith("portable_spec.derived.vllm.v1.attention.ops.triton_unified_attention")
+        assert "portable_spec.derived.vllm.v1.attention.ops.triton_attention_helpers.find_seq_idx" in (
+            checked["static"]["helpers"])
+    assert rows["eagle_step_slot_mapping_metadata_kernel"]["with_substitutes"]["bound"].startswith("vllm.")
+
+
+def test_the_report_says_it_is_a_proxy_in_every_form(full_check):
+    report, out = full_check
+    assert report["proxy"] == PROXY and "MUSA's own backend may reject more" in PROXY
+    assert PROXY in render_text(report) and PROXY in render_markdown(report)
+    assert json.load(open(out / "triton32_check.json")) == report
+    assert PROXY in (out / "triton32_check.md").read_text()
