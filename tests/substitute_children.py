@@ -15,7 +15,7 @@ import sys
 import torch
 
 from portable_spec.kernels import registry
-from portable_spec.kernels.triton_check_worker import enable_vllm_triton
+from portable_spec.vllm_adapter.triton_check_worker import enable_vllm_triton
 
 enable_vllm_triton()
 

@@ -62,7 +62,7 @@ def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p),
                VLLM_LOGGING_STREAM="ext://sys.stderr", VLLM_PLUGINS="", TRITON_CACHE_DIR=cache)
-    cmd = [python, "-m", "portable_spec.kernels.triton_check_worker", "--layer", layer]
+    cmd = [python, "-m", "portable_spec.vllm_adapter.triton_check_worker", "--layer", layer]
     for key in only or ():
         cmd += ["--only", key]
     try:

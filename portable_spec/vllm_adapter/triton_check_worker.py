@@ -6,7 +6,7 @@ CPU-importable vLLM platform and turns vLLM's Triton switch on, which vLLM leave
 (its kernels would otherwise be placeholders). ``--layer compile`` compiles with the running Triton for a CUDA
 target (the 3.2.0 virtualenv's interpreter runs it); ``--layer static`` applies ``triton_rules``.
 
-    python -m portable_spec.kernels.triton_check_worker --layer compile|static [--only KEY ...]
+    python -m portable_spec.vllm_adapter.triton_check_worker --layer compile|static [--only KEY ...]
 """
 
 from __future__ import annotations
