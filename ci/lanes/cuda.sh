@@ -40,7 +40,10 @@ for stage in "${stages[@]}"; do
     # is 1+K only if the drafter's positions, slots and KV reads are right, so the benchmark also checks them.
     bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --model-variant "${BENCH_MODEL_VARIANT:-attention}" \
               --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
-              --timeout "${BENCH_BOOT_TIMEOUT:-420}" 2>&1 | tee "$out/bench_e2e.log" ;;
+              --timeout "${BENCH_BOOT_TIMEOUT:-420}" --concurrency "${BENCH_CONCURRENCY:-1,4,16,64}" \
+              --repeats "${BENCH_REPEATS:-5}" 2>&1 | tee "$out/bench_e2e.log" ;;
+    boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
+              ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac

@@ -6,9 +6,9 @@
 Why one at a time: engines booting together share CPUs (torch.compile) and say nothing about each other's boot.
 Why cold caches: every boot gets its own vLLM, Inductor and Triton caches, so no variant profits from another's
 compilation; ``--warm`` then boots each variant again on its own (now warm) caches.
-Where the time goes: every Python process of the engine (the engine core and each tensor-parallel worker) dumps all
-its threads' stacks every ``--stack-every`` seconds (``faulthandler``, through a ``sitecustomize`` on the children's
-path only); the report counts, per process, the innermost vLLM/portable_spec/torch frame of each dump, so a phase
+Where the time goes: every Python process of the engine (the engine core and each tensor-parallel worker) samples
+all its threads' stacks every ``--stack-every`` seconds (a daemon thread reading ``sys._current_frames()``, started by
+a ``sitecustomize`` on the children's path only); the report counts, per process, the innermost vLLM/portable_spec/torch frame of each dump, so a phase
 that took 60 s shows as ~60 / N samples in one function. vLLM's own timing lines are kept with their timestamps.
 Writes OUTDIR/boot_time.json.
 """
@@ -28,14 +28,31 @@ from typing import Any
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
 
 SITECUSTOMIZE = '''
-import faulthandler, os, sys
+import os, sys, threading, time, traceback
 _every = float(os.environ.get("PORTABLE_SPEC_STACK_EVERY_S", "0") or 0)
 _dir = os.environ.get("PORTABLE_SPEC_STACK_DIR")
+
+
+def _sample(path, every):
+    # A daemon thread with the GIL, reading sys._current_frames(): faulthandler's watchdog dumps crashed short-lived
+    # children (vLLM's model inspection subprocess died with SIGSEGV on the H100).
+    with open(path, "w") as out:
+        out.write("ARGV %r\\n" % (sys.argv,))
+        while True:
+            time.sleep(every)
+            out.write("Timeout (%.1f)!\\n" % every)
+            for ident, frame in sys._current_frames().items():
+                if ident == threading.get_ident():
+                    continue
+                out.write("Thread 0x%x (most recent call first):\\n" % ident)
+                for entry in reversed(traceback.extract_stack(frame)):
+                    out.write('  File "%s", line %s in %s\\n' % (entry.filename, entry.lineno, entry.name))
+            out.flush()
+
+
 if _every > 0 and _dir:
-    _file = open(os.path.join(_dir, "stacks-%d.txt" % os.getpid()), "w")
-    _file.write("ARGV %r\\n" % (sys.argv,))
-    _file.flush()
-    faulthandler.dump_traceback_later(_every, repeat=True, file=_file)
+    threading.Thread(target=_sample, args=(os.path.join(_dir, "stacks-%d.txt" % os.getpid()), _every),
+                     daemon=True, name="portable_spec-stack-sampler").start()
 '''
 TIMING_NEEDLES = ("took", "finished in", "Loading weights", "Compiling a graph", "Capturing CUDA graphs",
                   "portable_spec:", "init engine", "No available shared memory", "Graph capturing", "torch.compile",
