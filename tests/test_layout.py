@@ -52,3 +52,23 @@ def test_what_vllm_serve_loads_never_imports_the_harness():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "HARNESS []" in proc.stdout, proc.stdout
+
+
+def portable_spec_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return {n for n in names if n.startswith("portable_spec.")}
+
+
+def test_only_the_cli_imports_the_cli_layer():
+    """``commands/`` and ``cli`` stand on top: a lower layer importing them is an arrow that runs back up."""
+    top = ("portable_spec.commands", "portable_spec.cli")
+    offenders = {str(p.relative_to(PACKAGE)): sorted(n for n in portable_spec_imports(p) if n.startswith(top))
+                 for p in PACKAGE.rglob("*.py") if not {"commands"} & set(p.parts)
+                 and p.name not in ("cli.py", "__main__.py")}
+    assert {p: names for p, names in offenders.items() if names} == {}
+    assert portable_spec_imports(PACKAGE / "cli.py")  # the scan does find our imports

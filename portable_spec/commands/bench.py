@@ -9,7 +9,8 @@ import importlib.util
 import json
 import os
 
-from portable_spec.commands._common import add_json_flag, add_platform_flag, emit
+from portable_spec.commands._common import add_platform_flag
+from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_class, select_platform
 

@@ -10,7 +10,7 @@ from portable_spec.attention_caps import CLAIM_FIELDS, PLATFORMS, VLLM_VERSION, 
 from portable_spec.attention_caps.model import CONDITIONS, describe_claim
 from portable_spec.attention_caps.platform_pick import attention_picks, render_picks
 from portable_spec.attention_caps.verification import load_reports
-from portable_spec.commands._common import add_json_flag, emit
+from portable_spec.output import add_json_flag, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:

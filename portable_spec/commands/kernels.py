@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from portable_spec.commands._common import add_json_flag, emit
+from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 
 

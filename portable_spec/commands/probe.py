@@ -7,7 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from portable_spec.commands._common import add_json_flag, add_platform_flag, emit, render_mapping
+from portable_spec.commands._common import add_platform_flag, render_mapping
+from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import substitutions_for
 from portable_spec.platforms import select_platform

@@ -24,7 +24,7 @@ from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E4
 
 from portable_spec.attention_caps import CLAIM_FIELDS, TABLE, BackendCaps, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import MM_PREFIX_TEXT_ONLY  # noqa: E402
-from portable_spec.commands._common import add_json_flag, emit  # noqa: E402
+from portable_spec.output import add_json_flag, emit  # noqa: E402
 
 HEAD_SIZE_RANGE = range(1, 1025)
 BLOCK_SIZE_PROBES = (1, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024)

@@ -48,7 +48,7 @@ from portable_spec.attention_caps.checks import (  # noqa: E402
     verify_kernel,
 )
 from portable_spec.attention_caps.reference import TOLERANCES, PagedCase  # noqa: E402
-from portable_spec.commands._common import add_json_flag, emit  # noqa: E402
+from portable_spec.output import add_json_flag, emit  # noqa: E402
 
 SCHEMA = "portable_spec.attention_verify/1"
 DRIVEN_PLATFORMS = {"FLASH_ATTN": ("cuda",), "FLASHINFER": ("cuda",), "TRITON_ATTN": ("cuda", "rocm"),
