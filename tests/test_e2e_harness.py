@@ -36,6 +36,7 @@ def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **ex
 
 
 GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0,
+             "jit_during_inference": [],
              "log_excerpt": ["INFO [v1_drafter.py:236] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, "
                              "58.0 MiB, sizes {'first': [4, 8], 'chain_fused': [1, 2]}, 0 failed"]}
 
@@ -288,22 +289,57 @@ def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
     assert not any("portable_spec_vllm_cache" in line for line in excerpt)
 
 
-def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_the_opt_in_check(tmp_path):
+def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_default(tmp_path):
+    """Every compilation counts (the child turns on vLLM's verbose monitor, so a second specialization of a kernel
+    is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported."""
     from portable_spec.harness.e2e.parent import jit_events
 
     log = tmp_path / "engine.log"
     log.write_text(
-        "INFO Kernel JIT monitor activated; monitored JIT compilations during inference will be logged\n"
-        "(Worker_TP1 pid=9) WARNING 11-23 10:00:00 [jit_monitor.py:137] Triton jit compile during inference: "
-        "eagle_prepare_next_token_padded_kernel (sig). This causes a latency spike; consider extending warmup\n"
-        "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton jit compile during inference: "
+        "INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n"
+        "(Worker_TP1 pid=9) WARNING 11-23 10:00:00 [jit_monitor.py:137] Triton kernel JIT compilation during "
+        "inference: eagle_prepare_next_token_padded_kernel (constexprs={BLOCK_SIZE_TOKENS=4}; signature={}). This "
+        "causes a latency spike; consider extending warmup to cover this shape/config.\n"
+        "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton kernel JIT compilation during inference: "
+        "eagle_prepare_next_token_padded_kernel (constexprs={BLOCK_SIZE_TOKENS=1}; signature={}). This causes\n"
+        "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton kernel JIT compilation during inference: "
         "rejection_greedy_sample_kernel. This causes a latency spike\n")
-    assert jit_events(log) == ["Triton jit compile: eagle_prepare_next_token_padded_kernel",
-                               "Triton jit compile: rejection_greedy_sample_kernel"]
+    events = jit_events(log)
+    assert events == ["Triton kernel JIT compilation: eagle_prepare_next_token_padded_kernel"] * 2 + [
+        "Triton kernel JIT compilation: rejection_greedy_sample_kernel"]
     e2e = load_e2e_script()
-    clean = run("full_drafter", **GOOD_FULL, jit_during_inference=[])
-    spiky = run("full_drafter", **GOOD_FULL, jit_during_inference=jit_events(log))
-    assert e2e.checks_for([run("nospec"), clean], [0], greedy=True, perfect=True,
-                          require_no_jit=True)["full_drafter_s0_no_jit_during_inference"]
-    assert not e2e.checks_for([run("nospec"), spiky], [0], greedy=True, perfect=True,
-                              require_no_jit=True)["full_drafter_s0_no_jit_during_inference"]
+    clean = run("full_drafter", **GOOD_FULL)
+    spiky = run("full_drafter", **{**GOOD_FULL, "jit_during_inference": events})
+    upstream = run("upstream_v1", jit_during_inference=events)
+    key = "full_drafter_s0_no_jit_during_inference"
+    assert e2e.checks_for([run("nospec"), upstream, clean], [0], greedy=True, perfect=True)[key]
+    failing = e2e.checks_for([run("nospec"), upstream, spiky], [0], greedy=True, perfect=True)
+    assert failing[key] is False and not any(k.startswith("upstream_v1") and not v for k, v in failing.items())
+    assert key not in e2e.checks_for([run("nospec"), spiky], [0], greedy=True, perfect=True, require_no_jit=False)
+    # A row without the field (the parent always sets it) fails rather than passes.
+    silent = {k: v for k, v in clean.items() if k != "jit_during_inference"}
+    assert not e2e.checks_for([run("nospec"), silent], [0], greedy=True, perfect=True)[key]
+
+
+def test_the_e2e_script_fails_on_jit_unless_allowed():
+    e2e = load_e2e_script()
+    source = Path(e2e.__file__).read_text()
+    assert "require_no_jit=not args.allow_jit" in source and '"--allow-jit"' in source
+
+
+def test_child_turns_on_vllms_verbose_jit_monitor_and_vllm_accepts_every_kwarg(vllm_platform, tmp_path):
+    """The child's LLM kwargs are EngineArgs fields, and jit_monitor_verbose reaches vLLM's observability config."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    from portable_spec.harness.e2e.child import engine_kwargs, parse_args
+    from portable_spec.harness.model_zoo import build_pair
+
+    pair = build_pair("llama_eagle", tmp_path, variant="perfect")
+    kwargs = engine_kwargs(parse_args(["--variant", "full_drafter", "--target", pair["target"], "--draft",
+                                       pair["draft"], "--kv-cache-bytes", str(1 << 28)]))
+    assert kwargs["jit_monitor_verbose"] is True
+    assert set(kwargs) <= {f.name for f in dataclasses.fields(EngineArgs)}
+    cfg = EngineArgs(**kwargs).create_engine_config()
+    assert cfg.observability_config.jit_monitor_verbose is True

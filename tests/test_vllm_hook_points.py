@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 
 import pytest
 import torch
@@ -223,3 +224,137 @@ def test_env_validation_reads_the_table_our_general_plugin_extends():
     assert "load_general_plugins()" in inspect.getsource(EngineArgs.__post_init__)
     assert "envs.validate_environ(self.fail_on_environ_validation)" in inspect.getsource(
         EngineArgs.create_engine_config)
+
+
+# ---- the boot-time kernel warm-up (vllm_adapter.v1_warmup, warmup_plan) -----------------------------------------
+def assigned_self_attributes(cls, methods, path: tuple[str, ...] = ()) -> set[str]:
+    """``self.<path>.X = ...`` targets in the named methods of ``cls`` (vLLM's source)."""
+    import ast
+    import textwrap
+
+    def owner(node) -> tuple[str, ...] | None:
+        if isinstance(node, ast.Name):
+            return (node.id,)
+        inner = owner(node.value) if isinstance(node, ast.Attribute) else None
+        return None if inner is None else inner + (node.attr,)
+
+    names = set()
+    for method in methods:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(cls, method))))
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            names |= {t.attr for t in targets if isinstance(t, ast.Attribute) and owner(t.value) == ("self", *path)}
+    return names
+
+
+def test_warm_up_runs_before_the_worker_activates_the_jit_monitor():
+    from vllm.config import ObservabilityConfig
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+
+    source = inspect.getsource(Worker.compile_or_warm_up_model)
+    assert source.index("self.model_runner.capture_model()") < source.index("activate_jit_monitor(")
+    assert "verbose=self.observability_config.jit_monitor_verbose" in source
+    assert "jit_monitor_verbose" in {f.name for f in dataclasses.fields(ObservabilityConfig)}
+    ours = inspect.getsource(PortableV1ModelRunner.capture_model)
+    assert ours.index("super().capture_model()") < ours.index("drafter.capture_graphs()") < ours.index(
+        "warm_up_kernels(self)")
+
+
+def test_warm_up_puts_back_everything_a_v1_step_rebinds():
+    """Every attribute the V1 step path assigns is restored by the warm-up, or is one it never reaches: a new one
+    in a vLLM upgrade fails here."""
+    from vllm.v1.spec_decode.dflash import DFlashProposer
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_input_batch import InputBatch
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    from portable_spec.vllm_adapter.v1_warmup import (
+        DRAFTER_STEP_STATE, INPUT_BATCH_STEP_STATE, RUNNER_STEP_STATE,
+    )
+
+    step_path = ("execute_model", "sample_tokens", "_update_states", "_prepare_inputs", "_prepare_input_ids",
+                 "_preprocess", "_build_attention_metadata", "_determine_batch_execution_and_padding", "_model_forward",
+                 "_sample", "_bookkeeping_sync", "_update_states_after_model_execute", "propose_draft_token_ids",
+                 "_copy_valid_sampled_token_count", "_copy_draft_token_ids_to_cpu")
+    never = {"calculate_kv_scales",  # a blocker: the warm-up does not run where the first forward sets KV scales
+             "_num_valid_draft_tokens"}  # the ngram_gpu drafter's branch
+    assert assigned_self_attributes(GPUModelRunner, step_path) - never == set(RUNNER_STEP_STATE)
+    batch_methods = [name for name, fn in vars(InputBatch).items() if inspect.isfunction(fn) and name != "__init__"]
+    # add_request: the allowed-token mask, only for requests with allowed_token_ids (the warm-up's have none);
+    # refresh_metadata: rebuilt for the empty batch by the warm-up's last step, as at boot.
+    batch = assigned_self_attributes(InputBatch, batch_methods) | assigned_self_attributes(
+        GPUModelRunner, step_path, ("input_batch",))
+    assert batch - {"allowed_token_ids_mask", "allowed_token_ids_mask_cpu_tensor", "sampling_metadata"} == set(
+        INPUT_BATCH_STEP_STATE)
+    upstream = assigned_self_attributes(SpecDecodeBaseProposer, (
+        "propose", "set_inputs_first_pass", "prepare_next_token_ids_padded", "prepare_inputs_padded",
+        "build_per_group_and_layer_attn_metadata", "_update_positions_dependent_metadata"))
+    upstream |= assigned_self_attributes(DFlashProposer, ("set_inputs_first_pass", "build_model_inputs_first_pass"))
+    assert upstream <= set(DRAFTER_STEP_STATE)
+
+
+def test_the_kernel_arguments_the_warm_up_plan_models():
+    """``warmup_plan``'s docstring: which arguments of each drafter/verify-path kernel vary with the batch."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.spec_decode import dflash, llm_base_proposer, utils
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert '@triton.jit(do_not_specialize=["max_spec_len"])\ndef rejection_greedy_sample_kernel(' in (
+        inspect.getsource(rejection_sampler))
+    sample = inspect.getsource(rejection_sampler.rejection_sample)
+    assert "is_greedy = None" in sample and "rejection_greedy_sample_kernel[(batch_size,)](" in sample
+    next_token = inspect.getsource(llm_base_proposer.SpecDecodeBaseProposer.prepare_next_token_ids_padded)
+    assert "batch_size, num_tokens = sampled_token_ids.shape" in next_token
+    assert "BLOCK_SIZE_TOKENS = next_power_of_2(num_tokens)" in next_token
+    assert "eagle_prepare_inputs_padded_kernel[grid](" in inspect.getsource(
+        llm_base_proposer.SpecDecodeBaseProposer.prepare_inputs_padded)
+    step = inspect.getsource(utils.eagle_step_update_slot_mapping_and_metadata)
+    assert "batch_size = positions_1d.shape[0]" in step and "batch_size=batch_size," in step
+    first = inspect.getsource(dflash.DFlashProposer.set_inputs_first_pass)
+    assert "BLOCK_SIZE = min(256, next_power_of_2(max_tokens_per_req))" in first
+    assert "max_tokens_per_req = max_ctx_per_req + num_query_per_req" in first
+    assert "total_input_tokens=num_context," in first and "HAS_NUM_REJECTED=has_num_rejected," in first
+    # The drafter runs only where the drafts fit behind the sequence (warmup_plan.Limits.longest_query) ...
+    fits = inspect.getsource(GPUModelRunner._input_fits_in_drafter)
+    assert "self.num_spec_tokens + (\n            1 if self.speculative_config.use_dflash() else 0" in fits
+    # ... and the scheduler gives each request K lookahead slots (DFlash K+1): the warm-up's blocks do the same.
+    init = inspect.getsource(Scheduler.__init__)
+    assert "self.num_lookahead_tokens = self.num_spec_tokens + 1" in init.split("use_dflash()")[1].split("if ")[0]
+
+
+def test_the_v1_runner_finishes_before_it_adds_and_samples_after_execute():
+    """The warm-up finishes a round's requests in the next round's first output (as the scheduler does) and calls
+    sample_tokens when execute_model returned None."""
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    update = inspect.getsource(GPUModelRunner._update_states)
+    assert update.index("self.input_batch.remove_request(req_id)") < update.index(
+        "for new_req_data in scheduler_output.scheduled_new_reqs:")
+    execute = inspect.getsource(GPUModelRunner.execute_model)
+    assert execute.rstrip().endswith("return None") and "return EMPTY_MODEL_RUNNER_OUTPUT" in execute
+    assert "num_spec_tokens_to_schedule = scheduler_output.num_spec_tokens_to_schedule" in inspect.getsource(
+        GPUModelRunner.propose_draft_token_ids)
+    assert SchedulerOutput.make_empty().num_spec_tokens_to_schedule == 0  # so the warm-up must set K itself
+
+
+def test_triton_compile_counting_chains_and_restores_the_hook():
+    knobs = pytest.importorskip("triton").knobs
+    from portable_spec.vllm_adapter.v1_warmup import counted_triton_compiles
+
+    seen = []
+    previous = knobs.runtime.jit_post_compile_hook
+    knobs.runtime.jit_post_compile_hook = lambda **kw: seen.append(kw["fn"].name)
+    try:
+        with counted_triton_compiles() as counts:
+            fn = types.SimpleNamespace(name="eagle_step_slot_mapping_metadata_kernel")
+            knobs.runtime.jit_post_compile_hook(fn=fn, key=None)
+            knobs.runtime.jit_post_compile_hook(fn=fn, key=None)
+        assert counts == {"eagle_step_slot_mapping_metadata_kernel": 2} and len(seen) == 2
+        knobs.runtime.jit_post_compile_hook(fn=fn, key=None)
+        assert counts["eagle_step_slot_mapping_metadata_kernel"] == 2 and len(seen) == 3
+    finally:
+        knobs.runtime.jit_post_compile_hook = previous

@@ -64,11 +64,12 @@ def worker_facts(worker: Any) -> dict[str, Any]:
             "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
             "drafter": f"{type(drafter).__module__}.{type(drafter).__qualname__}" if drafter else None,
             "capture_stats": getattr(drafter, "capture_stats", None),
+            "warmup_stats": getattr(runner, "warmup_stats", None),
             "replays": dict(graphs.replays) if graphs is not None else None,
             "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None}
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument("--target", required=True)
@@ -88,32 +89,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serve", action="store_true",
                         help="after boot print READY, then answer one JSON command per stdin line (see serve())")
     add_parallel_flags(parser)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from portable_spec.vllm_adapter.offline import engine_api, parallel_engine_args, resolved_platform_qualname
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    from portable_spec.vllm_adapter.offline import engine_api, resolved_platform_qualname
 
     api = engine_api()
     SamplingParams, TokensPrompt = api.SamplingParams, api.TokensPrompt
-    variant = VARIANTS[args.variant]
-    speculative = None
-    if variant.speculative:
-        speculative = {"method": args.method, "model": args.draft, "num_speculative_tokens": args.k,
-                       "enforce_eager": variant.drafter_enforce_eager}
-        if args.draft_sample_method:
-            speculative["draft_sample_method"] = args.draft_sample_method
     started = time.perf_counter()
-    memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
-              else {"gpu_memory_utilization": 0.3})
-    parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
-                                    fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
-    llm = api.LLM(model=args.target, speculative_config=speculative, max_model_len=1024,
-                  max_num_seqs=args.max_num_seqs, seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True,
-                  **memory, **parallel)
+    llm = api.LLM(**engine_kwargs(args))
     result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
     platform_name = resolved_platform_qualname()
-    if "VLLM_PLATFORM" in variant.env and not platform_name.startswith("portable_spec."):
+    if "VLLM_PLATFORM" in VARIANTS[args.variant].env and not platform_name.startswith("portable_spec."):
         # Never report vLLM's own path under our variant's name (e.g. entry points not installed here).
         raise SystemExit(f"variant {args.variant} needs portable_spec's platform but vLLM resolved {platform_name}; "
                          "install the project into this interpreter (python -m pip install -e .)")
@@ -130,6 +121,28 @@ def main(argv: list[str] | None = None) -> None:
     result["runs"] = [greedy_run(llm, seed, args, SamplingParams, TokensPrompt) for seed in seeds]
     result.update(engine_facts(llm))
     print("RESULT " + json.dumps(result), flush=True)
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``LLM(...)`` keyword arguments for one variant. ``jit_monitor_verbose``: vLLM's JIT monitor logs every
+    compilation during inference (by default only a kernel name's first, so a second specialization of a kernel
+    would go unseen by the e2e check)."""
+    from portable_spec.vllm_adapter.offline import parallel_engine_args
+
+    variant = VARIANTS[args.variant]
+    speculative = None
+    if variant.speculative:
+        speculative = {"method": args.method, "model": args.draft, "num_speculative_tokens": args.k,
+                       "enforce_eager": variant.drafter_enforce_eager}
+        if args.draft_sample_method:
+            speculative["draft_sample_method"] = args.draft_sample_method
+    memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
+              else {"gpu_memory_utilization": 0.3})
+    parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
+                                    fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
+    return dict(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
+                seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, jit_monitor_verbose=True,
+                **memory, **parallel)
 
 
 def add_parallel_flags(parser: argparse.ArgumentParser) -> None:

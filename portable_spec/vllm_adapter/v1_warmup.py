@@ -1,0 +1,271 @@
+"""Boot-time kernel warm-up for our V1 runner: real ``execute_model`` + ``sample_tokens`` steps on dummy scheduler
+outputs, so the drafter/verify-path Triton kernels compile at boot, before vLLM activates its JIT monitor (end of
+``Worker.compile_or_warm_up_model``), not on the first requests. Model Runner V2 does the same in
+``v1/worker/gpu/warmup.py::warmup_kernels``; vLLM's V1 runner has nothing like it.
+
+``PortableV1ModelRunner.capture_model`` calls ``warm_up_kernels`` after the drafter captured its graphs. The steps
+(``warmup_plan``: which batch sizes and prompt lengths reach every specialization serving can reach) are built from
+vLLM's own ``SchedulerOutput``/``NewRequestData``/``CachedRequestData``, the way its scheduler builds them: greedy
+requests prefill, verify K drafts (``scheduled_spec_decode_tokens``) and are finished (``finished_req_ids``).
+Exact by construction: no request exists at boot, so the KV blocks written (ids from 1; 0 is the null block) are ones
+the scheduler has not handed out, and its prefix cache knows none of them. Afterwards the runner's step bookkeeping
+(the last drafts, sampled-token handles, the drafter's per-step state and replay counters, ``seq_lens``) is put back
+as boot left it. Every tensor-parallel rank plans and runs the same steps. Pipeline/data parallel, KV/EC transfer,
+EPLB, first-forward KV scales and non-attention KV groups skip the warm-up (one log line says why);
+``PORTABLE_SPEC_WARMUP=off`` turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from math import ceil
+from typing import Any
+
+import torch
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from vllm.v1.kv_cache_interface import (
+    ChunkedLocalAttentionSpec, FullAttentionSpec, HiddenStateCacheSpec, SinkFullAttentionSpec, SlidingWindowSpec,
+)
+
+from portable_spec.vllm_adapter.overrides import overridden
+from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer
+from portable_spec.vllm_adapter.warmup_plan import Limits, Round, plan_rounds
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
+LOG_PREFIX = "portable_spec: kernel warm-up"
+REQ_PREFIX = "_portable_spec_warmup_"
+WARMABLE_SPECS = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec)
+UNWARMABLE_SPECS = (SinkFullAttentionSpec, HiddenStateCacheSpec)
+# What one step leaves behind that a fresh boot does not have (vLLM 0.26.0; tests/test_vllm_hook_points.py checks
+# these are all the attributes the step path rebinds).
+RUNNER_STEP_STATE = ("execute_model_state", "kv_connector_output", "_draft_token_ids", "_draft_token_req_ids",
+                     "_draft_probs", "_draft_prob_req_ids", "valid_sampled_token_count_gpu", "prev_num_spec_tokens")
+INPUT_BATCH_STEP_STATE = ("prev_sampled_token_ids", "prev_req_id_to_index", "sampled_token_ids_cpu",
+                          "async_copy_ready_event")
+DRAFTER_STEP_STATE = ("num_speculative_tokens", "_last_draft_probs", "_dflash_num_context", "_dflash_hidden_states",
+                      "_pending", "_first_pass_cad", "_first_pass_token_indices")
+_ABSENT = object()
+
+
+def warmup_blockers(runner: Any) -> list[str]:
+    """Why the warm-up must not run on this runner (empty: it runs)."""
+    cfg = runner.vllm_config
+    parallel, spec = cfg.parallel_config, cfg.speculative_config
+    groups = runner.kv_cache_config.kv_cache_groups
+    odd = sorted({type(g.kv_cache_spec).__name__ for g in groups if not isinstance(g.kv_cache_spec, WARMABLE_SPECS)
+                  or isinstance(g.kv_cache_spec, UNWARMABLE_SPECS)})
+    checks = [
+        (os.environ.get(WARMUP_ENV, "on").strip().lower() in ("off", "0", "false", "no"), f"{WARMUP_ENV}=off"),
+        (cfg.use_v2_model_runner, "Model Runner V2 warms its own kernels"),
+        (not isinstance(getattr(runner, "drafter", None), DrafterGraphMixin), "our FULL drafter is off"),
+        (spec is not None and bool(getattr(spec, "num_speculative_tokens_per_batch_size", None)),
+         "dynamic speculative token counts"),
+        (parallel.pipeline_parallel_size > 1, "pipeline parallel (the worker coordinates the stages)"),
+        (parallel.data_parallel_size > 1, "data parallel (engines coordinate every batch)"),
+        (cfg.kv_transfer_config is not None or cfg.ec_transfer_config is not None,
+         "a KV/EC transfer connector would see the warm-up's requests"),
+        (parallel.enable_eplb or getattr(runner, "eplb_state", None) is not None,
+         "EPLB would count the warm-up's expert load"),
+        (bool(getattr(runner, "calculate_kv_scales", False)), "KV-cache scales come from the first forward's data"),
+        (bool(runner.is_pooling_model), "pooling model"),
+        (bool(odd), f"KV-cache groups the warm-up does not allocate for ({', '.join(odd)})"),
+    ]
+    return [reason for blocked, reason in checks if blocked]
+
+
+def warmup_limits(runner: Any) -> Limits:
+    """What one step may hold on this engine, read from vLLM's config and KV cache."""
+    sched, drafter, kv = runner.vllm_config.scheduler_config, runner.drafter, runner.kv_cache_config
+    max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+    max_len = min(runner.max_model_len, getattr(runner, "effective_drafter_max_model_len", runner.max_model_len))
+    return Limits(max_reqs=runner.max_num_reqs, max_tokens=max_tokens, max_len=max_len, k=runner.num_spec_tokens,
+                  dflash=isinstance(drafter, FullGraphDFlashProposer),
+                  parallel_drafting=bool(getattr(drafter, "parallel_drafting", False)),
+                  block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),
+                  free_blocks=kv.num_blocks - 1)
+
+
+class _BlockIds:
+    """A round's block ids: from 1 (0 is the null block), one range over every KV-cache group (groups share the
+    block pool), as many per request as the scheduler would give it for its length plus its lookahead slots."""
+
+    def __init__(self, block_sizes: tuple[int, ...]) -> None:
+        self.block_sizes = block_sizes
+        self.next = 1
+
+    def grow(self, tokens_before: int, tokens_after: int) -> tuple[list[int], ...]:
+        out = []
+        for size in self.block_sizes:
+            count = ceil(tokens_after / size) - ceil(tokens_before / size)
+            out.append(list(range(self.next, self.next + count)))
+            self.next += count
+        return tuple(out)
+
+
+def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int) -> list[SchedulerOutput]:
+    """The scheduler outputs, in order: per round a prefill step (finishing the previous round's requests) and,
+    if it verifies, a step where each request verifies K drafts (one more may join with its prompt); then a
+    clean-up step that finishes the last round's requests."""
+    k, ahead = limits.k, limits.lookahead
+    params = SamplingParams(temperature=0.0)
+    outputs: list[SchedulerOutput] = []
+    finished: set[str] = set()
+
+    def step(finishing: set[str]) -> SchedulerOutput:
+        out = SchedulerOutput.make_empty()
+        out.finished_req_ids = finishing
+        out.num_common_prefix_blocks = [0] * len(limits.block_sizes)
+        out.num_spec_tokens_to_schedule = k  # what the scheduler sends every step; the drafter proposes this many
+        return out
+
+    def new(req_id: str, prompt: int, blocks: tuple[list[int], ...]) -> NewRequestData:
+        return NewRequestData(req_id=req_id, prompt_token_ids=[i % vocab_size for i in range(prompt)], mm_features=[],
+                              sampling_params=params, pooling_params=None, block_ids=blocks, num_computed_tokens=0,
+                              lora_request=None)
+
+    for index, rnd in enumerate(rounds):
+        blocks = _BlockIds(limits.block_sizes)
+        ids = [f"{REQ_PREFIX}{index}_{i}" for i in range(len(rnd.prompts))]
+        prefill = step(finished)
+        prefill.scheduled_new_reqs = [new(r, p, blocks.grow(0, p + ahead)) for r, p in zip(ids, rnd.prompts)]
+        prefill.num_scheduled_tokens = dict(zip(ids, rnd.prompts))
+        prefill.total_num_scheduled_tokens = sum(rnd.prompts)
+        outputs.append(prefill)
+        finished = set(ids)
+        if not rnd.verify:
+            continue
+        verify = step(set())
+        cached = CachedRequestData.make_empty()
+        cached.req_ids = list(ids)
+        cached.num_computed_tokens = list(rnd.prompts)
+        cached.num_output_tokens = [1] * len(ids)
+        grown = [blocks.grow(p + ahead, p + k + 1 + ahead) for p in rnd.prompts]
+        cached.new_block_ids = [g if any(g) else None for g in grown]
+        verify.scheduled_cached_reqs = cached
+        verify.num_scheduled_tokens = {r: k + 1 for r in ids}
+        verify.scheduled_spec_decode_tokens = {r: [0] * k for r in ids}
+        if rnd.join:
+            joined = f"{REQ_PREFIX}{index}_join"
+            verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead))]
+            verify.num_scheduled_tokens[joined] = rnd.join
+            finished.add(joined)
+        verify.total_num_scheduled_tokens = sum(verify.num_scheduled_tokens.values())
+        outputs.append(verify)
+    outputs.append(step(finished))
+    return outputs
+
+
+class StepState:
+    """The step bookkeeping of the runner, its input batch and the drafter, saved before the warm-up and put back
+    after it (attributes that did not exist are removed again)."""
+
+    def __init__(self, runner: Any) -> None:
+        drafter = runner.drafter
+        owners = [(runner, RUNNER_STEP_STATE), (runner.input_batch, INPUT_BATCH_STEP_STATE),
+                  (drafter, DRAFTER_STEP_STATE), (getattr(drafter, "graphs", None), ("last_output",))]
+        self.saved = [(owner, {name: vars(owner).get(name, _ABSENT) for name in names})
+                      for owner, names in owners if owner is not None]
+
+    def restore(self) -> None:
+        for owner, values in self.saved:
+            for name, value in values.items():
+                if value is _ABSENT:
+                    vars(owner).pop(name, None)
+                else:
+                    vars(owner)[name] = value
+
+
+@contextlib.contextmanager
+def counted_triton_compiles() -> Iterator[Counter]:
+    """Counts Triton JIT compilations by kernel name while the block runs (Triton's post-compile hook, chained to
+    any hook already set and restored after; an empty count where this Triton has no such hook)."""
+    counts: Counter = Counter()
+    try:
+        from triton import knobs
+
+        runtime = knobs.runtime
+        previous = runtime.jit_post_compile_hook
+    except (ImportError, AttributeError):
+        yield counts
+        return
+
+    def hook(**kwargs: Any) -> Any:
+        counts[getattr(kwargs.get("fn"), "name", "?")] += 1
+        return previous(**kwargs) if previous is not None else None
+
+    with overridden(runtime, "jit_post_compile_hook", hook):
+        yield counts
+
+
+def run_steps(runner: Any, outputs: list[SchedulerOutput]) -> None:
+    """Each output through the runner as the engine core sends it: ``execute_model``, then ``sample_tokens`` when
+    it returned None (a step with tokens, on the last pipeline rank); then waits for the device. The runner's
+    outputs (async ones copy to the host on a side stream) are kept until then."""
+    results = []
+    for index, output in enumerate(outputs):
+        try:
+            result = runner.execute_model(output)
+            results.append(runner.sample_tokens(None) if result is None else result)
+        except Exception:
+            logger.error("%s failed at step %d of %d; %s=off boots without it", LOG_PREFIX, index + 1, len(outputs),
+                         WARMUP_ENV)
+            raise
+    if torch.accelerator.is_available():
+        torch.accelerator.synchronize()
+
+
+@torch.inference_mode()
+def warm_up_kernels(runner: Any) -> dict[str, Any]:
+    """Run the planned steps on ``runner`` (our V1 runner, after capture), log one line, return the statistics
+    (also kept as ``runner.warmup_stats``)."""
+    blockers = warmup_blockers(runner)
+    if blockers:
+        logger.info("%s skipped (%s)", LOG_PREFIX, "; ".join(blockers))
+        runner.warmup_stats = {"skipped": blockers}
+        return runner.warmup_stats
+    limits = warmup_limits(runner)
+    rounds, uncovered = plan_rounds(limits)
+    left = f"; {len(uncovered)} kernel variants left to the first requests: {_names(uncovered)}" if uncovered else ""
+    if not rounds:
+        logger.warning("%s skipped: %d KV-cache blocks are too few for any warm-up step%s", LOG_PREFIX,
+                       limits.free_blocks + 1, left)
+        runner.warmup_stats = {"skipped": ["KV-cache blocks"], "uncovered": sorted(map(str, uncovered))}
+        return runner.warmup_stats
+    outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size())
+    state = StepState(runner)
+    started = time.perf_counter()
+    with counted_triton_compiles() as compiles:
+        run_steps(runner, outputs)
+    seconds = time.perf_counter() - started
+    state.restore()
+    runner.seq_lens.zero_()  # as the drafter's capture leaves it
+    graphs = runner.drafter.graph_runner
+    replays = dict(graphs.replays) if graphs is not None else {}
+    mismatches = graphs.pointer_mismatches if graphs is not None else 0
+    if graphs is not None:  # serving's counts start at zero, as after a boot without warm-up
+        graphs.replays.clear()
+        graphs.pointer_mismatches = 0
+    num_reqs = sorted({step.num_reqs for rnd in rounds for step in rnd.steps(limits.k)})
+    stats = {"steps": len(outputs), "rounds": len(rounds), "num_reqs": num_reqs, "k": limits.k,
+             "seconds": round(seconds, 3), "triton_compiles": dict(compiles), "drafter_replays": replays,
+             "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
+    level = logging.WARNING if uncovered or mismatches else logging.INFO
+    logger.log(level, "%s: %d steps (%d rounds, batches of %s requests, K=%d) in %.2f s; %d Triton compiles (%s); "
+               "drafter replays %s, %d pointer mismatches%s", LOG_PREFIX, len(outputs), len(rounds),
+               ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
+               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", replays, mismatches, left)
+    runner.warmup_stats = stats
+    return stats
+
+
+def _names(keys: frozenset) -> str:
+    counts = Counter(key[0] for key in keys)
+    return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
