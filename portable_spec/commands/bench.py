@@ -71,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench_sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     _register_draft(bench_sub)
     _register_e2e(bench_sub)
+    _register_breakdown(bench_sub)
 
 
 def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
@@ -143,7 +144,44 @@ def render_e2e(report: dict) -> str:
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
-    return "\n".join(lines)
+    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table
+
+    table = render_table(breakdowns_of(report))
+    return "\n".join(lines + (["", table] if table else []))
+
+
+def _register_breakdown(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser("breakdown", help="the per-step breakdown (host and device ms per phase and variant) of "
+                                               "a bench e2e JSON, as a table and optionally a PNG")
+    p.add_argument("file", metavar="FILE.json", help="a bench_e2e.json written by bench e2e --profile")
+    p.add_argument("--png", metavar="OUT", help="also write the stacked bar chart to OUT")
+    add_json_flag(p)
+    p.set_defaults(func=run_breakdown)
+
+
+def run_breakdown(args: argparse.Namespace) -> int:
+    from portable_spec.harness.e2e.bench import pair_label
+    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table, write_png
+
+    try:
+        with open(args.file) as fh:
+            report = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise PortableSpecError(f"cannot read {args.file!r} ({getattr(exc, 'strerror', None) or exc}): pass a "
+                                "bench_e2e.json") from None
+    breakdowns = breakdowns_of(report) if isinstance(report, dict) else {}
+    if not breakdowns:
+        raise PortableSpecError(f"{args.file} has no per-step breakdown: re-run bench e2e with --profile (reports "
+                                "before the breakdown existed have none)")
+    payload = {"file": args.file, "table": render_table(breakdowns), "breakdown": breakdowns}
+    if args.png:
+        title = (f"{pair_label(report)}, K={report.get('k')}, {report.get('device')}, vLLM {report.get('vllm')}"
+                 if "pair" in report else "")
+        if write_png(breakdowns, args.png, title) is None:
+            raise PortableSpecError("--png needs matplotlib, which is not installed: pip install matplotlib")
+        payload["png"] = args.png
+    emit(args, payload, lambda p: p["table"] + (f"\nwrote {p['png']}" if p.get("png") else ""))
+    return 0
 
 
 def _register_draft(bench_sub: argparse._SubParsersAction) -> None:

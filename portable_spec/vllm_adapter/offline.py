@@ -1,6 +1,6 @@
 """The slice of vLLM's offline API the harness drives (``LLM``, ``SamplingParams``, ``TokensPrompt``, the resolved
-platform, vLLM's profiler scopes), so that harness code never imports vllm itself: the adapter stays the one layer
-that touches vLLM, and a vLLM upgrade is mended here."""
+platform, vLLM's profiler scopes and the ones we add, ``profile_scopes``), so that harness code never imports vllm
+itself: the adapter stays the one layer that touches vLLM, and a vLLM upgrade is mended here."""
 
 from __future__ import annotations
 
@@ -49,22 +49,29 @@ def parallel_engine_args(tp: int, *, disable_custom_all_reduce: bool = False,
 
 class runner_scopes:
     """Turns on vLLM's ``record_function`` scopes in its model runner for one block (its switch is cached in
-    ``vllm.v1.utils._PROFILER_FUNC`` at first use); restores the cached value afterwards. Diagnostics only: if vLLM
-    moves the switch, the profile simply has no runner scopes."""
+    ``vllm.v1.utils._PROFILER_FUNC`` at first use) and adds ours where vLLM has none (``profile_scopes``: MRV2's
+    phases, V1's drafter first pass vs chain steps, the scheduler); restores everything afterwards. ``with`` yields
+    which of our hooks were installed and which skipped. Diagnostics only: if vLLM moves the switch or a hooked
+    method, the profile simply lacks those scopes (and says which)."""
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> dict[str, list[str]]:
         import torch
 
+        from portable_spec.vllm_adapter.profile_scopes import installed
+
+        self.module = None
         try:
             import vllm.v1.utils as vllm_utils
         except ImportError:
-            self.module = None
-            return
-        self.module = vllm_utils if hasattr(vllm_utils, "_PROFILER_FUNC") else None
-        if self.module is not None:
+            vllm_utils = None
+        if vllm_utils is not None and hasattr(vllm_utils, "_PROFILER_FUNC"):
+            self.module = vllm_utils
             self.saved = self.module._PROFILER_FUNC
             self.module._PROFILER_FUNC = torch.profiler.record_function
+        self.hooks = installed()
+        return self.hooks.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
+        self.hooks.__exit__(*exc)
         if self.module is not None:
             self.module._PROFILER_FUNC = self.saved

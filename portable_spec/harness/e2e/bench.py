@@ -75,6 +75,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
                                     bench_summary(c, cell["warm"]["ttft_s"], cell["passes"], bench_tokens))
         if variant in profiles:
             row["profile"] = profiles[variant]
+            row["breakdown"] = row["profile"].pop("breakdown", None)
         row["log_excerpt"] = log_excerpt(out / row["log"])
         rows.append(row)
     import torch
@@ -145,7 +146,8 @@ def pair_label(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """Output tok/s, TPOT, and throughput relative to upstream V1 (the issue's bars at 1.25x and 1.0x)."""
+    """Output tok/s, TPOT, and throughput relative to upstream V1 (the issue's bars at 1.25x and 1.0x); below them
+    the per-step breakdown of every profiled variant (``breakdown_report``)."""
     try:
         import matplotlib
 
@@ -153,7 +155,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, draw
+
+    breakdowns = breakdowns_of(report)
+    rows_of_axes = 2 if breakdowns else 1
+    fig = plt.figure(figsize=(16, 4.2 * rows_of_axes))
+    axes = [fig.add_subplot(rows_of_axes, 3, i + 1) for i in range(3)]
+    if breakdowns:
+        draw(fig.add_subplot(2, 1, 2), breakdowns)
     rows = {row["variant"]: [b for b in row.get("bench") or [] if "output_tok_s" in b] for row in report["results"]}
     base = {b["concurrency"]: b["output_tok_s"] for b in rows.get("upstream_v1", [])}
     for variant, bench in rows.items():

@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 from portable_spec.harness.e2e.configs import VARIANTS
+from portable_spec.harness.e2e.step_attribution import breakdown
+from portable_spec.harness.e2e.step_breakdown import is_scope
 from portable_spec.vllm_adapter.offline import runner_scopes
 
 PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
@@ -214,14 +216,15 @@ def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prom
 def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any, top: int = 40) -> dict[str, Any]:
     """torch-profiler view of steady-state decoding at concurrency 1 (engine in-process): where host and device
     time go, to locate the remaining gap to Model Runner V2. vLLM's own runner scopes ("gpu_model_runner: draft",
-    ...) are switched on for the profiled pass only and reported with their inclusive host time."""
+    ...) and ours (``profile_scopes``) are switched on for the profiled pass only and reported with their inclusive
+    host time, and read into the per-step ``breakdown`` (``step_breakdown``)."""
     import torch
 
     prompts = [tokens_prompt(prompt_token_ids=PROMPTS[0])]
     params = sampling_params(max_tokens=args.bench_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     llm.generate(prompts, params, use_tqdm=False)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with runner_scopes(), torch.profiler.profile(activities=activities) as prof:
+    with runner_scopes() as hooks, torch.profiler.profile(activities=activities) as prof:
         started = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         wall = time.perf_counter() - started
@@ -243,7 +246,18 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
             "kernel_busy_us": round(sum(e.self_device_time_total for e in kernels), 1),
             "runner_scopes": sorted(scopes, key=lambda r: -r["cpu_total_us"]),
             "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total"),
-            "python": python_profile(llm, prompts, params)}
+            "breakdown": profile_breakdown(prof, llm, hooks), "python": python_profile(llm, prompts, params)}
+
+
+def profile_breakdown(prof: Any, llm: Any, hooks: dict[str, list[str]]) -> dict[str, Any]:
+    """The per-step phase breakdown of the profiled pass, with which of our scope hooks were installed; a failure is
+    reported in it, never loses the rest of the profile."""
+    runner = "mrv2" if llm.llm_engine.vllm_config.use_v2_model_runner else "v1"
+    try:
+        result = breakdown(prof.events(), runner=runner)
+    except Exception as exc:  # diagnostics: report, keep the profile
+        result = {"error": f"{type(exc).__name__}: {exc}", "runner": runner}
+    return {**result, "scope_hooks": hooks}
 
 
 def python_profile(llm: Any, prompts: list[Any], params: Any, top: int = 45) -> dict[str, Any]:
@@ -266,14 +280,6 @@ def python_profile(llm: Any, prompts: list[Any], params: Any, top: int = 45) -> 
                  "own_ms": round(1000 * v[2], 2), "inclusive_ms": round(1000 * v[3], 2)}
                 for (f, line, name), v in ranked]
     return {"wall_s": round(wall, 4), "by_own_time": rows(2), "by_inclusive_time": rows(3)}
-
-
-SCOPE_PREFIXES = ("gpu_model_runner:", "portable_spec:", "llm_engine step:", "schedule:")
-
-
-def is_scope(name: str) -> bool:
-    """A ``record_function`` scope of vLLM's (or ours), not an op or a kernel."""
-    return name.startswith(SCOPE_PREFIXES)
 
 
 def bench_prompts(concurrency: int, tokens_prompt: Any) -> list[Any]:
