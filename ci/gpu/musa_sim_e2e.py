@@ -50,7 +50,8 @@ def run_part(part: MusaSimPart, out: Path, timeout: int, concurrent: bool) -> di
         result["log_excerpt"] = log_excerpt(log, limit=LOG_LINES)
         if "error" in result:  # what went wrong, without unpacking the archive
             result["log_tail"] = log.read_text(errors="replace").splitlines()[-ERROR_LINES:]
-            print(f"=== {part.name} {variant}: {result['error']}: {(result['log_tail'] or [''])[-1][:300]} ===", flush=True)
+            last = (result["log_tail"] or [""])[-1][:300]
+            print(f"=== {part.name} {variant}: {result['error']}: {last} ===", flush=True)
         return result
 
     if concurrent:
