@@ -26,7 +26,7 @@ from pathlib import Path
 from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
-from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, run_variant
+from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
 
 
 def rank_checks(full: dict, seed: int, tp: int, fail_capture: str | None) -> dict[str, bool]:
@@ -100,20 +100,6 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
                 checks[f"full_drafter_s{seed}_acceptance_counts_equal_eager"] = (
                     full["acceptance_counts"] == eager["acceptance_counts"])
     return checks
-
-
-def per_seed_rows(result: dict, seeds: list[int]) -> list[dict]:
-    """One row per (variant, seed) from a child that ran every seed in one boot; engine facts are shared by the
-    rows, per-seed outputs and acceptance are not. A child that failed yields a failed row for every seed."""
-    runs = {run["seed"]: run for run in result.get("runs", [])}
-    shared = {k: v for k, v in result.items() if k != "runs"}
-    rows = []
-    for seed in seeds:
-        if "error" in result or seed not in runs:
-            rows.append({**shared, "seed": seed, "error": result.get("error", f"no run for seed {seed}")})
-        else:
-            rows.append({**shared, **runs[seed]})
-    return rows
 
 
 def args_k_above_one(result: dict) -> bool:

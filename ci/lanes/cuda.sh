@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e bench tp2 (default: all but bench
-#   and tp2). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the
-#   tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS
-#   (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm
-#   fusion off (what vLLM 0.26.0 needs on a host without multicast).
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2
+#   (default: all but bench and tp2). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
+#   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
+#   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
+#   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
 #   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
 #   BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
 #   BENCH_CONCURRENCY, BENCH_REPEATS and BENCH_BOOT_TIMEOUT; its profile (c=1) carries the per-step breakdown, printed
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
+#   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
+#   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts, MUSA_SIM_PARALLEL (default 4) runs them side by side.
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${1:?usage: ci/lanes/cuda.sh OUTDIR [STAGE ...]}"; shift
-stages=("$@"); [[ ${#stages[@]} -eq 0 ]] && stages=(tests probe verify draft boot e2e)
+stages=("$@"); [[ ${#stages[@]} -eq 0 ]] && stages=(tests probe verify draft boot e2e musa-sim-e2e)
 mkdir -p "$out"
 py="${PYTHON:-python3}"
 # Install before PYTHONPATH points at the staged vLLM: the editable install (and its entry points, which vLLM's
@@ -38,6 +40,8 @@ for stage in "${stages[@]}"; do
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
     e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    musa-sim-e2e) "$py" ci/gpu/musa_sim_e2e.py "$out/musa_sim" --parallel "${MUSA_SIM_PARALLEL:-4}" \
+              ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} 2>&1 | tee "$out/musa_sim_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length
     # is 1+K only if the drafter's positions, slots and KV reads are right, so the benchmark also checks them.
     bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --model-variant "${BENCH_MODEL_VARIANT:-attention}" \

@@ -3,8 +3,10 @@
 # suite against MUSA. Everywhere else it runs what can honestly run: the declared checks (capability table, capture
 # planner with MUSA's live-graph budget, the vLLM MUSA platform/worker at configuration level), the Triton 3.2
 # front-end check of every MUSA-path kernel (a proxy for MUSA's Triton; needs vLLM in PYTHON, and builds the
-# triton==3.2.0 virtualenv beside it) and, where a CUDA GPU is present, the musa-sim suites. Results land in
-# OUTDIR/musa_lane.json, labelled "musa" or "musa-sim/declared".
+# triton==3.2.0 virtualenv beside it) and, where a CUDA GPU is present, the musa-sim suites; with MUSA_SIM_E2E=1 and
+# vLLM in PYTHON also the musa-sim engine lane (real vLLM engines on the MUSA code path, device identity simulated;
+# on the project's GPU host it runs as the cuda lane's musa-sim-e2e stage). Results land in OUTDIR/musa_lane.json,
+# labelled "musa" or "musa-sim/declared".
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device_lane.sh" musa "${1:-}"
 if "$py" -c "import torch_musa" 2>/dev/null; then
@@ -27,6 +29,9 @@ else
   "$py" -m pytest -q -m "not gpu" -k "musa" tests || fail=1
   if "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     "$py" -m pytest -q -m gpu -k "musa" tests/gpu || fail=1
+    if [[ "${MUSA_SIM_E2E:-0}" == 1 ]] && "$py" -c "import vllm" 2>/dev/null; then
+      "$py" ci/gpu/musa_sim_e2e.py "$out/musa_sim" > "$out/musa_sim_e2e.log" 2>&1 || fail=1
+    fi
   fi
 fi
 printf '{"lane": "musa", "mode": "%s", "triton32_check": "%s", "failed": %s}\n' "$mode" "${triton32:-not run: MUSA host}" \

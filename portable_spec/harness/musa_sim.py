@@ -119,6 +119,19 @@ class SimulatedMusa:
         self._record("max_memory_allocated")
         return self._cuda.max_memory_allocated(device)
 
+    def manual_seed_all(self, seed: int) -> None:
+        self._record("manual_seed_all")
+        self._cuda.manual_seed_all(seed)
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return self._cuda.mem_get_info(device)
+
+    def memory_reserved(self, device: Any = None) -> int:
+        return self._cuda.memory_reserved(device)
+
+    def memory_allocated(self, device: Any = None) -> int:
+        return self._cuda.memory_allocated(device)
+
     def get_device_name(self, device: Any = None) -> str:
         self._record("get_device_name")
         return f"{LABEL} on {self._cuda.get_device_name(device)}"

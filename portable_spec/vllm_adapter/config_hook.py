@@ -75,6 +75,8 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
     cc.max_cudagraph_capture_size = after[-1]
     state["plan"] = plan.to_dict()
     state["platform"] = platform_name
+    # Re-runs on a replaced config re-plan from the pruned list and warn no more: keep what the first run said.
+    state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *plan.warnings]))
     if before != after:
         logger.info("portable_spec[%s]: %s K=%d capture sizes %s -> %s (drafter: %s)", platform_name, spec.method,
                     spec.num_speculative_tokens, before, after, _drafter_summary(plan))

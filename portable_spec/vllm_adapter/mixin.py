@@ -24,6 +24,11 @@ def install_device_port(port: DevicePlatform) -> None:
     _constructed_port.cache_clear()
 
 
+def installed_port(name: str) -> DevicePlatform | None:
+    """The port ``install_device_port`` installed for ``name`` in this process, if any (never constructs one)."""
+    return _INSTALLED_PORTS.get(name)
+
+
 def device_port(name: str) -> DevicePlatform:
     """Our port for ``name``, one per process (it owns the ONE graph pool)."""
     return _INSTALLED_PORTS.get(name) or _constructed_port(name)
@@ -32,6 +37,13 @@ def device_port(name: str) -> DevicePlatform:
 @functools.lru_cache(maxsize=None)
 def _constructed_port(name: str) -> DevicePlatform:
     return platform_class(name)()
+
+
+def platform_label(platform: Any) -> str:
+    """How a vLLM platform instance names itself in our logs and results: our classes' ``label()`` (``musa``;
+    ``musa-sim`` under the harness's simulation), else vLLM's device name."""
+    label = getattr(type(platform), "label", None)
+    return label() if callable(label) else str(platform.device_name)
 
 
 class PortableSpecPlatformMixin:
@@ -45,6 +57,11 @@ class PortableSpecPlatformMixin:
     @classmethod
     def live_graph_limit(cls) -> int | None:
         return platform_class(cls.port_name).live_graph_limit
+
+    @classmethod
+    def label(cls) -> str:
+        """How log lines and results name this platform (a simulation says so: ``musa-sim``)."""
+        return cls.port_name
 
     @classmethod
     def apply_config_platform_defaults(cls, vllm_config: Any) -> None:

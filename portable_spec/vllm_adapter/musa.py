@@ -4,18 +4,28 @@ Declared, not run: no MUSA device is available to this project, so this class is
 construction level (and its graph code paths through musa-sim). vLLM's graph wrappers call ``torch.cuda.*`` directly;
 torchada aliases those to ``torch.musa`` once our port imports it, and the graph pool comes from our port so vLLM's
 graphs and our drafter's graphs share ONE pool per device.
+
+The musa-sim engine lane serves real vLLM engines with this class's code, only its device identity changed
+(``harness/musa_sim_platform.py``): that is where a method vLLM calls at start-up but the base class leaves raising
+would show (hence ``manual_seed_all``, ``check_if_supports_dtype``, ``num_compute_units``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
+from portable_spec.platforms.musa import musa_live_graph_limit
 from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin, SharedPoolMixin, device_port
 
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
 MUSA_WORKER = "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+BF16_MIN_CAPABILITY = 22
+"""MUSA 2.2 (MTT S4000): vllm-musa maps CUDA 8.0, vLLM's bf16 threshold, to MUSA 2.2."""
 
 
 def _musa() -> Any:
@@ -50,6 +60,37 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
         return False
 
     @classmethod
+    def live_graph_limit(cls) -> int | None:
+        """torchada's cap as this process's environment sets it (``TORCHADA_GRAPH_EXEC_CAP``), read when vLLM's config
+        is planned, so a cap set for one engine reaches its planner and its drafter's runtime budget."""
+        return musa_live_graph_limit()
+
+    @classmethod
+    def opaque_attention_op(cls) -> bool:
+        """Attention as vLLM's one opaque custom op, as vLLM's CUDA, ROCm, XPU and CPU platforms have it: piecewise
+        splitting and FULL graphs then see the same op boundaries as on CUDA (a direct call lets Dynamo trace into
+        the backend's Python and its forward context)."""
+        return True
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        """vLLM's worker seeds every device at start-up (the base class raises)."""
+        _musa().manual_seed_all(seed)
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        """vLLM's worker asks at start-up (the base class raises): bf16 needs MUSA 2.2 or newer."""
+        if dtype == torch.bfloat16 and not cls.has_device_capability(BF16_MIN_CAPABILITY):
+            capability = cls.get_device_capability()
+            raise ValueError(f"bfloat16 needs MUSA capability 2.2 (MTT S4000) or newer; {cls.get_device_name()} has "
+                             f"{capability.major}.{capability.minor}: pass --dtype float16")
+
+    @classmethod
+    def num_compute_units(cls, device_id: int = 0) -> int:
+        """vLLM's V1 model runner reads it at construction (the base class raises)."""
+        return int(_musa().get_device_properties(device_id).multi_processor_count)
+
+    @classmethod
     def get_attn_backend_cls(cls, selected_backend: Any, attn_selector_config: Any, num_heads: int | None = None) -> str:
         """Pick from our declared MUSA table (non-causal DFlash drafts refuse backends without ``non_causal``)."""
         from vllm.v1.attention.backends.registry import AttentionBackendEnum
@@ -58,7 +99,10 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
 
         row = select_for_vllm("musa", selected_backend, attn_selector_config)
         # MUSA FLASH_ATTN ships with vllm-musa (mate kernels) and registers itself over the enum member.
-        return row.class_path or AttentionBackendEnum[row.backend].get_path()
+        path = row.class_path or AttentionBackendEnum[row.backend].get_path()
+        logger.info("portable_spec[%s]: attention backend %s from the MUSA rows of the capability table (%s)",
+                    cls.label(), row.backend, path)
+        return path
 
     @classmethod
     def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:

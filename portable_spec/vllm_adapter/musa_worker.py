@@ -5,15 +5,26 @@ raises "Unsupported device type" otherwise. Under torchada the CUDA branch is ex
 (``torch.device("cuda:N")`` and ``torch.cuda`` resolve to MUSA), so the worker presents the device type as "cuda"
 for the duration of that one call and restores it afterwards, also when the call raises. Everything else, including
 our V1 runner with FULL drafter graphs, comes from ``PortableWorker``.
+
+It logs what it set up, one line each (the evidence a MUSA or musa-sim engine log must show): the worker, the
+platform class and its live-graph budget, and every kernel substitute it bound.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Iterator
 
-from portable_spec.kernels import install_substitutions
+from vllm.platforms import current_platform
+
+from portable_spec.kernels import bound, install_substitutions, substitutions_for
+from portable_spec.vllm_adapter.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
+from portable_spec.vllm_adapter.mixin import platform_label
 from portable_spec.vllm_adapter.worker import PortableWorker
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
 
 
 @contextlib.contextmanager
@@ -27,9 +38,32 @@ def device_type_presented_as(device_config: Any, device_type: str) -> Iterator[N
         device_config.device_type = original
 
 
+def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
+    """One line per kernel substitute bound for ``platform_name``; returns their names."""
+    now = bound()
+    names = []
+    for sub in substitutions_for(platform_name):
+        sites = [target for target, entry in now.items() if entry is sub]
+        if sites:
+            names.append(sub.name)
+            logger.info("portable_spec[%s]: kernel substitute %s bound at %d vLLM site(s) (%s)", label, sub.name,
+                        len(sites), sub.describe_replacement())
+    return names
+
+
 class MusaWorker(PortableWorker):
     def init_device(self) -> None:
+        share_vllm_log_handlers()
+        label = platform_label(current_platform)
+        state = (self.vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY) or {}
+        plan = state.get("plan") or {}
+        platform = type(current_platform)
+        logger.info("portable_spec[%s]: MusaWorker on %s.%s, live-graph limit %s (capture plan: %s live graphs, "
+                    "target sizes %s%s)", label, platform.__module__, platform.__qualname__,
+                    plan.get("live_graph_limit"), plan.get("live_graphs"), plan.get("target_sizes"),
+                    "".join(f"; {w}" for w in state.get("warnings", ())))
         # MUSA's Triton 3.2 rejects some of vLLM's kernels: bind our substitutes before the drafter is built.
         install_substitutions("musa")
+        log_bound_substitutes("musa", label)
         with device_type_presented_as(self.device_config, "cuda"):
             super().init_device()

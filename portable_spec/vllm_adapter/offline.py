@@ -27,6 +27,33 @@ def resolved_platform_qualname() -> str:
     return f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
 
 
+def resolved_platform_label() -> str:
+    """How the resolved platform names itself (``musa-sim`` under the simulation; ``mixin.platform_label``)."""
+    from vllm.platforms import current_platform
+
+    from portable_spec.vllm_adapter.mixin import platform_label
+
+    return platform_label(current_platform)
+
+
+def _jsonable(pool: Any) -> Any:
+    return list(pool) if isinstance(pool, tuple) else repr(pool)
+
+
+def vllm_graph_facts(drafter_pools: set | None = None) -> dict[str, Any]:
+    """In this process: how many graphs vLLM's own wrappers hold (target FULL/PIECEWISE, the upstream drafter's
+    PIECEWISE), the platform's graph pool, and whether every wrapper (and every pool in ``drafter_pools``) uses it."""
+    from vllm.compilation.cuda_graph import CUDAGraphWrapper
+    from vllm.platforms import current_platform
+
+    wrappers = list(CUDAGraphWrapper._all_instances)
+    pool = current_platform.get_global_graph_pool()
+    return {"vllm_graphs": sum(entry.cudagraph is not None for w in wrappers
+                               for entry in w.concrete_cudagraph_entries.values()),
+            "platform_pool": _jsonable(pool),
+            "one_pool": all(w.graph_pool == pool for w in wrappers) and set(drafter_pools or ()) <= {pool}}
+
+
 def vllm_version() -> str | None:
     try:
         return importlib.metadata.version("vllm")

@@ -4,6 +4,10 @@ vLLM calls every probe twice and swallows their exceptions, so this probe never 
 platform modules (``vllm.platforms.cuda`` does not even import without a GPU). A value we cannot honour returns the
 qualname of ``platform_error.PlatformSelectionError``: vLLM imports that outside its try, and the import raises our
 one-line error where the user sees it.
+
+A simulated device (``PORTABLE_SPEC_SIM_DEVICE=musa`` with ``VLLM_PLATFORM=musa``: the harness's musa-sim engine) is
+answered by the simulation's own platform plugin, which only the harness puts on a process's path; this probe then
+steps aside, because vLLM refuses to choose between two out-of-tree plugins. The product never imports the harness.
 """
 
 from __future__ import annotations
@@ -11,13 +15,33 @@ from __future__ import annotations
 import os
 
 ENV_VAR = "VLLM_PLATFORM"
+SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
 ERROR_QUALNAME = "portable_spec.vllm_adapter.platform_error.PlatformSelectionError"
+PLATFORM_PLUGINS_GROUP = "vllm.platform_plugins"
 
 
 def requested_platform() -> str | None:
     """The lower-cased ``VLLM_PLATFORM`` value, or None when it is unset or blank."""
     value = os.environ.get(ENV_VAR, "").strip().lower()
     return value or None
+
+
+def simulated_device() -> str | None:
+    """The lower-cased ``PORTABLE_SPEC_SIM_DEVICE`` value (the device a harness simulation stands in for), or None."""
+    value = os.environ.get(SIM_DEVICE_ENV, "").strip().lower()
+    return value or None
+
+
+def sim_plugin_name(name: str) -> str:
+    """The entry-point name of the simulation plugin for platform ``name`` (written by the harness, never by pip)."""
+    return f"portable_spec_{name}_sim"
+
+
+def sim_plugin_installed(name: str) -> bool:
+    """Whether this interpreter sees the simulation's ``vllm.platform_plugins`` entry point for ``name``."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == sim_plugin_name(name) for ep in entry_points(group=PLATFORM_PLUGINS_GROUP))
 
 
 def vllm_platform_qualname(name: str) -> str | None:
@@ -40,11 +64,17 @@ def selection_problem(name: str) -> str | None:
         cls = platform_class(name, source=ENV_VAR)
     except PlatformError as exc:
         return str(exc)
+    if simulated_device() == name:
+        return None if sim_plugin_installed(name) else (
+            f"{SIM_DEVICE_ENV}={name} asks for the {name}-sim platform plugin ({sim_plugin_name(name)}), which this "
+            f"interpreter does not see: run through the harness (portable_spec.harness.musa_sim_plugin puts it on "
+            f"PYTHONPATH), or unset {SIM_DEVICE_ENV}")
     return cls.unavailable_reason()
 
 
 def probe() -> str | None:
-    """Return our platform's qualname for ``VLLM_PLATFORM=cuda|rocm|musa|cpu``, None when unset."""
+    """Return our platform's qualname for ``VLLM_PLATFORM=cuda|rocm|musa|cpu``, None when unset (or when a simulation's
+    own plugin answers for it)."""
     name = requested_platform()
     if name is None:
         return None
@@ -53,4 +83,6 @@ def probe() -> str | None:
             return ERROR_QUALNAME
     except Exception:  # never raise inside vLLM's probe loop; the error class re-derives the message
         return ERROR_QUALNAME
+    if simulated_device() == name:
+        return None
     return vllm_platform_qualname(name) or ERROR_QUALNAME

@@ -48,6 +48,13 @@ PADDING_SLOT = -1
 PORT_NAMES = ("cuda", "rocm", "musa")
 
 
+def port_name_of(platform: Any) -> str:
+    """Our port for vLLM's platform: the one our platform classes name (``port_name``: a musa-sim platform's tensors
+    are CUDA's, its port is MUSA's), else vLLM's device name where we have a port for it, else CUDA's."""
+    name = getattr(platform, "port_name", None) or platform.device_name
+    return name if name in PORT_NAMES else "cuda"
+
+
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
     return tuple(v.data_ptr() if isinstance(v, torch.Tensor) else 0 for _, v in sorted(kwargs.items()))
 
@@ -186,7 +193,7 @@ class DrafterGraphMixin:
             return self.capture_stats
         dispatcher = DraftDispatcher.from_plan(plan, max_num_seqs=self._max_graph_reqs(), kinds=kinds)
         agree, rank = tensor_parallel_agreement()
-        port = device_port(current_platform.device_name if current_platform.device_name in PORT_NAMES else "cuda")
+        port = device_port(port_name_of(current_platform))
         self.graph_runner = DraftGraphRunner(
             port, dispatcher, self, live_graph_limit=draft_graph_budget(plan),
             pool=current_platform.get_global_graph_pool(),

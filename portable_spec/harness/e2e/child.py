@@ -14,7 +14,8 @@ import statistics
 import time
 from typing import Any
 
-from portable_spec.harness.e2e.configs import VARIANTS
+from portable_spec.harness.e2e.configs import VARIANTS, EngineVariant
+from portable_spec.harness.e2e.facts import platform_facts
 from portable_spec.harness.e2e.step_attribution import breakdown
 from portable_spec.harness.e2e.step_breakdown import is_scope
 from portable_spec.vllm_adapter.offline import runner_scopes
@@ -68,7 +69,19 @@ def worker_facts(worker: Any) -> dict[str, Any]:
             "capture_stats": getattr(drafter, "capture_stats", None),
             "warmup_stats": getattr(runner, "warmup_stats", None),
             "replays": dict(graphs.replays) if graphs is not None else None,
-            "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None}
+            "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None,
+            **platform_facts(worker)}
+
+
+def variant_engine_args(variant: EngineVariant, parallel: dict[str, Any]) -> dict[str, Any]:
+    """``LLM(...)`` keywords a variant adds to the tensor-parallel ones (``compilation_config`` merged)."""
+    merged = {**parallel, **variant.engine_args}
+    compilation = {**parallel.get("compilation_config", {}), **variant.engine_args.get("compilation_config", {})}
+    if compilation:
+        merged["compilation_config"] = compilation
+    if variant.attention_backend:
+        merged["attention_backend"] = variant.attention_backend
+    return merged
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -96,24 +109,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    from portable_spec.vllm_adapter.offline import engine_api, resolved_platform_qualname
+    from portable_spec.vllm_adapter.offline import engine_api, resolved_platform_label, resolved_platform_qualname
 
     api = engine_api()
     SamplingParams, TokensPrompt = api.SamplingParams, api.TokensPrompt
+    variant = VARIANTS[args.variant]
     started = time.perf_counter()
     llm = api.LLM(**engine_kwargs(args))
     result: dict[str, Any] = {"variant": args.variant, "seed": args.seed,
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
-    platform_name = resolved_platform_qualname()
-    if "VLLM_PLATFORM" in VARIANTS[args.variant].env and not platform_name.startswith("portable_spec."):
+    platform_name, label = resolved_platform_qualname(), resolved_platform_label()
+    if "VLLM_PLATFORM" in variant.env and not platform_name.startswith("portable_spec."):
         # Never report vLLM's own path under our variant's name (e.g. entry points not installed here).
         raise SystemExit(f"variant {args.variant} needs portable_spec's platform but vLLM resolved {platform_name}; "
                          "install the project into this interpreter (python -m pip install -e .)")
+    if variant.simulated_device and label != f"{variant.simulated_device}-sim":
+        raise SystemExit(f"variant {args.variant} simulates {variant.simulated_device} but vLLM resolved "
+                         f"{platform_name} ({label}); run it through portable_spec.harness.e2e.parent")
     result.update({
         "tensor_parallel_size": vcfg.parallel_config.tensor_parallel_size,
         "use_v2_model_runner": vcfg.use_v2_model_runner,
         "platform": platform_name,
+        "platform_label": label,
         "capture_sizes": vcfg.compilation_config.cudagraph_capture_sizes,
         "cudagraph_mode": str(vcfg.compilation_config.cudagraph_mode)})
     if args.serve:
@@ -138,13 +156,15 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                        "enforce_eager": variant.drafter_enforce_eager}
         if args.draft_sample_method:
             speculative["draft_sample_method"] = args.draft_sample_method
+        if variant.attention_backend:
+            speculative["attention_backend"] = variant.attention_backend
     memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
               else {"gpu_memory_utilization": 0.3})
     parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
                                     fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
     return dict(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
                 seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, jit_monitor_verbose=True,
-                **memory, **parallel)
+                **memory, **variant_engine_args(variant, parallel))
 
 
 def add_parallel_flags(parser: argparse.ArgumentParser) -> None:

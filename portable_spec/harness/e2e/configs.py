@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from portable_spec.vllm_adapter.platform_probe import SIM_DEVICE_ENV
 
 
 @dataclass(frozen=True)
@@ -12,9 +15,22 @@ class EngineVariant:
     speculative: bool = True
     drafter_enforce_eager: bool = False
     description: str = ""
+    attention_backend: str | None = None
+    """Forced for the target and the draft (vLLM never gives the draft the target's choice)."""
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    """More ``LLM(...)`` keywords (``compilation_config`` is merged with the tensor-parallel switches')."""
+
+    @property
+    def simulated_device(self) -> str | None:
+        """The device this variant simulates (its results are labelled ``<device>-sim``), or None."""
+        return self.env.get(SIM_DEVICE_ENV)
 
 
 V1 = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+MUSA_SIM = {"VLLM_PLATFORM": "musa", SIM_DEVICE_ENV: "musa"}
+MUSA_SIM_BUDGET_CAP = 8
+"""The forced torchada cap of ``musa_sim_budget``: llama_eagle at K=3, 8 sequences, FULL graphs plans 18 live graphs
+(target [4..64] 9, first step [4..32] 5, chain [1, 2, 4, 8] 4); 8 keeps target and first step at [4, 8]."""
 VARIANTS = {v.name: v for v in (
     EngineVariant("nospec", dict(V1), speculative=False, description="V1 runner, no speculation"),
     EngineVariant("upstream_v1", dict(V1), description="V1 runner, upstream drafter (PIECEWISE)"),
@@ -26,4 +42,16 @@ VARIANTS = {v.name: v for v in (
     EngineVariant("platform_only", {**V1, "VLLM_PLATFORM": "cuda", "PORTABLE_SPEC_DRAFT_GRAPH": "piecewise"},
                   description="V1 runner on portable_spec's platform, upstream drafter (isolates platform costs)"),
     EngineVariant("mrv2", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, description="Model Runner V2 (its own FULL drafter)"),
+    EngineVariant("cuda_triton_full_drafter", {**V1, "VLLM_PLATFORM": "cuda"}, attention_backend="TRITON_ATTN",
+                  description="V1 runner + portable_spec FULL drafter on our CUDA platform with TRITON_ATTN for target "
+                              "and draft: what musa-sim's acceptance must equal"),
+    EngineVariant("musa_sim_full_drafter", {**V1, **MUSA_SIM},
+                  description="musa-sim: our MUSA platform class, MusaWorker, the MUSA attention rows and kernel "
+                              "substitutes, drafter graphs through a simulated torch.musa; tensors on the CUDA device"),
+    # FULL graphs only: the planner then counts exactly what vLLM captures (one graph per target size), so the live
+    # total is checkable against the cap; FULL_AND_PIECEWISE adds the upstream drafter's piecewise graphs.
+    EngineVariant("musa_sim_budget", {**V1, **MUSA_SIM, "TORCHADA_GRAPH_EXEC_CAP": str(MUSA_SIM_BUDGET_CAP)},
+                  engine_args={"compilation_config": {"cudagraph_mode": "FULL"}},
+                  description=f"musa-sim with torchada's cap forced to {MUSA_SIM_BUDGET_CAP}: sizes pruned with a "
+                              "warning, the engine must still serve exactly"),
 )}

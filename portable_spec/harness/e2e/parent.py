@@ -27,11 +27,15 @@ def own_compile_cache(name: str) -> dict[str, str]:
 
 def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
     """The child's environment: ours minus anything a variant chooses (platform, runner, drafter switches), plus
-    the variant's, plus isolation.
+    the variant's (a simulated device's plugin first on ``PYTHONPATH``), plus isolation.
     ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves)."""
     chosen_by_variants = {name for v in VARIANTS.values() for name in v.env}
     env = {k: v for k, v in os.environ.items() if k not in chosen_by_variants}
     env.update(VARIANTS[variant].env)
+    if VARIANTS[variant].simulated_device == "musa":
+        from portable_spec.harness.musa_sim_plugin import plugin_env
+
+        env.update(plugin_env(environ=env))
     if runner == "auto" and env.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
         del env["VLLM_USE_V2_MODEL_RUNNER"]
     env.update(ISOLATION_ENV)
@@ -57,6 +61,20 @@ def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
     return result
 
 
+def per_seed_rows(result: dict, seeds: list[int]) -> list[dict]:
+    """One row per (variant, seed) from a child that ran every seed in one boot; engine facts are shared by the
+    rows, per-seed outputs and acceptance are not. A child that failed yields a failed row for every seed."""
+    runs = {run["seed"]: run for run in result.get("runs", [])}
+    shared = {k: v for k, v in result.items() if k != "runs"}
+    rows = []
+    for seed in seeds:
+        if "error" in result or seed not in runs:
+            rows.append({**shared, "seed": seed, "error": result.get("error", f"no run for seed {seed}")})
+        else:
+            rows.append({**shared, **runs[seed]})
+    return rows
+
+
 JIT_EVENT = re.compile(r"([A-Za-z]+ [^\]]*?) during inference: ([\w.]+?)[ .(]")
 
 
@@ -71,8 +89,10 @@ def jit_events(log: Path) -> list[str]:
             if "during inference:" in line and (m := JIT_EVENT.search(line))]
 
 
-EXCERPT_NEEDLES = ("portable_spec:", "portable_spec is activated", "Capturing CUDA graphs", "Capturing drafter",
-                   "capture sizes", "Model Runner", "SpecDecoding")
+EXCERPT_NEEDLES = ("portable_spec:", "Platform plugin", "Capturing CUDA graphs", "Capturing drafter",
+                   "capture sizes", "live-graph limit", "Model Runner", "SpecDecoding")
+OUR_LINE = re.compile(r"portable_spec(\[[\w-]+\])?:")
+"""Our adapter's log lines: ``portable_spec: ...`` and, naming the platform, ``portable_spec[musa-sim]: ...``."""
 
 
 def log_excerpt(log: Path, needles: tuple[str, ...] = EXCERPT_NEEDLES, limit: int = 40) -> list[str]:
@@ -81,6 +101,6 @@ def log_excerpt(log: Path, needles: tuple[str, ...] = EXCERPT_NEEDLES, limit: in
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return []
-    ours = [line for line in lines if "portable_spec:" in line]
-    other = [line for line in lines if "portable_spec:" not in line and any(n in line for n in needles)]
+    ours = [line for line in lines if OUR_LINE.search(line)]
+    other = [line for line in lines if not OUR_LINE.search(line) and any(n in line for n in needles)]
     return [line[-300:] for line in ours + other[: max(limit - len(ours), 0)]]

@@ -1,0 +1,56 @@
+"""musa-sim's vLLM platform: our real MUSA platform class with only the device identity simulated.
+
+``MusaSimPlatform`` subclasses ``vllm_adapter.musa.PortableMusaPlatform`` and changes nothing but what a tensor on
+the backing CUDA device needs to be served: tensors live on CUDA, so ``device_type`` and ``device_name`` are
+"cuda" (vLLM builds ``torch.device(f"{device_name}:{i}")`` for an out-of-tree platform's process groups, and "musa"
+is no device type in a CUDA build of torch), ``dispatch_key`` is "CUDA" (vLLM registers its custom ops, attention
+among them, on ``current_platform.dispatch_key``; PrivateUse1 kernels would never see a CUDA tensor),
+``dist_backend`` is "nccl" (no MCCL here) and ``device_control_env_var`` is CUDA_VISIBLE_DEVICES. Everything else is
+the MUSA class's own code: the config hook and its live-graph budget (torchada's cap, ``TORCHADA_GRAPH_EXEC_CAP``),
+``MusaWorker`` (which binds the MUSA kernel substitutes), attention chosen from the MUSA rows of the capability table,
+device facts read through ``torch.musa`` — here ``SimulatedMusa``, which enforces the MUSA graph rules (MUSAGraph
+without ``keep_graph``, capture under ``inference_mode``, the live-executable cap) on every drafter graph and hands
+out the ONE pool vLLM's graphs and ours share.
+
+Not simulated: torchada. vLLM's own target graphs call ``torch.cuda.CUDAGraph``/``torch.cuda.graph`` directly (on
+MUSA torchada aliases those to MUSAGraph); here they are CUDA graphs on the CUDA device, captured into the same pool.
+
+Every process vLLM starts instantiates its platform once (``vllm.platforms.current_platform``), so the simulated
+``torch.musa`` is installed as the MUSA port there, before anything asks the port for a device function.
+"""
+
+from __future__ import annotations
+
+from portable_spec.harness.musa_sim import LABEL, SimulatedMusa
+from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
+from portable_spec.vllm_adapter.mixin import install_device_port, installed_port
+from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+
+QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
+
+
+def install_musa_sim_port() -> MusaPlatform:
+    """This process's MUSA port over a ``SimulatedMusa`` backed by ``torch.cuda`` (once per process); its
+    live-executable cap is the one torchada would apply here, so a drafter graph beyond it fails like on MUSA."""
+    port = installed_port("musa")
+    if port is not None and isinstance(port.device_module, SimulatedMusa):
+        return port
+    port = MusaPlatform(device_module=SimulatedMusa(live_graph_cap=musa_live_graph_limit()), label=LABEL)
+    install_device_port(port)
+    return port
+
+
+class MusaSimPlatform(PortableMusaPlatform):
+    device_name = "cuda"
+    device_type = "cuda"
+    dispatch_key = "CUDA"
+    dist_backend = "nccl"
+    device_control_env_var = "CUDA_VISIBLE_DEVICES"
+
+    def __init__(self) -> None:
+        super().__init__()
+        install_musa_sim_port()
+
+    @classmethod
+    def label(cls) -> str:
+        return LABEL

@@ -1,0 +1,99 @@
+"""Switches a real vLLM 0.26.0 engine onto musa-sim from the environment, in every process it starts.
+
+vLLM picks its platform from the ``vllm.platform_plugins`` entry points, in each process it starts (engine core,
+workers, its model-inspection subprocess). The product's probe answers ``VLLM_PLATFORM=musa`` with our MUSA class,
+which needs torch_musa; the simulation needs a second probe, and vLLM refuses two out-of-tree plugins that answer at
+once. So:
+
+- this module's ``probe`` answers only when ``VLLM_PLATFORM=musa`` and ``PORTABLE_SPEC_SIM_DEVICE=musa`` are both set,
+  with ``musa_sim_platform.MusaSimPlatform``; the product's probe steps aside exactly then (and fails in one line when
+  this plugin is not on the path, rather than falling back to CUDA under musa-sim's name);
+- its entry point is not in pyproject.toml: ``write_plugin`` writes a one-entry-point distribution (a dist-info
+  directory) that ``plugin_env`` puts first on ``PYTHONPATH``. A ``vllm serve`` outside the harness never sees it,
+  so nothing the product installs loads harness code, and no reinstall is needed to switch the simulation on.
+
+``python -m portable_spec.harness.musa_sim_plugin`` prints the ``export`` lines for a shell (e.g. ``vllm serve``
+under musa-sim). Whatever runs this way is labelled musa-sim: the MUSA code path on a CUDA device, never MUSA.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from portable_spec.vllm_adapter.platform_probe import (
+    ENV_VAR,
+    PLATFORM_PLUGINS_GROUP,
+    SIM_DEVICE_ENV,
+    requested_platform,
+    sim_plugin_name,
+    simulated_device,
+)
+
+DEVICE = "musa"
+ENTRY_POINT = sim_plugin_name(DEVICE)
+PLATFORM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
+DIST_INFO = f"{ENTRY_POINT}-0.dist-info"
+DEFAULT_ROOT = Path(tempfile.gettempdir()) / "portable_spec_musa_sim_plugin"
+FILES = {
+    "METADATA": f"Metadata-Version: 2.1\nName: {ENTRY_POINT}\nVersion: 0\n"
+                "Summary: portable_spec musa-sim platform plugin (harness only; written at run time)\n",
+    "entry_points.txt": f"[{PLATFORM_PLUGINS_GROUP}]\n{ENTRY_POINT} = portable_spec.harness.musa_sim_plugin:probe\n",
+}
+
+
+def probe() -> str | None:
+    """The musa-sim platform's qualname when both switches say musa, else None (vLLM calls this in every process)."""
+    return PLATFORM_QUALNAME if requested_platform() == DEVICE and simulated_device() == DEVICE else None
+
+
+def _written(directory: Path) -> bool:
+    try:
+        return all((directory / name).read_text() == text for name, text in FILES.items())
+    except OSError:
+        return False
+
+
+def write_plugin(root: Path | str = DEFAULT_ROOT) -> Path:
+    """Write the plugin's dist-info under ``root`` (idempotent; parts starting at once never see half a directory);
+    returns ``root``, the directory to put on ``PYTHONPATH``."""
+    root = Path(root)
+    target = root / DIST_INFO
+    if _written(target):
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    staging.chmod(0o755)  # mkdtemp makes it private; the dist-info is read by whoever runs vLLM
+    for name, text in FILES.items():
+        (staging / name).write_text(text)
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        staging.rename(target)
+    except OSError:  # another process renamed its copy first
+        shutil.rmtree(staging, ignore_errors=True)
+        if not _written(target):
+            raise
+    return root
+
+
+def plugin_env(root: Path | str = DEFAULT_ROOT, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that switch musa-sim on in every process vLLM starts (the plugin is written first)."""
+    env = os.environ if environ is None else environ
+    path = str(write_plugin(root))
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != path]
+    return {ENV_VAR: DEVICE, SIM_DEVICE_ENV: DEVICE, "PYTHONPATH": os.pathsep.join([path, *rest])}
+
+
+def main() -> int:
+    for name, value in plugin_env().items():
+        print(f"export {name}={shlex.quote(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

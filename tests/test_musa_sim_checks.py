@@ -1,0 +1,244 @@
+"""The musa-sim engine lane's own logic on fabricated results: its engine variants and parts are what the issue asks
+for (and agree with the planner), the child's engine arguments are merged right, and every check passes on a
+correct run and fails on the one thing each guards: a harness bug must not be able to hide a failure on the GPU."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+
+from portable_spec.capture_sizes import plan_capture_sizes
+from portable_spec.harness.e2e.child import variant_engine_args
+from portable_spec.harness.e2e.configs import MUSA_SIM_BUDGET_CAP, VARIANTS
+from portable_spec.harness.e2e.facts import backend_names, simulation_facts
+from portable_spec.harness.e2e.musa_sim_checks import musa_substitutes, part_checks
+from portable_spec.harness.e2e.musa_sim_parts import PARTS, MusaSimPart
+from portable_spec.harness.e2e.parent import variant_env
+from portable_spec.harness.musa_sim_plugin import DIST_INFO, PLATFORM_QUALNAME
+
+K3 = [1.0, 1.0, 1.0]
+
+
+# ------------------------------------------------------------------------------------------------ definitions
+def test_variants_switch_the_simulation_and_the_comparison_on():
+    sim, cuda, budget = (VARIANTS[v] for v in ("musa_sim_full_drafter", "cuda_triton_full_drafter",
+                                                "musa_sim_budget"))
+    assert sim.env == {"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_PLATFORM": "musa", "PORTABLE_SPEC_SIM_DEVICE": "musa"}
+    assert sim.simulated_device == "musa" and sim.attention_backend is None  # MUSA picks TRITON_ATTN itself
+    assert cuda.env["VLLM_PLATFORM"] == "cuda" and cuda.attention_backend == "TRITON_ATTN"
+    assert cuda.simulated_device is None
+    assert budget.env["TORCHADA_GRAPH_EXEC_CAP"] == str(MUSA_SIM_BUDGET_CAP)
+    assert budget.engine_args == {"compilation_config": {"cudagraph_mode": "FULL"}}
+
+
+def test_a_musa_sim_child_gets_the_plugin_first_and_others_never_get_the_switch(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site")
+    monkeypatch.setenv("PORTABLE_SPEC_SIM_DEVICE", "musa")
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "3")
+    env = variant_env("musa_sim_full_drafter")
+    first, *rest = env["PYTHONPATH"].split(os.pathsep)
+    assert os.path.isdir(os.path.join(first, DIST_INFO)) and rest == ["/tmp/site"]
+    assert "TORCHADA_GRAPH_EXEC_CAP" not in env  # a caller's cap never leaks into an unforced variant
+    assert variant_env("musa_sim_budget")["TORCHADA_GRAPH_EXEC_CAP"] == str(MUSA_SIM_BUDGET_CAP)
+    cuda = variant_env("cuda_triton_full_drafter")
+    assert "PORTABLE_SPEC_SIM_DEVICE" not in cuda and cuda["PYTHONPATH"] == "/tmp/site"
+
+
+def test_engine_arguments_merge_the_variants_with_the_tensor_parallel_switches():
+    parallel = {"tensor_parallel_size": 2, "compilation_config": {"pass_config": {"fuse_allreduce_rms": False}}}
+    assert variant_engine_args(VARIANTS["musa_sim_budget"], parallel) == {
+        "tensor_parallel_size": 2,
+        "compilation_config": {"pass_config": {"fuse_allreduce_rms": False}, "cudagraph_mode": "FULL"}}
+    assert variant_engine_args(VARIANTS["cuda_triton_full_drafter"], {"tensor_parallel_size": 1}) == {
+        "tensor_parallel_size": 1, "attention_backend": "TRITON_ATTN"}
+    assert variant_engine_args(VARIANTS["full_drafter"], {"tensor_parallel_size": 1}) == {"tensor_parallel_size": 1}
+
+
+def test_parts_are_the_issues_and_agree_with_the_planner():
+    assert set(PARTS) == {"musa_sim_eagle", "musa_sim_eagle_attention", "musa_sim_dflash", "musa_sim_budget"}
+    eagle, dflash, budget = PARTS["musa_sim_eagle"], PARTS["musa_sim_dflash"], PARTS["musa_sim_budget"]
+    assert (eagle.pair, eagle.k, eagle.max_num_seqs) == ("llama_eagle", 3, 8)
+    assert "cuda_triton_full_drafter" in eagle.variants and "nospec" in eagle.variants
+    assert (dflash.pair, dflash.k, dflash.max_num_seqs, dflash.capture_sizes) == ("qwen3_dflash", 8, 8,
+                                                                                   (9, 18, 36, 72))
+    assert plan_capture_sizes("dflash", 8, 8, live_graph_limit=1900).target_sizes == dflash.capture_sizes
+    pruned = plan_capture_sizes(budget.pair.split("_")[1], budget.k, budget.max_num_seqs,
+                                live_graph_limit=MUSA_SIM_BUDGET_CAP, graphs_per_target_size=1)
+    assert pruned.target_sizes == budget.capture_sizes and pruned.warnings and budget.pruned
+    assert budget.live_graph_limit == MUSA_SIM_BUDGET_CAP and eagle.live_graph_limit == 1900
+
+
+@pytest.mark.parametrize("kwargs,match", [({"variants": ("nospec", "bogus")}, "unknown engine variant"),
+                                          ({"variants": ("nospec", "full_drafter")}, "boots no musa-sim variant")])
+def test_a_malformed_part_fails_in_one_line(kwargs, match):
+    base = dict(name="p", pair="llama_eagle", model_variant="perfect", k=3, seeds=(0,), description="")
+    with pytest.raises(ValueError, match=match):
+        MusaSimPart(**{**base, **kwargs})
+
+
+def test_facts_helpers_read_nested_attention_groups_and_no_simulation():
+    class Backend:
+        def __init__(self, name):
+            self.name = name
+
+        def get_name(self):
+            return self.name
+
+    def group(name):
+        return type("G", (), {"backend": Backend(name)})()
+
+    assert backend_names([[group("TRITON_ATTN"), group("TRITON_ATTN")], [group("FLASH_ATTN")]]) == [
+        "FLASH_ATTN", "TRITON_ATTN"]
+    assert backend_names([group("TRITON_ATTN")]) == ["TRITON_ATTN"] and backend_names(None) == []
+    assert simulation_facts() is None  # nothing installed in this process
+
+
+# ------------------------------------------------------------------------------------------------ checks
+OUTPUTS = {0: [[5, 6, 7], [8, 9, 10]], 1: [[11, 12], [13, 14]], 2: [[15], [16, 17]]}
+
+
+def log_lines(label="musa-sim"):
+    ours = f"INFO [x.py:1] portable_spec[{label}]:"
+    return ["INFO [__init__.py:237] Platform plugin portable_spec_musa_sim is activated",
+            f"{ours} MusaWorker on {PLATFORM_QUALNAME}, live-graph limit 1900 (capture plan: 18 live graphs)",
+            f"{ours} attention backend TRITON_ATTN from the MUSA rows of the capability table (x)",
+            *[f"{ours} kernel substitute {name} bound at 1 vLLM site(s) (x)" for name in musa_substitutes()],
+            "INFO [runner.py:1] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, 1.0 MiB, sizes {}, 0 failed"]
+
+
+def row(variant, seed, **extra):
+    base = {"variant": variant, "seed": seed, "outputs": copy.deepcopy(OUTPUTS[seed]), "use_v2_model_runner": False,
+            "acceptance_per_position": K3,
+            "acceptance_counts": {"drafts": 4, "accepted": 12, "accepted_per_position": [4, 4, 4]}}
+    if variant == "cuda_triton_full_drafter":
+        base.update(platform="portable_spec.vllm_adapter.cuda.PortableCudaPlatform",
+                    attention_backends=["TRITON_ATTN"], draft_attention_backends=["TRITON_ATTN"],
+                    capture_stats={"graphs": 9}, pointer_mismatches=0)
+    if variant.startswith("musa_sim"):
+        base.update(
+            platform=PLATFORM_QUALNAME, platform_label="musa-sim",
+            worker="portable_spec.vllm_adapter.musa_worker.MusaWorker", attention_backends=["TRITON_ATTN"],
+            draft_attention_backends=["TRITON_ATTN"], substitutes_bound=musa_substitutes(),
+            capture_stats={"graphs": 9, "failed": {}}, replays={"first": 3, "chain_fused": 6}, pointer_mismatches=0,
+            drafter_graphs=9, drafter_live_graph_limit=1891, drafter_port="musa-sim", vllm_graphs=45, one_pool=True,
+            capture_plan={"live_graph_limit": 1900}, plan_warnings=[], log_excerpt=log_lines(),
+            simulation={"label": "musa-sim", "calls": {"MUSAGraph": 9, "graph": 9, "graph_pool_handle": 1},
+                        "live_graphs": 9})
+    base.update(extra)
+    return base
+
+
+def eagle_rows(**broken):
+    part = PARTS["musa_sim_eagle"]
+    return [row(v, s, **(broken if v == "musa_sim_full_drafter" else {})) for v in part.variants for s in part.seeds]
+
+
+def check(part_name, rows, expected=None):
+    part = PARTS[part_name]
+    return part_checks(part, rows, {s: OUTPUTS[s] for s in part.seeds}, expected)
+
+
+def test_every_check_passes_for_a_correct_run():
+    checks = check("musa_sim_eagle", eagle_rows())
+    assert checks and all(checks.values()), [k for k, v in checks.items() if not v]
+    assert "musa_sim_full_drafter_s1_acceptance_equals_cuda_platform" in checks
+    assert "musa_sim_full_drafter_s2_log_names_substitute_find_seq_idx" in checks
+
+
+BROKEN = [
+    ({"platform_label": "musa"}, "platform_is_musa_sim"),
+    ({"platform": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform"}, "platform_is_musa_sim"),
+    ({"worker": "portable_spec.vllm_adapter.worker.PortableWorker"}, "worker_is_musa_worker"),
+    ({"attention_backends": ["FLASH_ATTN"]}, "attention_is_triton_attn"),
+    ({"draft_attention_backends": ["FLASH_ATTN", "TRITON_ATTN"]}, "attention_is_triton_attn"),
+    ({"substitutes_bound": musa_substitutes()[1:]}, "substitutes_bound"),
+    ({"log_excerpt": log_lines()[:2] + log_lines()[3:]}, "log_names_triton_attn"),
+    ({"log_excerpt": [line for line in log_lines() if "find_seq_idx" not in line]},
+     "log_names_substitute_find_seq_idx"),
+    ({"log_excerpt": log_lines("musa")}, "log_names_musa_sim_class_and_worker"),
+    ({"log_excerpt": log_lines()[1:]}, "log_names_platform_plugin"),
+    ({"outputs": [[5, 6, 7], [8, 9, 11]]}, "greedy_equals_nospec"),
+    ({"acceptance_counts": {"drafts": 4, "accepted": 11, "accepted_per_position": [4, 4, 3]}},
+     "acceptance_equals_cuda_platform"),
+    ({"replays": {"first": 3}}, "chain_graphs_replayed"),
+    ({"replays": {"chain_fused": 3}}, "first_pass_graphs_replayed"),
+    ({"pointer_mismatches": 1}, "no_pointer_mismatch"),
+    ({"capture_stats": {"graphs": 9, "failed": {"first:4": "capture failed"}}}, "no_failed_capture"),
+    ({"simulation": {"label": "musa-sim", "calls": {"MUSAGraph": 9, "graph": 8, "graph_pool_handle": 1},
+                     "live_graphs": 9}}, "drafter_captured_through_simulated_musa"),
+    ({"simulation": {"label": "musa-sim", "calls": {"MUSAGraph": 9, "graph": 9, "graph_pool_handle": 2},
+                     "live_graphs": 9}}, "one_pool"),
+    ({"one_pool": False}, "one_pool"),
+    ({"drafter_port": "cuda"}, "drafter_port_is_musa_sim"),
+    ({"capture_plan": {"live_graph_limit": 2048}}, "live_graph_limit_planned"),
+    ({"vllm_graphs": 1892}, "live_graphs_within_limit"),
+    ({"drafter_live_graph_limit": 8}, "drafter_within_runtime_budget"),
+    ({"use_v2_model_runner": True}, "v1_runner"),
+]
+
+
+@pytest.mark.parametrize("broken,failing", BROKEN, ids=[f for _, f in BROKEN])
+def test_each_failure_mode_fails_its_check(broken, failing):
+    checks = check("musa_sim_eagle", eagle_rows(**broken))
+    assert checks[f"musa_sim_full_drafter_s0_{failing}"] is False
+    assert not all(checks.values())
+
+
+def test_a_crashed_variant_or_comparison_fails_the_part():
+    rows = [r if r["variant"] != "musa_sim_full_drafter" or r["seed"] != 1 else {**r, "error": "exit 1"}
+            for r in eagle_rows()]
+    assert check("musa_sim_eagle", rows)["musa_sim_full_drafter_s1_ran"] is False
+    cuda_bad = [r if r["variant"] != "cuda_triton_full_drafter" else {**r, "attention_backends": ["FLASH_ATTN"]}
+                for r in eagle_rows()]
+    assert check("musa_sim_eagle", cuda_bad)["cuda_triton_full_drafter_s0_attention_is_triton_attn"] is False
+    missing = [r for r in eagle_rows() if r["variant"] != "musa_sim_full_drafter"]
+    assert check("musa_sim_eagle", missing)["musa_sim_full_drafter_s0_ran"] is False
+
+
+def test_without_a_nospec_engine_the_zoo_continuation_is_the_reference():
+    part = PARTS["musa_sim_eagle_attention"]
+    rows = [row(v, 0) for v in part.variants]
+    checks = check(part.name, rows, expected=K3)
+    assert checks["musa_sim_full_drafter_s0_greedy_equals_zoo_continuation"] is True and all(checks.values())
+    bad = [row(v, 0, **({"acceptance_per_position": [1.0, 1.0, 0.5]} if v.startswith("musa") else {}))
+           for v in part.variants]
+    assert check(part.name, bad, expected=K3)["musa_sim_full_drafter_s0_acceptance_as_zoo_says"] is False
+
+
+def budget_row(seed, **extra):
+    warning = "18 live graphs exceed the live-graph limit 8 (1 per target size): dropped ..."
+    facts = dict(capture_sizes=[4, 8], capture_plan={"live_graph_limit": 8}, plan_warnings=[warning],
+                 log_excerpt=log_lines() + [warning], replays={"chain_fused": 6},
+                 capture_stats={"graphs": 6, "failed": {}}, drafter_graphs=6, drafter_live_graph_limit=6,
+                 vllm_graphs=2, simulation={"label": "musa-sim", "calls": {"MUSAGraph": 6, "graph": 6,
+                                                                          "graph_pool_handle": 1}, "live_graphs": 6})
+    return row("musa_sim_budget", seed, **{**facts, **extra})
+
+
+def test_the_budget_part_needs_pruned_sizes_the_warning_and_the_cap():
+    ok = check("musa_sim_budget", [budget_row(0), budget_row(1)], expected=K3)
+    assert all(ok.values()), [k for k, v in ok.items() if not v]
+    assert "musa_sim_budget_s0_first_pass_graphs_replayed" not in ok  # 4-request first passes are over the cap
+    for broken, failing in [({"plan_warnings": []}, "sizes_pruned_with_warning"),
+                            ({"log_excerpt": log_lines()}, "sizes_pruned_with_warning"),
+                            ({"capture_sizes": [4, 8, 16]}, "capture_sizes"),
+                            ({"vllm_graphs": 3}, "live_graphs_within_limit"),
+                            ({"capture_plan": {"live_graph_limit": 1900}}, "live_graph_limit_planned")]:
+        checks = check("musa_sim_budget", [budget_row(0, **broken), budget_row(1)], expected=K3)
+        assert checks[f"musa_sim_budget_s0_{failing}"] is False, failing
+
+
+def test_the_dflash_part_is_judged_by_its_block_graphs_and_sizes():
+    part = PARTS["musa_sim_dflash"]
+    expected = [1.0] + [0.0] * 7
+    extra = {"replays": {"dflash_block": 5}, "capture_sizes": [9, 18, 36, 72], "acceptance_per_position": expected}
+    rows = [row(v, 0, **extra) for v in part.variants]
+    checks = check(part.name, rows, expected=expected)
+    assert all(checks.values()), [k for k, v in checks.items() if not v]
+    assert "musa_sim_full_drafter_s0_chain_graphs_replayed" not in checks
+    bad = [row(v, 0, **{**extra, "replays": {"dflash_block": 0}, "capture_sizes": [8, 16]}) for v in part.variants]
+    checks = check(part.name, bad, expected=expected)
+    assert checks["musa_sim_full_drafter_s0_block_graphs_replayed"] is False
+    assert checks["musa_sim_full_drafter_s0_capture_sizes"] is False

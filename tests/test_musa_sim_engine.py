@@ -1,0 +1,322 @@
+"""The musa-sim engine's switch and platform, against real vLLM 0.26.0 classes on CPU: the environment switches a
+process onto ``MusaSimPlatform`` through vLLM's own plugin resolver (exactly one plugin answers; an ordinary vLLM
+never loads the harness), the class differs from our MUSA class only in device identity, the MUSA class's budget,
+config hook, worker and attention selection are what the engine gets, and the MUSA class has every platform method
+vLLM's worker and runner call at start-up. Per-platform runs are subprocesses (the platform is process-global)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from portable_spec.harness import musa_sim_plugin
+from portable_spec.harness.musa_sim import SimulatedMusa
+from portable_spec.platforms.musa import MusaPlatform
+from portable_spec.vllm_adapter import mixin, platform_probe
+from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
+
+SIM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
+SWITCHES = ("VLLM_PLATFORM", platform_probe.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH")
+
+pytestmark = pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+
+
+def run_python(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def tagged(stdout: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in stdout.splitlines() if line.split(" ")[0].isupper() and " " in line)
+
+
+@pytest.fixture
+def sim_env(tmp_path):
+    return musa_sim_plugin.plugin_env(tmp_path / "plugin", environ={})
+
+
+# ------------------------------------------------------------------------------------------------ the switch
+def test_the_plugin_is_a_dist_info_that_only_the_harness_puts_on_the_path(tmp_path):
+    root = musa_sim_plugin.write_plugin(tmp_path)
+    entry = (root / musa_sim_plugin.DIST_INFO / "entry_points.txt").read_text()
+    assert entry == "[vllm.platform_plugins]\nportable_spec_musa_sim = portable_spec.harness.musa_sim_plugin:probe\n"
+    assert musa_sim_plugin.write_plugin(tmp_path) == root  # idempotent
+    env = musa_sim_plugin.plugin_env(tmp_path, environ={"PYTHONPATH": f"/tmp/site{os.pathsep}{root}"})
+    assert env["PYTHONPATH"] == os.pathsep.join([str(root), "/tmp/site"])  # first, once; the caller's path kept
+    assert (env["VLLM_PLATFORM"], env[platform_probe.SIM_DEVICE_ENV]) == ("musa", "musa")
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert "musa_sim" not in pyproject  # never installed by pip: a plain `vllm serve` cannot load it
+
+
+@pytest.mark.parametrize("platform,sim,answers", [("musa", "musa", True), ("musa", None, False),
+                                                  ("cuda", "musa", False), (None, "musa", False)])
+def test_exactly_one_probe_answers(monkeypatch, platform, sim, answers):
+    for name, value in (("VLLM_PLATFORM", platform), (platform_probe.SIM_DEVICE_ENV, sim)):
+        monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
+    monkeypatch.setattr(platform_probe, "sim_plugin_installed", lambda name: True)
+    ours, simulation = platform_probe.probe(), musa_sim_plugin.probe()
+    assert simulation == (SIM_QUALNAME if answers else None)
+    if answers:
+        assert ours is None  # vLLM refuses two out-of-tree plugins that answer at once
+    elif platform is not None:
+        assert ours is not None
+
+
+def test_a_simulation_without_its_plugin_fails_in_one_line_instead_of_running_cuda(monkeypatch):
+    monkeypatch.setenv("VLLM_PLATFORM", "musa")
+    monkeypatch.setenv(platform_probe.SIM_DEVICE_ENV, "musa")
+    monkeypatch.setattr(platform_probe, "sim_plugin_installed", lambda name: False)
+    assert platform_probe.probe() == platform_probe.ERROR_QUALNAME
+    problem = platform_probe.selection_problem("musa")
+    assert "portable_spec_musa_sim" in problem and "unset PORTABLE_SPEC_SIM_DEVICE" in problem
+
+
+def test_vllms_resolver_activates_the_simulation_plugin_alone(sim_env):
+    proc = run_python("""
+        import sys, vllm.platforms
+        cp = vllm.platforms.current_platform
+        print("CLASS", type(cp).__module__ + "." + type(cp).__qualname__, cp.label())
+    """, sim_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tagged(proc.stdout)["CLASS"] == f"{SIM_QUALNAME} musa-sim"
+    assert "Platform plugin portable_spec_musa_sim is activated" in proc.stdout + proc.stderr
+
+
+def test_without_the_plugin_on_the_path_the_simulation_switch_fails_loudly():
+    proc = run_python("import vllm.platforms; print(vllm.platforms.current_platform)",
+                      {"VLLM_PLATFORM": "musa", platform_probe.SIM_DEVICE_ENV: "musa"})
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("portable_spec.errors.PlatformError: PORTABLE_SPEC_SIM_DEVICE=musa asks for the musa-sim")
+
+
+def test_an_ordinary_vllm_never_loads_the_harness():
+    proc = run_python("""
+        import sys
+        from vllm.plugins import load_plugins_by_group, load_general_plugins
+        load_plugins_by_group("vllm.platform_plugins"); load_general_plugins()
+        print("HARNESS", sorted(m for m in sys.modules if m.startswith("portable_spec.harness")))
+    """, {})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tagged(proc.stdout)["HARNESS"] == "[]"
+
+
+def test_the_simulation_probe_module_stays_light():
+    proc = run_python("""
+        import sys
+        import portable_spec.harness.musa_sim_plugin as plugin
+        plugin.probe()
+        heavy = ("vllm", "torch", "portable_spec.harness.musa_sim_platform")
+        print("HEAVY", sorted(m for m in heavy if m in sys.modules))
+    """, {})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tagged(proc.stdout)["HEAVY"] == "[]"
+
+
+# ------------------------------------------------------------------------------------------------ the platform
+IDENTITY = {"device_name": "cuda", "device_type": "cuda", "dispatch_key": "CUDA", "dist_backend": "nccl",
+            "device_control_env_var": "CUDA_VISIBLE_DEVICES"}
+
+
+def test_the_sim_class_changes_only_the_device_identity():
+    from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+
+    own = {k for k in vars(MusaSimPlatform) if not k.startswith("__") or k == "__init__"}
+    assert own == set(IDENTITY) | {"__init__", "label"}
+    assert {k: getattr(MusaSimPlatform, k) for k in IDENTITY} == IDENTITY
+    assert MusaSimPlatform.__bases__ == (PortableMusaPlatform,)
+    assert PortableMusaPlatform.device_type == "musa" and PortableMusaPlatform.dispatch_key == "PrivateUse1"
+    assert MusaSimPlatform.label() == "musa-sim" and PortableMusaPlatform.label() == "musa"
+    assert MusaSimPlatform.port_name == "musa" and MusaSimPlatform.worker_cls == PortableMusaPlatform.worker_cls
+    assert musa_sim_plugin.PLATFORM_QUALNAME == f"{MusaSimPlatform.__module__}.{MusaSimPlatform.__qualname__}"
+
+
+def test_each_sim_process_gets_the_simulated_musa_port_once():
+    proc = run_python("""
+        from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+        from portable_spec.vllm_adapter.mixin import device_port
+        MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
+        print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
+              device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
+    """, {"TORCHADA_GRAPH_EXEC_CAP": "77"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tagged(proc.stdout)["PORT"] == "musa-sim SimulatedMusa 77 True True MUSAGraph"
+
+
+def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
+    """Real ``EngineArgs.create_engine_config`` in a process switched by the environment: MusaWorker, the MUSA plan
+    with its 1900 budget and block-aligned DFlash sizes, CUDA tensors, TRITON_ATTN from the MUSA rows (logged)."""
+    models = {name: model_dir(tmp_path, name, cfg) for name, cfg in
+              (("qwen3", QWEN3), ("dflash", DFLASH))}
+    proc = run_python(f"""
+        import torch, vllm.platforms
+        from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.v1.attention.selector import AttentionSelectorConfig
+        cfg = EngineArgs(model={models['qwen3']!r}, skip_tokenizer_init=True, max_num_seqs=8, speculative_config={{
+            "method": "dflash", "model": {models['dflash']!r}, "num_speculative_tokens": 8}}).create_engine_config()
+        plan = cfg.additional_config["portable_spec"]["plan"]
+        print("WORKER", cfg.parallel_config.worker_cls)
+        print("SIZES", cfg.compilation_config.cudagraph_capture_sizes, plan["live_graph_limit"])
+        print("DEVICE", cfg.device_config.device_type)
+        share_vllm_log_handlers()
+        cp = vllm.platforms.current_platform
+        draft = AttentionSelectorConfig(head_size=64, dtype=torch.bfloat16, kv_cache_dtype="auto", block_size=16,
+                                        use_non_causal=True)
+        print("ATTN", cp.get_attn_backend_cls(None, draft))
+        print("FACTS", cp.get_device_capability(), cp.opaque_attention_op(), cp.get_static_graph_wrapper_cls())
+    """, sim_env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = tagged(proc.stdout)
+    assert lines["WORKER"] == "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+    assert lines["SIZES"] == "[9, 18, 36, 72] 1900"
+    assert lines["DEVICE"] == "cuda"
+    assert lines["ATTN"] == "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
+    assert "portable_spec[musa-sim]: attention backend TRITON_ATTN from the MUSA rows" in proc.stdout + proc.stderr
+    assert lines["FACTS"] == ("DeviceCapability(major=3, minor=1) True "
+                              "vllm.compilation.cuda_graph.CUDAGraphWrapper")
+
+
+def test_a_forced_small_cap_reaches_the_planner_and_the_drafters_runtime_budget(sim_env, tmp_path):
+    """``TORCHADA_GRAPH_EXEC_CAP=8``: the MUSA class plans with 8, prunes sizes with a warning (kept across the
+    config re-runs), and the drafter's runtime budget is what the target's graphs leave of it."""
+    models = {name: model_dir(tmp_path, name, cfg) for name, cfg in (("llama", LLAMA), ("eagle", EAGLE))}
+    proc = run_python(f"""
+        import dataclasses
+        from vllm.engine.arg_utils import EngineArgs
+        from portable_spec.capture_sizes import CapturePlan
+        from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
+        cfg = EngineArgs(model={models['llama']!r}, skip_tokenizer_init=True, max_num_seqs=8,
+                         compilation_config={{"cudagraph_mode": "FULL"}}, speculative_config={{
+            "method": "eagle", "model": {models['eagle']!r}, "num_speculative_tokens": 3}}).create_engine_config()
+        replaced = dataclasses.replace(cfg)
+        state = replaced.additional_config["portable_spec"]
+        print("SIZES", replaced.compilation_config.cudagraph_capture_sizes, state["plan"]["live_graph_limit"])
+        print("BUDGET", draft_graph_budget(drafter_plan(replaced)), state["plan"]["live_graphs"])
+        print("WARNED", [w[:47] for w in state["warnings"] if "live-graph limit" in w])
+    """, {**sim_env, "TORCHADA_GRAPH_EXEC_CAP": "8"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = tagged(proc.stdout)
+    assert lines["SIZES"] == "[4, 8] 8"
+    assert lines["BUDGET"] == "6 8"  # first step [4, 8] + chain [1, 2, 4, 8]: 6 drafter graphs beside 2 target ones
+    assert lines["WARNED"] == "['18 live graphs exceed the live-graph limit 8 (1']"
+    assert "18 live graphs exceed the live-graph limit 8" in proc.stderr  # and the engine log shows it
+
+
+def test_musa_live_graph_limit_is_read_when_the_config_is_planned(monkeypatch):
+    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "40")
+    assert PortableMusaPlatform.live_graph_limit() == 40
+    monkeypatch.delenv("TORCHADA_GRAPH_EXEC_CAP")
+    assert PortableMusaPlatform.live_graph_limit() == 1900
+
+
+# ------------------------------------------------------------------------------------------------ the MUSA class
+# Platform methods whose vLLM 0.26.0 default raises, and that no V1 engine at TP=1 without LoRA calls.
+OFF_THE_SERVING_PATH = {
+    "get_device_uuid": "no caller in vLLM 0.26.0",
+    "get_all_gpu_pci_bus_ids": "VLLM_GPU_NIC_PCIE_MAPPING only (RDMA NIC selection)",
+    "get_punica_wrapper": "LoRA only",
+    "stateless_init_device_torch_dist_pg": "elastic expert parallelism / stateless groups only",
+}
+
+
+def test_the_musa_class_has_every_platform_method_vllm_starts_an_engine_with():
+    """Every ``Platform`` method whose default raises is ours, or named here with why no engine of ours calls it:
+    a new raising method in vLLM fails this test, not a MUSA engine at start-up."""
+    from vllm.platforms.interface import Platform
+
+    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+
+    raising = {name for name, member in vars(Platform).items() if callable(getattr(member, "__func__", member))
+               and "NotImplementedError" in inspect.getsource(getattr(member, "__func__", member))}
+    assert raising >= {"manual_seed_all", "check_if_supports_dtype", "num_compute_units", "set_device"}
+    ours = {name for name in raising if getattr(PortableMusaPlatform, name).__qualname__.startswith("PortableMusa")}
+    assert raising - ours == set(OFF_THE_SERVING_PATH), raising - ours
+
+
+@pytest.fixture
+def musa_port():
+    """Our MUSA port over a simulated torch.musa whose backing records calls (no device touched)."""
+    seen: list[tuple] = []
+    backing = types.SimpleNamespace(
+        manual_seed_all=lambda seed: seen.append(("seed", seed)),
+        get_device_properties=lambda i: types.SimpleNamespace(multi_processor_count=56, total_memory=1 << 30),
+        get_device_name=lambda i=None: "MTT S80", current_device=lambda: 0)
+    sim = SimulatedMusa(backing=backing, capability=(2, 1))
+    mixin.install_device_port(MusaPlatform(device_module=sim, label="musa-sim"))
+    try:
+        yield sim, seen
+    finally:
+        mixin._INSTALLED_PORTS.pop("musa", None)
+
+
+def test_musa_class_start_up_methods_go_through_torch_musa(musa_port):
+    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+
+    sim, seen = musa_port
+    PortableMusaPlatform.manual_seed_all(7)
+    assert seen == [("seed", 7)] and sim.call_counts()["manual_seed_all"] == 1
+    assert PortableMusaPlatform.num_compute_units() == 56
+    assert PortableMusaPlatform.opaque_attention_op() is True
+    PortableMusaPlatform.check_if_supports_dtype(torch.float16)
+    with pytest.raises(ValueError, match=r"bfloat16 needs MUSA capability 2.2 .* has 2.1: pass --dtype float16"):
+        PortableMusaPlatform.check_if_supports_dtype(torch.bfloat16)
+    sim.capability = (3, 1)
+    PortableMusaPlatform.check_if_supports_dtype(torch.bfloat16)
+
+
+def test_the_drafter_finds_our_port_by_port_name_not_device_name():
+    from portable_spec.vllm_adapter.v1_drafter import port_name_of
+
+    def platform(device_name, port_name=None):
+        return types.SimpleNamespace(device_name=device_name, **({"port_name": port_name} if port_name else {}))
+
+    assert port_name_of(platform("cuda", "musa")) == "musa"  # musa-sim: CUDA tensors, the MUSA port
+    assert port_name_of(platform("musa", "musa")) == "musa"
+    assert port_name_of(platform("cuda")) == "cuda"  # vLLM's own CUDA platform (PORTABLE_SPEC_DRAFT_GRAPH=full)
+    assert port_name_of(platform("rocm")) == "rocm"
+    assert port_name_of(platform("cpu", "cpu")) == "cuda"
+
+
+def test_the_musa_worker_logs_one_line_per_bound_substitute(vllm_platform, caplog):
+    from portable_spec.kernels import registry
+    from portable_spec.vllm_adapter.musa_worker import log_bound_substitutes
+
+    with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+        assert log_bound_substitutes("musa", "musa-sim") == []  # nothing bound, nothing claimed
+        registry.install_substitutions("musa")
+        try:
+            names = log_bound_substitutes("musa", "musa-sim")
+        finally:
+            registry.uninstall()
+    expected = [sub.name for sub in registry.substitutions_for("musa")]
+    assert names == expected
+    lines = [r.getMessage() for r in caplog.records if "kernel substitute" in r.getMessage()]
+    assert len(lines) == len(expected) and all(line.startswith("portable_spec[musa-sim]: kernel substitute ")
+                                               for line in lines)
+    assert "find_seq_idx bound at 3 vLLM site(s)" in " ".join(lines)
+
+
+def test_simulated_musa_seeds_and_measures_through_its_backing():
+    seen = []
+    backing = types.SimpleNamespace(manual_seed_all=seen.append, mem_get_info=lambda d=None: (3, 8),
+                                    memory_reserved=lambda d=None: 5, memory_allocated=lambda d=None: 4,
+                                    current_device=lambda: 0)
+    sim = SimulatedMusa(backing=backing)
+    sim.manual_seed_all(11)
+    assert seen == [11] and sim.call_counts()["manual_seed_all"] == 1
+    assert MusaPlatform(device_module=sim).memory_snapshot() == {"free": 3, "reserved": 5, "allocated": 4}
