@@ -5,7 +5,8 @@ the backing CUDA device needs to be served: tensors live on CUDA, so ``device_ty
 "cuda" (vLLM builds ``torch.device(f"{device_name}:{i}")`` for an out-of-tree platform's process groups, and "musa"
 is no device type in a CUDA build of torch), ``dispatch_key`` is "CUDA" (vLLM registers its custom ops, attention
 among them, on ``current_platform.dispatch_key``; PrivateUse1 kernels would never see a CUDA tensor),
-``dist_backend`` is "nccl" (no MCCL here) and ``device_control_env_var`` is CUDA_VISIBLE_DEVICES. Everything else is
+``dist_backend`` is "nccl" (no MCCL here), ``device_control_env_var`` is CUDA_VISIBLE_DEVICES and the compiled ops
+are vLLM's CUDA extensions (``import_kernels``). Everything else is
 the MUSA class's own code: the config hook and its live-graph budget (torchada's cap, ``TORCHADA_GRAPH_EXEC_CAP``),
 ``MusaWorker`` (which binds the MUSA kernel substitutes), attention chosen from the MUSA rows of the capability table,
 device facts read through ``torch.musa`` — here ``SimulatedMusa``, which enforces the MUSA graph rules (MUSAGraph
@@ -54,3 +55,11 @@ class MusaSimPlatform(PortableMusaPlatform):
     @classmethod
     def label(cls) -> str:
         return LABEL
+
+    @classmethod
+    def import_kernels(cls) -> None:
+        """The backing device's compiled ops: vLLM's CUDA extensions (``vllm._C_stable_libtorch``...), as vllm-musa's
+        MUSA build of them would be on a MUSA host. Part of the simulated device identity."""
+        from portable_spec.vllm_adapter.cuda import PortableCudaPlatform
+
+        PortableCudaPlatform.import_kernels()

@@ -52,6 +52,15 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
 
 
 class MusaWorker(PortableWorker):
+    def _maybe_get_memory_pool_context(self, tag: str) -> contextlib.AbstractContextManager:
+        """No sleep-mode memory pool unless sleep mode is on. vLLM 0.26.0 asks for its sleep-mode allocator on every
+        platform that is not CUDA-alike, XPU or CPU, sleep mode on or off, and MUSA has none: ``load_model`` raised
+        "Sleep mode allocator is not available" (found by the musa-sim engine lane). CUDA skips the pool the same
+        way when sleep mode is off."""
+        if not self.vllm_config.model_config.enable_sleep_mode:
+            return contextlib.nullcontext()
+        return super()._maybe_get_memory_pool_context(tag)
+
     def init_device(self) -> None:
         share_vllm_log_handlers()
         label = platform_label(current_platform)
