@@ -289,6 +289,38 @@ def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
     assert not any("portable_spec_vllm_cache" in line for line in excerpt)
 
 
+def test_log_excerpt_keeps_head_and_tail_of_a_long_line(tmp_path):
+    """The musa-sim budget line names the worker and class first and runs past 600 characters: a tail-only cut lost
+    'MusaWorker on' on the H100 (session 6), so the check failed on a log that had the line."""
+    from portable_spec.harness.e2e.parent import log_excerpt
+    from portable_spec.harness.e2e.musa_sim_checks import log_checks
+
+    head = ("INFO 11-24 12:56:12 [musa_worker.py:70] portable_spec[musa-sim]: MusaWorker on "
+            "portable_spec.harness.musa_sim_platform.MusaSimPlatform, live-graph limit 8 (")
+    line = head + "dropped the largest capture sizes; " * 30 + "now 8 live graphs)"
+    log = tmp_path / "engine.log"
+    log.write_text(line + "\n")
+    (kept,) = log_excerpt(log)
+    assert kept.startswith(head) and kept.endswith("now 8 live graphs)") and len(kept) < len(line)
+    assert log_checks({"log_excerpt": [kept]})["log_names_musa_sim_class_and_worker"]
+    assert not log_checks({"log_excerpt": [line[-300:]]})["log_names_musa_sim_class_and_worker"]
+
+
+def test_worker_facts_name_the_worker_inside_vllms_wrapper():
+    """collective_rpc hands our function vLLM's WorkerWrapperBase; the fact must name the worker it wraps."""
+    from vllm.v1.worker.worker_base import WorkerWrapperBase
+
+    from portable_spec.harness.e2e.facts import wrapped_worker
+
+    class MusaWorker:  # the class a platform chose (a stand-in: building a real worker needs a device)
+        pass
+
+    wrapper = WorkerWrapperBase(rpc_rank=0)
+    wrapper.worker = inner = MusaWorker()
+    assert wrapped_worker(wrapper) is inner
+    assert wrapped_worker(inner) is inner
+
+
 def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_default(tmp_path):
     """Every compilation counts (the child turns on vLLM's verbose monitor, so a second specialization of a kernel
     is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported."""

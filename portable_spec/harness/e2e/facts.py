@@ -35,7 +35,14 @@ def simulation_facts() -> dict[str, Any] | None:
             "live_graphs": sim.live_graphs, "live_graph_cap": sim.live_graph_cap}
 
 
+def wrapped_worker(worker: Any) -> Any:
+    """The worker vLLM's ``WorkerWrapperBase`` holds (collective_rpc hands functions the wrapper, which forwards
+    attribute reads but is not the worker class the platform chose), else ``worker`` itself."""
+    return vars(worker).get("worker") or worker
+
+
 def platform_facts(worker: Any) -> dict[str, Any]:
+    worker = wrapped_worker(worker)
     runner = worker.model_runner
     drafter = getattr(runner, "drafter", None)
     graphs = getattr(drafter, "graph_runner", None)

@@ -103,4 +103,9 @@ def log_excerpt(log: Path, needles: tuple[str, ...] = EXCERPT_NEEDLES, limit: in
         return []
     ours = [line for line in lines if OUR_LINE.search(line)]
     other = [line for line in lines if not OUR_LINE.search(line) and any(n in line for n in needles)]
-    return [line[-300:] for line in ours + other[: max(limit - len(ours), 0)]]
+    return [clipped(line) for line in ours + other[: max(limit - len(ours), 0)]]
+
+
+def clipped(line: str, head: int = 400, tail: int = 200) -> str:
+    """A long line's head (what the line is: our prefix, the worker, the platform) and tail (its counts)."""
+    return line if len(line) <= head + tail else f"{line[:head]} ... {line[-tail:]}"
