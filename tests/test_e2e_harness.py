@@ -48,6 +48,17 @@ def test_all_checks_pass_for_a_correct_run():
     assert checks and all(checks.values()), checks
 
 
+def test_fused_first_pass_replays_count_as_first_pass_replays():
+    e2e = load_e2e_script()
+    fused = {**GOOD_FULL, "replays": {"first_fused": 3, "chain_fused": 6}}
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), run("full_drafter", **fused)], [0], greedy=True,
+                            perfect=True)
+    assert checks["full_drafter_s0_first_pass_graphs_replayed"]
+    none = {**GOOD_FULL, "replays": {"first_fused": 0, "first": 0, "chain_fused": 6}}
+    assert not e2e.checks_for([run("nospec"), run("full_drafter", **none)], [0], greedy=True,
+                              perfect=True)["full_drafter_s0_first_pass_graphs_replayed"]
+
+
 @pytest.mark.parametrize("broken,failing", [
     ({"outputs": [[1, 2, 4]]}, "full_drafter_s0_greedy_equals_nospec"),
     ({"per_pos": (4, 3, 4)}, "full_drafter_s0_every_position_100pct"),

@@ -130,10 +130,20 @@ class FakeProposer:
 
 
 class FakeFusedProposer(FakeProposer):
-    """Ours: upstream's propose for the first pass (K=1), then the chain outside it."""
+    """Ours: the fused first pass (no sample call: it samples inside its graph), or upstream's propose for the first
+    pass (K=1); then our chain loop."""
+
+    def __init__(self, fused_first: bool = False):
+        self.fused_first = fused_first
 
     def propose(self, k):
-        super().propose(1)
+        if self.fused_first:
+            sleep_ms(FIRST)
+        else:
+            super().propose(1)
+        self._run_fused_chain(k)
+
+    def _run_fused_chain(self, k):
         sleep_ms(CHAIN_STEP * (k - 1))
 
 
@@ -244,7 +254,8 @@ EXPECTED = {"target_prep": PREP + STEP_REST, "target_forward": FORWARD, "verify"
             "engine": SCHED, "host_wait": WAIT}
 
 
-@pytest.mark.parametrize("runner, drafter", [("v1", FakeProposer()), ("v1", FakeFusedProposer()), ("mrv2", None)])
+@pytest.mark.parametrize("runner, drafter", [("v1", FakeProposer()), ("v1", FakeFusedProposer()),
+                                             ("v1", FakeFusedProposer(fused_first=True)), ("mrv2", None)])
 def test_host_time_goes_to_the_innermost_phase_and_adds_up_to_the_measured_total(runner, drafter):
     events, wall = profiled_decode(runner, drafter)
     bd = breakdown(events, runner=runner)

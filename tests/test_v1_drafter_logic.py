@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from portable_spec.capture_sizes import StepPlan
-from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, DraftDispatcher
+from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher
 from portable_spec.draft.runner import CapturedStep, DraftGraphRunner
 from portable_spec.harness.model_zoo import build_pair
 from portable_spec.platforms.cpu import CpuPlatform
@@ -23,7 +23,8 @@ from portable_spec.vllm_adapter.v1_drafter import (
 from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_ENV
 
 MAX_REQS = 8
-STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), BLOCK: StepPlan(4, (4, 8, 16), "FULL"),
+STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), FIRST_FUSED: StepPlan(4, (4, 8, 16), "FULL"),
+         BLOCK: StepPlan(4, (4, 8, 16), "FULL"),
          CHAIN: StepPlan(1, (1, 2, 4, 8), "FULL"), CHAIN_FUSED: StepPlan(1, (1, 2, 4, 8), "FULL")}
 
 
@@ -64,7 +65,7 @@ def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch):
         proposer = cls(cfg, torch.device("cpu"), runner=None)
     proposer.target_runner = runner_buffers()
     proposer.graphs = ForwardReplay(EagerDraft(), proposer)
-    kinds = (BLOCK,) if cls is FullGraphDFlashProposer else (FIRST, CHAIN, CHAIN_FUSED)
+    kinds = (BLOCK,) if cls is FullGraphDFlashProposer else (FIRST, FIRST_FUSED, CHAIN, CHAIN_FUSED)
     # The one runner, on the CPU platform: no capture happens here, keys are marked captured by ``capture`` below.
     proposer.graph_runner = DraftGraphRunner(CpuPlatform(), DraftDispatcher({k: STEPS[k] for k in kinds}, MAX_REQS),
                                              proposer)
@@ -212,10 +213,13 @@ def test_fused_chain_graphs_replace_chain_graphs_for_a_build_free_backend(eagle)
     eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
     eagle._init_fused_chain(MAX_REQS)
     assert eagle.fused_chain_off == []
-    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN_FUSED)
-    # Batches that sample from the draft run upstream's loop: their per-forward chain graphs are captured too.
+    assert eagle._graph_kinds(PLAN) == (FIRST_FUSED, CHAIN_FUSED)
+    # Batches that sample from the draft run upstream's propose: its per-forward graphs are captured too.
     eagle._enable_probabilistic_draft_probs = True
-    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN_FUSED, CHAIN)
+    assert eagle._graph_kinds(PLAN) == (FIRST_FUSED, FIRST, CHAIN_FUSED, CHAIN)
+    eagle._enable_probabilistic_draft_probs = False
+    eagle.eplb_state = object()  # EPLB keeps upstream's propose (our fused path refuses it per batch)
+    assert eagle._graph_kinds(PLAN) == (FIRST_FUSED, FIRST, CHAIN_FUSED, CHAIN)
 
 
 def test_tensor_parallel_does_not_block_fused_chain_steps(eagle, monkeypatch):
@@ -308,7 +312,8 @@ def test_fused_chain_loop_moves_every_step_through_persistent_buffers(fused, mon
     monkeypatch.setattr(fused, "_update_positions_dependent_metadata", step_kernel)
     fused.num_speculative_tokens = k
     rejected = torch.tensor([1, 0, 2], dtype=torch.int32)
-    drafts = fused._run_fused_chain(key, torch.tensor([5, 6, 7]), rejected)
+    positions = fused._chain_inputs_from(torch.tensor([5, 6, 7]))
+    drafts = fused._run_fused_chain(key, batch, positions, meta, rejected)
 
     assert drafts.tolist() == [[t + 100 * i for i in range(k)] for t in (5, 6, 7)]
     assert [s for s, _, _ in step.graph.steps] == list(range(1, k))  # current_draft_step, one replay per step
@@ -432,7 +437,7 @@ def test_capture_graphs_keys_every_planned_step_through_the_one_runner(capturing
     with caplog.at_level("INFO", logger="portable_spec"):
         stats = proposer.capture_graphs()
     first = [s for s in plan.first_step.sizes if s // 4 <= MAX_REQS]
-    assert stats["num_tokens"] == {"chain_fused": list(plan.chain_step.sizes), "first": first}
+    assert stats["num_tokens"] == {"chain_fused": list(plan.chain_step.sizes), "first_fused": first}
     assert stats["graphs"] == len(first) + len(plan.chain_step.sizes) and stats["failed"] == {}
     assert device.captures == [] and any(CAPTURE_LOG_PREFIX in r.getMessage() for r in caplog.records)
     assert proposer.model.forward is proposer.graphs  # installed: replays go through the runner from now on
@@ -468,3 +473,119 @@ def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, mon
     assert seen and seen[0].count(False) == 1
     assert proposer.captured_key(CHAIN_FUSED, 3) is None  # 3 requests pad to 4: that size now runs upstream's path
     assert proposer.captured_key(CHAIN_FUSED, 2) is not None
+
+
+# ---- the fused first pass against vLLM's own propose, on the CPU ------------------------------------------------
+class PositionalDraft(TensorDraft):
+    """A draft whose outputs depend on every input the graphs read (token ids, positions, hidden states), so a wrong
+    position, a stale hidden state or a wrong sample row changes the drafted tokens."""
+
+    def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
+        h = hidden_states.float() + 3 * input_ids[:, None].float() + positions[:, None].float()
+        return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
+
+
+def verify_step_inputs(proposer, seq_lens, padded_rows=0):
+    """One verify-shaped step as vLLM's V1 runner hands it to ``propose`` (padded drafter batch): fresh metadata over
+    the runner's persistent buffers, the target's tokens/positions/hidden states, sample rows and rejections."""
+    from vllm.v1.attention.backend import CommonAttentionMetadata
+
+    gen = torch.Generator().manual_seed(0)
+    runner, q, n = proposer.target_runner, 1 + proposer.graph_k, len(seq_lens)
+    real = n - padded_rows
+    qsl = torch.tensor([min(i, real) * q for i in range(n + 1)], dtype=torch.int32)
+    runner.query_start_loc.gpu[: n + 1] = qsl
+    runner.seq_lens[:n] = torch.tensor(seq_lens, dtype=torch.int32)
+    table = runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)
+    table[:] = torch.arange(table.numel(), dtype=torch.int32).view_as(table) + 7
+    tokens = real * q
+    positions = torch.cat([torch.arange(s - q, s) for s in seq_lens[:real]]).long()
+    meta = CommonAttentionMetadata(
+        query_start_loc=runner.query_start_loc.gpu[: n + 1], query_start_loc_cpu=qsl, seq_lens=runner.seq_lens[:n],
+        num_reqs=n, num_actual_tokens=tokens, max_query_len=q, max_seq_len=max(seq_lens),
+        block_table_tensor=table[:n], slot_mapping=torch.arange(tokens, dtype=torch.int64) + 500)
+    rejected = torch.tensor([1, 0, 2, 0][:real] + [0] * padded_rows, dtype=torch.int32)
+    sample_rows = qsl[1:] - 1 - rejected
+    return {"target_token_ids": torch.randint(0, 5, (tokens,), generator=gen, dtype=torch.int32),
+            "target_positions": positions,
+            "target_hidden_states": torch.randint(0, 4, (tokens, proposer.hidden_states.shape[1]),
+                                                  generator=gen).to(proposer.hidden_states.dtype),
+            "next_token_ids": torch.randint(0, 5, (n,), generator=gen, dtype=torch.int32),
+            "token_indices_to_sample": sample_rows.to(torch.int32), "common_attn_metadata": meta,
+            "sampling_metadata": types.SimpleNamespace(all_greedy=True), "mm_embed_inputs": None,
+            "num_rejected_tokens_gpu": rejected}
+
+
+def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size, max_model_len,
+                         out_clamped_positions, out_slot_mapping, input_batch_size=None):
+    """vLLM 0.26.0's ``eagle_step_slot_mapping_metadata_kernel``, line for line in torch (vLLM turns Triton off on a
+    host without a GPU driver, so its kernel cannot launch in this process)."""
+    batch = positions_1d.shape[0]
+    new = positions_1d + 1
+    exceeds = new >= max_model_len
+    clamped = torch.where(exceeds, 0, new)
+    block = torch.clamp(clamped // block_size, max=block_table_tensor.shape[1] - 1)
+    block_id = block_table_tensor[torch.arange(batch), block].long()
+    slot = torch.where(exceeds, PADDING_SLOT, block_id * block_size + clamped % block_size)
+    seq = torch.clamp(torch.where(exceeds, 1, seq_lens[:batch] + 1), max=max_model_len)
+    out_clamped_positions[:batch] = clamped
+    out_slot_mapping[:batch] = slot
+    seq_lens[:batch] = seq
+    out_slot_mapping[batch:input_batch_size or batch] = PADDING_SLOT
+
+
+@pytest.mark.parametrize("padded_rows", [0, 1])  # 4 real requests; or 3 real + 1 the target padded
+def test_fused_first_pass_drafts_what_vllms_propose_drafts(capturing, padded_rows, monkeypatch):
+    """Our propose (fused first pass: one replay, then fused chain replays) against vLLM's own propose, eager, on
+    the same proposer and inputs: same drafts, and the same persistent state left behind (positions, slot mapping,
+    the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded over the same persistent
+    buffers, which is what a device graph replays. Both paths get vLLM's step kernel through the one name
+    vLLM's proposer calls it by (as torch: see ``step_kernel_in_torch``)."""
+    import vllm.v1.spec_decode.llm_base_proposer as base
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+    proposer, _, _ = capturing
+    proposer.model = PositionalDraft(proposer.hidden_states.shape[1])
+    proposer.block_size = 16
+    proposer.capture_graphs()
+    runner = proposer.graph_runner
+    for key, step in runner.captured.items():
+        step.graph.body = proposer.step_call(key).run
+    k, seq_lens = proposer.graph_k, [20, 37, 40, 0] if padded_rows else [20, 37, 40, 52]
+    buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
+    fresh = {name: getattr(proposer, name).clone() for name in buffers}
+
+    def run(propose):
+        for name in buffers:
+            getattr(proposer, name).copy_(fresh[name])
+        kwargs = verify_step_inputs(proposer, seq_lens, padded_rows)
+        with torch.inference_mode():  # as vLLM's worker runs every step
+            drafts = propose(k, **kwargs)
+        return drafts, {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}, \
+            proposer.target_runner.seq_lens[:4].clone()
+
+    ours = run(proposer.propose)
+    assert runner.replays == {FIRST_FUSED: 1, CHAIN_FUSED: k - 1}  # one replay per pass, nothing else ran
+    proposer.graphs.uninstall()
+    proposer.graph_runner = None  # vLLM's propose, unhooked: every forward and sample eager
+    upstream = run(lambda n, **kw: SpecDecodeBaseProposer.propose(proposer, n, **kw))
+    assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (4, k)
+    assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
+    for name in ("positions", "_slot_mapping_buffer"):
+        assert ours[1][name].tolist() == upstream[1][name].tolist(), name
+    assert ours[2].tolist() == upstream[2].tolist()
+
+
+def test_fused_first_pass_only_for_exact_verify_shaped_batches_on_the_runners_buffers(fused):
+    for n in (1, 2, 4):
+        capture(fused, FIRST_FUSED, n)
+    runner = fused.target_runner
+    four = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 12, 4, fused._slot_mapping_buffer[:16])
+    assert fused.first_pass_key(FIRST_FUSED, four).num_reqs == 4
+    three = cad(runner.query_start_loc.gpu[:4], runner.seq_lens[:3], 3, 12, 4, fused._slot_mapping_buffer[:12])
+    assert fused.first_pass_key(FIRST_FUSED, three) is None  # 3 would replay the 4-request graph: never padded
+    moved = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4].clone(), 4, 16, 4, fused._slot_mapping_buffer)
+    assert fused.first_pass_key(FIRST_FUSED, moved) is None  # seq_lens not on the runner's buffer
+    prefill = cad(runner.query_start_loc.gpu[:3], runner.seq_lens[:2], 2, 9, 7, fused._slot_mapping_buffer[:9])
+    assert fused.first_pass_key(FIRST_FUSED, prefill) is None

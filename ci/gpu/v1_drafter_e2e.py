@@ -81,7 +81,8 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
             if (full.get("drafter") or "").endswith("DFlashProposer"):
                 checks[f"full_drafter_s{seed}_block_graphs_replayed"] = replays.get("dflash_block", 0) > 0
             else:
-                checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = replays.get("first", 0) > 0
+                checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = (
+                    replays.get("first", 0) + replays.get("first_fused", 0) > 0)
                 if args_k_above_one(full):
                     checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = (
                         replays.get("chain", 0) + replays.get("chain_fused", 0) > 0)

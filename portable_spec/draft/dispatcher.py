@@ -4,9 +4,10 @@ vLLM's ``BatchDescriptor`` has no query-length field and a ``CudagraphDispatcher
 ``uniform_decode_query_len``; a FULL drafter needs two (the first step at the target's 1+K, EAGLE chain steps at 1).
 So every ``DraftKey`` names its step kind and query length; within one query length the padding is vLLM's own
 (``tests/test_draft_dispatcher.py`` checks it against real ``CudagraphDispatcher`` objects). Step kinds: ``first``
-(EAGLE/MTP first pass at 1+K), ``chain`` (a chain step's forward, at 1), ``chain_fused`` (a chain step's forward +
-greedy sample + next inputs, at 1) and ``dflash_block`` (DFlash's one parallel step, at 1+K); the synthetic harness
-uses ``first`` and ``chain``. Sizes and modes come from the capture-size planner
+(EAGLE/MTP first pass at 1+K), ``first_fused`` (the first pass's forward + greedy sample + the chain's first inputs,
+at 1+K), ``chain`` (a chain step's forward, at 1), ``chain_fused`` (a chain step's forward + greedy sample + next
+inputs, at 1) and ``dflash_block`` (DFlash's one parallel step, at 1+K); the synthetic harness uses ``first`` and
+``chain``. Sizes and modes come from the capture-size planner
 (``plan_capture_sizes``): FULL keys are uniform (``num_reqs = size // query_len``, capped at ``max_num_seqs``),
 PIECEWISE keys are relaxed (``num_reqs=None``), and a batch above the largest size, or one that no key fits, runs
 eagerly (mode ``NONE``, unpadded).
@@ -22,11 +23,13 @@ from typing import Any, Protocol
 from portable_spec.errors import PortableSpecError
 
 FIRST = "first"
+FIRST_FUSED = "first_fused"
 CHAIN = "chain"
 CHAIN_FUSED = "chain_fused"
 BLOCK = "dflash_block"
-STEP_KINDS = (FIRST, CHAIN, CHAIN_FUSED, BLOCK)
-PLAN_STEP = {FIRST: "first_step", BLOCK: "first_step", CHAIN: "chain_step", CHAIN_FUSED: "chain_step"}
+STEP_KINDS = (FIRST, FIRST_FUSED, CHAIN, CHAIN_FUSED, BLOCK)
+PLAN_STEP = {FIRST: "first_step", FIRST_FUSED: "first_step", BLOCK: "first_step", CHAIN: "chain_step",
+             CHAIN_FUSED: "chain_step"}
 """Which ``CapturePlan`` step plan sizes each step kind."""
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
 

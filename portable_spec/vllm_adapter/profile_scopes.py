@@ -53,6 +53,9 @@ HOOKS = (
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer.propose", DRAFT_FIRST, "region"),
     ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin.propose", DRAFT_FIRST, "region"),
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer._sample_draft_tokens", DRAFT_CHAIN, "switch_after"),
+    # our fused first pass samples inside its graph: the chain starts where our chain loop does
+    ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin._run_fused_chain", DRAFT_CHAIN,
+              "switch_before"),
     # Model Runner V2
     ScopeHook(MRV2_RUNNER, "GPUModelRunner.execute_model", STEP),
     ScopeHook(MRV2_RUNNER, "GPUModelRunner.sample", MRV2_VERIFY),

@@ -14,9 +14,10 @@ had at capture and is written in place before the replay:
   persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
 DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
 rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
-Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE chain
-steps go further: one fused graph per step holds the forward, the greedy sample and the next step's inputs
-(``v1_fused_chain``); otherwise sampling stays eager.
+Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE goes
+further (``v1_fused_chain``): the first pass is one graph holding the forward, the greedy sample and the chain's first
+inputs, and each chain step one graph holding the forward, the greedy sample and the next step's inputs; otherwise
+sampling stays eager.
 
 Keys, capture, replay, live-graph budget, per-key fallback, cross-rank agreement and the capture log line are the
 one runner's (``portable_spec.draft.runner``); the proposers here implement its ``DraftStepSource`` protocol
@@ -35,7 +36,7 @@ from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadat
 from vllm.v1.spec_decode.dflash import DFlashProposer
 from vllm.v1.spec_decode.eagle import EagleProposer
 
-from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, DraftDispatcher, DraftKey
+from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher, DraftKey
 from portable_spec.draft.runner import DraftGraphRunner, StepCall
 from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port
@@ -158,7 +159,11 @@ class DrafterGraphMixin:
             with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
                                      slot_mapping=self._get_slot_mapping(num_tokens)):
                 out = forward(**kwargs)
-            return self._fused_chain_body(num_tokens, out) if key.step == CHAIN_FUSED else out
+            if key.step == CHAIN_FUSED:
+                return self._fused_chain_body(num_tokens, out)
+            if key.step == FIRST_FUSED:
+                return self._fused_first_body(key.num_reqs, out)
+            return out
 
         return StepCall(run, input_pointers(kwargs))
 
@@ -211,6 +216,9 @@ class DrafterGraphMixin:
     def _fused_chain_body(self, num_tokens: int, out: Any) -> Any:
         raise NotImplementedError("only EAGLE chain steps are fused")
 
+    def _fused_first_body(self, num_reqs: int, out: Any) -> Any:
+        raise NotImplementedError("only the EAGLE first pass is fused")
+
     def _refuse_below(self, need: AttentionCGSupport, what: str) -> bool:
         """True (with one warning naming the backend) when the draft attention cannot serve ``what`` in a graph."""
         support = self._graph_support()
@@ -237,15 +245,22 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
                 # Rows [num_reqs, padded) are padding: they must never write the KV cache.
                 self._slot_mapping_buffer[cad.num_reqs: key.num_reqs].fill_(PADDING_SLOT)
             return key
-        query_len = 1 + self.graph_k
-        # Verify-shaped first pass: every real request has 1+K tokens; requests the target padded have 0
-        # (query_start_loc repeats its last value there), so the runner's buffer is valid for all num_reqs rows.
-        if (draft_index == 0 and cad.max_query_len == query_len and cad.num_actual_tokens <= cad.num_reqs * query_len
-                and cad.num_actual_tokens % query_len == 0
-                and qsl == self.target_runner.query_start_loc.gpu.data_ptr()):
-            key = self.captured_key(FIRST, cad.num_reqs)
-            return key if key is not None and key.num_reqs == cad.num_reqs else None
-        return None
+        return self.first_pass_key(FIRST, cad) if draft_index == 0 else None
+
+    def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
+        """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None.
+
+        Verify-shaped: every real request has 1+K tokens, requests the target padded have 0 (query_start_loc repeats
+        its last value there), and the metadata lies on the runner's persistent buffers, so the graph's view of them
+        is valid for all num_reqs rows. Only an exact size: a padded request row would be a real one to the graph."""
+        query_len, runner = 1 + self.graph_k, self.target_runner
+        if (cad.max_query_len != query_len or cad.num_actual_tokens > cad.num_reqs * query_len
+                or cad.num_actual_tokens % query_len
+                or cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
+                or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
+            return None
+        key = self.captured_key(kind, cad.num_reqs)
+        return key if key is not None and key.num_reqs == cad.num_reqs else None
 
     def pending_key(self, kwargs: dict[str, Any]) -> DraftKey | None:
         # A chain step's forward gets upstream's own padded size; our graph's (>= the batch) serves it, since
@@ -258,15 +273,16 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
     def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
         if self._refuse_below(AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE, "every drafter graph"):
             return ()
+        fused = plan.chain_step is not None and self.graph_k > 1 and not self.fused_chain_off
+        # Upstream's propose runs: always without fusion, for batches that sample from the draft, and with EPLB.
+        upstream = not fused or self._enable_probabilistic_draft_probs or self.eplb_state is not None
         kinds = []
         if not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass"):
-            kinds.append(FIRST)
+            kinds += [FIRST_FUSED] if fused else []
+            kinds += [FIRST] if upstream else []
         if plan.chain_step is not None and self.graph_k > 1:
-            if not self.fused_chain_off:
-                kinds.append(CHAIN_FUSED)
-            if self.fused_chain_off or self._enable_probabilistic_draft_probs:
-                # Upstream's loop runs the chain: always without fusion, or for batches that sample from the draft.
-                kinds.append(CHAIN)
+            kinds += [CHAIN_FUSED] if fused else []
+            kinds += [CHAIN] if upstream else []
         return tuple(kinds)
 
     def _capture_metadata(self, key: DraftKey) -> CommonAttentionMetadata:

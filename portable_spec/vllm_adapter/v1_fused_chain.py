@@ -1,21 +1,28 @@
-"""Fused chain steps for the V1 EAGLE drafter: each chain step is ONE graph replay holding the draft forward, the
+"""Fused draft steps for the V1 EAGLE drafter. Each chain step is ONE graph replay holding the draft forward, the
 greedy sample (logits + argmax), the write of the sampled token into a persistent ``[requests, K]`` draft buffer at
 the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden states).
+The first pass, at verify shape, is ONE graph replay too (``first_fused``): the forward, the gather of each request's
+sampled row (at a persistent copy of ``token_indices_to_sample``), the greedy sample into column 0 of the draft
+buffer, and the chain's first inputs (token ids, hidden states, the positions vLLM's step kernel advances).
 
-Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each chain step (a
-metadata build, a forward context, the sampling ops, input copies) still costs more host time than the forward.
-Here the host does per chain step what must stay outside a graph, and nothing else: vLLM's own step kernel
-(positions, slot mapping and ``seq_lens`` advanced in place, padding rows given the padding slot), one fill of
-``current_draft_step``, one replay.
+Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each forward (a metadata
+build, batch padding, a forward context, the sampling ops, input copies) still costs more host time than the forward
+(H100 profile, session 5: the first pass +1.06 ms host per step over Model Runner V2, whose first pass is one graph).
+Here the host does what must stay outside a graph, and nothing else. First pass: upstream's own
+``set_inputs_first_pass`` (the target's tokens, positions and hidden states into the persistent inputs), the slot
+mapping and sample indices into persistent buffers, one replay. Chain step: vLLM's own step kernel (positions, slot
+mapping and ``seq_lens`` advanced in place, padding rows given the padding slot), one fill of ``current_draft_step``,
+one replay. Chain steps stay one graph each (never the whole chain: vllm-musa MUSA-0203).
 
-The first pass stays upstream's: ``propose(K)`` runs ``super().propose(1)`` (upstream's one-token path: inputs,
-metadata, the forward, which replays our first-pass graph, and the first sample) and continues from there.
+A first pass that is not verify-shaped at a captured size (a prefill in the batch) runs upstream's first pass
+(``super().propose(1)``, replaying no graph or our per-forward ``first`` graph) and the chain continues from there.
 
 At tensor parallel the graph holds the draft's vocab-parallel lm_head and its TP group's logits all-gather (vLLM's
 graph-safe pynccl path, as in the target's graphs), so every rank samples the same token from the same logits.
 
-Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, and a draft attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything
-else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
+Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, and a draft attention backend
+whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything else runs upstream's
+loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 
 import torch
 
-from portable_spec.draft.dispatcher import CHAIN_FUSED
+from portable_spec.draft.dispatcher import CHAIN_FUSED, FIRST_FUSED
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -75,13 +82,20 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
 
 
 class FusedChainMixin:
-    """Mixed into our EAGLE proposer (before ``DrafterGraphMixin``): capture of fused chain graphs, and ``propose``
-    = upstream's first pass + the lean chain loop whenever a fused graph covers the batch."""
+    """Mixed into our EAGLE proposer (before ``DrafterGraphMixin``): capture of the fused first pass and fused chain
+    graphs, and ``propose`` = the fused first pass (or upstream's) + the lean chain loop whenever a fused chain graph
+    covers the batch."""
 
     def _init_fused_chain(self, max_reqs: int) -> None:
         device = self.input_ids.device
-        self.current_draft_step = torch.ones(1, dtype=torch.int64, device=device)
-        self.draft_tokens = torch.zeros(max_reqs, self.graph_k, dtype=torch.int64, device=device)
+        # Normal tensors, as vLLM's own persistent buffers are (capture runs under inference mode; an inference
+        # tensor would refuse in-place writes from any caller outside it).
+        with torch.inference_mode(False):
+            self.current_draft_step = torch.ones(1, dtype=torch.int64, device=device)
+            self.draft_tokens = torch.zeros(max_reqs, self.graph_k, dtype=torch.int64, device=device)
+            # The fused first pass reads each request's sampled row here and leaves the chain's first positions here.
+            self.sample_indices = torch.zeros(max_reqs, dtype=torch.int32, device=device)
+            self.chain_positions = torch.zeros(max_reqs, dtype=self.positions.dtype, device=device)
         self.fused_chain_off = fused_chain_blockers(self)
         if self.fused_chain_off:
             logger.info("portable_spec: chain steps replay the forward only (%s)", "; ".join(self.fused_chain_off))
@@ -95,6 +109,17 @@ class FusedChainMixin:
         self.input_ids[:num_tokens].copy_(tokens)
         self.hidden_states[:num_tokens].copy_(hidden)
         self.draft_tokens[:num_tokens].index_copy_(1, self.current_draft_step, tokens.unsqueeze(1))
+        return tokens
+
+    def _fused_first_body(self, num_reqs: int, out: Any) -> torch.Tensor:
+        """Recorded after the forward inside a FIRST_FUSED capture: upstream's first sample and the chain's inputs."""
+        last, hidden = out if self.model_returns_tuple() else (out, out)
+        rows = self.sample_indices[:num_reqs]
+        tokens = self.model.compute_logits(last[rows]).argmax(dim=-1)
+        self.chain_positions[:num_reqs].copy_(self.positions[rows])
+        self.hidden_states[:num_reqs].copy_(hidden[rows])
+        self.input_ids[:num_reqs].copy_(tokens)
+        self.draft_tokens[:num_reqs, 0].copy_(tokens)
         return tokens
 
     def _fused_step_for(self, num_speculative_tokens: int, args: tuple, kwargs: dict[str, Any]) -> Any:
@@ -115,6 +140,9 @@ class FusedChainMixin:
         key = self._fused_step_for(num_speculative_tokens, args, kwargs)
         if key is None:
             return super().propose(num_speculative_tokens, *args, **kwargs)
+        first_key = self.first_pass_key(FIRST_FUSED, kwargs["common_attn_metadata"])
+        if first_key is not None:
+            return self._run_fused_first_pass(first_key, key, num_speculative_tokens, **kwargs)
         # The chain starts from state the first pass leaves behind: clear it so a stale value can never be used.
         self.graphs.last_output = self._first_pass_cad = self._first_pass_token_indices = None
         first = super().propose(1, **kwargs)[:, 0]  # upstream's first pass and first sample
@@ -122,18 +150,45 @@ class FusedChainMixin:
         if self.graphs.last_output is None or self._first_pass_cad is None:
             raise RuntimeError("portable_spec: vLLM's first draft pass bypassed our hooks (no forward output or "
                                "metadata recorded); set PORTABLE_SPEC_DRAFT_CHAIN=forward and report this vLLM version")
-        return self._run_fused_chain(key, first, kwargs.get("num_rejected_tokens_gpu"))
+        return self._run_fused_chain(key, first.shape[0], self._chain_inputs_from(first), self._first_pass_cad,
+                                     kwargs.get("num_rejected_tokens_gpu"))
 
-    def _run_fused_chain(self, key: Any, first: torch.Tensor, num_rejected: torch.Tensor | None) -> torch.Tensor:
-        batch, k = first.shape[0], self.num_speculative_tokens
-        cad, token_indices = self._first_pass_cad, self._first_pass_token_indices
+    def _chain_inputs_from(self, first: torch.Tensor) -> torch.Tensor:
+        """The chain's inputs after upstream's first pass and first sample, as upstream prepares them; returns the
+        positions vLLM's step kernel advances."""
+        batch, token_indices = first.shape[0], self._first_pass_token_indices
         out = self.graphs.last_output
         hidden = out[1] if self.model_returns_tuple() else out
-        # The chain's inputs, as upstream prepares them after its first sample.
-        positions = self.positions[token_indices]
         self.hidden_states[:batch] = hidden[token_indices]
         self.input_ids[:batch] = first
         self.draft_tokens[:batch, 0] = first
+        return self.positions[token_indices]
+
+    def _run_fused_first_pass(self, first_key: Any, chain_key: Any, num_speculative_tokens: int, *,
+                              target_token_ids: torch.Tensor, target_positions: torch.Tensor,
+                              target_hidden_states: torch.Tensor, next_token_ids: torch.Tensor,
+                              token_indices_to_sample: torch.Tensor | None, common_attn_metadata: Any,
+                              num_rejected_tokens_gpu: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
+        """Upstream's first pass for a verify-shaped batch at a captured size, as one replay: what upstream's
+        ``propose`` does before its chain loop, minus the metadata build, padding, forward context and sampling
+        ops, which the graph recorded. ``first_pass_key`` checked the shape and the persistent metadata."""
+        self.num_speculative_tokens, self._last_draft_probs = num_speculative_tokens, None
+        if self.method == "eagle3":
+            target_hidden_states = self.model.combine_hidden_states(target_hidden_states)
+        _, token_indices, cad = self.set_inputs_first_pass(
+            target_token_ids=target_token_ids, next_token_ids=next_token_ids, target_positions=target_positions,
+            target_hidden_states=target_hidden_states, token_indices_to_sample=token_indices_to_sample,
+            cad=common_attn_metadata, num_rejected_tokens_gpu=num_rejected_tokens_gpu)
+        batch = first_key.num_reqs
+        self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping)  # this step's slots, padding rows off
+        self.sample_indices[:batch].copy_(token_indices)
+        self.graph_runner.replay(first_key)
+        return self._run_fused_chain(chain_key, batch, self.chain_positions[:batch], cad, num_rejected_tokens_gpu)
+
+    def _run_fused_chain(self, key: Any, batch: int, positions: torch.Tensor, cad: Any,
+                         num_rejected: torch.Tensor | None) -> torch.Tensor:
+        """Chain steps 1..K-1 from the first pass's outputs (inputs already in the persistent buffers)."""
+        k = self.num_speculative_tokens
         cad.num_actual_tokens, cad.max_query_len = batch, 1
         cad.query_start_loc = self.arange[: batch + 1]
         if num_rejected is not None:

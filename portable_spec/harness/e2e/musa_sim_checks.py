@@ -59,7 +59,7 @@ def graph_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]:
     else:  # a pruned first step leaves the 4-request first pass eager; chain steps must still replay
         replayed = {"chain_graphs_replayed": replays.get("chain", 0) + replays.get("chain_fused", 0) > 0}
         if not part.pruned:
-            replayed["first_pass_graphs_replayed"] = replays.get("first", 0) > 0
+            replayed["first_pass_graphs_replayed"] = replays.get("first", 0) + replays.get("first_fused", 0) > 0
     checks = {"drafter_graphs_captured": bool(stats.get("graphs")) and drafter == stats.get("graphs"),
               "no_failed_capture": stats.get("failed") == {},
               **replayed,
