@@ -81,6 +81,11 @@ def stop_at_host_check(monkeypatch):
                           "cuda_triton_full_drafter, eager_drafter, full_drafter, full_drafter_unfused, mrv2, "
                           "musa_sim_budget, musa_sim_full_drafter, nospec, platform_only, upstream_v1"),
     (("--tp", "0"), "--tp must be >= 1 (got 0): pass --tp 1 or 2"),
+    (("--profile-concurrency", "0"), "--profile-concurrency must be >= 1 (got 0): pass --profile-concurrency 1 or "
+                                     "more"),
+    (("--concurrency", "1,4", "--profile-concurrency", "16"), "--profile-concurrency 16 exceeds the largest "
+                                                              "--concurrency 4 (the engines' max_num_seqs): pass one "
+                                                              "of 1,4"),
     (("--concurrency", ","), "argument --concurrency: expected at least one integer "
                              "(see 'portable-spec bench e2e --help')"),
     (("--tokens", "many"), "argument --tokens: invalid int value: 'many' (see 'portable-spec bench e2e --help')"),

@@ -386,3 +386,25 @@ def test_child_turns_on_vllms_verbose_jit_monitor_and_vllm_accepts_every_kwarg(v
     assert set(kwargs) <= {f.name for f in dataclasses.fields(EngineArgs)}
     cfg = EngineArgs(**kwargs).create_engine_config()
     assert cfg.observability_config.jit_monitor_verbose is True
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
+    """The breakdown is read where the gap is: ``--profile-concurrency C`` profiles C requests (every generate call
+    of the profile: the warm pass, the torch-profiled pass and the cProfile pass), and says so in its report."""
+    import types
+
+    from portable_spec.harness.e2e.child import profile_decode
+
+    seen = []
+
+    class Engine:  # stands for vLLM's LLM: records each generate's prompts
+        llm_engine = types.SimpleNamespace(vllm_config=types.SimpleNamespace(use_v2_model_runner=False))
+
+        def generate(self, prompts, params, use_tqdm=False):
+            seen.append(len(prompts))
+            return []
+
+    report = profile_decode(Engine(), types.SimpleNamespace(bench_tokens=4), lambda **kw: kw,
+                            lambda prompt_token_ids: prompt_token_ids, concurrency)
+    assert seen == [concurrency] * 3 and report["concurrency"] == concurrency

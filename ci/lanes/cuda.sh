@@ -8,7 +8,7 @@
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
 #   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
 #   BENCH_PAIR (zoo pair, default llama_eagle), BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
-#   BENCH_CONCURRENCY, BENCH_REPEATS and BENCH_BOOT_TIMEOUT; its profile (c=1) carries the per-step breakdown, printed
+#   BENCH_CONCURRENCY, BENCH_REPEATS, BENCH_BOOT_TIMEOUT and BENCH_PROFILE_CONCURRENCY (default 1); its profile carries the per-step breakdown, printed
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
 #   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
 #   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts, MUSA_SIM_PARALLEL (default 4) runs them side by side.
@@ -44,7 +44,7 @@ for stage in "${stages[@]}"; do
               ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} 2>&1 | tee "$out/musa_sim_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length
     # is 1+K only if the drafter's positions, slots and KV reads are right, so the benchmark also checks them.
-    bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --pair "${BENCH_PAIR:-llama_eagle}" --model-variant "${BENCH_MODEL_VARIANT:-attention}" \
+    bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --profile-concurrency "${BENCH_PROFILE_CONCURRENCY:-1}" --pair "${BENCH_PAIR:-llama_eagle}" --model-variant "${BENCH_MODEL_VARIANT:-attention}" \
               --num-spec "${BENCH_K:-3}" --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" --concurrency "${BENCH_CONCURRENCY:-1,4,16,64}" \
               --repeats "${BENCH_REPEATS:-5}" 2>&1 | tee "$out/bench_e2e.log" ;;

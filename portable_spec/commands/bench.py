@@ -44,7 +44,8 @@ def ensure_out_dir(path: str) -> None:
 
 
 E2E_MINIMUMS = {"num_spec": (1, "1 or more"), "concurrency": (1, "1,4,16,64"), "tokens": (1, "1 or more"),
-                "repeats": (1, "1 or more"), "timeout": (1, "1 or more (seconds)"), "tp": (1, "1 or 2")}
+                "repeats": (1, "1 or more"), "timeout": (1, "1 or more (seconds)"), "tp": (1, "1 or 2"),
+                "profile_concurrency": (1, "1 or more")}
 DRAFT_MINIMUMS = {"hidden": (1, "1 or more"), "vocab": (1, "1 or more"), "layers": (1, "1 or more"),
                   "num_spec": (1, "1 or more"), "context_len": (1, "1 or more"), "max_model_len": (1, "1 or more"),
                   "iters": (1, "1 or more"), "warmup": (0, "0 or more")}
@@ -97,7 +98,9 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
                    help="seconds for all variants to boot (they boot together), and per profile")
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
     p.add_argument("--profile", action="store_true",
-                   help="also record a torch-profiler summary of decoding at concurrency 1 per variant")
+                   help="also record a torch-profiler summary of decoding per variant, with the per-step breakdown")
+    p.add_argument("--profile-concurrency", type=int, default=1, metavar="C",
+                   help="requests in the profiled pass (default 1; at most the largest --concurrency)")
     from portable_spec.harness.e2e.child import add_parallel_flags
 
     add_parallel_flags(p)
@@ -116,6 +119,10 @@ def run_e2e(args: argparse.Namespace) -> int:
         raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown) or '(none given)'}; pass --variants "
                                 f"with names from {', '.join(sorted(VARIANTS))}")
     check_minimums(args, E2E_MINIMUMS)
+    if args.profile_concurrency > max(args.concurrency):
+        raise PortableSpecError(f"--profile-concurrency {args.profile_concurrency} exceeds the largest --concurrency "
+                                f"{max(args.concurrency)} (the engines' max_num_seqs): pass one of "
+                                f"{','.join(map(str, args.concurrency))}")
     problem = e2e_host_problem(args.tp)
     if problem:
         raise PortableSpecError(problem)
@@ -128,7 +135,8 @@ def run_e2e(args: argparse.Namespace) -> int:
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
                        repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
-                       parallel=parallel_child_args(args), checkpoint=checkpoint)
+                       profile_concurrency=args.profile_concurrency, parallel=parallel_child_args(args),
+                       checkpoint=checkpoint)
     emit(args, report, render_e2e)
     return 0
 
@@ -147,7 +155,8 @@ def render_e2e(report: dict) -> str:
     from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table
 
     table = render_table(breakdowns_of(report))
-    return "\n".join(lines + (["", table] if table else []))
+    where = f"per-step breakdown at concurrency {report.get('profile_concurrency') or 1} (profiled pass)"
+    return "\n".join(lines + (["", where, table] if table else []))
 
 
 def _register_breakdown(bench_sub: argparse._SubParsersAction) -> None:

@@ -36,7 +36,7 @@ def checkpoint_pair(target: str, draft: str | None, method: str) -> dict[str, st
 def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: str = "perfect", k: int = 3,
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
               bench_tokens: int = 256, repeats: int = 5, timeout_s: int = 540,
-              zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False,
+              zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False, profile_concurrency: int = 1,
               parallel: list[str] | None = None, checkpoint: dict[str, str] | None = None) -> dict[str, Any]:
     """Boot every variant at once, time them in turns (``interleave``), then profile each (optional).
     ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``); ``checkpoint``: an
@@ -57,7 +57,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     measured = measure_interleaved(engines, concurrency, repeats, bar)
     profiles = {}
     for engine in engines if profile else ():
-        profiles[engine.variant] = engine.ask({"job": "profile"}, timeout_s)
+        profiles[engine.variant] = engine.ask({"job": "profile", "concurrency": profile_concurrency}, timeout_s)
         bar.update(1)
     final = {engine.variant: engine.ask({"job": "facts"}) for engine in engines}
     for engine in engines:
@@ -91,6 +91,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
               "pair": checkpoint["name"] if checkpoint else pair, "model_variant": None if checkpoint else model_variant,
               "models": {k_: models[k_] for k_ in ("target", "draft", "method")},
               "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency),
+              "profile_concurrency": profile_concurrency if profile else None,
               "method": "engines booted together (fixed KV cache), timed passes interleaved round-robin; "
                         "median of the passes", "boot_wall_s": boot_wall, "results": rows,
               "summary": summarize(rows)}
@@ -162,7 +163,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig = plt.figure(figsize=(16, 4.2 * rows_of_axes))
     axes = [fig.add_subplot(rows_of_axes, 3, i + 1) for i in range(3)]
     if breakdowns:
-        draw(fig.add_subplot(2, 1, 2), breakdowns)
+        draw(fig.add_subplot(2, 1, 2), breakdowns, report.get("profile_concurrency") or 1)
     rows = {row["variant"]: [b for b in row.get("bench") or [] if "output_tok_s" in b] for row in report["results"]}
     base = {b["concurrency"]: b["output_tok_s"] for b in rows.get("upstream_v1", [])}
     for variant, bench in rows.items():

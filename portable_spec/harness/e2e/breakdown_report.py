@@ -67,7 +67,7 @@ def render_table(breakdowns: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def draw(ax: Any, breakdowns: dict[str, dict[str, Any]]) -> None:
+def draw(ax: Any, breakdowns: dict[str, dict[str, Any]], concurrency: int = 1) -> None:
     """Two stacked bars per variant (host, device), one segment per phase, ms per decode step."""
     import matplotlib
 
@@ -87,7 +87,8 @@ def draw(ax: Any, breakdowns: dict[str, dict[str, Any]]) -> None:
             labels.append(f"{variant}\n{side}")
     ax.set_xticks(ticks, labels, fontsize=8)
     ax.set_ylabel("ms per decode step")
-    ax.set_title("per-step breakdown at concurrency 1 (torch profiler, vLLM's scopes + ours)", fontsize=10)
+    ax.set_title(f"per-step breakdown at concurrency {concurrency} (torch profiler, vLLM's scopes + ours)",
+                 fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
 

@@ -194,8 +194,9 @@ def engine_facts(llm: Any) -> dict[str, Any]:
 
 def serve(llm: Any, args: Any, booted: dict[str, Any], sampling_params: Any, tokens_prompt: Any) -> None:
     """Answer commands so a parent can interleave timed passes of several booted engines (fair under a drifting
-    host). One JSON object per stdin line: ``{"job": "warm"|"pass", "concurrency": c}``, ``{"job": "profile"}``,
-    ``{"job": "facts"}`` or ``{"job": "exit"}``; each answer is one ``REPLY <json>`` line on stdout."""
+    host). One JSON object per stdin line: ``{"job": "warm"|"pass", "concurrency": c}``,
+    ``{"job": "profile", "concurrency": c}``, ``{"job": "facts"}`` or ``{"job": "exit"}``; each answer is one
+    ``REPLY <json>`` line on stdout."""
     import sys
 
     print("READY " + json.dumps({**booted, **engine_facts(llm)}), flush=True)
@@ -210,7 +211,7 @@ def serve(llm: Any, args: Any, booted: dict[str, Any], sampling_params: Any, tok
             elif job == "pass":
                 reply = bench_pass(llm, command["concurrency"], args, sampling_params, tokens_prompt)
             elif job == "profile":
-                reply = profile_decode(llm, args, sampling_params, tokens_prompt)
+                reply = profile_decode(llm, args, sampling_params, tokens_prompt, command.get("concurrency", 1))
             elif job == "facts":
                 reply = engine_facts(llm)
             else:
@@ -233,14 +234,17 @@ def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prom
             "acceptance_counts": acceptance_counts(before, after)}
 
 
-def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any, top: int = 40) -> dict[str, Any]:
-    """torch-profiler view of steady-state decoding at concurrency 1 (engine in-process): where host and device
-    time go, to locate the remaining gap to Model Runner V2. vLLM's own runner scopes ("gpu_model_runner: draft",
+def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any, concurrency: int = 1,
+                   top: int = 40) -> dict[str, Any]:
+    """torch-profiler view of steady-state decoding at ``concurrency`` requests (engine in-process; at 1 the one
+    prompt earlier reports used, above it the timed passes' prompts): where host and device time go, to locate
+    the remaining gap to Model Runner V2. vLLM's own runner scopes ("gpu_model_runner: draft",
     ...) and ours (``profile_scopes``) are switched on for the profiled pass only and reported with their inclusive
     host time, and read into the per-step ``breakdown`` (``step_breakdown``)."""
     import torch
 
-    prompts = [tokens_prompt(prompt_token_ids=PROMPTS[0])]
+    prompts = ([tokens_prompt(prompt_token_ids=PROMPTS[0])] if concurrency == 1
+               else bench_prompts(concurrency, tokens_prompt))
     params = sampling_params(max_tokens=args.bench_tokens, temperature=0.0, ignore_eos=True, detokenize=False)
     llm.generate(prompts, params, use_tqdm=False)
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
@@ -261,7 +265,7 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
     # Device-side events are kernels and copies, plus the GPU-side ranges of record_function scopes: not those.
     kernels = [e for e in events if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
                and not getattr(e, "is_user_annotation", False) and not is_scope(e.key)]
-    return {"wall_s": round(wall, 4), "tokens": args.bench_tokens,
+    return {"concurrency": concurrency, "wall_s": round(wall, 4), "tokens": args.bench_tokens,
             "kernels": sum(e.count for e in kernels),
             "kernel_busy_us": round(sum(e.self_device_time_total for e in kernels), 1),
             "runner_scopes": sorted(scopes, key=lambda r: -r["cpu_total_us"]),
