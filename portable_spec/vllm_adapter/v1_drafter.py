@@ -250,9 +250,11 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
         """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None.
 
-        Verify-shaped: every real request has 1+K tokens, requests the target padded have 0 (query_start_loc repeats
-        its last value there), and the metadata lies on the runner's persistent buffers, so the graph's view of them
-        is valid for all num_reqs rows. Only an exact size: a padded request row would be a real one to the graph."""
+        Verify-shaped: no request has more than 1+K tokens and the tokens fill whole (1+K)-token requests (requests
+        the target padded have 0: query_start_loc repeats its last value there); attention reads each request's range
+        from query_start_loc, so that bound is what the captured graph needs. The metadata must lie on the runner's
+        persistent buffers, so the graph's view of them is valid for all num_reqs rows. Only an exact size: a padded
+        request row would be a real one to the graph."""
         query_len, runner = 1 + self.graph_k, self.target_runner
         if (cad.max_query_len != query_len or cad.num_actual_tokens > cad.num_reqs * query_len
                 or cad.num_actual_tokens % query_len
