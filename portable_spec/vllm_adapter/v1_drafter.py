@@ -275,17 +275,14 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
     def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
         if self._refuse_below(AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE, "every drafter graph"):
             return ()
-        fused = plan.chain_step is not None and self.graph_k > 1 and not self.fused_chain_off
+        chain = plan.chain_step is not None and self.graph_k > 1
+        fused = chain and not self.fused_chain_off
         # Upstream's propose runs: always without fusion, for batches that sample from the draft, and with EPLB.
         upstream = not fused or self._enable_probabilistic_draft_probs or self.eplb_state is not None
-        kinds = []
-        if not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass"):
-            kinds += [FIRST_FUSED] if fused else []
-            kinds += [FIRST] if upstream else []
-        if plan.chain_step is not None and self.graph_k > 1:
-            kinds += [CHAIN_FUSED] if fused else []
-            kinds += [CHAIN] if upstream else []
-        return tuple(kinds)
+        first = not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass")
+        wanted = ((FIRST_FUSED, first and fused), (FIRST, first and upstream), (CHAIN_FUSED, fused),
+                  (CHAIN, chain and upstream))
+        return tuple(kind for kind, want in wanted if want)
 
     def _capture_metadata(self, key: DraftKey) -> CommonAttentionMetadata:
         runner, num_reqs = self.target_runner, key.num_reqs

@@ -117,10 +117,16 @@ class FusedChainMixin:
         rows = self.sample_indices[:num_reqs]
         tokens = self.model.compute_logits(last[rows]).argmax(dim=-1)
         self.chain_positions[:num_reqs].copy_(self.positions[rows])
-        self.hidden_states[:num_reqs].copy_(hidden[rows])
-        self.input_ids[:num_reqs].copy_(tokens)
-        self.draft_tokens[:num_reqs, 0].copy_(tokens)
+        self._begin_chain(tokens, hidden[rows])
         return tokens
+
+    def _begin_chain(self, first: torch.Tensor, hidden_rows: torch.Tensor) -> None:
+        """The chain's first inputs, as upstream sets them after its first sample: the hidden states at each
+        request's sampled row and the sampled tokens, which are also column 0 of the drafts."""
+        batch = first.shape[0]
+        self.hidden_states[:batch].copy_(hidden_rows)
+        self.input_ids[:batch].copy_(first)
+        self.draft_tokens[:batch, 0].copy_(first)
 
     def _fused_step_for(self, num_speculative_tokens: int, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The fused chain key this call can use, or None (upstream's loop then runs, with per-forward graphs).
@@ -156,12 +162,9 @@ class FusedChainMixin:
     def _chain_inputs_from(self, first: torch.Tensor) -> torch.Tensor:
         """The chain's inputs after upstream's first pass and first sample, as upstream prepares them; returns the
         positions vLLM's step kernel advances."""
-        batch, token_indices = first.shape[0], self._first_pass_token_indices
-        out = self.graphs.last_output
+        token_indices, out = self._first_pass_token_indices, self.graphs.last_output
         hidden = out[1] if self.model_returns_tuple() else out
-        self.hidden_states[:batch] = hidden[token_indices]
-        self.input_ids[:batch] = first
-        self.draft_tokens[:batch, 0] = first
+        self._begin_chain(first, hidden[token_indices])
         return self.positions[token_indices]
 
     def _run_fused_first_pass(self, first_key: Any, chain_key: Any, num_speculative_tokens: int, *,
