@@ -301,7 +301,7 @@ def test_platforms_without_substitutions_install_nothing(vllm_platform):
     import vllm.v1.spec_decode.utils as utils
 
     upstream = utils.eagle_prepare_next_token_padded_kernel
-    for name in ("cuda", "rocm", "cpu"):
+    for name in ("rocm", "cpu"):
         assert registry.install_substitutions(name) == []
     assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
     with pytest.raises(PortableSpecError, match="unknown platform 'tpu'.*valid choices"):

@@ -152,11 +152,15 @@ def render_e2e(report: dict) -> str:
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
-    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table
+    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, clocks_of, render_clock_table, render_table
 
     table = render_table(breakdowns_of(report))
-    where = f"per-step breakdown at concurrency {report.get('profile_concurrency') or 1} (profiled pass)"
-    return "\n".join(lines + (["", where, table] if table else []))
+    at = report.get("profile_concurrency") or 1
+    where = f"per-step breakdown at concurrency {at} (profiled pass)"
+    clock = render_clock_table(clocks_of(report))
+    return "\n".join(lines + (["", where, table] if table else [])
+                     + (["", f"phase clock at concurrency {at} (unprofiled pass, real host time)", clock]
+                        if clock else []))
 
 
 def _register_breakdown(bench_sub: argparse._SubParsersAction) -> None:
@@ -182,7 +186,11 @@ def run_breakdown(args: argparse.Namespace) -> int:
     if not breakdowns:
         raise PortableSpecError(f"{args.file} has no per-step breakdown: re-run bench e2e with --profile (reports "
                                 "before the breakdown existed have none)")
-    payload = {"file": args.file, "table": render_table(breakdowns), "breakdown": breakdowns}
+    from portable_spec.harness.e2e.breakdown_report import clocks_of, render_clock_table
+
+    clock = render_clock_table(clocks_of(report))
+    table = render_table(breakdowns) + (f"\n\nphase clock (unprofiled pass, real host time)\n{clock}" if clock else "")
+    payload = {"file": args.file, "table": table, "breakdown": breakdowns, "phase_clock": clocks_of(report)}
     if args.png:
         title = (f"{pair_label(report)}, K={report.get('k')}, {report.get('device')}, vLLM {report.get('vllm')}"
                  if "pair" in report else "")

@@ -12,6 +12,9 @@ three constructs older Triton front ends reject; each rewrite below expresses th
 - ``split-boolean-chains``: ``A or B or C`` -> ``(A or B) or C``. Triton 3.2 refuses chains of more than two
   operands ("chained boolean operators (A or B or C) are not supported; use parentheses to split the chain").
 
+``unspecialize`` rewrites no source: it names integer parameters Triton must not specialize (``do_not_specialize``),
+so one compiled variant serves every value (CUDA's batch-size arguments, ``substitutions.py``).
+
 A derived function is compiled in the ORIGINAL's module globals (its helper calls resolve where vLLM's do, helper
 substitutes included) but reports ``portable_spec.derived.<module>`` as its module, so Triton's IR and hashes name
 it as ours. Each rewrite must change exactly the expected number of places: if vLLM's source changed, deriving fails
@@ -95,9 +98,10 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
 }
 
 
-def derive(original: Any, rewrites: Mapping[str, int]) -> Any:
+def derive(original: Any, rewrites: Mapping[str, int], unspecialize: tuple[str, ...] = ()) -> Any:
     """A new Triton JIT function from ``original``'s source after ``rewrites`` (name -> exact number of places it
-    must change). ``original`` is a JIT function, or vLLM's plain function where vLLM runs without Triton."""
+    must change), not specialized on the parameters ``unspecialize`` names (besides those ``original`` already
+    leaves alone). ``original`` is a JIT function, or vLLM's plain function where vLLM runs without Triton."""
     import triton
 
     unknown = sorted(set(rewrites) - set(REWRITES))
@@ -110,6 +114,11 @@ def derive(original: Any, rewrites: Mapping[str, int]) -> Any:
     if not isinstance(func, ast.FunctionDef) or func.name != fn.__name__:
         raise DerivationError(f"cannot read the source of {qualified}; pin vllm==0.26.0")
     func.decorator_list = []
+    params = [arg.arg for arg in func.args.args]
+    missing = [name for name in unspecialize if name not in params]
+    if missing:
+        raise DerivationError(f"{qualified} has no parameter {', '.join(missing)}: vLLM changed the kernel; update "
+                              "portable_spec/kernels/substitutions.py or pin vllm==0.26.0")
     for name, expected in rewrites.items():
         changed = REWRITES[name](func)
         if changed != expected:
@@ -124,6 +133,9 @@ def derive(original: Any, rewrites: Mapping[str, int]) -> Any:
     new_fn = namespace[fn.__name__]
     new_fn.__module__ = DERIVED_MODULE_PREFIX + fn.__module__
     setattr(new_fn, DERIVED_MARK, qualified)
-    options = {k: getattr(original, k) for k in ("do_not_specialize", "do_not_specialize_on_alignment")
+    options = {k: list(getattr(original, k)) for k in ("do_not_specialize", "do_not_specialize_on_alignment")
                if getattr(original, k, None)}
+    if unspecialize:
+        options["do_not_specialize"] = [*options.get("do_not_specialize", ()),
+                                        *(n for n in unspecialize if n not in options.get("do_not_specialize", ()))]
     return triton.jit(new_fn, **options)

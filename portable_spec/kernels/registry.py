@@ -62,7 +62,7 @@ def substitutions_for(platform_name: str,
 
 
 def _replacement(sub: Substitution, original: Any) -> Any:
-    if not sub.rewrites:
+    if not sub.derived:
         return sub.load_replacement()
     cached = _DERIVED.get(sub.name)
     if cached is None or cached[0] is not original:

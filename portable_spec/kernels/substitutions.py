@@ -3,9 +3,15 @@
 Each entry lists every vLLM module attribute that holds the object (a kernel imported with ``from ... import`` has
 one binding site per importing module; a ``@triton.jit`` helper is looked up in its CALLER's module globals when the
 caller compiles, so its binding sites are the modules whose kernels call it). Replacements are named lazily
-("module:attr") so this table imports neither vLLM nor Triton. An entry with ``rewrites`` has no replacement module:
-its substitute is derived from vLLM's own source by those named rewrites, each changing exactly the given number of
-places (``derive.py``).
+("module:attr") so this table imports neither vLLM nor Triton. An entry with ``rewrites`` or ``unspecialize`` has no
+replacement module: its substitute is derived from vLLM's own source (``derive.py``) by those named rewrites, each
+changing exactly the given number of places, and with those integer parameters left unspecialized; a ``launcher``
+("module:attr") then wraps the derived kernel.
+
+CUDA's entries change no program, only how many variants Triton compiles: vLLM's spec-decode kernels specialize on
+the batch (each integer argument as 1, a multiple of 16 or neither; DFlash's input kernel also on a tile size picked
+from the longest query), so serving reaches up to 25 variants of one kernel, each a 0.3-0.5 s compile that the boot
+warm-up (``v1_warmup``) pays so that no request does. Unspecialized, the same kernels need 1-2 variants each.
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 _ATTN = "vllm.v1.attention.ops"
+_SD = "vllm.v1.spec_decode"
+_BATCH = ("its batch-size arguments are specialized as 1 / multiple of 16 / other, one compile each; unspecialized "
+          "they are plain loop bounds and row counts (no alignment depends on them), so one variant serves every "
+          "batch")
 _NO_ANN = ("MUSA's Triton fails on an annotated assignment ('AnnAssign' object has no attribute 'targets'; "
            "vllm-musa patches the same line)")
 
@@ -29,20 +39,41 @@ class Substitution:
     reason: str
     replacement: str | None = None  # "module:attr", imported on install
     rewrites: tuple[tuple[str, int], ...] = ()
+    unspecialize: tuple[str, ...] = ()  # integer parameters Triton must not specialize on (derived entries)
+    launcher: str | None = None  # "module:attr" called with the derived kernel; returns what vLLM's sites hold
+
+    @property
+    def derived(self) -> bool:
+        return bool(self.rewrites or self.unspecialize)
 
     def load_replacement(self, original: Any = None) -> Any:
         """The replacement object (for a derived entry: derived from ``original``, vLLM's object)."""
-        if self.rewrites:
+        if self.derived:
             from portable_spec.kernels.derive import derive
 
-            return derive(original, dict(self.rewrites))
-        module, _, attr = (self.replacement or "").partition(":")
-        return getattr(importlib.import_module(module), attr)
+            kernel = derive(original, dict(self.rewrites), self.unspecialize)
+            return _load(self.launcher)(kernel) if self.launcher else kernel
+        return _load(self.replacement or "")
 
     def describe_replacement(self) -> str:
-        if self.rewrites:
-            return "vLLM's source with " + ", ".join(f"{name} x{n}" for name, n in self.rewrites)
-        return self.replacement or ""
+        if not self.derived:
+            return self.replacement or ""
+        parts = [f"{name} x{n}" for name, n in self.rewrites]
+        if self.unspecialize:
+            parts.append(f"{', '.join(self.unspecialize)} unspecialized")
+        text = "vLLM's source with " + "; ".join(parts)
+        return f"{text}, launched by {self.launcher}" if self.launcher else text
+
+
+def _load(qualname: str) -> Any:
+    module, _, attr = qualname.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _batch_agnostic(kernel: str, modules: tuple[str, ...], params: tuple[str, ...], what: str) -> Substitution:
+    """CUDA: vLLM's spec-decode ``kernel`` (bound in ``modules``) with its batch-size ``params`` unspecialized."""
+    return Substitution(name=f"{kernel}:batch_agnostic", targets=tuple(f"{_SD}.{m}.{kernel}" for m in modules),
+                        platforms=("cuda",), reason=f"{_BATCH} (here: {what})", unspecialize=params)
 
 
 SUBSTITUTIONS: tuple[Substitution, ...] = (
@@ -90,5 +121,22 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         reason=("declares 'stride_ks_blk: int | None = None' (6 such parameters): Triton 3.2 fails evaluating the "
                 f"annotation; {_NO_ANN}"),
         rewrites=(("unannotate-parameters", 6),),
+    ),
+    _batch_agnostic("eagle_prepare_next_token_padded_kernel", ("utils", "llm_base_proposer"),
+                    ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),
+                    "requests, tokens per request and the row stride"),
+    _batch_agnostic("eagle_prepare_inputs_padded_kernel", ("utils", "llm_base_proposer"), ("num_reqs",), "requests"),
+    _batch_agnostic("eagle_step_slot_mapping_metadata_kernel", ("utils",), ("batch_size",),
+                    "requests in a chain step"),
+    Substitution(
+        name="copy_and_expand_dflash_inputs_kernel:one_tile",
+        targets=(f"{_SD}.utils.copy_and_expand_dflash_inputs_kernel",
+                 f"{_SD}.dflash.copy_and_expand_dflash_inputs_kernel"),
+        platforms=("cuda",),
+        reason=("DFlash's input kernel specializes on the step's token count and on a tile size vLLM picks from the "
+                "longest query (BLOCK_SIZE 16..256): up to 25 variants. Every element is computed independently "
+                "(masked by its own index), so one tile size over a finer grid writes the same outputs"),
+        unspecialize=("total_input_tokens",),
+        launcher="portable_spec.kernels.fixed_tile:one_tile_launcher",
     ),
 )

@@ -18,11 +18,10 @@ from typing import Any, Iterator
 
 from vllm.platforms import current_platform
 
-from portable_spec.kernels import bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.config_hook import ADDITIONAL_CONFIG_KEY
 from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
 from portable_spec.vllm_adapter.mixin import platform_label
-from portable_spec.vllm_adapter.worker import PortableWorker
+from portable_spec.vllm_adapter.worker import PortableWorker, log_bound_substitutes  # noqa: F401 - re-export
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -36,19 +35,6 @@ def device_type_presented_as(device_config: Any, device_type: str) -> Iterator[N
         yield
     finally:
         device_config.device_type = original
-
-
-def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
-    """One line per kernel substitute bound for ``platform_name``; returns their names."""
-    now = bound()
-    names = []
-    for sub in substitutions_for(platform_name):
-        sites = [target for target, entry in now.items() if entry is sub]
-        if sites:
-            names.append(sub.name)
-            logger.info("portable_spec[%s]: kernel substitute %s bound at %d vLLM site(s) (%s)", label, sub.name,
-                        len(sites), sub.describe_replacement())
-    return names
 
 
 class MusaWorker(PortableWorker):
@@ -71,8 +57,7 @@ class MusaWorker(PortableWorker):
                     "target sizes %s%s)", label, platform.__module__, platform.__qualname__,
                     plan.get("live_graph_limit"), plan.get("live_graphs"), plan.get("target_sizes"),
                     "".join(f"; {w}" for w in state.get("warnings", ())))
-        # MUSA's Triton 3.2 rejects some of vLLM's kernels: bind our substitutes before the drafter is built.
-        install_substitutions("musa")
-        log_bound_substitutes("musa", label)
+        # MUSA's Triton 3.2 rejects some of vLLM's kernels: PortableWorker binds our substitutes before the drafter
+        # is built.
         with device_type_presented_as(self.device_config, "cuda"):
             super().init_device()

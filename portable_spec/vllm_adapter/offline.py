@@ -81,6 +81,9 @@ class runner_scopes:
     which of our hooks were installed and which skipped. Diagnostics only: if vLLM moves the switch or a hooked
     method, the profile simply lacks those scopes (and says which)."""
 
+    def __init__(self, factory: Any = None) -> None:
+        self.factory = factory  # makes each scope (default: torch's record_function); see profile_scopes.installed
+
     def __enter__(self) -> dict[str, list[str]]:
         import torch
 
@@ -94,8 +97,8 @@ class runner_scopes:
         if vllm_utils is not None and hasattr(vllm_utils, "_PROFILER_FUNC"):
             self.module = vllm_utils
             self.saved = self.module._PROFILER_FUNC
-            self.module._PROFILER_FUNC = torch.profiler.record_function
-        self.hooks = installed()
+            self.module._PROFILER_FUNC = self.factory or torch.profiler.record_function
+        self.hooks = installed(factory=self.factory)
         return self.hooks.__enter__()
 
     def __exit__(self, *exc: Any) -> None:

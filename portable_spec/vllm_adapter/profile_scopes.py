@@ -78,7 +78,12 @@ class _Region(threading.local):
 _region = _Region()
 
 
+_factory: Callable[[str], Any] | None = None  # what opens a scope while ``installed``: record_function by default
+
+
 def _scope(name: str) -> Any:
+    if _factory is not None:
+        return _factory(name)
     import torch  # here, not at import: the CLI reads this module's scope names
 
     return torch.autograd.profiler.record_function(name)
@@ -149,11 +154,16 @@ def resolve(hook: ScopeHook, import_missing: bool = False) -> tuple[Any, str]:
 
 
 @contextlib.contextmanager
-def installed(hooks: tuple[ScopeHook, ...] = HOOKS) -> Iterator[dict[str, list[str]]]:
+def installed(hooks: tuple[ScopeHook, ...] = HOOKS,
+              factory: Callable[[str], Any] | None = None) -> Iterator[dict[str, list[str]]]:
     """Install every hook whose target is loaded in this process; yields which were installed and which skipped
-    (and why). Every swapped attribute is restored on exit, also when the body raises."""
+    (and why). ``factory(name)`` makes each scope's context manager (default: torch's ``record_function``; the
+    harness's ``PhaseClock`` times phases without a profiler). Every swapped attribute is restored on exit, also
+    when the body raises."""
+    global _factory
     report: dict[str, list[str]] = {"installed": [], "skipped": []}
     swapped: list[tuple[Any, str, Any]] = []
+    previous, _factory = _factory, factory
     try:
         for hook in hooks:
             label = f"{hook.module}.{hook.attr}"
@@ -170,3 +180,4 @@ def installed(hooks: tuple[ScopeHook, ...] = HOOKS) -> Iterator[dict[str, list[s
     finally:
         for owner, name, original in reversed(swapped):
             setattr(owner, name, original)
+        _factory = previous

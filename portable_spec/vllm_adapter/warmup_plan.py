@@ -21,6 +21,10 @@ are fresh tensors or a persistent buffer's start, so alignment never varies; wha
   tokens), constexpr ``BLOCK_SIZE = min(256, next_pow2(max query len + 1 + K))`` and constexpr ``HAS_NUM_REJECTED``
   (the step verifies drafts). Key: (verify step?, BLOCK_SIZE, class of tokens).
 
+On CUDA our platform binds these kernels unspecialized on their batch arguments, and DFlash's at one tile size
+(``portable_spec/kernels/substitutions.py``): most of these keys then share one compiled variant, and the rounds
+below, planned for vLLM's own kernels, still reach every one of them.
+
 So the request classes need batches of 1, of a non-multiple of 16 and (max_num_seqs >= 16) of 16 requests, each
 once without and once with drafts; DFlash adds every BLOCK_SIZE bucket (the longest query of a step: a prompt, or a
 prompt chunk that joins decoding requests) times the token classes. ``reachable_keys`` lists what serving can reach

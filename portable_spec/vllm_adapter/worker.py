@@ -1,23 +1,56 @@
-"""Our vLLM worker: builds our V1 model runner (FULL drafter graphs) in place of vLLM's, for the V1 runner only.
+"""Our vLLM worker: binds our platform's kernel substitutes, then builds our V1 model runner (FULL drafter graphs) in
+place of vLLM's, for the V1 runner only.
 
 vLLM 0.26.0's ``Worker.init_device`` imports ``GPUModelRunner`` from ``vllm.v1.worker.gpu_model_runner`` inside the
 method, so swapping that module attribute for the duration of the one call reaches exactly that construction and
-nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) is untouched: it already has FULL draft graphs.
+nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) is untouched: it already has FULL draft graphs. Substitutes
+(``portable_spec.kernels``: MUSA's Triton-3.2 rewrites, CUDA's unspecialized spec-decode kernels) are bound before
+any model or drafter is built, so every kernel compiles once, as bound.
 """
 
 from __future__ import annotations
 
+import logging
+
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
+from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
+from portable_spec.kernels import bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.draft_graph_policy import draft_graph_mode
 from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
+from portable_spec.vllm_adapter.mixin import platform_label
 from portable_spec.vllm_adapter.overrides import overridden
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+
+def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
+    """One line per kernel substitute bound for ``platform_name``; returns their names."""
+    now = bound()
+    names = []
+    for sub in substitutions_for(platform_name):
+        sites = [target for target, entry in now.items() if entry is sub]
+        if sites:
+            names.append(sub.name)
+            logger.info("portable_spec[%s]: kernel substitute %s bound at %d vLLM site(s) (%s)", label, sub.name,
+                        len(sites), sub.describe_replacement())
+    return names
+
+
+def bind_kernel_substitutes() -> list[str]:
+    """Install and log the substitutes of the port this process's platform uses; returns their names."""
+    from portable_spec.vllm_adapter.v1_drafter import port_name_of
+
+    port = port_name_of(current_platform)
+    install_substitutions(port)
+    return log_bound_substitutes(port, platform_label(current_platform))
 
 
 class PortableWorker(Worker):
     def init_device(self) -> None:
         share_vllm_log_handlers()  # the worker process logs our capture lines: put them where vLLM's go
+        bind_kernel_substitutes()
         if self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full":
             super().init_device()
             return

@@ -76,6 +76,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
         if variant in profiles:
             row["profile"] = profiles[variant]
             row["breakdown"] = row["profile"].pop("breakdown", None)
+            row["phase_clock"] = row["profile"].pop("phase_clock", None)
         row["log_excerpt"] = log_excerpt(out / row["log"])
         rows.append(row)
     import torch

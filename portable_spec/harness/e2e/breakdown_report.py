@@ -11,6 +11,7 @@ from portable_spec.harness.e2e.bench import OURS
 from portable_spec.harness.e2e.step_breakdown import PHASE_LABELS, PHASES, UNATTRIBUTED
 
 REFERENCE = "mrv2"
+WIDTH = 19
 
 
 def breakdowns_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -35,35 +36,62 @@ def _rows(bd: dict[str, Any]) -> list[tuple[str, float, float]]:
     return rows
 
 
+def _grid(title: str, labels: list[str], table: dict[str, list[tuple[float, float]]]) -> list[str]:
+    """Rows of ``a / b`` cells per variant, with ``ours - MRV2`` where the table has both."""
+    variants = list(table)
+    ours = next((v for v in OURS if v in table), None)
+    diff = (ours, REFERENCE) if ours and REFERENCE in table else None
+    head = f"{title:<34}" + "".join(f"{v:>{WIDTH}}" for v in variants)
+    if diff:
+        head += f"{diff[0] + ' - ' + diff[1]:>{WIDTH + 4}}"
+    lines = [head]
+    for i, label in enumerate(labels):
+        line = f"{label:<34}" + "".join(f"{_cell(*table[v][i]):>{WIDTH}}" for v in variants)
+        if diff:
+            a, b = table[diff[0]][i], table[diff[1]][i]
+            line += f"{_cell(a[0] - b[0], a[1] - b[1]):>{WIDTH + 4}}"
+        lines.append(line)
+    return lines
+
+
 def render_table(breakdowns: dict[str, dict[str, Any]]) -> str:
     """ms per decode step, host / device, per phase and variant; with a difference column (ours - MRV2) when the
     report has both."""
     if not breakdowns:
         return ""
-    variants = list(breakdowns)
-    ours = next((v for v in OURS if v in breakdowns), None)
-    diff = (ours, REFERENCE) if ours and REFERENCE in breakdowns else None
-    width = 19
-    head = f"{'ms per decode step, host / device':<34}" + "".join(f"{v:>{width}}" for v in variants)
-    if diff:
-        head += f"{diff[0] + ' - ' + diff[1]:>{width + 4}}"
-    lines = [head]
-    table = {v: _rows(bd) for v, bd in breakdowns.items()}
-    for i, (label, _, _) in enumerate(table[variants[0]]):
-        line = f"{label:<34}" + "".join(f"{_cell(*table[v][i][1:]):>{width}}" for v in variants)
-        if diff:
-            a, b = table[diff[0]][i], table[diff[1]][i]
-            line += f"{_cell(a[1] - b[1], a[2] - b[2]):>{width + 4}}"
-        lines.append(line)
+    rows = {v: _rows(bd) for v, bd in breakdowns.items()}
+    labels = [label for label, _, _ in next(iter(rows.values()))]
+    lines = _grid("ms per decode step, host / device", labels,
+                  {v: [(host, device) for _, host, device in r] for v, r in rows.items()})
     for key, label in (("launches", "launches / step"), ("sync_ms", "host in CUDA syncs, ms / step")):
         lines.append(f"{label:<34}" + "".join(
-            f"{sum(bd['phases'][p][key] for p in PHASES) + bd[UNATTRIBUTED][key]:>{width}.2f}"
+            f"{sum(bd['phases'][p][key] for p in PHASES) + bd[UNATTRIBUTED][key]:>{WIDTH}.2f}"
             for bd in breakdowns.values()))
-    lines.append(f"{'steps':<34}" + "".join(f"{bd['steps']:>{width}}" for bd in breakdowns.values()))
+    lines.append(f"{'steps':<34}" + "".join(f"{bd['steps']:>{WIDTH}}" for bd in breakdowns.values()))
     missing = {v: bd["missing_scopes"] for v, bd in breakdowns.items() if bd.get("missing_scopes")}
     if missing:
         lines.append("scopes never seen (missing_scopes in the JSON): " + "; ".join(
             f"{v}: {len(m)} ({', '.join(m[:3])}{', ...' if len(m) > 3 else ''})" for v, m in missing.items()))
+    return "\n".join(lines)
+
+
+def clocks_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """variant -> its phase clock (``phase_clock``: real host time, no profiler), for rows that have one."""
+    return {row["variant"]: row["phase_clock"] for row in report.get("results", [])
+            if (row.get("phase_clock") or {}).get("phases")}
+
+
+def render_clock_table(clocks: dict[str, dict[str, Any]]) -> str:
+    """ms per decode step, wall / off-CPU, per phase and variant, from the unprofiled pass; with ours - MRV2."""
+    if not clocks:
+        return ""
+
+    def cells(clock: dict[str, Any]) -> list[tuple[float, float]]:
+        out = [(clock["phases"][p]["wall_ms"], clock["phases"][p]["off_cpu_ms"]) for p in PHASES]
+        return out + [(clock[UNATTRIBUTED]["wall_ms"], 0.0), (clock["step_wall_ms"], 0.0)]
+    labels = [PHASE_LABELS[p] for p in PHASES] + [UNATTRIBUTED, "step (pass wall / steps)"]
+    lines = _grid("ms per step, wall / off-CPU", labels, {v: cells(c) for v, c in clocks.items()})
+    lines.append(f"{'steps':<34}" + "".join(f"{c['steps']:>{WIDTH}}" for c in clocks.values()))
     return "\n".join(lines)
 
 

@@ -270,7 +270,21 @@ def profile_decode(llm: Any, args: Any, sampling_params: Any, tokens_prompt: Any
             "kernel_busy_us": round(sum(e.self_device_time_total for e in kernels), 1),
             "runner_scopes": sorted(scopes, key=lambda r: -r["cpu_total_us"]),
             "top_self_cpu": rows("self_cpu_time_total"), "top_device": rows("self_device_time_total"),
-            "breakdown": profile_breakdown(prof, llm, hooks), "python": python_profile(llm, prompts, params)}
+            "breakdown": profile_breakdown(prof, llm, hooks), "python": python_profile(llm, prompts, params),
+            "phase_clock": phase_clock(llm, prompts, params)}
+
+
+def phase_clock(llm: Any, prompts: list[Any], params: Any) -> dict[str, Any]:
+    """One more decoding pass with only the phase scopes timed (``PhaseClock``, no profiler): real host ms per
+    step and phase, wall and thread-CPU."""
+    from portable_spec.harness.e2e.phase_clock import PhaseClock
+
+    clock = PhaseClock()
+    with runner_scopes(clock.scope):
+        started = time.perf_counter()
+        llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - started
+    return clock.summary(wall)
 
 
 def profile_breakdown(prof: Any, llm: Any, hooks: dict[str, list[str]]) -> dict[str, Any]:

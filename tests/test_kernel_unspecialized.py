@@ -1,0 +1,178 @@
+"""CUDA's kernel substitutes (``portable_spec/kernels/substitutions.py``): vLLM's spec-decode kernels, unspecialized on
+their batch-size arguments, and DFlash's input kernel launched at one tile size. They must change how many variants
+Triton compiles and nothing else: the DFlash launch is compared with vLLM's own launch on vLLM's real kernel (run by
+the Triton interpreter in a child process), and the specialization flags are read from real Triton JIT functions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+from portable_spec.kernels import registry  # noqa: E402
+from portable_spec.kernels.derive import DerivationError, derive  # noqa: E402
+from portable_spec.kernels.fixed_tile import FixedTileLauncher  # noqa: E402
+
+CUDA = registry.substitutions_for("cuda")
+
+
+def _child(code: str, *, interpret: bool) -> dict:
+    env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": ""}
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1])
+
+
+_ENABLE_TRITON = r"""
+import json, torch
+from portable_spec.vllm_adapter.triton_check_worker import enable_vllm_triton
+enable_vllm_triton()
+from portable_spec.kernels import registry
+"""
+
+_FLAGS = _ENABLE_TRITON + r"""
+import importlib
+def current(target):
+    module, attr = target.rsplit(".", 1)
+    return getattr(importlib.import_module(module), attr)
+out = {}
+targets = registry.install_substitutions("cuda")
+for sub in registry.substitutions_for("cuda"):
+    obj = current(sub.targets[0])
+    kernel = obj.kernel if type(obj).__name__ == "FixedTileLauncher" else obj
+    out[sub.name] = {
+        "type": type(obj).__name__, "kernel_type": type(kernel).__name__,
+        "same_object_everywhere": all(current(t) is obj for t in sub.targets),
+        "derived_from": getattr(kernel.fn, "__portable_spec_derived_from__", None),
+        "unspecialized": sorted(p.name for p in kernel.params if p.do_not_specialize),
+        "params": [p.name for p in kernel.params]}
+out["targets"] = targets
+out["restored"] = sorted(registry.uninstall())
+print(json.dumps(out))
+"""
+
+
+def test_cuda_substitutes_are_vllms_kernels_with_fewer_specializations():
+    """On real Triton JIT functions (no interpreter): each CUDA entry binds, at every site, vLLM's own kernel derived
+    with exactly the named parameters unspecialized (and no other change of signature); DFlash's sits in the
+    one-tile launcher; uninstall restores every site."""
+    report = _child(_FLAGS, interpret=False)
+    assert sorted(report.pop("targets")) == report.pop("restored") == sorted(t for s in CUDA for t in s.targets)
+    assert set(report) == {sub.name for sub in CUDA} and len(CUDA) == 4
+    for sub in CUDA:
+        row = report[sub.name]
+        kernel = sub.name.split(":")[0]
+        assert row["kernel_type"] == "JITFunction" and row["same_object_everywhere"], row
+        assert row["derived_from"] == f"vllm.v1.spec_decode.utils:{kernel}", row
+        assert row["unspecialized"] == sorted(sub.unspecialize), row
+        assert row["type"] == ("FixedTileLauncher" if sub.launcher else "JITFunction"), row
+
+
+_DFLASH = _ENABLE_TRITON + r"""
+import vllm.v1.spec_decode.utils as utils
+from vllm.triton_utils import triton
+from portable_spec.kernels.derive import derive
+from portable_spec.kernels.fixed_tile import FixedTileLauncher
+
+upstream = utils.copy_and_expand_dflash_inputs_kernel
+ours = FixedTileLauncher(derive(upstream, {}, ("total_input_tokens",)))
+gen = torch.Generator().manual_seed(7)
+K, BLOCK, MASK = 8, 16, 151669
+
+def case(query_lens, rejected):
+    batch = len(query_lens)
+    qsl = torch.zeros(batch + 1, dtype=torch.int32)
+    qsl[1:] = torch.tensor(query_lens).cumsum(0)
+    starts = torch.randint(0, 200, (batch,), generator=gen)
+    positions = torch.cat([s + torch.arange(n) for s, n in zip(starts.tolist(), query_lens)]).to(torch.int64)
+    blocks = 40
+    table = torch.randperm(batch * blocks, generator=gen).reshape(batch, blocks).to(torch.int32)
+    nrej = None
+    if rejected:
+        nrej = torch.tensor([int(torch.randint(0, n, (1,), generator=gen)) for n in query_lens], dtype=torch.int32)
+    return dict(next=torch.randint(0, 1000, (batch,), generator=gen, dtype=torch.int32), positions=positions,
+                qsl=qsl, table=table, nrej=nrej, max_query=max(query_lens))
+
+def launch(kernel, c, block_size_of):
+    batch, ctx = len(c["qsl"]) - 1, c["positions"].numel()
+    q = batch * (1 + K)
+    outs = dict(ids=torch.full((q,), -7, dtype=torch.int32), cpos=torch.full((ctx,), -7, dtype=torch.int64),
+                qpos=torch.full((q,), -7, dtype=torch.int64), cslot=torch.full((ctx,), -7, dtype=torch.int64),
+                qslot=torch.full((q,), -7, dtype=torch.int64), tidx=torch.full((batch * K,), -7, dtype=torch.int32))
+    per_req = c["max_query"] + 1 + K  # as DFlashProposer.set_inputs_first_pass picks the tile and the grid
+    tile = block_size_of(per_req)
+    kernel[(batch, triton.cdiv(per_req, tile))](
+        next_token_ids_ptr=c["next"], target_positions_ptr=c["positions"], out_input_ids_ptr=outs["ids"],
+        out_context_positions_ptr=outs["cpos"], out_query_positions_ptr=outs["qpos"],
+        out_context_slot_mapping_ptr=outs["cslot"], out_query_slot_mapping_ptr=outs["qslot"],
+        out_token_indices_ptr=outs["tidx"], block_table_ptr=c["table"], block_table_stride=c["table"].stride(0),
+        query_start_loc_ptr=c["qsl"], num_rejected_tokens_ptr=c["nrej"] if c["nrej"] is not None else 0,
+        parallel_drafting_token_id=MASK, block_size=BLOCK, num_query_per_req=1 + K, num_speculative_tokens=K,
+        total_input_tokens=ctx, BLOCK_SIZE=tile, HAS_NUM_REJECTED=c["nrej"] is not None)
+    return {k: v.tolist() for k, v in outs.items()}
+
+vllm_tile = lambda n: min(256, triton.next_power_of_2(n))
+specs = [([1 + K] * 4, True), ([1 + K] * 3 + [5], True), ([1], False), ([300, 7], False), ([130, 1 + K, 60], True),
+         ([1 + K] * 16, True), ([250], False), ([33, 17, 1], True)]
+result = {"upstream_is_jit": type(upstream).__name__ == "JITFunction" or hasattr(upstream, "fn"), "cases": []}
+for lens, rejected in specs:
+    c = case(lens, rejected)
+    theirs = launch(upstream, c, vllm_tile)
+    mine = launch(ours, c, vllm_tile)
+    untouched = {k: sum(1 for x in v if x == -7) for k, v in theirs.items()}
+    result["cases"].append({"lens": lens, "equal": theirs == mine, "tiles": vllm_tile(c["max_query"] + 1 + K),
+                            "untouched": untouched, "ids_written": len(theirs["ids"]) - untouched["ids"]})
+print(json.dumps(result))
+"""
+
+
+def test_one_tile_dflash_launch_writes_what_vllms_launch_writes():
+    """vLLM's real DFlash input kernel (interpreter), launched as vLLM launches it (tile = next power of two of the
+    longest query + 1 + K, up to 256) and through our one-tile launcher: every output buffer equal, element for
+    element, over decode-only, mixed prefill and long-prompt batches, with and without rejected tokens."""
+    report = _child(_DFLASH, interpret=True)
+    assert report["upstream_is_jit"]
+    cases = report["cases"]
+    assert {c["tiles"] for c in cases} >= {16, 32, 256}, "the cases must cover tiles below, at and above ours"
+    for c in cases:
+        assert c["equal"], c
+        assert c["ids_written"] == len(c["lens"]) * 9, c  # the comparison is over written outputs, not sentinels
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls = []
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.calls.append((grid, kwargs["BLOCK_SIZE"]))
+        return run
+
+
+@pytest.mark.parametrize("grid, block, want", [((3, 1), 16, (3, 1)), ((3, 1), 32, (3, 1)), ((2, 2), 256, (2, 8)),
+                                               ((5, 3), 64, (5, 3)), ((1, 1), 128, (1, 2))])
+def test_fixed_tile_launch_covers_the_same_range_at_one_tile(grid, block, want):
+    kernel = _Recorder()
+    FixedTileLauncher(kernel, tile=64)[grid](BLOCK_SIZE=block)
+    assert kernel.calls == [(want, 64)]
+    assert want[1] * 64 >= grid[1] * block  # never less than vLLM's range
+
+
+def test_a_renamed_parameter_fails_derivation_in_one_line():
+    def kernel(a_ptr, num_reqs):  # a stand-in for vLLM's source
+        pass
+
+    with pytest.raises(DerivationError) as err:
+        derive(kernel, {}, ("batch_size",))
+    assert "\n" not in str(err.value) and "has no parameter batch_size" in str(err.value)
+    with pytest.raises(ValueError, match="not a power of two"):
+        FixedTileLauncher(_Recorder(), tile=48)
