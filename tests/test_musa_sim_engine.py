@@ -320,3 +320,27 @@ def test_simulated_musa_seeds_and_measures_through_its_backing():
     sim.manual_seed_all(11)
     assert seen == [11] and sim.call_counts()["manual_seed_all"] == 1
     assert MusaPlatform(device_module=sim).memory_snapshot() == {"free": 3, "reserved": 5, "allocated": 4}
+
+
+def test_the_base_worker_binds_the_substitutes_of_its_platforms_port(vllm_platform, monkeypatch, caplog):
+    """``PortableWorker.init_device`` binds through ``bind_kernel_substitutes``: a MUSA (or musa-sim) platform gets
+    MUSA's entries, a CUDA platform CUDA's, each logged once under the platform's label."""
+    import types
+
+    from portable_spec.kernels import registry
+    from portable_spec.vllm_adapter import worker
+
+    for port, label in (("musa", "musa-sim"), ("cuda", "cuda")):
+        platform = types.SimpleNamespace(port_name=port, device_name="cuda")
+        monkeypatch.setattr(worker, "current_platform", platform)
+        monkeypatch.setattr(worker, "platform_label", lambda p, label=label: label)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+            try:
+                names = worker.bind_kernel_substitutes()
+                assert set(registry.installed()) == {t for s in registry.substitutions_for(port) for t in s.targets}
+            finally:
+                registry.uninstall()
+        assert names == [sub.name for sub in registry.substitutions_for(port)] and names
+        lines = [r.getMessage() for r in caplog.records if "kernel substitute" in r.getMessage()]
+        assert len(lines) == len(names) and all(line.startswith(f"portable_spec[{label}]: ") for line in lines)
