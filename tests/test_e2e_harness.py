@@ -391,7 +391,8 @@ def test_child_turns_on_vllms_verbose_jit_monitor_and_vllm_accepts_every_kwarg(v
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
     """The breakdown is read where the gap is: ``--profile-concurrency C`` profiles C requests (every generate call
-    of the profile: the warm pass, the torch-profiled pass and the cProfile pass), and says so in its report."""
+    of the profile: the warm pass, the torch-profiled pass, the cProfile pass and the phase clock's pass), and says
+    so in its report."""
     import types
 
     from portable_spec.harness.e2e.child import profile_decode
@@ -407,4 +408,5 @@ def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
 
     report = profile_decode(Engine(), types.SimpleNamespace(bench_tokens=4), lambda **kw: kw,
                             lambda prompt_token_ids: prompt_token_ids, concurrency)
-    assert seen == [concurrency] * 3 and report["concurrency"] == concurrency
+    assert seen == [concurrency] * 4 and report["concurrency"] == concurrency
+    assert "error" in report["phase_clock"]  # this stand-in engine enters no step scope: said, not divided by zero

@@ -61,5 +61,5 @@ def test_platforms_without_substitutions_get_no_section(vllm_platform, monkeypat
     monkeypatch.setattr(probe_cmd, "select_platform", lambda choice: CpuPlatform())
     assert probe_cmd.run(argparse.Namespace(platform="cpu", json=True, verify=False)) == 0
     assert "kernel_substitutions" not in json.loads(capsys.readouterr().out)
-    assert substitution_report("cuda") == {"vllm": "0.26.0", "vllm_kernels_are_triton_jit": None,
+    assert substitution_report("rocm") == {"vllm": "0.26.0", "vllm_kernels_are_triton_jit": None,
                                            "substitutions": []}

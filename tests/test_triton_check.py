@@ -148,7 +148,9 @@ def test_listing_says_what_each_substitute_replaces_and_why():
     assert {"find_seq_idx", "compute_tile_loop_bounds", "kernel_unified_attention"} <= set(names)
     derived = next(s for s in listing["substitutions"] if s["name"] == "kernel_unified_attention")
     assert derived["replacement"] == "vLLM's source with unannotate-parameters x6" and derived["reason"]
-    assert json.loads(run_cli("--platform", "cuda", "--json").stdout)["substitutions"] == []
+    assert json.loads(run_cli("--platform", "rocm", "--json").stdout)["substitutions"] == []
+    cuda = json.loads(run_cli("--platform", "cuda", "--json").stdout)["substitutions"]
+    assert len(cuda) == 4 and all("unspecialized" in s["replacement"] and s["reason"] for s in cuda)
 
 
 @pytest.fixture(scope="module")
