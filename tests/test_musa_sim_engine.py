@@ -280,7 +280,7 @@ def test_musa_class_start_up_methods_go_through_torch_musa(musa_port):
 
 
 def test_the_drafter_finds_our_port_by_port_name_not_device_name():
-    from portable_spec.vllm_adapter.v1_drafter import port_name_of
+    from portable_spec.vllm_adapter.mixin import port_name_of
 
     def platform(device_name, port_name=None):
         return types.SimpleNamespace(device_name=device_name, **({"port_name": port_name} if port_name else {}))
@@ -294,7 +294,7 @@ def test_the_drafter_finds_our_port_by_port_name_not_device_name():
 
 def test_the_musa_worker_logs_one_line_per_bound_substitute(vllm_platform, caplog):
     from portable_spec.kernels import registry
-    from portable_spec.vllm_adapter.musa_worker import log_bound_substitutes
+    from portable_spec.vllm_adapter.worker import log_bound_substitutes
 
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         assert log_bound_substitutes("musa", "musa-sim") == []  # nothing bound, nothing claimed

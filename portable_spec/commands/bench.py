@@ -152,15 +152,12 @@ def render_e2e(report: dict) -> str:
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
-    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, clocks_of, render_clock_table, render_table
+    from portable_spec.harness.e2e.breakdown_report import breakdowns_of, clock_section, clocks_of, render_table
 
     table = render_table(breakdowns_of(report))
     at = report.get("profile_concurrency") or 1
     where = f"per-step breakdown at concurrency {at} (profiled pass)"
-    clock = render_clock_table(clocks_of(report))
-    return "\n".join(lines + (["", where, table] if table else [])
-                     + (["", f"phase clock at concurrency {at} (unprofiled pass, real host time)", clock]
-                        if clock else []))
+    return "\n".join(lines + (["", where, table] if table else []) + clock_section(clocks_of(report), at))
 
 
 def _register_breakdown(bench_sub: argparse._SubParsersAction) -> None:
@@ -186,11 +183,11 @@ def run_breakdown(args: argparse.Namespace) -> int:
     if not breakdowns:
         raise PortableSpecError(f"{args.file} has no per-step breakdown: re-run bench e2e with --profile (reports "
                                 "before the breakdown existed have none)")
-    from portable_spec.harness.e2e.breakdown_report import clocks_of, render_clock_table
+    from portable_spec.harness.e2e.breakdown_report import clock_section, clocks_of
 
-    clock = render_clock_table(clocks_of(report))
-    table = render_table(breakdowns) + (f"\n\nphase clock (unprofiled pass, real host time)\n{clock}" if clock else "")
-    payload = {"file": args.file, "table": table, "breakdown": breakdowns, "phase_clock": clocks_of(report)}
+    clocks = clocks_of(report)
+    table = "\n".join([render_table(breakdowns), *clock_section(clocks, report.get("profile_concurrency"))])
+    payload = {"file": args.file, "table": table, "breakdown": breakdowns, "phase_clock": clocks}
     if args.png:
         title = (f"{pair_label(report)}, K={report.get('k')}, {report.get('device')}, vLLM {report.get('vllm')}"
                  if "pair" in report else "")

@@ -136,6 +136,6 @@ def derive(original: Any, rewrites: Mapping[str, int], unspecialize: tuple[str, 
     options = {k: list(getattr(original, k)) for k in ("do_not_specialize", "do_not_specialize_on_alignment")
                if getattr(original, k, None)}
     if unspecialize:
-        options["do_not_specialize"] = [*options.get("do_not_specialize", ()),
-                                        *(n for n in unspecialize if n not in options.get("do_not_specialize", ()))]
+        kept = options.get("do_not_specialize", [])
+        options["do_not_specialize"] = kept + [name for name in unspecialize if name not in kept]
     return triton.jit(new_fn, **options)

@@ -23,7 +23,6 @@ class FixedTileLauncher:
             raise ValueError(f"tile {tile} is not a power of two")
         self.kernel = kernel
         self.tile = tile
-        self.fn = getattr(kernel, "fn", None)  # what code that inspects a JIT kernel reads
 
     def __getitem__(self, grid: tuple[int, ...]) -> Any:
         rows, blocks = grid[0], grid[1] if len(grid) > 1 else 1

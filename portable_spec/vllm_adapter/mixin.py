@@ -39,6 +39,16 @@ def _constructed_port(name: str) -> DevicePlatform:
     return platform_class(name)()
 
 
+PORT_NAMES = ("cuda", "rocm", "musa")
+
+
+def port_name_of(platform: Any) -> str:
+    """Our port for vLLM's platform: the one our platform classes name (``port_name``: a musa-sim platform's tensors
+    are CUDA's, its port is MUSA's), else vLLM's device name where we have a port for it, else CUDA's."""
+    name = getattr(platform, "port_name", None) or platform.device_name
+    return name if name in PORT_NAMES else "cuda"
+
+
 def platform_label(platform: Any) -> str:
     """How a vLLM platform instance names itself in our logs and results: our classes' ``label()`` (``musa``;
     ``musa-sim`` under the harness's simulation), else vLLM's device name."""

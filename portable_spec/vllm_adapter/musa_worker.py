@@ -21,7 +21,7 @@ from vllm.platforms import current_platform
 from portable_spec.vllm_adapter.config_hook import ADDITIONAL_CONFIG_KEY
 from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
 from portable_spec.vllm_adapter.mixin import platform_label
-from portable_spec.vllm_adapter.worker import PortableWorker, log_bound_substitutes  # noqa: F401 - re-export
+from portable_spec.vllm_adapter.worker import PortableWorker
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 

@@ -39,21 +39,13 @@ from vllm.v1.spec_decode.eagle import EagleProposer
 from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher, DraftKey
 from portable_spec.draft.runner import DraftGraphRunner, StepCall
 from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
-from portable_spec.vllm_adapter.mixin import device_port
+from portable_spec.vllm_adapter.mixin import device_port, port_name_of
 from portable_spec.vllm_adapter.rank_agreement import first_rank_progress, tensor_parallel_agreement
 from portable_spec.vllm_adapter.v1_fused_chain import FusedChainMixin
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 PADDING_SLOT = -1
-PORT_NAMES = ("cuda", "rocm", "musa")
-
-
-def port_name_of(platform: Any) -> str:
-    """Our port for vLLM's platform: the one our platform classes name (``port_name``: a musa-sim platform's tensors
-    are CUDA's, its port is MUSA's), else vLLM's device name where we have a port for it, else CUDA's."""
-    name = getattr(platform, "port_name", None) or platform.device_name
-    return name if name in PORT_NAMES else "cuda"
 
 
 def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:

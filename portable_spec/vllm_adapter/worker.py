@@ -19,7 +19,7 @@ from vllm.v1.worker.gpu_worker import Worker
 from portable_spec.kernels import bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.draft_graph_policy import draft_graph_mode
 from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
-from portable_spec.vllm_adapter.mixin import platform_label
+from portable_spec.vllm_adapter.mixin import platform_label, port_name_of
 from portable_spec.vllm_adapter.overrides import overridden
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -40,8 +40,6 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
 
 def bind_kernel_substitutes() -> list[str]:
     """Install and log the substitutes of the port this process's platform uses; returns their names."""
-    from portable_spec.vllm_adapter.v1_drafter import port_name_of
-
     port = port_name_of(current_platform)
     install_substitutions(port)
     return log_bound_substitutes(port, platform_label(current_platform))

@@ -95,6 +95,13 @@ def render_clock_table(clocks: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def clock_section(clocks: dict[str, dict[str, Any]], concurrency: int | None = None) -> list[str]:
+    """The phase-clock table under its heading, as lines to append to a report (none when there is no clock)."""
+    table = render_clock_table(clocks)
+    at = f" at concurrency {concurrency}" if concurrency else ""
+    return ["", f"phase clock{at} (unprofiled pass, real host time)", table] if table else []
+
+
 def draw(ax: Any, breakdowns: dict[str, dict[str, Any]], concurrency: int = 1) -> None:
     """Two stacked bars per variant (host, device), one segment per phase, ms per decode step."""
     import matplotlib
