@@ -3,6 +3,8 @@ profiler breakdown reads, driven through ``profile_scopes``' real wrappers with 
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from portable_spec.harness.e2e.breakdown_report import clocks_of, render_clock_table
@@ -102,3 +104,72 @@ def test_the_report_table_shows_the_difference_to_mrv2():
     table = render_clock_table(clocks)
     prep = next(line for line in table.splitlines() if line.startswith("target input prep"))
     assert prep.split()[-3:] == ["2000.000", "/", "0.000"]  # ours - MRV2: 2 s of wall, none off the CPU
+
+
+def test_detail_scopes_are_timed_inclusive_apart_from_the_phases():
+    ticks = Ticks()
+    clock = _clock(ticks)
+    detail = profile_scopes.DETAIL_PREFIX + "v1 _prepare_inputs"
+    inner = profile_scopes.DETAIL_PREFIX + "v1 _calc_spec_decode_metadata"
+    with clock.scope(STEP):
+        ticks.spend(1.0)
+        with clock.scope(detail):
+            ticks.spend(0.5)
+            with clock.scope(inner):
+                ticks.spend(0.25, cpu=0.0)
+    out = clock.summary(wall_s=2.0)
+    assert out["phases"]["target_prep"]["wall_ms"] == 1750.0  # details take nothing from their phase
+    assert out["details"]["v1 _prepare_inputs"] == {"wall_ms": 750.0, "cpu_ms": 500.0, "calls_per_step": 1.0}
+    assert out["details"]["v1 _calc_spec_decode_metadata"]["wall_ms"] == 250.0 and out["misnested"] == 0
+
+
+def test_a_scope_closed_out_of_order_is_counted_and_dropped_not_misattributed():
+    ticks = Ticks()
+    clock = _clock(ticks)
+    with clock.scope(STEP):
+        outer = clock.scope(profile_scopes.DETAIL_PREFIX + "outer")
+        outer.__enter__()
+        with clock.scope(DRAFT_FIRST):
+            ticks.spend(1.0)
+            outer.__exit__(None, None, None)  # closes under an open phase scope
+        ticks.spend(1.0)
+    out = clock.summary(wall_s=2.0)
+    assert out["misnested"] == 1 and "outer" not in out["details"]
+    assert out["phases"]["draft_first"]["wall_ms"] == 1000.0 and out["phases"]["target_prep"]["wall_ms"] == 1000.0
+
+
+def test_every_detail_hook_names_a_vllm_0_26_method_and_encloses_no_region_switch():
+    """The detail hooks resolve on vLLM 0.26.0 (ours once it is imported), and none is a method a region switch
+    happens inside (which would misnest the clock's scopes)."""
+    import vllm.v1.core.sched.scheduler  # noqa: F401
+    import vllm.v1.spec_decode.llm_base_proposer  # noqa: F401
+    import vllm.v1.worker.gpu.model_runner  # noqa: F401
+    import vllm.v1.worker.gpu_model_runner  # noqa: F401
+
+    switches = {h.attr.split(".")[-1] for h in profile_scopes.HOOKS if h.kind.startswith("switch")}
+    for hook in profile_scopes.DETAIL_HOOKS:
+        if hook.module.startswith("portable_spec"):
+            continue
+        owner, name = profile_scopes.resolve(hook)
+        assert name in vars(owner)
+        source = inspect.getsource(vars(owner)[name])
+        assert not any(f".{s}(" in source for s in switches), hook
+
+
+def test_the_report_lists_each_runners_detail_scopes():
+    from portable_spec.harness.e2e.breakdown_report import clock_section
+
+    def row(variant: str, detail: str, seconds: float) -> dict:
+        ticks = Ticks()
+        clock = _clock(ticks)
+        with clock.scope(STEP):
+            with clock.scope(profile_scopes.DETAIL_PREFIX + detail):
+                ticks.spend(seconds)
+        return {"variant": variant, "phase_clock": clock.summary(wall_s=seconds)}
+
+    clocks = clocks_of({"results": [row("full_drafter", "v1 _prepare_inputs", 0.002),
+                                    row("mrv2", "mrv2 prepare_inputs", 0.001)]})
+    lines = "\n".join(clock_section(clocks, 16)).splitlines()
+    v1 = next(line for line in lines if line.startswith("v1 _prepare_inputs"))
+    assert v1.split()[-4:] == ["2.000", "/", "1.00", "-"]  # ours has it, MRV2 has no such call
+    assert any(line.startswith("mrv2 prepare_inputs") and line.rstrip().endswith("1.00") for line in lines)

@@ -110,7 +110,7 @@ class FakeV1Runner:
             sleep_ms(SAMPLE)
         with record_function("gpu_model_runner: draft"):
             sleep_ms(DRAFT_IO)
-            drafter.propose(K)
+            getattr(drafter, "propose_with_prep", drafter.propose)(K)
         with record_function("gpu_model_runner: bookkeep"):
             sleep_ms(BOOKKEEP)
 
@@ -130,21 +130,23 @@ class FakeProposer:
 
 
 class FakeFusedProposer(FakeProposer):
-    """Ours: the fused first pass (no sample call: it samples inside its graph), or upstream's propose for the first
-    pass (K=1); then our chain loop."""
-
-    def __init__(self, fused_first: bool = False):
-        self.fused_first = fused_first
+    """Ours on vLLM's runner path: upstream's propose for the first pass (K=1), then our chain loop."""
 
     def propose(self, k):
-        if self.fused_first:
-            sleep_ms(FIRST)
-        else:
-            super().propose(1)
+        super().propose(1)
         self._run_fused_chain(k)
 
     def _run_fused_chain(self, k):
         sleep_ms(CHAIN_STEP * (k - 1))
+
+
+class FakeDraftPrep(FakeFusedProposer):
+    """Ours with the runner's draft prep folded in: the runner calls ``propose_with_prep`` (the fused first pass
+    samples inside its graph: no sample call), then our chain loop."""
+
+    def propose_with_prep(self, k):
+        sleep_ms(FIRST)
+        self._run_fused_chain(k)
 
 
 class FakeScheduler:
@@ -197,6 +199,7 @@ def prepare_decode_inputs():
 STAND_INS = {(ours.V1_RUNNER, "GPUModelRunner"): "FakeV1Runner", (ours.V1_RUNNER, "AsyncGPUModelRunnerOutput"):
              "FakeAsyncOutput", (ours.V1_PROPOSER, "SpecDecodeBaseProposer"): "FakeProposer",
              ("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin"): "FakeFusedProposer",
+             ("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin"): "FakeDraftPrep",
              (ours.MRV2_RUNNER, "GPUModelRunner"): "FakeV2Runner",
              ("vllm.v1.worker.gpu.cudagraph_utils", "ModelCudaGraphManager"): "FakeGraphManager",
              ("vllm.v1.worker.gpu.async_utils", "AsyncOutput"): "FakeAsyncOutput",
@@ -208,7 +211,8 @@ STAND_INS = {(ours.V1_RUNNER, "GPUModelRunner"): "FakeV1Runner", (ours.V1_RUNNER
 def stand_in_hooks(runner: str) -> tuple[ScopeHook, ...]:
     """The real hook table for one runner's half (and the engine's), each vLLM class or function replaced by its
     stand-in here: same scopes, same kinds."""
-    other = ((ours.V1_RUNNER, ours.V1_PROPOSER, "portable_spec.vllm_adapter.v1_fused_chain") if runner == "mrv2"
+    other = ((ours.V1_RUNNER, ours.V1_PROPOSER, "portable_spec.vllm_adapter.v1_fused_chain",
+              "portable_spec.vllm_adapter.v1_draft_prep") if runner == "mrv2"
              else tuple({hook.module for hook in HOOKS if hook.module.startswith("vllm.v1.worker.gpu.")}))
     hooks = []
     for hook in HOOKS:
@@ -255,7 +259,7 @@ EXPECTED = {"target_prep": PREP + STEP_REST, "target_forward": FORWARD, "verify"
 
 
 @pytest.mark.parametrize("runner, drafter", [("v1", FakeProposer()), ("v1", FakeFusedProposer()),
-                                             ("v1", FakeFusedProposer(fused_first=True)), ("mrv2", None)])
+                                             ("v1", FakeDraftPrep()), ("mrv2", None)])
 def test_host_time_goes_to_the_innermost_phase_and_adds_up_to_the_measured_total(runner, drafter):
     events, wall = profiled_decode(runner, drafter)
     bd = breakdown(events, runner=runner)

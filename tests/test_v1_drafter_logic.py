@@ -7,8 +7,10 @@ reduced to the persistent buffers the drafter reads from it. The real replays ru
 
 from __future__ import annotations
 
+import copy
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -43,13 +45,24 @@ class EagerDraft(torch.nn.Module):
         return ("eager", input_ids.shape[0])
 
 
+MAX_TOKENS = 64
+VOCAB = 32
+
+
 def runner_buffers() -> types.SimpleNamespace:
-    """The target runner's persistent buffers the drafter reads (query_start_loc, seq_lens, block table)."""
+    """The target runner's persistent buffers the drafter reads (query_start_loc, seq_lens, block table; the token
+    ids, positions and discard mask the draft prep reads) and the facts it checks once."""
     table = torch.zeros(MAX_REQS, 4, dtype=torch.int32)
+    positions = torch.zeros(MAX_TOKENS, dtype=torch.int64)
     return types.SimpleNamespace(
         query_start_loc=types.SimpleNamespace(gpu=torch.zeros(MAX_REQS + 1, dtype=torch.int32)),
         seq_lens=torch.zeros(MAX_REQS, dtype=torch.int32), max_num_reqs=MAX_REQS,
-        input_batch=types.SimpleNamespace(block_table=[types.SimpleNamespace(get_device_tensor=lambda n: table[:n])]))
+        input_ids=types.SimpleNamespace(gpu=torch.zeros(MAX_TOKENS, dtype=torch.int32)), positions=positions,
+        _get_positions=lambda n: positions[:n], uses_mrope=False, uses_xdrope_dim=0, supports_mm_inputs=False,
+        discard_request_mask=types.SimpleNamespace(gpu=torch.zeros(MAX_REQS, dtype=torch.bool)),
+        get_model=lambda: types.SimpleNamespace(),
+        input_batch=types.SimpleNamespace(block_table=[types.SimpleNamespace(get_device_tensor=lambda n: table[:n])],
+                                          vocab_size=VOCAB))
 
 
 def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch):
@@ -406,11 +419,60 @@ class RecordingBuilder:
         return ("metadata", draft_index)
 
 
+class TorchLaunch:
+    """``kernel[grid](*args, **kwargs)`` as vLLM launches a Triton kernel, running a torch port (vLLM turns Triton
+    off on a host without a GPU driver); programs past the grid's first axis never run, as on a device."""
+
+    def __init__(self, program) -> None:
+        self.program, self.grids = program, []
+
+    def __getitem__(self, grid):
+        self.grids.append(tuple(grid))
+        return lambda *args, **kwargs: [self.program(i, *args, **kwargs) for i in range(grid[0])]
+
+
+def next_token_program(req, sampled, discard, backup, next_ids, valid, vocab_size, num_tokens, num_reqs, stride,
+                       BLOCK_SIZE_TOKENS):
+    """vLLM 0.26.0's ``eagle_prepare_next_token_padded_kernel``, one program, line for line."""
+    if req >= num_reqs:
+        return
+    if bool(discard[req]):
+        next_ids[req], valid[req] = backup[req], 0
+        return
+    row = sampled.reshape(-1)[req * stride: req * stride + num_tokens]
+    ok = (row != -1) & (row < vocab_size)
+    count = int(ok.sum())
+    next_ids[req] = row[int(ok.nonzero().max())] if count else backup[req]
+    valid[req] = count
+
+
+def past_end(t, i):
+    """``t[i]``, or 0 past its end: vLLM launches this kernel over the target's padded rows too, where its fresh
+    per-request tensors end; on a device that read is whatever lies there (those rows' results are never used)."""
+    return int(t[i]) if i < t.shape[0] else 0
+
+
+def inputs_padded_program(req, cu_num_draft, valid, query_start_loc, token_indices, num_rejected, num_reqs):
+    """vLLM 0.26.0's ``eagle_prepare_inputs_padded_kernel``, one program, line for line."""
+    if req >= num_reqs:
+        return
+    drafts = past_end(cu_num_draft, req) - (past_end(cu_num_draft, req - 1) if req else 0)
+    rejected = drafts + 1 - past_end(valid, req) if drafts > 0 else 0
+    token_indices[req] = int(query_start_loc[req + 1]) - 1 - rejected
+    num_rejected[req] = rejected
+
+
 @pytest.fixture
 def capturing(vllm_platform, tmp_path_factory, monkeypatch):
-    """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port."""
+    """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port; vLLM's
+    draft-prep kernels run as torch ports, through the names vLLM's proposer calls them by."""
+    import vllm.v1.spec_decode.llm_base_proposer as base
+
     import portable_spec.vllm_adapter.mixin as mixin
     from recording_device import RecordingDevice, RecordingPort
+
+    monkeypatch.setattr(base, "eagle_prepare_next_token_padded_kernel", TorchLaunch(next_token_program))
+    monkeypatch.setattr(base, "eagle_prepare_inputs_padded_kernel", TorchLaunch(inputs_padded_program))
 
     proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
     proposer.graphs, proposer.graph_runner = None, None
@@ -485,35 +547,21 @@ class PositionalDraft(TensorDraft):
         return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
 
 
-def verify_step_inputs(proposer, seq_lens, padded_rows=0):
-    """One verify-shaped step as vLLM's V1 runner hands it to ``propose`` (padded drafter batch): fresh metadata over
-    the runner's persistent buffers, the target's tokens/positions/hidden states, sample rows and rejections."""
-    from vllm.v1.attention.backend import CommonAttentionMetadata
+class MixingDraft(PositionalDraft):
+    """Like ``PositionalDraft``, and each token also sees every earlier token's id (a stand-in for attention), so a
+    wrong token at any row of the first pass changes the drafts; records the KV slots each forward writes."""
 
-    gen = torch.Generator().manual_seed(0)
-    runner, q, n = proposer.target_runner, 1 + proposer.graph_k, len(seq_lens)
-    real = n - padded_rows
-    qsl = torch.tensor([min(i, real) * q for i in range(n + 1)], dtype=torch.int32)
-    runner.query_start_loc.gpu[: n + 1] = qsl
-    runner.seq_lens[:n] = torch.tensor(seq_lens, dtype=torch.int32)
-    table = runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)
-    table[:] = torch.arange(table.numel(), dtype=torch.int32).view_as(table) + 7
-    tokens = real * q
-    positions = torch.cat([torch.arange(s - q, s) for s in seq_lens[:real]]).long()
-    meta = CommonAttentionMetadata(
-        query_start_loc=runner.query_start_loc.gpu[: n + 1], query_start_loc_cpu=qsl, seq_lens=runner.seq_lens[:n],
-        num_reqs=n, num_actual_tokens=tokens, max_query_len=q, max_seq_len=max(seq_lens),
-        block_table_tensor=table[:n], slot_mapping=torch.arange(tokens, dtype=torch.int64) + 500)
-    rejected = torch.tensor([1, 0, 2, 0][:real] + [0] * padded_rows, dtype=torch.int32)
-    sample_rows = qsl[1:] - 1 - rejected
-    return {"target_token_ids": torch.randint(0, 5, (tokens,), generator=gen, dtype=torch.int32),
-            "target_positions": positions,
-            "target_hidden_states": torch.randint(0, 4, (tokens, proposer.hidden_states.shape[1]),
-                                                  generator=gen).to(proposer.hidden_states.dtype),
-            "next_token_ids": torch.randint(0, 5, (n,), generator=gen, dtype=torch.int32),
-            "token_indices_to_sample": sample_rows.to(torch.int32), "common_attn_metadata": meta,
-            "sampling_metadata": types.SimpleNamespace(all_greedy=True), "mm_embed_inputs": None,
-            "num_rejected_tokens_gpu": rejected}
+    def __init__(self, hidden: int) -> None:
+        super().__init__(hidden)
+        self.slots: list[list[int]] = []
+
+    def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
+        from vllm.forward_context import get_forward_context
+
+        slots = get_forward_context().slot_mapping
+        self.slots.append(next(iter(slots.values()))[: input_ids.shape[0]].tolist() if slots else [])
+        h = hidden_states.float() + 3 * torch.cumsum(input_ids, 0)[:, None].float() + positions[:, None].float()
+        return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
 
 
 def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size, max_model_len,
@@ -534,47 +582,170 @@ def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size,
     out_slot_mapping[batch:input_batch_size or batch] = PADDING_SLOT
 
 
-@pytest.mark.parametrize("padded_rows", [0, 1])  # 4 real requests; or 3 real + 1 the target padded
-def test_fused_first_pass_drafts_what_vllms_propose_drafts(capturing, padded_rows, monkeypatch):
-    """Our propose (fused first pass: one replay, then fused chain replays) against vLLM's own propose, eager, on
-    the same proposer and inputs: same drafts, and the same persistent state left behind (positions, slot mapping,
-    the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded over the same persistent
-    buffers, which is what a device graph replays. Both paths get vLLM's step kernel through the one name
-    vLLM's proposer calls it by (as torch: see ``step_kernel_in_torch``)."""
+def runner_for(proposer):
+    """Our V1 runner class around the stand-in's buffers (``__new__``: no engine), so vLLM's
+    ``propose_draft_token_ids`` and ours run on the same object; the hand-off to the host is recorded."""
+    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+
+    runner = PortableV1ModelRunner.__new__(PortableV1ModelRunner)
+    vars(runner).update(vars(proposer.target_runner))
+    runner.drafter, runner.speculative_config = proposer, proposer.vllm_config.speculative_config
+    runner.use_aux_hidden_state_outputs = False
+    runner.handed_off = []
+    runner._copy_valid_sampled_token_count = lambda ids, counts: runner.handed_off.append(
+        (ids.tolist(), counts.tolist()))
+    proposer.target_runner = runner
+    return runner
+
+
+def verify_step(runner, proposer, n):
+    """One verify-shaped step as vLLM's V1 runner reaches drafting (unpadded metadata): ``n`` requests of 1+K
+    tokens; row 1 accepts everything, rows 0 and 3 reject some drafts, row 2 is a prompt chunk of 1+K tokens (no
+    drafts) whose sampled token is discarded (its backup token is used)."""
+    from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
+
+    k, q, real = proposer.graph_k, 1 + proposer.graph_k, n
+    gen = torch.Generator().manual_seed(1)
+    seq_lens = [20, 37, 40, 52][:n]
+    qsl = torch.arange(n + 1, dtype=torch.int32) * q
+    runner.query_start_loc.gpu[: n + 1] = qsl
+    runner.seq_lens[:n] = torch.tensor(seq_lens, dtype=torch.int32)
+    table = runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)
+    table[:] = torch.arange(table.numel(), dtype=torch.int32).view_as(table) + 7
+    tokens = real * q
+    runner.input_ids.gpu[:MAX_TOKENS] = torch.randint(0, VOCAB, (MAX_TOKENS,), generator=gen, dtype=torch.int32)
+    runner.positions[:tokens] = torch.cat([torch.arange(s - q, s) for s in seq_lens[:real]])
+    runner.discard_request_mask.gpu[:] = False
+    runner.discard_request_mask.gpu[2] = n > 2
+    drafts = [k, k, 0, k][:real]
+    accepted = [1, k, 0, 2][:real]
+    sampled = torch.full((real, q), -1, dtype=torch.int32)
+    for row, count in enumerate(accepted):
+        sampled[row, : count + 1] = torch.randint(0, VOCAB, (count + 1,), generator=gen, dtype=torch.int32)
+    ids = [f"req{i}" for i in range(real)]
+    runner.requests = {rid: types.SimpleNamespace(get_token_id=lambda idx, i=i: (idx * 7 + i) % VOCAB)
+                       for i, rid in enumerate(ids)}
+    runner.input_batch.num_reqs, runner.input_batch.req_ids = real, ids
+    runner.input_batch.num_tokens_no_spec = np.array(seq_lens[:real], dtype=np.int32) - k
+    meta = SpecDecodeMetadata(
+        draft_token_ids=torch.zeros(sum(drafts), dtype=torch.int32), num_draft_tokens=drafts,
+        cu_num_draft_tokens=torch.tensor(np.cumsum(drafts), dtype=torch.int32),
+        cu_num_sampled_tokens=torch.tensor(np.cumsum([d + 1 for d in drafts]), dtype=torch.int32),
+        target_logits_indices=torch.zeros(sum(drafts), dtype=torch.int32),
+        bonus_logits_indices=torch.zeros(real, dtype=torch.int32),
+        logits_indices=torch.zeros(sum(drafts) + real, dtype=torch.int32))
+    from vllm.v1.attention.backend import CommonAttentionMetadata
+
+    cad = CommonAttentionMetadata(
+        query_start_loc=runner.query_start_loc.gpu[: n + 1], query_start_loc_cpu=qsl, seq_lens=runner.seq_lens[:n],
+        num_reqs=n, num_actual_tokens=tokens, max_query_len=q, max_seq_len=max(seq_lens),
+        block_table_tensor=table[:n], slot_mapping=torch.arange(MAX_TOKENS, dtype=torch.int64) + 500)
+    hidden = torch.randint(0, 4, (MAX_TOKENS, proposer.hidden_states.shape[1]),
+                           generator=gen).to(proposer.hidden_states.dtype)
+    scheduler_output = types.SimpleNamespace(total_num_scheduled_tokens=tokens, num_spec_tokens_to_schedule=k)
+    return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, None, meta, cad, None)
+
+
+@pytest.mark.parametrize("num_reqs", [4, 2])
+def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, monkeypatch):
+    """Our runner's drafting (the draft prep, the first pass and its sample in one replay, then fused chain replays)
+    against vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same runner, proposer and inputs:
+    same drafts, same next tokens and valid counts handed to the host, and the same persistent state left behind
+    (positions, slot mapping, the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded
+    over the same persistent buffers, which is what a device graph replays. Both paths get vLLM's kernels through
+    the names vLLM calls them by (as torch ports: ``TorchLaunch``)."""
     import vllm.v1.spec_decode.llm_base_proposer as base
-    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+
+    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+    proposer, _, _ = capturing
+    proposer.model = MixingDraft(proposer.hidden_states.shape[1])
+    proposer.block_size = 16
+    runner = runner_for(proposer)
+    proposer.capture_graphs()
+    graphs = proposer.graph_runner
+    for key, step in graphs.captured.items():
+        step.graph.body = proposer.step_call(key).run
+    buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
+    fresh = {name: getattr(proposer, name).clone() for name in buffers}
+
+    def run(propose_draft_token_ids):
+        for name in buffers:
+            getattr(proposer, name).copy_(fresh[name])
+        runner.handed_off.clear()
+        args = verify_step(runner, proposer, num_reqs)
+        with torch.inference_mode():  # as vLLM's worker runs every step
+            drafts = propose_draft_token_ids(runner, *args)
+        state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
+        first_pass_slots, proposer.model.slots = proposer.model.slots[-proposer.graph_k], []
+        return drafts, list(runner.handed_off), state, runner.seq_lens[:4].clone(), first_pass_slots
+
+    ours = run(PortableV1ModelRunner.propose_draft_token_ids)
+    assert graphs.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}  # nothing else ran
+    proposer.graphs.uninstall()
+    proposer.graph_runner = None  # vLLM's runner path and propose, unhooked: every kernel, forward and sample eager
+    upstream = run(GPUModelRunner.propose_draft_token_ids)
+    n = num_reqs
+    assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (n, proposer.graph_k)
+    assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
+    assert ours[1] == upstream[1] and len(ours[1]) == 1 and ours[1][0][1] == [2, 4, 0, 3][:n]
+    if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
+        assert ours[1][0][0][2] == ((40 - proposer.graph_k - 1) * 7 + 2) % VOCAB
+    for name in ("positions", "_slot_mapping_buffer"):
+        assert ours[2][name][:n].tolist() == upstream[2][name][:n].tolist(), name
+    assert ours[3][:n].tolist() == upstream[3][:n].tolist()
+    q = 1 + proposer.graph_k  # the first pass wrote each token's KV at the target's slots
+    assert ours[4][: n * q] == upstream[4][: n * q] == list(range(500, 500 + n * q))
+
+
+def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing, monkeypatch):
+    import vllm.v1.spec_decode.llm_base_proposer as base
 
     monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
     proposer, _, _ = capturing
     proposer.model = PositionalDraft(proposer.hidden_states.shape[1])
-    proposer.block_size = 16
+    runner = runner_for(proposer)
     proposer.capture_graphs()
-    runner = proposer.graph_runner
-    for key, step in runner.captured.items():
-        step.graph.body = proposer.step_call(key).run
-    k, seq_lens = proposer.graph_k, [20, 37, 40, 0] if padded_rows else [20, 37, 40, 52]
-    buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
-    fresh = {name: getattr(proposer, name).clone() for name in buffers}
+    args = list(verify_step(runner, proposer, 4))
+    before = proposer.backup_next_token_ids.np.copy(), proposer.prep_sampled.clone()
 
-    def run(propose):
-        for name in buffers:
-            getattr(proposer, name).copy_(fresh[name])
-        kwargs = verify_step_inputs(proposer, seq_lens, padded_rows)
-        with torch.inference_mode():  # as vLLM's worker runs every step
-            drafts = propose(k, **kwargs)
-        return drafts, {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}, \
-            proposer.target_runner.seq_lens[:4].clone()
+    def declined(**changes):
+        call = dict(zip(("scheduler_output", "sampled_token_ids", "sampling_metadata", "hidden_states",
+                         "sample_hidden_states", "aux_hidden_states", "spec_decode_metadata",
+                         "common_attn_metadata"), args))
+        call.update(changes)
+        call.pop("sample_hidden_states")
+        return proposer.propose_with_prep(runner, **call) is None
 
-    ours = run(proposer.propose)
-    assert runner.replays == {FIRST_FUSED: 1, CHAIN_FUSED: k - 1}  # one replay per pass, nothing else ran
-    proposer.graphs.uninstall()
-    proposer.graph_runner = None  # vLLM's propose, unhooked: every forward and sample eager
-    upstream = run(lambda n, **kw: SpecDecodeBaseProposer.propose(proposer, n, **kw))
-    assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (4, k)
-    assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
-    for name in ("positions", "_slot_mapping_buffer"):
-        assert ours[1][name].tolist() == upstream[1][name].tolist(), name
-    assert ours[2].tolist() == upstream[2].tolist()
+    assert declined(spec_decode_metadata=None)  # no drafts verified this step
+    assert declined(sampled_token_ids=[[1, 2]])  # host-side sampled tokens (padded drafter batch off)
+    proposer._enable_probabilistic_draft_probs = True
+    assert declined(sampling_metadata=types.SimpleNamespace(all_greedy=False))  # samples from the draft
+    proposer._enable_probabilistic_draft_probs = False
+    assert declined(scheduler_output=types.SimpleNamespace(num_spec_tokens_to_schedule=proposer.graph_k - 1))
+    assert declined(sampled_token_ids=args[1][:3])  # a row count other than the metadata's
+    wide = copy.copy(args[7])
+    wide.num_reqs = 3  # not an exactly captured size of verify-shaped rows on the runner's buffers
+    assert declined(common_attn_metadata=wide, sampled_token_ids=args[1][:3])
+    assert (proposer.backup_next_token_ids.np == before[0]).all() and torch.equal(proposer.prep_sampled, before[1])
+    assert proposer.graph_runner.replays == {}
+    proposer.draft_prep_off = ["multimodal draft inputs"]
+    assert declined()
+
+
+def test_each_reason_the_draft_prep_stays_on_vllms_path_is_named(eagle):
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    eagle._init_fused_chain(MAX_REQS)
+    runner = eagle.target_runner
+    assert eagle.prep_blockers(runner) == []
+    runner.uses_mrope = True
+    runner.get_model = lambda: types.SimpleNamespace(get_mtp_target_hidden_states=lambda: None)
+    assert eagle.prep_blockers(runner) == ["M-RoPE/XD-RoPE target positions",
+                                           "the target overrides the drafter's hidden states"]
+    eagle.draft_prep_off = ["M-RoPE/XD-RoPE target positions"]
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN_FUSED)  # upstream's first pass keeps its per-forward graph
 
 
 def test_fused_first_pass_only_for_exact_verify_shaped_batches_on_the_runners_buffers(fused):

@@ -9,6 +9,7 @@ set against a brute-force enumeration of small engines. The real steps run on th
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import types
@@ -23,8 +24,8 @@ from portable_spec.draft.runner import DraftGraphRunner
 from portable_spec.harness.model_zoo import build_pair
 from portable_spec.platforms.cpu import CpuPlatform
 from portable_spec.vllm_adapter.warmup_plan import (
-    DFLASH_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, dflash_block, dflash_buckets, int_class,
-    kernel_keys, plan_rounds, reachable_keys, round_keys,
+    BATCH_PARAMS, DFLASH_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, batch_agnostic_kernels, dflash_block,
+    dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys,
 )
 
 K = 3
@@ -75,6 +76,29 @@ def test_eagle_plans_three_rounds_and_tells_what_a_bound_leaves_out():
     assert len(rounds) == 2 and uncovered and all(key[-1] == SIXTEEN for key in uncovered)
 
 
+def test_cudas_bound_substitutes_make_every_modelled_kernel_batch_agnostic_and_musas_none():
+    from portable_spec.kernels.registry import substitutions_for
+
+    assert batch_agnostic_kernels(substitutions_for("cuda")) == frozenset(BATCH_PARAMS)
+    assert batch_agnostic_kernels(substitutions_for("musa")) == frozenset()  # MUSA's entries keep vLLM's variants
+    one_tile = next(s for s in substitutions_for("cuda") if s.name.startswith(DFLASH_INPUTS))
+    assert DFLASH_INPUTS not in batch_agnostic_kernels([dataclasses.replace(one_tile, launcher=None)])
+
+
+@pytest.mark.parametrize("dflash", [False, True], ids=["eagle", "dflash"])
+def test_batch_agnostic_kernels_need_one_round_per_request_class_and_no_more(dflash):
+    """With every modelled kernel bound batch-agnostic, DFlash needs no round per tile bucket or token class; each
+    request class keeps its round (kernels outside the model may specialize on the batch)."""
+    full = Limits(max_reqs=64, max_tokens=8192, max_len=2048, k=K, dflash=dflash)
+    lean = dataclasses.replace(full, batch_agnostic=frozenset(BATCH_PARAMS))
+    rounds, uncovered = plan_rounds(lean)
+    assert not uncovered and [(len(r.prompts), r.verify) for r in rounds] == [(1, True), (3, True), (16, True)]
+    assert len(plan_rounds(full)[0]) > 3 if dflash else len(plan_rounds(full)[0]) == 3
+    steps = [s for r in rounds for s in r.steps(K)]
+    assert {(int_class(s.num_reqs), s.verify) for s in steps} == {(c, v) for c in (ONE, OTHER, SIXTEEN)
+                                                                   for v in (False, True)}
+
+
 def brute_force_keys(limits: Limits) -> frozenset:
     """Every step an engine under ``limits`` can schedule: requests verifying K drafts (1+K tokens each) and prompt
     chunks of any length the drafter still runs for, at most ``max_reqs`` requests and ``max_tokens`` tokens."""
@@ -94,9 +118,12 @@ def brute_force_keys(limits: Limits) -> frozenset:
 @pytest.mark.parametrize("max_reqs,max_tokens,k,dflash", [
     (1, 40, 1, True), (2, 40, 3, True), (3, 40, 1, True), (3, 24, 2, True), (3, 48, 3, True), (2, 16, 5, True),
     (3, 40, 3, False), (1, 20, 1, False)])
-def test_the_reachable_model_matches_a_brute_force_enumeration(max_reqs, max_tokens, k, dflash):
-    limits = Limits(max_reqs=max_reqs, max_tokens=max_tokens, max_len=64, k=k, dflash=dflash)
+@pytest.mark.parametrize("agnostic", [False, True], ids=["vllm_kernels", "batch_agnostic"])
+def test_the_reachable_model_matches_a_brute_force_enumeration(max_reqs, max_tokens, k, dflash, agnostic):
+    limits = Limits(max_reqs=max_reqs, max_tokens=max_tokens, max_len=64, k=k, dflash=dflash,
+                    batch_agnostic=frozenset(BATCH_PARAMS) if agnostic else frozenset())
     assert reachable_keys(limits) == brute_force_keys(limits)
+    assert not plan_rounds(limits)[1]
 
 
 def test_rounds_that_need_more_blocks_than_exist_are_not_planned():

@@ -104,13 +104,74 @@ def test_our_subclasses_override_only_what_we_mean_to():
 
     assert set(vars(PortableWorker)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__",
                                         "__static_attributes__"} == {"init_device"}
-    assert {"__init__", "capture_model"} <= set(vars(PortableV1ModelRunner))
-    ours = {name for cls in FullGraphEagleProposer.__mro__[:3] for name in vars(cls) if not name.startswith("__")}
-    upstream = {name for cls in FullGraphEagleProposer.__mro__[3:] for name in vars(cls)}
+    assert {"__init__", "capture_model", "propose_draft_token_ids"} <= set(vars(PortableV1ModelRunner))
+    ours = {name for cls in FullGraphEagleProposer.__mro__[:4] for name in vars(cls) if not name.startswith("__")}
+    upstream = {name for cls in FullGraphEagleProposer.__mro__[4:] for name in vars(cls)}
+    assert FullGraphEagleProposer.__mro__[4].__name__ == "EagleProposer"
     # The upstream methods we wrap (each calls super()); everything else of ours is new, not a silent override.
     assert ours & upstream == {"propose", "set_inputs_first_pass", "build_per_group_and_layer_attn_metadata"}
     init = inspect.getsource(module_runner_init())
     assert "self.query_start_loc = self._make_buffer(" in init
+
+
+def test_the_v1_runners_draft_prep_we_fold_into_the_first_pass():
+    """``v1_draft_prep`` does what vLLM 0.26.0's runner and proposer do before and in the first pass (padded drafter
+    batch, EAGLE): the same kernels with the same arguments, the same backup tokens, the same hand-off, the same
+    first-pass inputs. If vLLM changes any of it, this fails and the fold must be re-derived."""
+    from vllm.v1.spec_decode import llm_base_proposer, utils
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert params(GPUModelRunner.propose_draft_token_ids) == [
+        "self", "scheduler_output", "sampled_token_ids", "sampling_metadata", "hidden_states",
+        "sample_hidden_states", "aux_hidden_states", "spec_decode_metadata", "common_attn_metadata",
+        "slot_mappings"]
+    runner = inspect.getsource(GPUModelRunner.propose_draft_token_ids)
+    eagle = runner[runner.index("spec_config.use_eagle()\n            or spec_config.use_dflash()"):]
+    order = ["self.drafter.prepare_next_token_ids_padded(", "self._copy_valid_sampled_token_count(",
+             "get_mtp_target_hidden_states", "self.drafter.prepare_inputs_padded(",
+             "target_token_ids = self.input_ids.gpu[:total_num_tokens]",
+             "target_positions = self._get_positions(total_num_tokens)",
+             "[h[:total_num_tokens] for h in aux_hidden_states], dim=-1",
+             "target_hidden_states = hidden_states[:total_num_tokens]", "self.drafter.propose("]
+    at = [eagle.index(text) for text in order]
+    assert at == sorted(at)
+    assert "self._draft_probs = None\n        self._draft_prob_req_ids = None" in runner
+    base = llm_base_proposer.SpecDecodeBaseProposer
+    nxt = inspect.getsource(base.prepare_next_token_ids_padded)
+    assert ("requests[\n                gpu_input_batch.req_ids[i]\n            ].get_token_id("
+            "gpu_input_batch.num_tokens_no_spec[i] - 1)") in nxt
+    assert "self.backup_next_token_ids.copy_to_gpu(num_reqs)" in nxt
+    assert ("sampled_token_ids,\n            discard_request_mask,\n            backup_tokens_gpu,\n"
+            "            next_token_ids,\n            valid_sampled_tokens_count,\n"
+            "            gpu_input_batch.vocab_size,\n            num_tokens,\n            batch_size,\n"
+            "            sampled_token_ids.stride(0),\n            BLOCK_SIZE_TOKENS=BLOCK_SIZE_TOKENS,") in nxt
+    padded = inspect.getsource(base.prepare_inputs_padded)
+    assert ("spec_decode_metadata.cu_num_draft_tokens,\n            valid_sampled_tokens_count,\n"
+            "            common_attn_metadata.query_start_loc,\n            token_indices_to_sample,\n"
+            "            num_rejected_tokens_gpu,\n            num_reqs,") in padded
+    assert "slot_mapping=common_attn_metadata.slot_mapping[:total_num_tokens]" in padded
+    for kernel, names in (("eagle_prepare_next_token_padded_kernel", [
+            "sampled_token_ids_ptr", "discard_request_mask_ptr", "backup_next_token_ids_ptr", "next_token_ids_ptr",
+            "valid_sampled_tokens_count_ptr", "vocab_size", "num_sampled_tokens_per_req", "num_reqs",
+            "stride_sampled_token_ids", "BLOCK_SIZE_TOKENS"]),
+            ("eagle_prepare_inputs_padded_kernel", [
+                "cu_num_draft_tokens_ptr", "valid_sampled_tokens_count_ptr", "query_start_loc_gpu_ptr",
+                "token_indices_to_sample_ptr", "num_rejected_tokens_gpu_ptr", "num_reqs"])):
+        jit = getattr(utils, kernel)
+        assert params(getattr(jit, "fn", jit)) == names, kernel  # a Triton JIT function, or vLLM's CPU placeholder
+        assert getattr(llm_base_proposer, kernel) is getattr(utils, kernel)  # we launch it by the proposer's name
+    first = inspect.getsource(base.set_inputs_first_pass)
+    for line in ("self.input_ids[: num_tokens - 1] = target_token_ids[1:]",
+                 "self.input_ids[token_indices_to_sample] = next_token_ids",
+                 "self._set_positions(num_tokens, target_positions)",
+                 "self.hidden_states[:num_tokens] = target_hidden_states"):
+        assert line in first, line
+    propose = inspect.getsource(base.propose)
+    assert propose.index("self.model.combine_hidden_states(") < propose.index("self.set_inputs_first_pass(")
+    assert "common_attn_metadata.slot_mapping" in propose.split("ret_hidden_states = self.model(")[0]
+    # The drafter gets unpadded metadata: one row per request, as many as the sampled rows.
+    build = inspect.getsource(GPUModelRunner._build_attention_metadata)
+    assert "spec_decode_common_attn_metadata.unpadded(num_tokens, num_reqs)" in build
 
 
 def module_runner_init():

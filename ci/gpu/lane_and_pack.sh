@@ -14,5 +14,6 @@ grep -E "^=== |^BOOT|^tp2|CHECKS|RESULT|passed|failed|Error|error|ours_over" "$w
 # the bench's per-step breakdown table, when it printed one
 sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | cut -c1-200
 sed -n '/^ms per step, wall \/ off-CPU/,/^steps /p' "$work/console.log" | cut -c1-200
+sed -n '/^ms per step (inclusive) \/ calls per step/,/^$/p' "$work/console.log" | cut -c1-200
 grep "^scopes never seen" "$work/console.log" | cut -c1-400
 exit $rc

@@ -81,13 +81,14 @@ class runner_scopes:
     which of our hooks were installed and which skipped. Diagnostics only: if vLLM moves the switch or a hooked
     method, the profile simply lacks those scopes (and says which)."""
 
-    def __init__(self, factory: Any = None) -> None:
+    def __init__(self, factory: Any = None, details: bool = False) -> None:
         self.factory = factory  # makes each scope (default: torch's record_function); see profile_scopes.installed
+        self.details = details  # also the detail scopes (``profile_scopes.DETAIL_HOOKS``: for the phase clock)
 
     def __enter__(self) -> dict[str, list[str]]:
         import torch
 
-        from portable_spec.vllm_adapter.profile_scopes import installed
+        from portable_spec.vllm_adapter.profile_scopes import DETAIL_HOOKS, HOOKS, installed
 
         self.module = None
         try:
@@ -98,7 +99,7 @@ class runner_scopes:
             self.module = vllm_utils
             self.saved = self.module._PROFILER_FUNC
             self.module._PROFILER_FUNC = self.factory or torch.profiler.record_function
-        self.hooks = installed(factory=self.factory)
+        self.hooks = installed(HOOKS + DETAIL_HOOKS if self.details else HOOKS, factory=self.factory)
         return self.hooks.__enter__()
 
     def __exit__(self, *exc: Any) -> None:

@@ -52,6 +52,7 @@ HOOKS = (
     # V1 drafters, upstream's and ours (ours overrides propose and calls upstream's for its first pass)
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer.propose", DRAFT_FIRST, "region"),
     ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin.propose", DRAFT_FIRST, "region"),
+    ScopeHook("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin.propose_with_prep", DRAFT_FIRST, "region"),
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer._sample_draft_tokens", DRAFT_CHAIN, "switch_after"),
     # our fused first pass samples inside its graph: the chain starts where our chain loop does
     ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin._run_fused_chain", DRAFT_CHAIN,
@@ -67,6 +68,31 @@ HOOKS = (
     # the engine core, the same for every runner
     ScopeHook("vllm.v1.core.sched.scheduler", "Scheduler.schedule", SCHEDULER),
     ScopeHook("vllm.v1.core.sched.scheduler", "Scheduler.update_from_output", SCHEDULER),
+)
+
+
+DETAIL_PREFIX = "portable_spec detail: "  # not a phase scope (``step_breakdown.is_scope`` does not match it)
+
+
+def _details(module: str, owner: str, names: tuple[str, ...], label: str) -> tuple[ScopeHook, ...]:
+    return tuple(ScopeHook(module, f"{owner}.{name}", f"{DETAIL_PREFIX}{label} {name}") for name in names)
+
+
+# Calls inside the phases, timed (inclusive) by the phase clock only, to say where a phase's time goes. None of them
+# encloses a region switch (``switch_after``/``switch_before``), so the clock's scopes stay properly nested.
+DETAIL_HOOKS = (
+    *_details(V1_RUNNER, "GPUModelRunner", (
+        "_update_states", "_prepare_inputs", "_calc_spec_decode_metadata", "_prepare_input_ids",
+        "_determine_batch_execution_and_padding", "_build_attention_metadata", "_get_slot_mappings",
+        "_get_valid_sampled_token_count", "propose_draft_token_ids", "_copy_valid_sampled_token_count",
+        "_copy_draft_token_ids_to_cpu", "_bookkeeping_sync"), "v1"),
+    *_details(V1_PROPOSER, "SpecDecodeBaseProposer", (
+        "prepare_next_token_ids_padded", "prepare_inputs_padded", "set_inputs_first_pass"), "v1 proposer"),
+    *_details("portable_spec.vllm_adapter.v1_runner", "PortableV1ModelRunner", ("propose_draft_token_ids",), "ours"),
+    *_details(MRV2_RUNNER, "GPUModelRunner", (
+        "finish_requests", "add_requests", "update_requests", "prepare_inputs", "prepare_attn",
+        "postprocess_sampled"), "mrv2"),
+    *_details("vllm.v1.core.sched.scheduler", "Scheduler", ("schedule", "update_from_output"), "engine"),
 )
 
 

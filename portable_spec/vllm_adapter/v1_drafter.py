@@ -41,6 +41,7 @@ from portable_spec.draft.runner import DraftGraphRunner, StepCall
 from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
 from portable_spec.vllm_adapter.mixin import device_port, port_name_of
 from portable_spec.vllm_adapter.rank_agreement import first_rank_progress, tensor_parallel_agreement
+from portable_spec.vllm_adapter.v1_draft_prep import DraftPrepMixin
 from portable_spec.vllm_adapter.v1_fused_chain import FusedChainMixin
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -148,6 +149,8 @@ class DrafterGraphMixin:
         forward = self.graphs.eager_forward
 
         def run() -> Any:
+            if key.step == FIRST_FUSED:
+                self._draft_prep_body(key.num_reqs)
             with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
                                      slot_mapping=self._get_slot_mapping(num_tokens)):
                 out = forward(**kwargs)
@@ -211,6 +214,9 @@ class DrafterGraphMixin:
     def _fused_first_body(self, num_reqs: int, out: Any) -> Any:
         raise NotImplementedError("only the EAGLE first pass is fused")
 
+    def _draft_prep_body(self, num_reqs: int) -> None:
+        raise NotImplementedError("only the EAGLE first pass holds the runner's draft prep")
+
     def _refuse_below(self, need: AttentionCGSupport, what: str) -> bool:
         """True (with one warning naming the backend) when the draft attention cannot serve ``what`` in a graph."""
         support = self._graph_support()
@@ -222,12 +228,19 @@ class DrafterGraphMixin:
         return False
 
 
-class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
+class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin, EagleProposer):
     """EAGLE/EAGLE3/MTP: the verify-shaped first pass and every chain step replay per-size FULL graphs; chain steps
-    are fused (forward + sample + next inputs) where ``v1_fused_chain`` says that is exact."""
+    are fused (forward + sample + next inputs) where ``v1_fused_chain`` says that is exact, and then the first pass
+    holds the runner's draft prep too (``v1_draft_prep``) where that is exact."""
 
     def _before_capture(self) -> None:
-        self._init_fused_chain(self.target_runner.max_num_reqs)
+        max_reqs = self.target_runner.max_num_reqs
+        self._init_fused_chain(max_reqs)
+        self._init_draft_prep(max_reqs)
+        self.draft_prep_off = self.prep_blockers(self.target_runner)
+        if self.draft_prep_off:
+            logger.info("portable_spec: the runner's draft prep stays on vLLM's path (%s)",
+                        "; ".join(self.draft_prep_off))
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         qsl = cad.query_start_loc.data_ptr()
@@ -269,10 +282,11 @@ class FullGraphEagleProposer(FusedChainMixin, DrafterGraphMixin, EagleProposer):
             return ()
         chain = plan.chain_step is not None and self.graph_k > 1
         fused = chain and not self.fused_chain_off
+        prep = fused and not self.draft_prep_off  # the fused first pass (runner's prep inside) serves
         # Upstream's propose runs: always without fusion, for batches that sample from the draft, and with EPLB.
         upstream = not fused or self._enable_probabilistic_draft_probs or self.eplb_state is not None
         first = not self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the (1+K)-token first pass")
-        wanted = ((FIRST_FUSED, first and fused), (FIRST, first and upstream), (CHAIN_FUSED, fused),
+        wanted = ((FIRST_FUSED, first and prep), (FIRST, first and (upstream or not prep)), (CHAIN_FUSED, fused),
                   (CHAIN, chain and upstream))
         return tuple(kind for kind, want in wanted if want)
 

@@ -1,21 +1,21 @@
 """Fused draft steps for the V1 EAGLE drafter. Each chain step is ONE graph replay holding the draft forward, the
 greedy sample (logits + argmax), the write of the sampled token into a persistent ``[requests, K]`` draft buffer at
 the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden states).
-The first pass, at verify shape, is ONE graph replay too (``first_fused``): the forward, the gather of each request's
-sampled row (at a persistent copy of ``token_indices_to_sample``), the greedy sample into column 0 of the draft
-buffer, and the chain's first inputs (token ids, hidden states, the positions vLLM's step kernel advances).
+The first pass, at verify shape, is ONE graph replay too (``first_fused``): the runner's draft prep and the first
+pass's inputs (``v1_draft_prep``), the forward, the gather of each request's sampled row, the greedy sample into
+column 0 of the draft buffer, and the chain's first inputs (token ids, hidden states, the positions vLLM's step
+kernel advances).
 
 Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each forward (a metadata
 build, batch padding, a forward context, the sampling ops, input copies) still costs more host time than the forward
 (H100 profile, session 5: the first pass +1.06 ms host per step over Model Runner V2, whose first pass is one graph).
-Here the host does what must stay outside a graph, and nothing else. First pass: upstream's own
-``set_inputs_first_pass`` (the target's tokens, positions and hidden states into the persistent inputs), the slot
-mapping and sample indices into persistent buffers, one replay. Chain step: vLLM's own step kernel (positions, slot
+Here the host does what must stay outside a graph, and nothing else. First pass: see ``v1_draft_prep``. Chain step: vLLM's own step kernel (positions, slot
 mapping and ``seq_lens`` advanced in place, padding rows given the padding slot), one fill of ``current_draft_step``,
 one replay. Chain steps stay one graph each (never the whole chain: vllm-musa MUSA-0203).
 
-A first pass that is not verify-shaped at a captured size (a prefill in the batch) runs upstream's first pass
-(``super().propose(1)``, replaying no graph or our per-forward ``first`` graph) and the chain continues from there.
+A first pass that is not verify-shaped at a captured size (a prefill in the batch) comes through vLLM's runner path
+to ``propose``: upstream's first pass (``super().propose(1)``, replaying no graph or our per-forward ``first`` graph),
+and the chain continues from there.
 
 At tensor parallel the graph holds the draft's vocab-parallel lm_head and its TP group's logits all-gather (vLLM's
 graph-safe pynccl path, as in the target's graphs), so every rank samples the same token from the same logits.
@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from portable_spec.draft.dispatcher import CHAIN_FUSED, FIRST_FUSED
+from portable_spec.draft.dispatcher import CHAIN_FUSED
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -143,12 +143,11 @@ class FusedChainMixin:
         return self.captured_key(CHAIN_FUSED, cad.batch_size())
 
     def propose(self, num_speculative_tokens: int, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """vLLM's runner path (a step ``DraftPrepMixin.propose_with_prep`` declined): upstream's first pass, then
+        the fused chain when a fused chain graph covers the batch."""
         key = self._fused_step_for(num_speculative_tokens, args, kwargs)
         if key is None:
             return super().propose(num_speculative_tokens, *args, **kwargs)
-        first_key = self.first_pass_key(FIRST_FUSED, kwargs["common_attn_metadata"])
-        if first_key is not None:
-            return self._run_fused_first_pass(first_key, key, num_speculative_tokens, **kwargs)
         # The chain starts from state the first pass leaves behind: clear it so a stale value can never be used.
         self.graphs.last_output = self._first_pass_cad = self._first_pass_token_indices = None
         first = super().propose(1, **kwargs)[:, 0]  # upstream's first pass and first sample
@@ -166,27 +165,6 @@ class FusedChainMixin:
         hidden = out[1] if self.model_returns_tuple() else out
         self._begin_chain(first, hidden[token_indices])
         return self.positions[token_indices]
-
-    def _run_fused_first_pass(self, first_key: Any, chain_key: Any, num_speculative_tokens: int, *,
-                              target_token_ids: torch.Tensor, target_positions: torch.Tensor,
-                              target_hidden_states: torch.Tensor, next_token_ids: torch.Tensor,
-                              token_indices_to_sample: torch.Tensor | None, common_attn_metadata: Any,
-                              num_rejected_tokens_gpu: torch.Tensor | None = None, **_: Any) -> torch.Tensor:
-        """Upstream's first pass for a verify-shaped batch at a captured size, as one replay: what upstream's
-        ``propose`` does before its chain loop, minus the metadata build, padding, forward context and sampling
-        ops, which the graph recorded. ``first_pass_key`` checked the shape and the persistent metadata."""
-        self.num_speculative_tokens, self._last_draft_probs = num_speculative_tokens, None
-        if self.method == "eagle3":
-            target_hidden_states = self.model.combine_hidden_states(target_hidden_states)
-        _, token_indices, cad = self.set_inputs_first_pass(
-            target_token_ids=target_token_ids, next_token_ids=next_token_ids, target_positions=target_positions,
-            target_hidden_states=target_hidden_states, token_indices_to_sample=token_indices_to_sample,
-            cad=common_attn_metadata, num_rejected_tokens_gpu=num_rejected_tokens_gpu)
-        batch = first_key.num_reqs
-        self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping)  # this step's slots, padding rows off
-        self.sample_indices[:batch].copy_(token_indices)
-        self.graph_runner.replay(first_key)
-        return self._run_fused_chain(chain_key, batch, self.chain_positions[:batch], cad, num_rejected_tokens_gpu)
 
     def _run_fused_chain(self, key: Any, batch: int, positions: torch.Tensor, cad: Any,
                          num_rejected: torch.Tensor | None) -> torch.Tensor:

@@ -33,9 +33,10 @@ from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec, FullAttentionSpec, HiddenStateCacheSpec, SinkFullAttentionSpec, SlidingWindowSpec,
 )
 
+from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.overrides import overridden
 from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer
-from portable_spec.vllm_adapter.warmup_plan import Limits, Round, plan_rounds
+from portable_spec.vllm_adapter.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -90,7 +91,8 @@ def warmup_limits(runner: Any) -> Limits:
                   dflash=isinstance(drafter, FullGraphDFlashProposer),
                   parallel_drafting=bool(getattr(drafter, "parallel_drafting", False)),
                   block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),
-                  free_blocks=kv.num_blocks - 1)
+                  free_blocks=kv.num_blocks - 1,
+                  batch_agnostic=batch_agnostic_kernels(registry.bound().values()))
 
 
 class _BlockIds:
@@ -255,6 +257,7 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
         graphs.pointer_mismatches = 0
     num_reqs = sorted({step.num_reqs for rnd in rounds for step in rnd.steps(limits.k)})
     stats = {"steps": len(outputs), "rounds": len(rounds), "num_reqs": num_reqs, "k": limits.k,
+             "batch_agnostic": sorted(limits.batch_agnostic),
              "seconds": round(seconds, 3), "triton_compiles": dict(compiles), "drafter_replays": replays,
              "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
     level = logging.WARNING if uncovered or mismatches else logging.INFO

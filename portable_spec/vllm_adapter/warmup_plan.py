@@ -22,8 +22,10 @@ are fresh tensors or a persistent buffer's start, so alignment never varies; wha
   (the step verifies drafts). Key: (verify step?, BLOCK_SIZE, class of tokens).
 
 On CUDA our platform binds these kernels unspecialized on their batch arguments, and DFlash's at one tile size
-(``portable_spec/kernels/substitutions.py``): most of these keys then share one compiled variant, and the rounds
-below, planned for vLLM's own kernels, still reach every one of them.
+(``portable_spec/kernels/substitutions.py``). ``Limits.batch_agnostic`` names the kernels bound so
+(``batch_agnostic_kernels`` reads the bound substitutes): their keys keep only what still specializes (whether the
+step verifies drafts), so DFlash no longer needs a round per tile bucket and token class. Kernels outside this model
+may still specialize on the batch, so every request class keeps its round (key ``UNMODELLED``).
 
 So the request classes need batches of 1, of a non-multiple of 16 and (max_num_seqs >= 16) of 16 requests, each
 once without and once with drafts; DFlash adds every BLOCK_SIZE bucket (the longest query of a step: a prompt, or a
@@ -34,14 +36,16 @@ Kernels outside this model run in the same steps (at these batch classes) but ar
 temperature > 0 (``rejection_random_sample_kernel``, ``sample_recovered_tokens_kernel``: nothing batch-dependent is
 specialized) is compiled by vLLM's own sampler warm-up.
 
-Cost: EAGLE/MTP needs at most 3 rounds (7 steps with the clean-up); DFlash about 14 (29 steps at K=3), its prompts
-up to ~250 tokens, all within the engine's token, length and KV-block limits (``Round.fits``).
+Cost: EAGLE/MTP needs at most 3 rounds (7 steps with the clean-up); DFlash about 14 (29 steps at K=3) for vLLM's own
+kernels, its prompts up to ~250 tokens, and 3 rounds with the substitutes bound; all within the engine's token,
+length and KV-block limits (``Round.fits``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
+from typing import Any
 
 ONE, SIXTEEN, OTHER = "1", "16", "n"
 NEXT_TOKEN = "eagle_prepare_next_token_padded_kernel"
@@ -49,6 +53,17 @@ INPUTS_PADDED = "eagle_prepare_inputs_padded_kernel"
 REJECTION = "rejection_greedy_sample_kernel"
 CHAIN_STEP = "eagle_step_slot_mapping_metadata_kernel"
 DFLASH_INPUTS = "copy_and_expand_dflash_inputs_kernel"
+UNMODELLED = "kernels outside this model (batch classes)"
+ANY = "any"  # an argument a bound substitute does not specialize on
+# The integer arguments (and, for DFlash, the tile size) each modelled kernel's key depends on: a substitute that
+# unspecializes all of them (DFlash: and launches at one tile size) makes the kernel batch-agnostic.
+BATCH_PARAMS = {
+    NEXT_TOKEN: ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),
+    INPUTS_PADDED: ("num_reqs",),
+    CHAIN_STEP: ("batch_size",),
+    DFLASH_INPUTS: ("total_input_tokens",),
+}
+NEEDS_FIXED_TILE = frozenset({DFLASH_INPUTS})
 MAX_DFLASH_BLOCK = 256
 MAX_ROUNDS = 48  # a bound on boot time; what it leaves out is reported, never silently dropped
 
@@ -79,6 +94,7 @@ class Limits:
     parallel_drafting: bool = False  # one forward drafts all K (DFlash always): no chain steps
     block_sizes: tuple[int, ...] = (16,)  # one per KV-cache group
     free_blocks: int | None = None  # block ids a round may hold (1 .. num_blocks - 1); None: unlimited
+    batch_agnostic: frozenset = frozenset()  # modelled kernels bound without batch specialization
 
     @property
     def lookahead(self) -> int:
@@ -113,17 +129,40 @@ class Step:
         return sum(self.query_lens)
 
 
+def batch_agnostic_kernels(bound: Any) -> frozenset:
+    """The modelled kernels whose bound substitute (``kernels.registry.bound()``'s entries) unspecializes every
+    argument in ``BATCH_PARAMS`` (and launches DFlash's kernel at one tile size)."""
+    out = set()
+    for sub in bound:
+        kernel = sub.name.split(":")[0]
+        params = BATCH_PARAMS.get(kernel)
+        if params and set(params) <= set(sub.unspecialize) and (kernel not in NEEDS_FIXED_TILE or sub.launcher):
+            out.add(kernel)
+    return frozenset(out)
+
+
+def _collapsed(key: tuple, limits: Limits) -> tuple:
+    """``key`` with the parts a batch-agnostic kernel does not specialize on replaced by ``ANY``."""
+    if key[0] not in limits.batch_agnostic:
+        return key
+    if key[0] == NEXT_TOKEN:
+        return key[:2] + (ANY,)
+    if key[0] == DFLASH_INPUTS:
+        return key[:2] + (ANY, ANY)
+    return (key[0], ANY)
+
+
 def kernel_keys(step: Step, limits: Limits) -> frozenset:
     """The variants of the modelled kernels that ``step`` compiles (see the module docstring)."""
     reqs = int_class(step.num_reqs)
-    keys = {(NEXT_TOKEN, step.verify, reqs)}
+    keys = {(NEXT_TOKEN, step.verify, reqs), (UNMODELLED, step.verify, reqs)}
     if step.verify:
         keys |= {(INPUTS_PADDED, reqs), (REJECTION,)}
     if limits.chain:
         keys.add((CHAIN_STEP, reqs))
     if limits.dflash:
         keys.add((DFLASH_INPUTS, step.verify, dflash_block(max(step.query_lens), limits.k), int_class(step.tokens)))
-    return frozenset(keys)
+    return frozenset(_collapsed(key, limits) for key in keys)
 
 
 @dataclass(frozen=True)
@@ -199,12 +238,13 @@ def reachable_keys(limits: Limits) -> frozenset:
     requests verifying K drafts, up to ``max_reqs`` requests and ``max_tokens`` tokens)."""
     keys = {(REJECTION,)}
     for reqs in request_classes(limits.max_reqs):
-        keys |= {(NEXT_TOKEN, False, reqs), (NEXT_TOKEN, True, reqs), (INPUTS_PADDED, reqs)}
+        keys |= {(NEXT_TOKEN, False, reqs), (NEXT_TOKEN, True, reqs), (INPUTS_PADDED, reqs),
+                 (UNMODELLED, False, reqs), (UNMODELLED, True, reqs)}
         if limits.chain:
             keys.add((CHAIN_STEP, reqs))
     if limits.dflash:
         keys |= _dflash_reachable(limits)
-    return frozenset(keys)
+    return frozenset(_collapsed(key, limits) for key in keys)
 
 
 def _dflash_reachable(limits: Limits) -> set:

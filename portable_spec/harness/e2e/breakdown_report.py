@@ -95,11 +95,33 @@ def render_clock_table(clocks: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_detail_table(clocks: dict[str, dict[str, Any]]) -> str:
+    """ms per step (inclusive) / calls per step of each detail scope the phase clock timed, per variant ("-": that
+    runner has no such call)."""
+    names = sorted({name for clock in clocks.values() for name in clock.get("details") or {}})
+    if not names:
+        return ""
+    width = max(len(n) for n in names) + 2
+    lines = [f"{'ms per step (inclusive) / calls per step':<{width}}" + "".join(f"{v:>{WIDTH}}" for v in clocks)]
+    for name in names:
+        cells = []
+        for clock in clocks.values():
+            d = (clock.get("details") or {}).get(name)
+            cells.append(f"{d['wall_ms']:7.3f} / {d['calls_per_step']:7.2f}" if d else "-")
+        lines.append(f"{name:<{width}}" + "".join(f"{c:>{WIDTH}}" for c in cells))
+    return "\n".join(lines)
+
+
 def clock_section(clocks: dict[str, dict[str, Any]], concurrency: int | None = None) -> list[str]:
-    """The phase-clock table under its heading, as lines to append to a report (none when there is no clock)."""
+    """The phase-clock table under its heading, and its detail table, as lines to append to a report (none when
+    there is no clock)."""
     table = render_clock_table(clocks)
     at = f" at concurrency {concurrency}" if concurrency else ""
-    return ["", f"phase clock{at} (unprofiled pass, real host time)", table] if table else []
+    if not table:
+        return []
+    details = render_detail_table(clocks)
+    return (["", f"phase clock{at} (unprofiled pass, real host time)", table]
+            + (["", "where the phases' time goes (detail scopes, same pass)", details] if details else []))
 
 
 def draw(ax: Any, breakdowns: dict[str, dict[str, Any]], concurrency: int = 1) -> None:

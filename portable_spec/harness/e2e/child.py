@@ -280,7 +280,7 @@ def phase_clock(llm: Any, prompts: list[Any], params: Any) -> dict[str, Any]:
     from portable_spec.harness.e2e.phase_clock import PhaseClock
 
     clock = PhaseClock()
-    with runner_scopes(clock.scope):
+    with runner_scopes(clock.scope, details=True):
         started = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         wall = time.perf_counter() - started

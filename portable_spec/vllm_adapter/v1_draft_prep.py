@@ -1,0 +1,126 @@
+"""The V1 runner's draft prep, folded into the fused first pass's graph (EAGLE/EAGLE3, greedy, verify-shaped batches).
+
+Before the drafter's first pass, vLLM 0.26.0's V1 runner (``GPUModelRunner.propose_draft_token_ids``, padded
+drafter batch) launches ``eagle_prepare_next_token_padded_kernel`` (each request's next token and its count of
+valid sampled tokens; a per-request Python loop first fills the backup tokens), copies the counts to the host on a
+side stream, launches ``eagle_prepare_inputs_padded_kernel`` (the row to sample and the rejected count per request),
+builds a new ``CommonAttentionMetadata`` with two host ``.item()`` reads, and the first pass then shifts the token
+ids and scatters the next tokens in (``set_inputs_first_pass``). Session 7's phase clock put this, with our replay,
+at +0.45-0.61 ms per step over Model Runner V2's first pass (H100, c=16).
+
+Here those steps are part of the fused first pass's graph (``FIRST_FUSED``): the two kernels (vLLM's own, through the
+names vLLM's proposer calls them by, so the bound substitutes serve) write into persistent buffers, then the token
+shift, the scatter and the positions, then the forward, the sample and the chain's first inputs. What the host still
+does per step: the backup tokens (vLLM's semantics, one list comprehension), copies of the sampled tokens and the
+draft counts into persistent buffers, the target's hidden states into the drafter's (EAGLE-3: combined, as
+upstream), the slot mapping, one replay, then the runner's own ``_copy_valid_sampled_token_count`` (same values,
+recorded after the replay) and the fused chain.
+
+Exact where it applies (``prep_blockers`` and the per-step checks otherwise, and upstream's runner path runs): every
+request's next token, valid count, sample row and rejected count are what vLLM's kernels compute from the same
+inputs, at a captured size equal to the batch (vLLM hands the drafter unpadded metadata, so no row is padding).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import vllm.v1.spec_decode.llm_base_proposer as base
+
+from portable_spec.draft.dispatcher import FIRST_FUSED
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+class DraftPrepMixin:
+    """Mixed into our EAGLE proposer beside ``FusedChainMixin``: the persistent prep buffers, the graph's prologue
+    (``_draft_prep_body``) and the per-step host path (``propose_with_prep``)."""
+
+    draft_prep_off: tuple[str, ...] | list[str] = ()  # why not (``prep_blockers``, set before capture)
+
+    def _init_draft_prep(self, max_reqs: int) -> None:
+        device, rows = self.input_ids.device, max_reqs
+        with torch.inference_mode(False):  # normal tensors: written in place from outside inference mode too
+            self.prep_sampled = torch.full((rows, self.graph_k + 1), -1, dtype=torch.int32, device=device)
+            self.prep_cu_draft = torch.zeros(rows, dtype=torch.int32, device=device)
+            self.prep_next_tokens = torch.zeros(rows, dtype=torch.int32, device=device)
+            self.prep_valid_counts = torch.zeros(rows, dtype=torch.int32, device=device)
+            self.prep_num_rejected = torch.zeros(rows, dtype=torch.int32, device=device)
+
+    def _draft_prep_body(self, num_reqs: int) -> None:
+        """Recorded before the forward inside a FIRST_FUSED capture: vLLM's two prep kernels over ``num_reqs`` rows,
+        then upstream's ``set_inputs_first_pass`` (default EAGLE pathway) minus the hidden states, which the host
+        copies. Reads only persistent buffers (ours and the target runner's)."""
+        runner, query_len = self.target_runner, 1 + self.graph_k
+        num_tokens = num_reqs * query_len
+        base.eagle_prepare_next_token_padded_kernel[(num_reqs,)](
+            self.prep_sampled, runner.discard_request_mask.gpu, self.backup_next_token_ids.gpu,
+            self.prep_next_tokens, self.prep_valid_counts, runner.input_batch.vocab_size, query_len, num_reqs,
+            self.prep_sampled.stride(0), BLOCK_SIZE_TOKENS=next_power_of_2(query_len))
+        base.eagle_prepare_inputs_padded_kernel[(num_reqs,)](
+            self.prep_cu_draft, self.prep_valid_counts, runner.query_start_loc.gpu, self.sample_indices,
+            self.prep_num_rejected, num_reqs)
+        self.input_ids[: num_tokens - 1] = runner.input_ids.gpu[1:num_tokens]
+        self.input_ids[self.sample_indices[:num_reqs]] = self.prep_next_tokens[:num_reqs]
+        self._set_positions(num_tokens, runner._get_positions(num_tokens))
+
+    def prep_blockers(self, runner: Any) -> list[str]:
+        """Why the runner's draft prep cannot be folded into the first pass here (empty: it can). Read once."""
+        checks = [
+            (self.fused_chain_off, "the chain steps are not fused"),
+            (getattr(runner, "uses_mrope", False) or getattr(runner, "uses_xdrope_dim", 0) > 0,
+             "M-RoPE/XD-RoPE target positions"),
+            (getattr(runner, "supports_mm_inputs", False) and self.supports_mm_inputs, "multimodal draft inputs"),
+            (getattr(runner.get_model(), "get_mtp_target_hidden_states", None) is not None,
+             "the target overrides the drafter's hidden states"),
+        ]
+        return [reason for blocked, reason in checks if blocked]
+
+    def propose_with_prep(self, runner: Any, scheduler_output: Any, sampled_token_ids: Any, sampling_metadata: Any,
+                          hidden_states: torch.Tensor, aux_hidden_states: list[torch.Tensor] | None,
+                          spec_decode_metadata: Any, common_attn_metadata: Any) -> torch.Tensor | None:
+        """The drafts for this step with the runner's prep inside the first pass's replay, or None (nothing done:
+        the runner runs vLLM's path) when this step is not a verify-shaped greedy batch at a captured size."""
+        k, cad = self.graph_k, common_attn_metadata
+        if (self.graph_runner is None or self.draft_prep_off or spec_decode_metadata is None
+                or cad is None or not isinstance(sampled_token_ids, torch.Tensor)
+                or sampled_token_ids.shape[1] != k + 1 or scheduler_output.num_spec_tokens_to_schedule != k):
+            return None
+        chain_key = self._fused_step_for(k, (), {"common_attn_metadata": cad, "sampling_metadata": sampling_metadata,
+                                                 "mm_embed_inputs": None})
+        first_key = None if chain_key is None else self.first_pass_key(FIRST_FUSED, cad)
+        # vLLM hands the drafter unpadded metadata (``CommonAttentionMetadata.unpadded``): one row per request.
+        if first_key is None or sampled_token_ids.shape[0] != cad.num_reqs:
+            return None
+        batch, num_tokens = first_key.num_reqs, cad.num_actual_tokens
+        self.num_speculative_tokens, self._last_draft_probs = k, None
+        self._fill_backup_tokens(runner)
+        self.prep_sampled[:batch].copy_(sampled_token_ids)
+        self.prep_cu_draft[:batch].copy_(spec_decode_metadata.cu_num_draft_tokens)
+        if runner.use_aux_hidden_state_outputs:
+            target_hidden = torch.cat([h[:num_tokens] for h in aux_hidden_states], dim=-1)
+        else:
+            target_hidden = hidden_states[:num_tokens]
+        if self.method == "eagle3":
+            target_hidden = self.model.combine_hidden_states(target_hidden)
+        self.hidden_states[:num_tokens] = target_hidden
+        self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])
+        self.graph_runner.replay(first_key)
+        # vLLM's own hand-off of this step's next tokens and valid counts (host copy, next step's inputs); the counts
+        # are cloned as vLLM's are fresh: its side-stream copy must not read a buffer the next replay rewrites.
+        runner._copy_valid_sampled_token_count(self.prep_next_tokens[:batch], self.prep_valid_counts[:batch].clone())
+        return self._run_fused_chain(chain_key, batch, self.chain_positions[:batch], copy.copy(cad),
+                                     self.prep_num_rejected[:batch])
+
+    def _fill_backup_tokens(self, runner: Any) -> None:
+        """vLLM's backup next tokens (``prepare_next_token_ids_padded``): each request's last token before drafts."""
+        batch, requests = runner.input_batch, runner.requests
+        num_reqs = batch.num_reqs
+        lengths = batch.num_tokens_no_spec[:num_reqs].tolist()
+        self.backup_next_token_ids.np[:num_reqs] = [
+            requests[req_id].get_token_id(length - 1) for req_id, length in zip(batch.req_ids[:num_reqs], lengths)]
+        self.backup_next_token_ids.copy_to_gpu(num_reqs)
