@@ -591,11 +591,30 @@ def runner_for(proposer):
     vars(runner).update(vars(proposer.target_runner))
     runner.drafter, runner.speculative_config = proposer, proposer.vllm_config.speculative_config
     runner.use_aux_hidden_state_outputs = False
+    # vLLM's hand-off (its method switches CUDA streams, so the upstream path records what it was handed) and the
+    # state ours writes instead (``hand_off_counts``): read back as the same record.
     runner.handed_off = []
     runner._copy_valid_sampled_token_count = lambda ids, counts: runner.handed_off.append(
         (ids.tolist(), counts.tolist()))
+    runner.use_async_spec_decode, runner.valid_sampled_token_count_gpu = True, None
+    runner.valid_sampled_token_count_cpu = torch.zeros(MAX_REQS, dtype=torch.int32)
+    runner.valid_sampled_token_count_event = types.SimpleNamespace(records=0)
+    runner.valid_sampled_token_count_event.record = lambda: setattr(
+        runner.valid_sampled_token_count_event, "records", runner.valid_sampled_token_count_event.records + 1)
+    runner.input_batch.prev_sampled_token_ids = None
     proposer.target_runner = runner
     return runner
+
+
+def hand_off_of(runner):
+    """What ``hand_off_counts`` left on the runner, as (next token ids, valid counts); checks the three agree."""
+    batch = runner.input_batch
+    if batch.prev_sampled_token_ids is None:
+        return None
+    ids, counts = batch.prev_sampled_token_ids.squeeze(1).tolist(), runner.valid_sampled_token_count_gpu.tolist()
+    assert runner.valid_sampled_token_count_cpu[: len(counts)].tolist() == counts
+    assert runner.valid_sampled_token_count_event.records == 1
+    return ids, counts
 
 
 def verify_step(runner, proposer, n):
@@ -675,9 +694,12 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
         for name in buffers:
             getattr(proposer, name).copy_(fresh[name])
         runner.handed_off.clear()
+        runner.input_batch.prev_sampled_token_ids, runner.valid_sampled_token_count_event.records = None, 0
         args = verify_step(runner, proposer, num_reqs)
         with torch.inference_mode():  # as vLLM's worker runs every step
             drafts = propose_draft_token_ids(runner, *args)
+        if not runner.handed_off:  # ours: read back what hand_off_counts left
+            runner.handed_off.append(hand_off_of(runner))
         state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
         first_pass_slots, proposer.model.slots = proposer.model.slots[-proposer.graph_k], []
         return drafts, list(runner.handed_off), state, runner.seq_lens[:4].clone(), first_pass_slots

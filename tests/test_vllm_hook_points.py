@@ -169,6 +169,15 @@ def test_the_v1_runners_draft_prep_we_fold_into_the_first_pass():
     propose = inspect.getsource(base.propose)
     assert propose.index("self.model.combine_hidden_states(") < propose.index("self.set_inputs_first_pass(")
     assert "common_attn_metadata.slot_mapping" in propose.split("ret_hidden_states = self.model(")[0]
+    # What vLLM's hand-off leaves for the next step (``v1_draft_prep.hand_off_counts`` leaves the same).
+    hand_off = inspect.getsource(GPUModelRunner._copy_valid_sampled_token_count)
+    for line in ("if self.valid_sampled_token_count_event is None:\n            return",
+                 "counts_cpu[: counts.shape[0]].copy_(counts, non_blocking=True)",
+                 "self.valid_sampled_token_count_event.record()", "if self.use_async_spec_decode:",
+                 "self.valid_sampled_token_count_gpu = valid_sampled_tokens_count",
+                 "self.input_batch.prev_sampled_token_ids = next_token_ids.unsqueeze(1)"):
+        assert line in hand_off, line
+    assert hand_off.count("self.") == 8  # nothing else of the runner is read or written
     # The drafter gets unpadded metadata: one row per request, as many as the sampled rows.
     build = inspect.getsource(GPUModelRunner._build_attention_metadata)
     assert "spec_decode_common_attn_metadata.unpadded(num_tokens, num_reqs)" in build

@@ -89,6 +89,9 @@ DETAIL_HOOKS = (
     *_details(V1_PROPOSER, "SpecDecodeBaseProposer", (
         "prepare_next_token_ids_padded", "prepare_inputs_padded", "set_inputs_first_pass"), "v1 proposer"),
     *_details("portable_spec.vllm_adapter.v1_runner", "PortableV1ModelRunner", ("propose_draft_token_ids",), "ours"),
+    *_details("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin", ("_fill_backup_tokens",), "ours"),
+    ScopeHook("portable_spec.vllm_adapter.v1_draft_prep", "hand_off_counts", f"{DETAIL_PREFIX}ours hand_off_counts"),
+    ScopeHook("portable_spec.draft.runner", "DraftGraphRunner.replay", f"{DETAIL_PREFIX}ours DraftGraphRunner.replay"),
     *_details(MRV2_RUNNER, "GPUModelRunner", (
         "finish_requests", "add_requests", "update_requests", "prepare_inputs", "prepare_attn",
         "postprocess_sampled"), "mrv2"),

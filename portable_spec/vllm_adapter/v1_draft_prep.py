@@ -13,8 +13,8 @@ names vLLM's proposer calls them by, so the bound substitutes serve) write into 
 shift, the scatter and the positions, then the forward, the sample and the chain's first inputs. What the host still
 does per step: the backup tokens (vLLM's semantics, one list comprehension), copies of the sampled tokens and the
 draft counts into persistent buffers, the target's hidden states into the drafter's (EAGLE-3: combined, as
-upstream), the slot mapping, one replay, then the runner's own ``_copy_valid_sampled_token_count`` (same values,
-recorded after the replay) and the fused chain.
+upstream), the slot mapping, one replay, then the hand-off vLLM's ``_copy_valid_sampled_token_count`` makes (same
+values, copied on this stream after the replay: ``hand_off_counts``) and the fused chain.
 
 Exact where it applies (``prep_blockers`` and the per-step checks otherwise, and upstream's runner path runs): every
 request's next token, valid count, sample row and rejected count are what vLLM's kernels compute from the same
@@ -34,6 +34,22 @@ from portable_spec.draft.dispatcher import FIRST_FUSED
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: torch.Tensor) -> None:
+    """What vLLM's ``GPUModelRunner._copy_valid_sampled_token_count`` hands to the runner's next step (the valid
+    counts copied to the host behind an event, the counts on the device for its GPU-side correction, the next tokens
+    as ``prev_sampled_token_ids``), with the copy on the current stream right after the replay that wrote them,
+    where vLLM switches to a side stream and waits for this one (H100: ~0.15 ms of host time per step). Stream order
+    also keeps the next step's replay from rewriting the buffers before the copy reads them."""
+    event = runner.valid_sampled_token_count_event
+    if event is None:
+        return
+    runner.valid_sampled_token_count_cpu[: valid_counts.shape[0]].copy_(valid_counts, non_blocking=True)
+    event.record()
+    if runner.use_async_spec_decode:
+        runner.valid_sampled_token_count_gpu = valid_counts
+    runner.input_batch.prev_sampled_token_ids = next_token_ids.unsqueeze(1)
 
 
 class DraftPrepMixin:
@@ -110,9 +126,7 @@ class DraftPrepMixin:
         self.hidden_states[:num_tokens] = target_hidden
         self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])
         self.graph_runner.replay(first_key)
-        # vLLM's own hand-off of this step's next tokens and valid counts (host copy, next step's inputs); the counts
-        # are cloned as vLLM's are fresh: its side-stream copy must not read a buffer the next replay rewrites.
-        runner._copy_valid_sampled_token_count(self.prep_next_tokens[:batch], self.prep_valid_counts[:batch].clone())
+        hand_off_counts(runner, self.prep_next_tokens[:batch], self.prep_valid_counts[:batch])
         return self._run_fused_chain(chain_key, batch, self.chain_positions[:batch], copy.copy(cad),
                                      self.prep_num_rejected[:batch])
 
