@@ -48,7 +48,8 @@ out = {}
 targets = registry.install_substitutions("cuda")
 for sub in registry.substitutions_for("cuda"):
     obj = current(sub.targets[0])
-    kernel = obj.kernel if type(obj).__name__ == "FixedTileLauncher" else obj
+    launched = type(obj).__name__ in ("FixedTileLauncher", "MinBlockLauncher")
+    kernel = obj.kernel if launched else obj  # a launcher holds the derived JIT function
     out[sub.name] = {
         "type": type(obj).__name__, "kernel_type": type(kernel).__name__,
         "same_object_everywhere": all(current(t) is obj for t in sub.targets),
@@ -74,17 +75,19 @@ def test_cuda_substitutes_are_vllms_kernels_with_fewer_specializations():
         assert row["kernel_type"] == "JITFunction" and row["same_object_everywhere"], row
         assert row["derived_from"] == f"vllm.v1.spec_decode.utils:{kernel}", row
         assert row["unspecialized"] == sorted(sub.unspecialize), row
-        assert row["type"] == ("FixedTileLauncher" if sub.launcher else "JITFunction"), row
+        launchers = {"portable_spec.kernels.fixed_tile:one_tile_launcher": "FixedTileLauncher",
+                     "portable_spec.kernels.fixed_tile:min_block_launcher": "MinBlockLauncher", None: "JITFunction"}
+        assert row["type"] == launchers[sub.launcher], row
 
 
 _DFLASH = _ENABLE_TRITON + r"""
 import vllm.v1.spec_decode.utils as utils
 from vllm.triton_utils import triton
 from portable_spec.kernels.derive import derive
-from portable_spec.kernels.fixed_tile import FixedTileLauncher
+from portable_spec.kernels.fixed_tile import one_tile_launcher
 
 upstream = utils.copy_and_expand_dflash_inputs_kernel
-ours = FixedTileLauncher(derive(upstream, {}, ("total_input_tokens",)))
+ours = one_tile_launcher(derive(upstream, {}, ("total_input_tokens",)))  # what the registry binds
 gen = torch.Generator().manual_seed(7)
 K, BLOCK, MASK = 8, 16, 151669
 
@@ -138,7 +141,8 @@ print(json.dumps(result))
 def test_one_tile_dflash_launch_writes_what_vllms_launch_writes():
     """vLLM's real DFlash input kernel (interpreter), launched as vLLM launches it (tile = next power of two of the
     longest query + 1 + K, up to 256) and through our one-tile launcher: every output buffer equal, element for
-    element, over decode-only, mixed prefill and long-prompt batches, with and without rejected tokens."""
+    element, over decode-only, mixed prefill and long-prompt batches, with and without rejected tokens (without:
+    ours passes zeros with the flag on)."""
     report = _child(_DFLASH, interpret=True)
     assert report["upstream_is_jit"]
     cases = report["cases"]
@@ -146,6 +150,51 @@ def test_one_tile_dflash_launch_writes_what_vllms_launch_writes():
     for c in cases:
         assert c["equal"], c
         assert c["ids_written"] == len(c["lens"]) * 9, c  # the comparison is over written outputs, not sentinels
+
+
+_NEXT_TOKEN = _ENABLE_TRITON + r"""
+import vllm.v1.spec_decode.utils as utils
+from vllm.triton_utils import triton
+from portable_spec.kernels.derive import derive
+from portable_spec.kernels.fixed_tile import min_block_launcher
+
+upstream = utils.eagle_prepare_next_token_padded_kernel
+ours = min_block_launcher(derive(upstream, {}, ("num_sampled_tokens_per_req", "num_reqs",
+                                                "stride_sampled_token_ids")))
+gen = torch.Generator().manual_seed(11)
+VOCAB = 50
+
+def launch(kernel, sampled, discard, backup):
+    batch, width = sampled.shape
+    next_ids = torch.full((batch,), -7, dtype=torch.int32)
+    valid = torch.full((batch,), -7, dtype=torch.int32)
+    kernel[(batch,)](sampled, discard, backup, next_ids, valid, VOCAB, width, batch, sampled.stride(0),
+                     BLOCK_SIZE_TOKENS=triton.next_power_of_2(width))  # as vLLM launches it
+    return next_ids.tolist(), valid.tolist()
+
+cases = []
+for batch, width in [(1, 1), (5, 1), (4, 4), (3, 6), (16, 4), (7, 9), (2, 16)]:
+    sampled = torch.randint(0, VOCAB + 5, (batch, width), generator=gen, dtype=torch.int32)  # some >= vocab
+    for row in range(batch):  # rejected tails are -1, as the rejection sampler writes them
+        sampled[row, int(torch.randint(0, width + 1, (1,), generator=gen)):] = -1
+    discard = torch.rand(batch, generator=gen) < 0.3
+    backup = torch.randint(0, VOCAB, (batch,), generator=gen, dtype=torch.int32)
+    theirs, mine = launch(upstream, sampled, discard, backup), launch(ours, sampled, discard, backup)
+    cases.append({"shape": [batch, width], "equal": theirs == mine, "written": -7 not in theirs[0] + theirs[1],
+                  "counts": theirs[1]})
+print(json.dumps({"cases": cases}))
+"""
+
+
+def test_next_token_launch_at_sixteen_lanes_writes_what_vllms_launch_writes():
+    """vLLM's real next-token kernel (interpreter), launched as vLLM launches it (row tile = next power of two of the
+    row width) and through our launcher (at least 16 lanes): equal next tokens and valid counts for rows with and
+    without drafts, discarded rows, rejected tails and out-of-vocabulary tokens."""
+    cases = _child(_NEXT_TOKEN, interpret=True)["cases"]
+    for c in cases:
+        assert c["equal"] and c["written"], c
+    counts = {n for c in cases for n in c["counts"]}
+    assert 0 in counts and max(counts) >= 4  # the cases hold empty, discarded and long valid rows
 
 
 class _Recorder:
@@ -165,6 +214,23 @@ def test_fixed_tile_launch_covers_the_same_range_at_one_tile(grid, block, want):
     FixedTileLauncher(kernel, tile=64)[grid](BLOCK_SIZE=block)
     assert kernel.calls == [(want, 64)]
     assert want[1] * 64 >= grid[1] * block  # never less than vLLM's range
+
+
+def test_min_block_launch_widens_only_narrower_row_tiles():
+    from portable_spec.kernels.fixed_tile import MinBlockLauncher
+
+    seen = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: seen.append((grid, kwargs["BLOCK_SIZE_TOKENS"]))
+
+    launcher = MinBlockLauncher(Kernel(), block=16)
+    for block in (1, 4, 16, 32):
+        launcher[(3,)](BLOCK_SIZE_TOKENS=block)
+    assert seen == [((3,), 16), ((3,), 16), ((3,), 16), ((3,), 32)]
+    with pytest.raises(ValueError, match="not a power of two"):
+        MinBlockLauncher(Kernel(), block=12)
 
 
 def test_a_renamed_parameter_fails_derivation_in_one_line():

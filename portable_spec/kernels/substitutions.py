@@ -70,10 +70,13 @@ def _load(qualname: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def _batch_agnostic(kernel: str, modules: tuple[str, ...], params: tuple[str, ...], what: str) -> Substitution:
-    """CUDA: vLLM's spec-decode ``kernel`` (bound in ``modules``) with its batch-size ``params`` unspecialized."""
+def _batch_agnostic(kernel: str, modules: tuple[str, ...], params: tuple[str, ...], what: str,
+                    launcher: str | None = None, also: str = "") -> Substitution:
+    """CUDA: vLLM's spec-decode ``kernel`` (bound in ``modules``) with its batch-size ``params`` unspecialized (and
+    launched by ``launcher``, a ``module:factory`` name, when given)."""
     return Substitution(name=f"{kernel}:batch_agnostic", targets=tuple(f"{_SD}.{m}.{kernel}" for m in modules),
-                        platforms=("cuda",), reason=f"{_BATCH} (here: {what})", unspecialize=params)
+                        platforms=("cuda",), reason=f"{_BATCH} (here: {what}){also}", unspecialize=params,
+                        launcher=launcher)
 
 
 SUBSTITUTIONS: tuple[Substitution, ...] = (
@@ -124,7 +127,10 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
     ),
     _batch_agnostic("eagle_prepare_next_token_padded_kernel", ("utils", "llm_base_proposer"),
                     ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),
-                    "requests, tokens per request and the row stride"),
+                    "requests, tokens per request and the row stride",
+                    launcher="portable_spec.kernels.fixed_tile:min_block_launcher",
+                    also="; its row tile, 1 or the power of two of 1+K, is launched at 16 lanes or more (masked lanes "
+                         "read no token): one variant with and without drafts"),
     _batch_agnostic("eagle_prepare_inputs_padded_kernel", ("utils", "llm_base_proposer"), ("num_reqs",), "requests"),
     _batch_agnostic("eagle_step_slot_mapping_metadata_kernel", ("utils",), ("batch_size",),
                     "requests in a chain step"),
@@ -135,7 +141,8 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         platforms=("cuda",),
         reason=("DFlash's input kernel specializes on the step's token count and on a tile size vLLM picks from the "
                 "longest query (BLOCK_SIZE 16..256): up to 25 variants. Every element is computed independently "
-                "(masked by its own index), so one tile size over a finer grid writes the same outputs"),
+                "(masked by its own index), so one tile size over a finer grid writes the same outputs; steps "
+                "without rejected counts pass zeros (the flag only chooses between reading them and 0)"),
         unspecialize=("total_input_tokens",),
         launcher="portable_spec.kernels.fixed_tile:one_tile_launcher",
     ),

@@ -25,7 +25,9 @@ On CUDA our platform binds these kernels unspecialized on their batch arguments,
 (``portable_spec/kernels/substitutions.py``). ``Limits.batch_agnostic`` names the kernels bound so
 (``batch_agnostic_kernels`` reads the bound substitutes): their keys keep only what still specializes (whether the
 step verifies drafts), so DFlash no longer needs a round per tile bucket and token class. Kernels outside this model
-may still specialize on the batch, so every request class keeps its round (key ``UNMODELLED``).
+may still specialize on the batch, so every request class keeps its round (key ``UNMODELLED``). The launchers of the
+next-token and DFlash kernels also fold the with/without-drafts variant into one; the plan still counts two (an
+over-approximation: it may plan a step more, never one less).
 
 So the request classes need batches of 1, of a non-multiple of 16 and (max_num_seqs >= 16) of 16 requests, each
 once without and once with drafts; DFlash adds every BLOCK_SIZE bucket (the longest query of a step: a prompt, or a
