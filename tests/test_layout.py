@@ -16,7 +16,8 @@ SERVE_PATH_MODULES = (
     "portable_spec.vllm_adapter.platform_probe", "portable_spec.vllm_adapter.general_plugin",
     "portable_spec.vllm_adapter.musa", "portable_spec.vllm_adapter.worker", "portable_spec.vllm_adapter.musa_worker",
     "portable_spec.vllm_adapter.v1_runner", "portable_spec.vllm_adapter.v1_drafter",
-    "portable_spec.vllm_adapter.v1_fused_chain", "portable_spec.vllm_adapter.v1_warmup",
+    "portable_spec.vllm_adapter.v1_fused_chain", "portable_spec.vllm_adapter.v1_draft_prep",
+    "portable_spec.vllm_adapter.v1_warmup",
     "portable_spec.vllm_adapter.warmup_plan", "portable_spec.kernels.eagle_prepare_next_token",
 )
 
