@@ -419,6 +419,33 @@ class RecordingBuilder:
         return ("metadata", draft_index)
 
 
+class HostReads(torch.overrides.TorchFunctionMode):
+    """Records every read of a tensor's values into Python (``item``, ``tolist``, ``int()``, ``bool()``, ``cpu``,
+    ``numpy``...) made by host code: on a GPU each is a device-to-host sync. Work that stands for device work here
+    (a kernel's torch port, a draft model's forward) runs inside ``device_work()`` and is not counted."""
+
+    READS = frozenset({"item", "tolist", "__int__", "__float__", "__bool__", "__index__", "cpu", "numpy"})
+    depth = 0  # > 0 while device work runs
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if HostReads.depth == 0 and name in self.READS:
+            self.reads.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+class device_work:
+    def __enter__(self):
+        HostReads.depth += 1
+
+    def __exit__(self, *exc):
+        HostReads.depth -= 1
+
+
 class TorchLaunch:
     """``kernel[grid](*args, **kwargs)`` as vLLM launches a Triton kernel, running a torch port (vLLM turns Triton
     off on a host without a GPU driver); programs past the grid's first axis never run, as on a device."""
@@ -428,7 +455,12 @@ class TorchLaunch:
 
     def __getitem__(self, grid):
         self.grids.append(tuple(grid))
-        return lambda *args, **kwargs: [self.program(i, *args, **kwargs) for i in range(grid[0])]
+
+        def launch(*args, **kwargs):
+            with device_work():
+                for i in range(grid[0]):
+                    self.program(i, *args, **kwargs)
+        return launch
 
 
 def next_token_program(req, sampled, discard, backup, next_ids, valid, vocab_size, num_tokens, num_reqs, stride,
@@ -558,10 +590,11 @@ class MixingDraft(PositionalDraft):
     def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
         from vllm.forward_context import get_forward_context
 
-        slots = get_forward_context().slot_mapping
-        self.slots.append(next(iter(slots.values()))[: input_ids.shape[0]].tolist() if slots else [])
-        h = hidden_states.float() + 3 * torch.cumsum(input_ids, 0)[:, None].float() + positions[:, None].float()
-        return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
+        with device_work():
+            slots = get_forward_context().slot_mapping
+            self.slots.append(next(iter(slots.values()))[: input_ids.shape[0]].tolist() if slots else [])
+            h = hidden_states.float() + 3 * torch.cumsum(input_ids, 0)[:, None].float() + positions[:, None].float()
+            return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
 
 
 def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size, max_model_len,
@@ -690,14 +723,17 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
     buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
     fresh = {name: getattr(proposer, name).clone() for name in buffers}
 
+    host_reads = {}
+
     def run(propose_draft_token_ids):
         for name in buffers:
             getattr(proposer, name).copy_(fresh[name])
         runner.handed_off.clear()
         runner.input_batch.prev_sampled_token_ids, runner.valid_sampled_token_count_event.records = None, 0
         args = verify_step(runner, proposer, num_reqs)
-        with torch.inference_mode():  # as vLLM's worker runs every step
+        with torch.inference_mode(), HostReads() as watch:  # as vLLM's worker runs every step
             drafts = propose_draft_token_ids(runner, *args)
+        host_reads[propose_draft_token_ids.__qualname__] = watch.reads
         if not runner.handed_off:  # ours: read back what hand_off_counts left
             runner.handed_off.append(hand_off_of(runner))
         state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
@@ -720,6 +756,10 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
     assert ours[3][:n].tolist() == upstream[3][:n].tolist()
     q = 1 + proposer.graph_k  # the first pass wrote each token's KV at the target's slots
     assert ours[4][: n * q] == upstream[4][: n * q] == list(range(500, 500 + n * q))
+    # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
+    # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
+    assert host_reads["PortableV1ModelRunner.propose_draft_token_ids"] == []
+    assert "item" in host_reads["GPUModelRunner.propose_draft_token_ids"]
 
 
 def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing, monkeypatch):

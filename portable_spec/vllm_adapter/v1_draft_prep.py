@@ -30,10 +30,7 @@ import torch
 import vllm.v1.spec_decode.llm_base_proposer as base
 
 from portable_spec.draft.dispatcher import FIRST_FUSED
-
-
-def next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+from portable_spec.vllm_adapter.warmup_plan import next_pow2
 
 
 def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: torch.Tensor) -> None:
@@ -76,7 +73,7 @@ class DraftPrepMixin:
         base.eagle_prepare_next_token_padded_kernel[(num_reqs,)](
             self.prep_sampled, runner.discard_request_mask.gpu, self.backup_next_token_ids.gpu,
             self.prep_next_tokens, self.prep_valid_counts, runner.input_batch.vocab_size, query_len, num_reqs,
-            self.prep_sampled.stride(0), BLOCK_SIZE_TOKENS=next_power_of_2(query_len))
+            self.prep_sampled.stride(0), BLOCK_SIZE_TOKENS=next_pow2(query_len))
         base.eagle_prepare_inputs_padded_kernel[(num_reqs,)](
             self.prep_cu_draft, self.prep_valid_counts, runner.query_start_loc.gpu, self.sample_indices,
             self.prep_num_rejected, num_reqs)

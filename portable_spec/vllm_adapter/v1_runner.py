@@ -1,6 +1,6 @@
 """Our V1 model runner: vLLM's ``GPUModelRunner`` with a drafter whose steady-state forwards replay FULL graphs.
 
-Three hooks, all scoped: while vLLM's ``__init__`` runs, ``EagleProposer`` and ``DFlashProposer`` in the runner
+Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer`` and ``DFlashProposer`` in the runner
 module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
 captures its graphs, at boot, never at request time, and ``v1_warmup`` runs real steps so that the drafter/verify-path
 Triton kernels compile then too (the worker activates vLLM's JIT monitor right after); and each step's drafting
