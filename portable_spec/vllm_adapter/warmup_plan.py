@@ -39,8 +39,8 @@ temperature > 0 (``rejection_random_sample_kernel``, ``sample_recovered_tokens_k
 specialized) is compiled by vLLM's own sampler warm-up.
 
 Cost: EAGLE/MTP needs at most 3 rounds (7 steps with the clean-up); DFlash about 14 (29 steps at K=3) for vLLM's own
-kernels, its prompts up to ~250 tokens, and 3 rounds with the substitutes bound; all within the engine's token,
-length and KV-block limits (``Round.fits``).
+kernels, its prompts up to ~250 tokens, and at most 3 rounds with the substitutes bound; all within the engine's
+token, length and KV-block limits (``Round.fits``).
 """
 
 from __future__ import annotations
