@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
+from portable_spec.draft.dispatcher import CHAIN_KINDS, FIRST_PASS_KINDS, any_replayed
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
 from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
@@ -81,11 +82,9 @@ def checks_for(results: list[dict], seeds: list[int], greedy: bool, perfect: boo
             if (full.get("drafter") or "").endswith("DFlashProposer"):
                 checks[f"full_drafter_s{seed}_block_graphs_replayed"] = replays.get("dflash_block", 0) > 0
             else:
-                checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = (
-                    replays.get("first", 0) + replays.get("first_fused", 0) > 0)
+                checks[f"full_drafter_s{seed}_first_pass_graphs_replayed"] = any_replayed(replays, FIRST_PASS_KINDS)
                 if args_k_above_one(full):
-                    checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = (
-                        replays.get("chain", 0) + replays.get("chain_fused", 0) > 0)
+                    checks[f"full_drafter_s{seed}_chain_graphs_replayed"] = any_replayed(replays, CHAIN_KINDS)
             checks[f"full_drafter_s{seed}_no_pointer_mismatch"] = full.get("pointer_mismatches") == 0
             checks[f"full_drafter_s{seed}_log_shows_capture"] = any(
                 CAPTURE_LOG_PREFIX in line and " s, " in line and "MiB" in line for line in full.get("log_excerpt", []))

@@ -30,6 +30,13 @@ BLOCK = "dflash_block"
 STEP_KINDS = (FIRST, FIRST_FUSED, CHAIN, CHAIN_FUSED, BLOCK)
 PLAN_STEP = {FIRST: "first_step", FIRST_FUSED: "first_step", BLOCK: "first_step", CHAIN: "chain_step",
              CHAIN_FUSED: "chain_step"}
+FIRST_PASS_KINDS = (FIRST, FIRST_FUSED)  # an EAGLE/MTP first pass replays one of these
+CHAIN_KINDS = (CHAIN, CHAIN_FUSED)  # a chain step replays one of these
+
+
+def any_replayed(replays: dict[str, int], kinds: tuple[str, ...]) -> bool:
+    """Whether a runner's replay counts (kind -> replays) show a replay of any of ``kinds``."""
+    return any(replays.get(kind, 0) > 0 for kind in kinds)
 """Which ``CapturePlan`` step plan sizes each step kind."""
 GRAPH_MODES = ("FULL", "PIECEWISE", "NONE")
 

@@ -82,12 +82,12 @@ class DraftPrepMixin:
         self._set_positions(num_tokens, runner._get_positions(num_tokens))
 
     def prep_blockers(self, runner: Any) -> list[str]:
-        """Why the runner's draft prep cannot be folded into the first pass here (empty: it can). Read once."""
+        """Why the runner's draft prep cannot be folded into the first pass here (empty: it can). Read once.
+        Whatever keeps the chain unfused (multimodal draft inputs among it) is one reason here."""
         checks = [
             (self.fused_chain_off, "the chain steps are not fused"),
             (getattr(runner, "uses_mrope", False) or getattr(runner, "uses_xdrope_dim", 0) > 0,
              "M-RoPE/XD-RoPE target positions"),
-            (getattr(runner, "supports_mm_inputs", False) and self.supports_mm_inputs, "multimodal draft inputs"),
             (getattr(runner.get_model(), "get_mtp_target_hidden_states", None) is not None,
              "the target overrides the drafter's hidden states"),
         ]

@@ -83,9 +83,9 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
 
 
 class FusedChainMixin:
-    """Mixed into our EAGLE proposer (before ``DrafterGraphMixin``): capture of the fused first pass and fused chain
-    graphs, and ``propose`` = the fused first pass (or upstream's) + the lean chain loop whenever a fused chain graph
-    covers the batch."""
+    """Mixed into our EAGLE proposer (before ``DrafterGraphMixin``): the fused graphs' bodies (the first pass's
+    sample and chain inputs, each chain step), and ``propose`` = upstream's first pass + the lean chain loop whenever
+    a fused chain graph covers the batch (the fused first pass is reached through ``DraftPrepMixin``)."""
 
     def _init_fused_chain(self, max_reqs: int) -> None:
         device = self.input_ids.device

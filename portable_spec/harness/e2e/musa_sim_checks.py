@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
+from portable_spec.draft.dispatcher import CHAIN_KINDS, FIRST_PASS_KINDS, any_replayed
 from portable_spec.harness.e2e.configs import VARIANTS
 from portable_spec.harness.e2e.musa_sim_parts import CUDA_TRITON, MusaSimPart
 from portable_spec.harness.musa_sim import LABEL
@@ -57,9 +58,9 @@ def graph_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]:
     if part.pair.endswith("dflash"):
         replayed = {"block_graphs_replayed": replays.get("dflash_block", 0) > 0}
     else:  # a pruned first step leaves the 4-request first pass eager; chain steps must still replay
-        replayed = {"chain_graphs_replayed": replays.get("chain", 0) + replays.get("chain_fused", 0) > 0}
+        replayed = {"chain_graphs_replayed": any_replayed(replays, CHAIN_KINDS)}
         if not part.pruned:
-            replayed["first_pass_graphs_replayed"] = replays.get("first", 0) + replays.get("first_fused", 0) > 0
+            replayed["first_pass_graphs_replayed"] = any_replayed(replays, FIRST_PASS_KINDS)
     checks = {"drafter_graphs_captured": bool(stats.get("graphs")) and drafter == stats.get("graphs"),
               "no_failed_capture": stats.get("failed") == {},
               **replayed,
