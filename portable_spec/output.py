@@ -1,5 +1,5 @@
 """One way to print a result, shared by the CLI and the scripts beside it: ``--json`` gives one JSON object, otherwise
-a human rendering. It sits below every layer so that vLLM-side scripts (``vllm_adapter.attention_verify``) print the
+a human rendering. It sits below every layer so that vLLM-side scripts (``vllm_adapter.tools.attention_verify``) print the
 same way without importing the CLI."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def sample_breakdown(scale: float = 1.0, runner: str = "v1") -> dict:
     """The breakdown of two hand-built steps whose phases take ``scale`` times fixed host and device times; every
     kernel is a graph replay launched inside its phase."""
     from portable_spec.harness.e2e.step_attribution import breakdown
-    from portable_spec.vllm_adapter import profile_scopes as ours
+    from portable_spec.vllm_adapter.harness_door import profile_scopes as ours
 
     events = []
     for step in range(2):

@@ -15,7 +15,7 @@ import sys
 import torch
 
 from portable_spec.kernels import registry
-from portable_spec.vllm_adapter.triton_check_worker import enable_vllm_triton
+from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_triton
 
 enable_vllm_triton()
 
@@ -133,9 +133,10 @@ def find_seq_idx() -> dict:
 
 def _ir(key: str) -> tuple[str, list[str]]:
     from portable_spec.kernels.triton_compile import ttir
-    from portable_spec.kernels.triton_table import KERNELS
+    from portable_spec.harness.synthetic.triton_cases import SOURCE
+    from portable_spec.kernels.triton_table import kernel_cases
 
-    case = next(c for c in KERNELS if c.key == key)
+    case = next(c for c in kernel_cases((SOURCE,)) if c.key == key)
     fn = getattr(importlib.import_module(case.module), case.attr)
     text = ttir(fn, case.signature, case.constexprs)
     return fn.cache_key, sorted(set(re.findall(r'tt\.func (?:private|public) @"?([\w.]+?)__', text)))

@@ -24,7 +24,7 @@ DOES_NOT_IMPORT_WITHOUT_GPU = {"FLASHINFER"}  # flashinfer.py initialises CUDA a
 
 @pytest.fixture(scope="module")
 def agreement(vllm_platform):
-    from portable_spec.vllm_adapter import attention_agreement
+    from portable_spec.vllm_adapter.tools import attention_agreement
 
     return attention_agreement
 
@@ -117,7 +117,7 @@ def _fake_report(refuted: bool) -> dict:
 def test_probe_verify_puts_the_report_in_the_probe_and_exits_1_naming_refuted_claims(vllm_platform, monkeypatch,
                                                                                       capsys, refuted):
     from portable_spec.cli import main
-    from portable_spec.vllm_adapter import attention_verify
+    from portable_spec.vllm_adapter.tools import attention_verify
 
     monkeypatch.setattr(attention_verify, "verify_attention", lambda platform: _fake_report(refuted))
     code = main(["probe", "--platform", "cpu", "--verify", "--json"])
@@ -132,7 +132,7 @@ def test_probe_verify_puts_the_report_in_the_probe_and_exits_1_naming_refuted_cl
 
 
 def test_verify_on_a_host_without_rows_or_device_says_so(vllm_platform):
-    from portable_spec.vllm_adapter.attention_verify import verify_attention
+    from portable_spec.vllm_adapter.tools.attention_verify import verify_attention
 
     assert verify_attention("cpu")["note"] == "no attention capability rows for platform 'cpu'"
     report = verify_attention("cuda", quiet=True)
@@ -144,7 +144,7 @@ def test_verify_on_a_host_without_rows_or_device_says_so(vllm_platform):
 
 def test_probe_verify_text_output(vllm_platform, monkeypatch, capsys):
     from portable_spec.cli import main
-    from portable_spec.vllm_adapter import attention_verify
+    from portable_spec.vllm_adapter.tools import attention_verify
 
     monkeypatch.setattr(attention_verify, "verify_attention", lambda platform: _fake_report(False))
     assert main(["probe", "--platform", "cpu", "--verify"]) == 0
@@ -158,14 +158,14 @@ import importlib, json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
 import vllm.platforms
-from portable_spec.vllm_adapter.testing_platform import CpuGraphTestPlatform
+from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
 vllm.platforms._current_platform = CpuGraphTestPlatform()
 import vllm.triton_utils.importing as importing
 importing.HAS_TRITON = True  # vLLM disables Triton without a GPU driver; the interpreter runs it on CPU
 import vllm.triton_utils
 importlib.reload(vllm.triton_utils)
 from portable_spec.attention_caps import checks
-from portable_spec.vllm_adapter.attention_verify import TritonKernel
+from portable_spec.vllm_adapter.tools.attention_verify import TritonKernel
 kernel, cpu = TritonKernel(), torch.device("cpu")
 out = {"unavailable": kernel.unavailable_reason(), "results": [
     checks.check_non_causal(kernel, cpu, "float32"), checks.check_head_size(kernel, cpu, 80, "float32"),
@@ -221,7 +221,7 @@ class _CausalOnly(_Reference):
 def test_verify_orchestration_keeps_table_order_and_runs_builders_on_a_side_thread(vllm_platform):
     import torch
 
-    from portable_spec.vllm_adapter.attention_verify import verify_attention
+    from portable_spec.vllm_adapter.tools.attention_verify import verify_attention
 
     kernels = {"FLASH_ATTN": _Reference, "FLASHINFER": _BackgroundReference, "TRITON_ATTN": _CausalOnly}
     report = verify_attention("cuda", device=torch.device("cpu"), kernels=kernels, quiet=True)

@@ -45,7 +45,7 @@ def test_the_pick_is_what_the_musa_platform_class_returns(vllm_platform, monkeyp
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
-    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     monkeypatch.setattr(selection, "_package_missing", lambda name: name == "mate" and not mate_installed)
     scenario = "with vendor attention" if mate_installed else "without vendor attention"

@@ -6,7 +6,7 @@ import pytest
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.harness.model_zoo import build_pair
-from portable_spec.vllm_adapter.draft_graph_policy import DRAFT_GRAPH_ENV, draft_graph_mode
+from portable_spec.vllm_adapter.spec_decode.policy import DRAFT_GRAPH_ENV, draft_graph_mode
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ def load_e2e_script():
 
 def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **extra):
     result = {"variant": variant, "seed": seed, "use_v2_model_runner": False, "tensor_parallel_size": 1,
-              "platform": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform" if "drafter" in variant
+              "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform" if "drafter" in variant
               else "vllm.platforms.cuda.NvmlCudaPlatform",
               "runner": "x", "outputs": [list(o) for o in outputs],
               "acceptance_per_position": [p / drafts for p in per_pos],
@@ -37,7 +37,7 @@ def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **ex
 
 GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0,
              "jit_during_inference": [],
-             "log_excerpt": ["INFO [v1_drafter.py:236] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, "
+             "log_excerpt": ["INFO [proposer.py:236] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, "
                              "58.0 MiB, sizes {'first': [4, 8], 'chain_fused': [1, 2]}, 0 failed"]}
 
 
@@ -214,7 +214,7 @@ def test_seeds_change_the_prompts_and_stay_in_the_vocabulary():
 
 def test_dflash_runs_are_judged_by_their_block_graphs_and_fused_chains_count_as_chains():
     e2e = load_e2e_script()
-    dflash = {"drafter": "portable_spec.vllm_adapter.v1_drafter.FullGraphDFlashProposer",
+    dflash = {"drafter": "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphDFlashProposer",
               "capture_stats": {"graphs": 4}, "pointer_mismatches": 0}
     ok = e2e.checks_for([run("nospec"), run("eager_drafter"),
                          run("full_drafter", replays={"first": 0, "chain": 0, "dflash_block": 25}, **dflash)],
@@ -292,7 +292,7 @@ def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
 
     log = tmp_path / "engine.log"
     noise = [f"INFO Using cache directory: /tmp/portable_spec_vllm_cache/{i}" for i in range(60)]
-    capture = "INFO [v1_drafter.py:1] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, 58.0 MiB, sizes {}, 0 failed"
+    capture = "INFO [proposer.py:1] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, 58.0 MiB, sizes {}, 0 failed"
     plugin = "INFO [__init__.py:237] Platform plugin portable_spec is activated"
     log.write_text("\n".join(noise + [plugin] + ["Capturing CUDA graphs (decode, FULL): 100%"] * 50 + [capture]))
     excerpt = log_excerpt(log)

@@ -34,7 +34,7 @@ def _child(code: str, *, interpret: bool) -> dict:
 
 _ENABLE_TRITON = r"""
 import json, torch
-from portable_spec.vllm_adapter.triton_check_worker import enable_vllm_triton
+from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_triton
 enable_vllm_triton()
 from portable_spec.kernels import registry
 """

@@ -529,12 +529,12 @@ def _fake_run(f, platform_module, platform_class, corrupt=None):
 def test_boot_greedy_checks_catch_divergence_and_the_wrong_platform(boot):
     f = list(zoo.zoo_function(0).f)
     native = _fake_run(f, "vllm.platforms.cuda", "CudaPlatform")
-    ours = _fake_run(f, "portable_spec.vllm_adapter.cuda", "PortableCudaPlatform")
+    ours = _fake_run(f, "portable_spec.vllm_adapter.platform.cuda", "PortableCudaPlatform")
     checks = boot.greedy_checks({"native": native, "vllm_platform_cuda": ours}, f, 32)
     assert all(c["ok"] for c in checks.values()), checks
     assert set(checks) >= {"greedy_outputs_equal", "native_expected_chain", "vllm_platform_cuda_expected_chain",
                            "vllm_platform_cuda_is_ours", "native_is_stock_vllm"}
-    diverged = _fake_run(f, "portable_spec.vllm_adapter.cuda", "PortableCudaPlatform", corrupt=1)
+    diverged = _fake_run(f, "portable_spec.vllm_adapter.platform.cuda", "PortableCudaPlatform", corrupt=1)
     checks = boot.greedy_checks({"native": native, "vllm_platform_cuda": diverged}, f, 32)
     assert not checks["greedy_outputs_equal"]["ok"] and "[1]" in checks["greedy_outputs_equal"]["detail"]
     assert not checks["vllm_platform_cuda_expected_chain"]["ok"] and checks["native_expected_chain"]["ok"]
@@ -569,7 +569,7 @@ def test_boot_serve_checks_and_expected_chat(boot, built):
     assert chat["token_ids"] == zoo.expected_continuation(f, chat["prompt_token_ids"], 16)
     serve = {"ok": True, "response": {"text": chat["text"], "token_ids": chat["token_ids"],
                                       "prompt_token_ids": chat["prompt_token_ids"]}}
-    log = "INFO [vllm_boot] api-server current_platform=portable_spec.vllm_adapter.cuda.PortableCudaPlatform"
+    log = "INFO [vllm_boot] api-server current_platform=portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
     checks = boot.serve_checks(serve, log, f, chat)
     assert all(c["ok"] for c in checks.values()), checks
     wrong = {"ok": True, "response": {**serve["response"], "token_ids": chat["token_ids"][::-1]}}

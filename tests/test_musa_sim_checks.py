@@ -113,13 +113,13 @@ def row(variant, seed, **extra):
             "acceptance_per_position": K3,
             "acceptance_counts": {"drafts": 4, "accepted": 12, "accepted_per_position": [4, 4, 4]}}
     if variant == "cuda_triton_full_drafter":
-        base.update(platform="portable_spec.vllm_adapter.cuda.PortableCudaPlatform",
+        base.update(platform="portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform",
                     attention_backends=["TRITON_ATTN"], draft_attention_backends=["TRITON_ATTN"],
                     capture_stats={"graphs": 9}, pointer_mismatches=0)
     if variant.startswith("musa_sim"):
         base.update(
             platform=PLATFORM_QUALNAME, platform_label="musa-sim",
-            worker="portable_spec.vllm_adapter.musa_worker.MusaWorker", attention_backends=["TRITON_ATTN"],
+            worker="portable_spec.vllm_adapter.worker.musa_worker.MusaWorker", attention_backends=["TRITON_ATTN"],
             draft_attention_backends=["TRITON_ATTN"], substitutes_bound=musa_substitutes(),
             capture_stats={"graphs": 9, "failed": {}}, replays={"first": 3, "chain_fused": 6}, pointer_mismatches=0,
             drafter_graphs=9, drafter_live_graph_limit=1891, drafter_port="musa-sim", vllm_graphs=45, one_pool=True,
@@ -149,8 +149,8 @@ def test_every_check_passes_for_a_correct_run():
 
 BROKEN = [
     ({"platform_label": "musa"}, "platform_is_musa_sim"),
-    ({"platform": "portable_spec.vllm_adapter.cuda.PortableCudaPlatform"}, "platform_is_musa_sim"),
-    ({"worker": "portable_spec.vllm_adapter.worker.PortableWorker"}, "worker_is_musa_worker"),
+    ({"platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"}, "platform_is_musa_sim"),
+    ({"worker": "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker"}, "worker_is_musa_worker"),
     ({"attention_backends": ["FLASH_ATTN"]}, "attention_is_triton_attn"),
     ({"draft_attention_backends": ["FLASH_ATTN", "TRITON_ATTN"]}, "attention_is_triton_attn"),
     ({"substitutes_bound": musa_substitutes()[1:]}, "substitutes_bound"),

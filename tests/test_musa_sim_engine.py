@@ -21,7 +21,8 @@ import torch
 from portable_spec.harness import musa_sim_plugin
 from portable_spec.harness.musa_sim import SimulatedMusa
 from portable_spec.platforms.musa import MusaPlatform
-from portable_spec.vllm_adapter import mixin, platform_probe
+from portable_spec.platforms import current as mixin
+from portable_spec.vllm_adapter.plugin import platform_probe
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
 SIM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
@@ -131,7 +132,7 @@ IDENTITY = {"device_name": "cuda", "device_type": "cuda", "dispatch_key": "CUDA"
 
 def test_the_sim_class_changes_only_the_device_identity():
     from portable_spec.harness.musa_sim_platform import MusaSimPlatform
-    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     own = {k for k in vars(MusaSimPlatform) if not k.startswith("__") or k == "__init__"}
     assert own == set(IDENTITY) | {"__init__", "label", "import_kernels"}  # import_kernels: the backing device's ops
@@ -146,7 +147,7 @@ def test_the_sim_class_changes_only_the_device_identity():
 def test_each_sim_process_gets_the_simulated_musa_port_once():
     proc = run_python("""
         from portable_spec.harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.vllm_adapter.mixin import device_port
+        from portable_spec.platforms.current import device_port
         MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
         print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
               device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
@@ -162,7 +163,7 @@ def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
               (("qwen3", QWEN3), ("dflash", DFLASH))}
     proc = run_python(f"""
         import torch, vllm.platforms
-        from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
+        from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.attention.selector import AttentionSelectorConfig
         cfg = EngineArgs(model={models['qwen3']!r}, skip_tokenizer_init=True, max_num_seqs=8, speculative_config={{
@@ -180,7 +181,7 @@ def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
     """, sim_env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = tagged(proc.stdout)
-    assert lines["WORKER"] == "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+    assert lines["WORKER"] == "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
     assert lines["SIZES"] == "[9, 18, 36, 72] 1900"
     assert lines["DEVICE"] == "cuda"
     assert lines["ATTN"] == "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
@@ -197,7 +198,7 @@ def test_a_forced_small_cap_reaches_the_planner_and_the_drafters_runtime_budget(
         import dataclasses
         from vllm.engine.arg_utils import EngineArgs
         from portable_spec.capture_sizes import CapturePlan
-        from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
+        from portable_spec.vllm_adapter.platform.drafter_plan import draft_graph_budget, drafter_plan
         cfg = EngineArgs(model={models['llama']!r}, skip_tokenizer_init=True, max_num_seqs=8,
                          compilation_config={{"cudagraph_mode": "FULL"}}, speculative_config={{
             "method": "eagle", "model": {models['eagle']!r}, "num_speculative_tokens": 3}}).create_engine_config()
@@ -216,7 +217,7 @@ def test_a_forced_small_cap_reaches_the_planner_and_the_drafters_runtime_budget(
 
 
 def test_musa_live_graph_limit_is_read_when_the_config_is_planned(monkeypatch):
-    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "40")
     assert PortableMusaPlatform.live_graph_limit() == 40
@@ -239,7 +240,7 @@ def test_the_musa_class_has_every_platform_method_vllm_starts_an_engine_with():
     a new raising method in vLLM fails this test, not a MUSA engine at start-up."""
     from vllm.platforms.interface import Platform
 
-    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     raising = {name for name, member in vars(Platform).items() if callable(getattr(member, "__func__", member))
                and "NotImplementedError" in inspect.getsource(getattr(member, "__func__", member))}
@@ -265,7 +266,7 @@ def musa_port():
 
 
 def test_musa_class_start_up_methods_go_through_torch_musa(musa_port):
-    from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     sim, seen = musa_port
     PortableMusaPlatform.manual_seed_all(7)
@@ -280,7 +281,7 @@ def test_musa_class_start_up_methods_go_through_torch_musa(musa_port):
 
 
 def test_the_drafter_finds_our_port_by_port_name_not_device_name():
-    from portable_spec.vllm_adapter.mixin import port_name_of
+    from portable_spec.platforms.current import port_name_of
 
     def platform(device_name, port_name=None):
         return types.SimpleNamespace(device_name=device_name, **({"port_name": port_name} if port_name else {}))
@@ -294,7 +295,7 @@ def test_the_drafter_finds_our_port_by_port_name_not_device_name():
 
 def test_the_musa_worker_logs_one_line_per_bound_substitute(vllm_platform, caplog):
     from portable_spec.kernels import registry
-    from portable_spec.vllm_adapter.worker import log_bound_substitutes
+    from portable_spec.vllm_adapter.worker.gpu_worker import log_bound_substitutes
 
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         assert log_bound_substitutes("musa", "musa-sim") == []  # nothing bound, nothing claimed
@@ -328,7 +329,7 @@ def test_the_base_worker_binds_the_substitutes_of_its_platforms_port(vllm_platfo
     import types
 
     from portable_spec.kernels import registry
-    from portable_spec.vllm_adapter import worker
+    from portable_spec.vllm_adapter.worker import gpu_worker as worker
 
     for port, label in (("musa", "musa-sim"), ("cuda", "cuda")):
         platform = types.SimpleNamespace(port_name=port, device_name="cuda")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from vllm.v1.worker.gpu_worker import Worker
 
-from portable_spec.vllm_adapter.musa_worker import MusaWorker
+from portable_spec.vllm_adapter.worker.musa_worker import MusaWorker
 
 
 def test_vllm_worker_still_has_the_pool_hook():

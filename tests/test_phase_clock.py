@@ -9,8 +9,8 @@ import pytest
 
 from portable_spec.harness.e2e.breakdown_report import clocks_of, render_clock_table
 from portable_spec.harness.e2e.phase_clock import PhaseClock
-from portable_spec.vllm_adapter import profile_scopes
-from portable_spec.vllm_adapter.profile_scopes import DRAFT_CHAIN, DRAFT_FIRST, OUTPUT, STEP, ScopeHook
+from portable_spec.vllm_adapter.harness_door import profile_scopes
+from portable_spec.vllm_adapter.harness_door.profile_scopes import DRAFT_CHAIN, DRAFT_FIRST, OUTPUT, STEP, ScopeHook
 
 
 class Ticks:

@@ -116,6 +116,21 @@ def test_missing_device_function_fails_at_binding_not_later():
         MusaPlatform(device_module=incomplete)
 
 
+def test_device_functions_are_declared_class_members_read_from_the_ports_module():
+    """Declared on the class (a type checker sees them, as PyTorch's DeviceInterface members), each read from the
+    instance's own device module, so an injected simulation serves the same declarations."""
+    from portable_spec.platforms.interface import DevicePlatform, DeviceFunction
+
+    declared = {name for name, value in vars(DevicePlatform).items() if isinstance(value, DeviceFunction)}
+    assert {"_Stream", "_graph", "_graph_pool_handle", "_is_current_stream_capturing"} <= declared
+    assert set(DevicePlatform.device_functions()) == {vars(DevicePlatform)[n].attr for n in declared}
+    sim = SimulatedMusa()
+    port = MusaPlatform(device_module=sim, label="musa-sim")
+    assert "_Stream" not in vars(port)  # nothing bound per instance
+    assert port._is_current_stream_capturing == sim.is_current_stream_capturing
+    assert MusaPlatform._graph is vars(DevicePlatform)["_graph"]  # the class attribute is the declaration
+
+
 
 def test_graph_pool_is_one_object_per_device_across_callers():
     created = []

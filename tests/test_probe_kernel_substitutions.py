@@ -10,7 +10,7 @@ import json
 from portable_spec.commands import probe as probe_cmd
 from portable_spec.kernels import SUBSTITUTIONS, Substitution, installed, substitutions_for
 from portable_spec.platforms.cpu import CpuPlatform
-from portable_spec.vllm_adapter.kernel_report import substitution_report
+from portable_spec.vllm_adapter.tools.kernel_report import substitution_report
 
 
 def _current(target: str):

@@ -1,5 +1,5 @@
 """The bench's per-step breakdown (``harness/e2e/step_breakdown``) and the scopes we add for it
-(``vllm_adapter/profile_scopes``): the phase map against vLLM 0.26.0's own scope strings and hooked methods, host
+(``vllm_adapter/harness_door/profile_scopes``): the phase map against vLLM 0.26.0's own scope strings and hooked methods, host
 attribution under the real torch profiler (our real hook installer on stand-ins shaped like vLLM's runners), and
 device attribution on torch's own ``FunctionEvent`` tree."""
 
@@ -18,8 +18,8 @@ from torch.autograd.profiler import record_function
 
 from portable_spec.harness.e2e import step_breakdown as sb
 from portable_spec.harness.e2e.step_attribution import breakdown
-from portable_spec.vllm_adapter import profile_scopes as ours
-from portable_spec.vllm_adapter.profile_scopes import HOOKS, ScopeHook, installed, resolve
+from portable_spec.vllm_adapter.harness_door import profile_scopes as ours
+from portable_spec.vllm_adapter.harness_door.profile_scopes import HOOKS, ScopeHook, installed, resolve
 
 MS = 1e-3
 
@@ -67,7 +67,7 @@ def test_the_hooked_calls_happen_where_the_phases_say():
     from vllm.v1.worker.gpu.model_runner import GPUModelRunner as V2Runner
     from vllm.v1.worker.gpu.spec_decode.autoregressive.speculator import AutoRegressiveSpeculator
 
-    from portable_spec.vllm_adapter.v1_fused_chain import FusedChainMixin
+    from portable_spec.vllm_adapter.spec_decode.fused_chain import FusedChainMixin
 
     propose = inspect.getsource(SpecDecodeBaseProposer.propose)
     first_sample = propose.index("self._sample_draft_tokens(")
@@ -198,8 +198,8 @@ def prepare_decode_inputs():
 
 STAND_INS = {(ours.V1_RUNNER, "GPUModelRunner"): "FakeV1Runner", (ours.V1_RUNNER, "AsyncGPUModelRunnerOutput"):
              "FakeAsyncOutput", (ours.V1_PROPOSER, "SpecDecodeBaseProposer"): "FakeProposer",
-             ("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin"): "FakeFusedProposer",
-             ("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin"): "FakeDraftPrep",
+             ("portable_spec.vllm_adapter.spec_decode.fused_chain", "FusedChainMixin"): "FakeFusedProposer",
+             ("portable_spec.vllm_adapter.spec_decode.draft_prep", "DraftPrepMixin"): "FakeDraftPrep",
              (ours.MRV2_RUNNER, "GPUModelRunner"): "FakeV2Runner",
              ("vllm.v1.worker.gpu.cudagraph_utils", "ModelCudaGraphManager"): "FakeGraphManager",
              ("vllm.v1.worker.gpu.async_utils", "AsyncOutput"): "FakeAsyncOutput",
@@ -211,8 +211,8 @@ STAND_INS = {(ours.V1_RUNNER, "GPUModelRunner"): "FakeV1Runner", (ours.V1_RUNNER
 def stand_in_hooks(runner: str) -> tuple[ScopeHook, ...]:
     """The real hook table for one runner's half (and the engine's), each vLLM class or function replaced by its
     stand-in here: same scopes, same kinds."""
-    other = ((ours.V1_RUNNER, ours.V1_PROPOSER, "portable_spec.vllm_adapter.v1_fused_chain",
-              "portable_spec.vllm_adapter.v1_draft_prep") if runner == "mrv2"
+    other = ((ours.V1_RUNNER, ours.V1_PROPOSER, "portable_spec.vllm_adapter.spec_decode.fused_chain",
+              "portable_spec.vllm_adapter.spec_decode.draft_prep") if runner == "mrv2"
              else tuple({hook.module for hook in HOOKS if hook.module.startswith("vllm.v1.worker.gpu.")}))
     hooks = []
     for hook in HOOKS:

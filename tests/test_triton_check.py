@@ -18,7 +18,8 @@ import pytest
 from portable_spec.kernels.triton_check import ENV_VAR, PROXY
 from portable_spec.kernels.triton_check_render import render_markdown, render_text
 from portable_spec.kernels.triton_compile import first_error_line
-from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS
+from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
+from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS, kernel_cases
 
 REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
 VLLM_ROOT = os.path.dirname(os.path.dirname(importlib.util.find_spec("vllm").origin))
@@ -62,7 +63,7 @@ def test_each_vllm_row_gives_every_parameter_a_type_or_a_value(case):
     _check_row(case, *_params(_vllm_function(case.module, case.attr)))
 
 
-@pytest.mark.parametrize("case", OUR_KERNELS, ids=lambda c: c.key)
+@pytest.mark.parametrize("case", OUR_KERNELS + SYNTHETIC_KERNELS, ids=lambda c: c.key)
 def test_each_of_our_rows_gives_every_parameter_a_type_or_a_value(case):
     pytest.importorskip("triton")
     fn = getattr(importlib.import_module(case.module), case.attr).fn
@@ -77,22 +78,37 @@ def _jit_names(path: str) -> set[str]:
 
 
 def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
-    refs = {c.ref for c in KERNELS}
+    table = kernel_cases((SYNTHETIC_SOURCE,))
+    refs = {c.ref for c in table}
     for module in ("vllm.v1.spec_decode.utils", "vllm.v1.sample.rejection_sampler"):
         path = os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
         assert {f"{module}:{name}" for name in _jit_names(path)} <= refs, module
     ours = os.path.join(os.path.dirname(__file__), "..", "portable_spec")
-    for sub in ("kernels", "draft"):
+    for sub in ("kernels", "draft", "harness/synthetic"):
         for file in os.listdir(os.path.join(ours, sub)):
             if file.endswith(".py"):
-                module = f"portable_spec.{sub}.{file[:-3]}"
+                module = f"portable_spec.{sub.replace('/', '.')}.{file[:-3]}"
                 launched = {n for n in _jit_names(os.path.join(ours, sub, file)) if n.endswith("_kernel")}
                 assert {f"{module}:{name}" for name in launched} <= refs, module
     attention = {"vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
                  "vllm.v1.attention.ops.triton_unified_attention:reduce_segments",
                  "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash"}
     assert attention <= refs
-    assert len({c.key for c in KERNELS}) == len(KERNELS)
+    assert len({c.key for c in table}) == len(table)
+
+
+def test_the_product_table_names_no_harness_kernel_and_no_missing_file():
+    """The serving path's table stands below the harness (the CLI adds the harness's rows); every row's
+    ``launched_at`` that names one of our files names a file that exists (a stale path fails here)."""
+    repo = os.path.join(os.path.dirname(__file__), "..")
+    assert KERNELS and all(not c.module.startswith("portable_spec.harness") for c in KERNELS)
+    ours = [c for c in kernel_cases((SYNTHETIC_SOURCE,)) if c.launched_at.startswith("portable_spec/")]
+    assert len(ours) >= len(SYNTHETIC_KERNELS)
+    for case in ours:
+        path = case.launched_at.split()[0]
+        assert os.path.isfile(os.path.join(repo, path)), (case.key, path)
+    with pytest.raises(ValueError, match="named twice"):
+        kernel_cases((SYNTHETIC_SOURCE, SYNTHETIC_SOURCE))
 
 
 def test_the_first_error_line_names_the_callees_problem():

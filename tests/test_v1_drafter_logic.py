@@ -19,10 +19,10 @@ from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIR
 from portable_spec.draft.runner import CapturedStep, DraftGraphRunner
 from portable_spec.harness.model_zoo import build_pair
 from portable_spec.platforms.cpu import CpuPlatform
-from portable_spec.vllm_adapter.v1_drafter import (
+from portable_spec.vllm_adapter.spec_decode.proposer import (
     PADDING_SLOT, ForwardReplay, FullGraphDFlashProposer, FullGraphEagleProposer, input_pointers,
 )
-from portable_spec.vllm_adapter.v1_fused_chain import CHAIN_ENV
+from portable_spec.vllm_adapter.spec_decode.fused_chain import CHAIN_ENV
 
 MAX_REQS = 8
 STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), FIRST_FUSED: StepPlan(4, (4, 8, 16), "FULL"),
@@ -500,7 +500,7 @@ def capturing(vllm_platform, tmp_path_factory, monkeypatch):
     draft-prep kernels run as torch ports, through the names vLLM's proposer calls them by."""
     import vllm.v1.spec_decode.llm_base_proposer as base
 
-    import portable_spec.vllm_adapter.mixin as mixin
+    import portable_spec.platforms.current as mixin
     from recording_device import RecordingDevice, RecordingPort
 
     monkeypatch.setattr(base, "eagle_prepare_next_token_padded_kernel", TorchLaunch(next_token_program))
@@ -524,7 +524,7 @@ def capturing(vllm_platform, tmp_path_factory, monkeypatch):
 
 def test_capture_graphs_keys_every_planned_step_through_the_one_runner(capturing, caplog):
     from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
-    from portable_spec.vllm_adapter.drafter_plan import drafter_plan
+    from portable_spec.vllm_adapter.platform.drafter_plan import drafter_plan
 
     proposer, builder, device = capturing
     plan = drafter_plan(proposer.vllm_config)
@@ -550,7 +550,7 @@ def test_capture_graphs_keys_every_planned_step_through_the_one_runner(capturing
 def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, monkeypatch):
     """At tensor parallel, the ranks' agreement decides: here rank 1 (this process) had a key fail by injection,
     and its agreement (standing in for the gloo group) reports what every rank keeps."""
-    import portable_spec.vllm_adapter.v1_drafter as v1_drafter
+    import portable_spec.vllm_adapter.spec_decode.proposer as proposer_module
     from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 
     proposer, _, _ = capturing
@@ -559,7 +559,7 @@ def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, mon
     def agree(flags):
         seen.append(flags)
         return flags  # the other rank captured everything: the AND is this rank's flags
-    monkeypatch.setattr(v1_drafter, "tensor_parallel_agreement", lambda: (agree, 1))
+    monkeypatch.setattr(proposer_module, "tensor_parallel_agreement", lambda: (agree, 1))
     monkeypatch.setenv(FAIL_CAPTURE_ENV, "1:chain_fused:4")
     with pytest.warns(Warning, match="injected capture failure"):
         stats = proposer.capture_graphs()
@@ -618,7 +618,7 @@ def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size,
 def runner_for(proposer):
     """Our V1 runner class around the stand-in's buffers (``__new__``: no engine), so vLLM's
     ``propose_draft_token_ids`` and ours run on the same object; the hand-off to the host is recorded."""
-    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+    from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
     runner = PortableV1ModelRunner.__new__(PortableV1ModelRunner)
     vars(runner).update(vars(proposer.target_runner))
@@ -709,7 +709,7 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
     import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+    from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
     monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
     proposer, _, _ = capturing

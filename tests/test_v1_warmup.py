@@ -1,4 +1,4 @@
-"""The boot-time kernel warm-up (``vllm_adapter.warmup_plan`` + ``vllm_adapter.v1_warmup``), on CPU.
+"""The boot-time kernel warm-up (``vllm_adapter.worker.warmup_plan`` + ``vllm_adapter.worker.kernel_warmup``), on CPU.
 
 vLLM's V1 runner cannot run here, so the warm-up drives a recording stand-in of our runner: it keeps the
 bookkeeping vLLM's runner keeps (live requests, their lengths and blocks) and checks every scheduler output against
@@ -23,7 +23,7 @@ from portable_spec.draft.dispatcher import FIRST, DraftDispatcher
 from portable_spec.draft.runner import DraftGraphRunner
 from portable_spec.harness.model_zoo import build_pair
 from portable_spec.platforms.cpu import CpuPlatform
-from portable_spec.vllm_adapter.warmup_plan import (
+from portable_spec.vllm_adapter.worker.warmup_plan import (
     BATCH_PARAMS, DFLASH_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, batch_agnostic_kernels, dflash_block,
     dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys,
 )
@@ -230,7 +230,7 @@ def engines(tmp_path_factory):
     from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
 
-    from portable_spec.vllm_adapter.v1_drafter import FullGraphDFlashProposer, FullGraphEagleProposer
+    from portable_spec.vllm_adapter.spec_decode.proposer import FullGraphDFlashProposer, FullGraphEagleProposer
 
     saved, base.PIN_MEMORY = base.PIN_MEMORY, False  # no pinned-memory allocator on a CPU-only host
     out = {}
@@ -264,7 +264,7 @@ def v1_runner_env(monkeypatch):
 
 @pytest.mark.parametrize("name", ["llama_eagle", "qwen3_dflash"])
 def test_warm_up_runs_valid_steps_and_leaves_boot_state(vllm_platform, engines, name, caplog):
-    from portable_spec.vllm_adapter.v1_warmup import LOG_PREFIX, REQ_PREFIX, warm_up_kernels
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, REQ_PREFIX, warm_up_kernels
 
     runner = recording_runner(engines, name, block_sizes=(16, 1))  # a 1-token block group: every slot counts
     boot_batch = dict(vars(runner.input_batch))
@@ -298,7 +298,7 @@ def test_warm_up_runs_valid_steps_and_leaves_boot_state(vllm_platform, engines, 
 
 
 def test_dflash_warm_up_reaches_every_block_bucket(vllm_platform, engines):
-    from portable_spec.vllm_adapter.v1_warmup import warm_up_kernels, warmup_limits
+    from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels, warmup_limits
 
     runner = recording_runner(engines, "qwen3_dflash")
     warm_up_kernels(runner)
@@ -323,7 +323,7 @@ def test_dflash_warm_up_reaches_every_block_bucket(vllm_platform, engines):
 def test_no_warm_up_where_it_must_not_run(vllm_platform, engines, monkeypatch, caplog, case, reason):
     from vllm.v1.kv_cache_interface import MambaSpec
 
-    from portable_spec.vllm_adapter.v1_warmup import LOG_PREFIX, warm_up_kernels
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, warm_up_kernels
 
     runner = recording_runner(engines)
     if case == "env_off":
@@ -347,7 +347,7 @@ def test_no_warm_up_where_it_must_not_run(vllm_platform, engines, monkeypatch, c
 
 
 def test_too_few_kv_blocks_skip_with_one_warning(vllm_platform, engines, caplog):
-    from portable_spec.vllm_adapter.v1_warmup import LOG_PREFIX, warm_up_kernels
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, warm_up_kernels
 
     runner = recording_runner(engines, num_blocks=1)  # only the null block
     with caplog.at_level(logging.INFO, logger="portable_spec"):
@@ -358,7 +358,7 @@ def test_too_few_kv_blocks_skip_with_one_warning(vllm_platform, engines, caplog)
 
 
 def test_a_small_kv_cache_warms_what_fits_and_warns_about_the_rest(vllm_platform, engines, caplog):
-    from portable_spec.vllm_adapter.v1_warmup import LOG_PREFIX, warm_up_kernels
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, warm_up_kernels
 
     runner = recording_runner(engines, num_blocks=9)  # 8 usable blocks: no round of 16 requests fits
     with caplog.at_level(logging.INFO, logger="portable_spec"):

@@ -107,8 +107,8 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
         import vllm.platforms
         from portable_spec.platforms.musa import MusaPlatform
         from portable_spec.harness.musa_sim import SimulatedMusa
-        from portable_spec.vllm_adapter.mixin import install_device_port
-        from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+        from portable_spec.platforms.current import install_device_port
+        from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
         install_device_port(MusaPlatform(device_module=SimulatedMusa(), label="musa-sim"))
         vllm.platforms._current_platform = PortableMusaPlatform()
         from vllm.engine.arg_utils import EngineArgs
@@ -125,7 +125,7 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
             vllm.platforms.current_platform.get_attn_backend_cls("FLASH_ATTN", dflash_draft)
         except Exception as exc:
             print("REFUSED", type(exc).__name__, str(exc).splitlines()[0])
-        from portable_spec.vllm_adapter.musa_worker import MusaWorker
+        from portable_spec.vllm_adapter.worker.musa_worker import MusaWorker
         worker = MusaWorker(cfg, local_rank=0, rank=0, distributed_init_method="tcp://127.0.0.1:29555")
         try:
             worker.init_device()
@@ -142,7 +142,7 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ")[0].isupper())
-    assert lines["WORKER"] == "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+    assert lines["WORKER"] == "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
     assert lines["SIZES"] == "[9, 18, 36, 72]"
     assert lines["DEVICE"] == "musa"
     # declared table, not a device run: without the mate package MUSA FLASH_ATTN is skipped, TRITON_ATTN is chosen

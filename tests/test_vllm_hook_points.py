@@ -10,7 +10,8 @@ import types
 import pytest
 import torch
 
-from portable_spec.vllm_adapter.overrides import HookPointMissing, overridden
+from portable_spec.vllm_adapter.patch.manifest import CENSUS
+from portable_spec.vllm_adapter.patch.overrides import HookPointMissing, overridden
 
 
 def params(fn) -> list[str]:
@@ -98,9 +99,9 @@ def test_forward_context_and_platform_hooks():
 
 
 def test_our_subclasses_override_only_what_we_mean_to():
-    from portable_spec.vllm_adapter.v1_drafter import FullGraphEagleProposer
-    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
-    from portable_spec.vllm_adapter.worker import PortableWorker
+    from portable_spec.vllm_adapter.spec_decode.proposer import FullGraphEagleProposer
+    from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
+    from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
 
     assert set(vars(PortableWorker)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__",
                                         "__static_attributes__"} == {"init_device"}
@@ -115,7 +116,7 @@ def test_our_subclasses_override_only_what_we_mean_to():
 
 
 def test_the_v1_runners_draft_prep_we_fold_into_the_first_pass():
-    """``v1_draft_prep`` does what vLLM 0.26.0's runner and proposer do before and in the first pass (padded drafter
+    """``spec_decode.draft_prep`` does what vLLM 0.26.0's runner and proposer do before and in the first pass (padded drafter
     batch, EAGLE): the same kernels with the same arguments, the same backup tokens, the same hand-off, the same
     first-pass inputs. If vLLM changes any of it, this fails and the fold must be re-derived."""
     from vllm.v1.spec_decode import llm_base_proposer, utils
@@ -169,7 +170,7 @@ def test_the_v1_runners_draft_prep_we_fold_into_the_first_pass():
     propose = inspect.getsource(base.propose)
     assert propose.index("self.model.combine_hidden_states(") < propose.index("self.set_inputs_first_pass(")
     assert "common_attn_metadata.slot_mapping" in propose.split("ret_hidden_states = self.model(")[0]
-    # What vLLM's hand-off leaves for the next step (``v1_draft_prep.hand_off_counts`` leaves the same).
+    # What vLLM's hand-off leaves for the next step (``spec_decode.draft_prep.hand_off_counts`` leaves the same).
     hand_off = inspect.getsource(GPUModelRunner._copy_valid_sampled_token_count)
     for line in ("if self.valid_sampled_token_count_event is None:\n            return",
                  "counts_cpu[: counts.shape[0]].copy_(counts, non_blocking=True)",
@@ -216,7 +217,7 @@ def test_overridden_restores_and_refuses_missing_attributes():
 
 
 def test_drafter_forward_override_is_instance_level_and_reversible():
-    from portable_spec.vllm_adapter.v1_drafter import ForwardReplay
+    from portable_spec.vllm_adapter.spec_decode.proposer import ForwardReplay
 
     class Proposer:
         def pending_key(self, kwargs):
@@ -296,7 +297,7 @@ def test_env_validation_reads_the_table_our_general_plugin_extends():
         EngineArgs.create_engine_config)
 
 
-# ---- the boot-time kernel warm-up (vllm_adapter.v1_warmup, warmup_plan) -----------------------------------------
+# ---- the boot-time kernel warm-up (vllm_adapter.worker.kernel_warmup, warmup_plan) -----------------------------------------
 def assigned_self_attributes(cls, methods, path: tuple[str, ...] = ()) -> set[str]:
     """``self.<path>.X = ...`` targets in the named methods of ``cls`` (vLLM's source)."""
     import ast
@@ -321,7 +322,7 @@ def test_warm_up_runs_before_the_worker_activates_the_jit_monitor():
     from vllm.config import ObservabilityConfig
     from vllm.v1.worker.gpu_worker import Worker
 
-    from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+    from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
     source = inspect.getsource(Worker.compile_or_warm_up_model)
     assert source.index("self.model_runner.capture_model()") < source.index("activate_jit_monitor(")
@@ -340,7 +341,7 @@ def test_warm_up_puts_back_everything_a_v1_step_rebinds():
     from vllm.v1.worker.gpu_input_batch import InputBatch
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    from portable_spec.vllm_adapter.v1_warmup import (
+    from portable_spec.vllm_adapter.worker.kernel_warmup import (
         DRAFTER_STEP_STATE, INPUT_BATCH_STEP_STATE, RUNNER_STEP_STATE,
     )
 
@@ -413,7 +414,7 @@ def test_the_v1_runner_finishes_before_it_adds_and_samples_after_execute():
 
 def test_triton_compile_counting_chains_and_restores_the_hook():
     knobs = pytest.importorskip("triton").knobs
-    from portable_spec.vllm_adapter.v1_warmup import counted_triton_compiles
+    from portable_spec.vllm_adapter.worker.kernel_warmup import counted_triton_compiles
 
     seen = []
     previous = knobs.runtime.jit_post_compile_hook
@@ -428,3 +429,71 @@ def test_triton_compile_counting_chains_and_restores_the_hook():
         assert counts["eagle_step_slot_mapping_metadata_kernel"] == 2 and len(seen) == 3
     finally:
         knobs.runtime.jit_post_compile_hook = previous
+
+
+# ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
+def _resolve(ref: str):
+    import importlib
+
+    module, _, qualname = ref.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+CENSUS_TARGETS = [(d.name, target) for d in CENSUS for target in (d.ours, *d.targets)]
+
+
+@pytest.mark.parametrize("name,target", CENSUS_TARGETS, ids=[f"{n}|{t}" for n, t in CENSUS_TARGETS])
+def test_every_census_symbol_resolves_in_the_installed_vllm(name, target):
+    _resolve(target)  # ImportError / AttributeError: vLLM moved it (a hook's value may be None: it exists)
+
+
+def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
+    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry"}
+    assert len(CENSUS) >= 10 and len({d.name for d in CENSUS}) == len(CENSUS)
+    for d in CENSUS:
+        assert d.kind in kinds, d.name
+        assert d.targets and all(":" in t for t in d.targets), d.name
+        assert all(len(text) > 10 for text in (d.what, d.why, d.undone, d.upstream)), d.name
+        assert (d.kind == "subclass") <= bool(d.overrides), d.name
+
+
+@pytest.mark.parametrize("entry", [d for d in CENSUS if d.overrides], ids=lambda d: d.name)
+def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry):
+    """What our class (with its mixins that have no entry of their own) redefines of its vLLM bases: exactly the
+    census's list, so a silent override fails here."""
+    ours = _resolve(entry.ours)
+    own_entries = {_resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass"}
+    vllm_bases = [_resolve(entry.base)] if entry.base else [
+        c for c in ours.__mro__ if c.__module__.startswith(("vllm.", "torch."))]
+    assert vllm_bases, entry.name
+    upstream = {name for base in vllm_bases for cls in base.__mro__ for name in vars(cls)}
+    mine = {name for cls in ours.__mro__ if cls.__module__.startswith("portable_spec.") and cls not in own_entries
+            for name in vars(cls)}
+    identity = {"_enum", "device_name", "device_type", "dispatch_key", "ray_device_key", "dist_backend",
+                "device_control_env_var"}  # a platform's identity attributes, not behaviour
+    redefined = {name for name in mine & upstream if (not name.startswith("__") or name == "__init__")} - identity
+    assert redefined == set(entry.overrides), (entry.name, redefined ^ set(entry.overrides))
+
+
+def test_each_census_entry_is_pinned_by_tests_that_exist():
+    names = set(globals())
+    for d in CENSUS:
+        assert set(d.pinned_by) <= names, (d.name, set(d.pinned_by) - names)
+
+
+def test_every_override_in_our_code_is_in_the_census():
+    """Each ``overridden(owner, "name", ...)`` call names an attribute some census entry lists (AST scan)."""
+    import ast
+    from pathlib import Path
+
+    listed = {target.rpartition(":")[2].rpartition(".")[2] for d in CENSUS for target in d.targets}
+    calls = []
+    for path in (Path(__file__).resolve().parents[1] / "portable_spec").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "overridden":
+                calls.append((path.name, node.args[1].value))
+    assert len(calls) >= 4  # the scan does find them
+    assert [c for c in calls if c[1] not in listed] == []

@@ -13,10 +13,11 @@ import textwrap
 import pytest
 
 from portable_spec.platforms.musa import MusaPlatform
-from portable_spec.vllm_adapter import general_plugin, platform_probe
+from portable_spec.vllm_adapter.plugin import general_plugin
+from portable_spec.vllm_adapter.plugin import platform_probe
 
-PROBE_EP = "portable_spec.vllm_adapter.platform_probe:probe"
-GENERAL_EP = "portable_spec.vllm_adapter.general_plugin:register"
+PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_probe:probe"
+GENERAL_EP = "portable_spec.vllm_adapter.plugin.general_plugin:register"
 
 
 def entry_points(group: str) -> dict[str, md.EntryPoint]:
@@ -54,13 +55,13 @@ def test_probe_answers_each_platform_by_availability(monkeypatch):
                     else platform_probe.ERROR_QUALNAME)
         assert platform_probe.probe() == expected
     assert platform_probe.vllm_platform_qualname("cpu") == "vllm.platforms.cpu.CpuPlatform"
-    assert platform_probe.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.musa.PortableMusaPlatform"
+    assert platform_probe.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
     assert platform_probe.vllm_platform_qualname("bogus") is None
 
 
 def test_probe_imports_no_vllm_platform_module():
     code = ("import os, sys; os.environ['VLLM_PLATFORM'] = 'musa'\n"
-            "from portable_spec.vllm_adapter.platform_probe import probe\n"
+            "from portable_spec.vllm_adapter.plugin.platform_probe import probe\n"
             "probe(); probe()\n"
             "print(sorted(m for m in sys.modules if m.startswith('vllm')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -102,7 +103,7 @@ MUSA_SIM_PRELUDE = """
     torch.utils.rename_privateuse1_backend("musa")
     from portable_spec.platforms.musa import MusaPlatform
     from portable_spec.harness.musa_sim import SimulatedMusa
-    from portable_spec.vllm_adapter.mixin import install_device_port
+    from portable_spec.platforms.current import install_device_port
     MusaPlatform.unavailable_reason = classmethod(lambda cls: None)
     install_device_port(MusaPlatform(device_module=SimulatedMusa(backing=torch.cuda), label="musa-sim"))
 """
@@ -118,13 +119,13 @@ def test_vllm_resolver_picks_our_musa_class_musa_sim():
     """, {"VLLM_PLATFORM": "musa"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == \
-        "portable_spec.vllm_adapter.musa.PortableMusaPlatform musa mccl True"
+        "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform musa mccl True"
 
 
 def test_musa_vllm_platform_class_declarations():
     from vllm.platforms.interface import Platform, PlatformEnum
 
-    from portable_spec.vllm_adapter.musa import MUSA_WORKER, PortableMusaPlatform
+    from portable_spec.vllm_adapter.platform.musa import MUSA_WORKER, PortableMusaPlatform
 
     assert issubclass(PortableMusaPlatform, Platform)
     assert PortableMusaPlatform._enum == PlatformEnum.OOT

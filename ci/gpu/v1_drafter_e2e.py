@@ -205,7 +205,7 @@ def main() -> int:
                 abs(a - b) * 100 <= args.tolerance_pts for a, b in zip(full, eager))
     import torch
 
-    from portable_spec.vllm_adapter.offline import vllm_version
+    from portable_spec.vllm_adapter.harness_door.offline import vllm_version
 
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "device_count": torch.cuda.device_count(),

@@ -3,7 +3,7 @@ verified / refuted / unavailable / not-testable-here.
 
 "unavailable" means this host lacks the kernel (a package or compiled library is missing: ``KernelUnavailable`` or
 ``ImportError``); "refuted" means the kernel ran (or refused the input) and disagreed with the claim. The kernels
-themselves live in ``portable_spec.vllm_adapter.attention_verify``; here they are anything with ``run``, so the
+themselves live in ``portable_spec.vllm_adapter.tools.attention_verify``; here they are anything with ``run``, so the
 logic is tested on CPU with stand-in kernels.
 """
 

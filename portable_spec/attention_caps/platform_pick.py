@@ -14,7 +14,7 @@ from portable_spec.attention_caps.lookup import rows
 from portable_spec.attention_caps.selection import select_backend
 from portable_spec.errors import PortableSpecError
 
-SELECTS_FROM_TABLE = {"musa": "portable_spec.vllm_adapter.musa.PortableMusaPlatform.get_attn_backend_cls"}
+SELECTS_FROM_TABLE = {"musa": "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform.get_attn_backend_cls"}
 LAYERS: dict[str, dict[str, Any]] = {
     "decoder layer": {"head_size": 128, "dtype": "bfloat16", "kv_cache_dtype": "auto", "block_size": 16},
     "DFlash draft block (non-causal)": {"head_size": 128, "dtype": "bfloat16", "kv_cache_dtype": "auto",

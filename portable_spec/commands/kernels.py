@@ -49,10 +49,12 @@ def run(args: argparse.Namespace) -> int:
             raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
         emit(args, _listing(args.platform), _render_listing)
         return 0
+    from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_CASES
     from portable_spec.kernels.triton_check import run_check, triton32_python
     from portable_spec.kernels.triton_check_render import render_markdown, render_text
 
-    report = run_check(triton32_python(args.triton32_python), only=args.only)
+    # The serving path's kernels and the synthetic harness's (the musa-sim parity runs those on the MUSA path).
+    report = run_check(triton32_python(args.triton32_python), only=args.only, case_sources=(SYNTHETIC_CASES,))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "triton32_check.json"), "w") as fh:

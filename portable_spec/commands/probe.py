@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_probe(platform)
     if substitutions_for(platform.name):
         # What the platform's vLLM worker binds before it builds the model (MusaWorker.init_device).
-        from portable_spec.vllm_adapter.kernel_report import substitution_report
+        from portable_spec.vllm_adapter.tools.kernel_report import substitution_report
 
         report["kernel_substitutions"] = substitution_report(platform.name)
     code, message = 0, None
@@ -93,7 +93,7 @@ def _no_none(value: Any) -> Any:
 
 def _load_verifier():
     try:
-        from portable_spec.vllm_adapter.attention_verify import verify_attention
+        from portable_spec.vllm_adapter.tools.attention_verify import verify_attention
     except ImportError as exc:
         raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: pip install "
                                 "'portable-spec[vllm]'") from exc

@@ -8,17 +8,16 @@ it costs one environment lookup per captured key at boot and nothing at run time
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from portable_spec import envs
+from portable_spec.envs import FAIL_CAPTURE_ENV
 from portable_spec.errors import PortableSpecError
-
-FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
 
 
 def failing_keys(value: str | None = None) -> set[tuple[str, str, int]]:
     """``{(rank, kind, num_reqs)}`` parsed from ``PORTABLE_SPEC_FAIL_CAPTURE``; a malformed entry raises one line."""
-    raw = os.environ.get(FAIL_CAPTURE_ENV, "") if value is None else value
+    raw = envs.fail_capture() if value is None else value
     entries = set()
     for item in filter(None, (part.strip() for part in raw.split(","))):
         rank, _, rest = item.partition(":")
@@ -32,7 +31,7 @@ def failing_keys(value: str | None = None) -> set[tuple[str, str, int]]:
 
 def maybe_fail_capture(key: Any, rank: int) -> None:
     """Raise inside the capture of ``key`` on ``rank`` when the environment asks for it."""
-    if not os.environ.get(FAIL_CAPTURE_ENV):
+    if not envs.fail_capture():
         return
     for want_rank, kind, reqs in failing_keys():
         if kind == key.step and reqs == key.num_reqs and want_rank in ("*", str(rank)):

@@ -1,5 +1,5 @@
 """The ONE draft-graph runner: every engine's per-step FULL draft graphs are keyed, captured, replayed, budgeted,
-reported and fall back here — vLLM's V1 drafters (``vllm_adapter/v1_drafter.py``) and the synthetic harness alike.
+reported and fall back here — vLLM's V1 drafters (``vllm_adapter/spec_decode/proposer.py``) and the synthetic harness alike.
 
 A drafter hands the runner a ``DraftStepSource``: for a ``DraftKey`` it prepares its persistent buffers and
 metadata and returns a ``StepCall`` (the callable that runs that step at the key's padded shape, and the input

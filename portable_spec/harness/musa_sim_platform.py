@@ -1,6 +1,6 @@
 """musa-sim's vLLM platform: our real MUSA platform class with only the device identity simulated.
 
-``MusaSimPlatform`` subclasses ``vllm_adapter.musa.PortableMusaPlatform`` and changes nothing but what a tensor on
+``MusaSimPlatform`` subclasses ``vllm_adapter.platform.musa.PortableMusaPlatform`` and changes nothing but what a tensor on
 the backing CUDA device needs to be served: tensors live on CUDA, so ``device_type`` and ``device_name`` are
 "cuda" (vLLM builds ``torch.device(f"{device_name}:{i}")`` for an out-of-tree platform's process groups, and "musa"
 is no device type in a CUDA build of torch), ``dispatch_key`` is "CUDA" (vLLM registers its custom ops, attention
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from portable_spec.harness.musa_sim import LABEL, SimulatedMusa
 from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
-from portable_spec.vllm_adapter.mixin import install_device_port, installed_port
-from portable_spec.vllm_adapter.musa import PortableMusaPlatform
+from portable_spec.platforms.current import install_device_port, installed_port
+from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
 QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
 
@@ -60,6 +60,6 @@ class MusaSimPlatform(PortableMusaPlatform):
     def import_kernels(cls) -> None:
         """The backing device's compiled ops: vLLM's CUDA extensions (``vllm._C_stable_libtorch``...), as vllm-musa's
         MUSA build of them would be on a MUSA host. Part of the simulated device identity."""
-        from portable_spec.vllm_adapter.cuda import PortableCudaPlatform
+        from portable_spec.vllm_adapter.platform.cuda import PortableCudaPlatform
 
         PortableCudaPlatform.import_kernels()

@@ -26,14 +26,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from portable_spec.vllm_adapter.platform_probe import (
-    ENV_VAR,
-    PLATFORM_PLUGINS_GROUP,
-    SIM_DEVICE_ENV,
-    requested_platform,
-    sim_plugin_name,
-    simulated_device,
-)
+from portable_spec.envs import PLATFORM_ENV as ENV_VAR, SIM_DEVICE_ENV, requested_platform, simulated_device
+from portable_spec.vllm_adapter.plugin.platform_probe import PLATFORM_PLUGINS_GROUP, sim_plugin_name
 
 DEVICE = "musa"
 ENTRY_POINT = sim_plugin_name(DEVICE)

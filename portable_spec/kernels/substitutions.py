@@ -11,7 +11,7 @@ changing exactly the given number of places, and with those integer parameters l
 CUDA's entries change no program, only how many variants Triton compiles: vLLM's spec-decode kernels specialize on
 the batch (each integer argument as 1, a multiple of 16 or neither; DFlash's input kernel also on a tile size picked
 from the longest query), so serving reaches up to 25 variants of one kernel, each a 0.3-0.5 s compile that the boot
-warm-up (``v1_warmup``) pays so that no request does. Unspecialized, the same kernels need 1-2 variants each.
+warm-up (``worker.kernel_warmup``) pays so that no request does. Unspecialized, the same kernels need 1-2 variants each.
 """
 
 from __future__ import annotations

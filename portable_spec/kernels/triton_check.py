@@ -18,11 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from portable_spec import envs
+from portable_spec.envs import TRITON32_PYTHON_ENV as ENV_VAR
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels.triton_rules import RULES
-from portable_spec.kernels.triton_table import KERNELS
+from portable_spec.kernels.triton_table import kernel_cases
 
-ENV_VAR = "PORTABLE_SPEC_TRITON32_PYTHON"
 TARGET = "cuda:90:32"
 LAYERS = ("compile", "static")
 PROXY = ("proxy: upstream triton 3.2.0 compiling for a CUDA sm_90 target, plus static rules for what MUSA's Triton "
@@ -34,7 +35,7 @@ _FIX = ("build it with ci/lanes/triton32_venv.sh (it prints the interpreter) and
 
 def triton32_python(flag: str | None) -> str:
     """The 3.2 virtualenv's interpreter: ``--triton32-python``, else ``$PORTABLE_SPEC_TRITON32_PYTHON``."""
-    path = flag or os.environ.get(ENV_VAR, "").strip()
+    path = flag or envs.triton32_python()
     if not path:
         raise PortableSpecError(f"--check-triton needs a Python with triton==3.2.0; {_FIX}")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -56,15 +57,18 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: int = 900) -> dict[str, Any]:
+def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: int = 900,
+               case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
     """One layer of the check in a subprocess; its JSON report."""
     cache = tempfile.mkdtemp(prefix="portable-spec-triton-cache-")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p),
                VLLM_LOGGING_STREAM="ext://sys.stderr", VLLM_PLUGINS="", TRITON_CACHE_DIR=cache)
-    cmd = [python, "-m", "portable_spec.vllm_adapter.triton_check_worker", "--layer", layer]
+    cmd = [python, "-m", "portable_spec.vllm_adapter.tools.triton_check_worker", "--layer", layer]
     for key in only or ():
         cmd += ["--only", key]
+    for source in case_sources:
+        cmd += ["--cases", source]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -89,10 +93,11 @@ def _verdict(per_layer: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "bound": next(iter(per_layer.values())).get("bound"), **per_layer}
 
 
-def merge(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def merge(reports: dict[str, dict[str, Any]], case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
     """Rows (one per table entry) with the verdict as shipped and with substitutes bound, from the layer reports."""
-    keys = [c.key for c in KERNELS if all(c.key in r["raw"] for r in reports.values())]
-    cases = {c.key: c for c in KERNELS}
+    table = kernel_cases(case_sources)
+    keys = [c.key for c in table if all(c.key in r["raw"] for r in reports.values())]
+    cases = {c.key: c for c in table}
     rows = []
     for key in keys:
         case = cases[key]
@@ -117,14 +122,18 @@ def merge(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_check(python: str, layers: tuple[str, ...] = LAYERS, only: list[str] | None = None) -> dict[str, Any]:
-    """Both layers (compile with ``python``'s Triton, which must be 3.2.x; static with this interpreter)."""
-    unknown = [key for key in only or () if key not in {c.key for c in KERNELS}]
+def run_check(python: str, layers: tuple[str, ...] = LAYERS, only: list[str] | None = None,
+              case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Both layers (compile with ``python``'s Triton, which must be 3.2.x; static with this interpreter), over the
+    serving path's kernels and those ``case_sources`` add (``triton_table.kernel_cases``)."""
+    table = kernel_cases(case_sources)
+    unknown = [key for key in only or () if key not in {c.key for c in table}]
     if unknown:
-        raise PortableSpecError(f"unknown kernel {unknown[0]!r}; valid choices: {', '.join(c.key for c in KERNELS)}")
+        raise PortableSpecError(f"unknown kernel {unknown[0]!r}; valid choices: {', '.join(c.key for c in table)}")
     if "compile" in layers:
         version = triton_version(python)
         if not version.startswith("3.2."):
             raise PortableSpecError(f"{python} has triton {version}, not 3.2.x; {_FIX}")
-    return merge({layer: run_worker(python if layer == "compile" else sys.executable, layer, only)
-                  for layer in layers})
+    return merge({layer: run_worker(python if layer == "compile" else sys.executable, layer, only,
+                                    case_sources=case_sources)
+                  for layer in layers}, case_sources)

@@ -167,46 +167,28 @@ VLLM_KERNELS: tuple[KernelCase, ...] = (
         options=dict(num_warps=16, num_stages=10)),
 )
 
-_DRAFT = "portable_spec/draft/ops.py"
 OUR_KERNELS: tuple[KernelCase, ...] = (
     KernelCase(
         "ours/eagle_prepare_next_token_padded_kernel",
         "portable_spec.kernels.eagle_prepare_next_token:eagle_prepare_next_token_padded_kernel",
         VLLM_KERNELS[2].signature, VLLM_KERNELS[2].constexprs,
         "bound over vLLM's on MUSA (portable_spec/kernels/registry.py)", owner="portable_spec"),
-    KernelCase(
-        "ours/rms_norm_kernel", "portable_spec.harness.synthetic.triton_kernels:rms_norm_kernel",
-        sig("x_ptr w_ptr out_ptr:*bf16 | stride_x stride_o n_cols:i32 | eps:fp32"), dict(BLOCK=1024),
-        f"{_DRAFT} Ops.rms_norm", owner="portable_spec"),
-    KernelCase(
-        "ours/silu_mul_kernel", "portable_spec.harness.synthetic.triton_kernels:silu_mul_kernel",
-        sig("x_ptr out_ptr:*bf16 | stride_x stride_o n_cols:i32"), dict(BLOCK=1024),
-        f"{_DRAFT} Ops.silu_mul", owner="portable_spec"),
-    KernelCase(
-        "ours/rope_store_kv_kernel", "portable_spec.harness.synthetic.triton_kernels:rope_store_kv_kernel",
-        sig("qkv_ptr:*bf16 | pos_ptr slot_ptr:*i64 | cos_sin_ptr:*fp32 | q_out_ptr k_cache_ptr v_cache_ptr:*bf16"
-            " | stride_qkv stride_q_out stride_slot max_pos:i32"),
-        dict(NUM_HEADS=8, NUM_KV_HEADS=2, HEAD_DIM=128), f"{_DRAFT} Ops.rope_store_kv", owner="portable_spec"),
-    KernelCase(
-        "ours/uniform_attention_kernel", "portable_spec.harness.synthetic.triton_kernels:uniform_attention_kernel",
-        sig("q_ptr k_cache_ptr v_cache_ptr out_ptr:*bf16 | block_table_ptr req_ptr seq_len_ptr:*i32 | scale:fp32"
-            " | stride_q stride_o stride_slot stride_bt:i32"),
-        dict(QUERY_LEN=4, GROUP=4, HEAD_DIM=128, PAGE=16, BLOCK_M=16, BLOCK_N=64, CAUSAL=True),
-        f"{_DRAFT} Ops.attention", owner="portable_spec"),
-    KernelCase(
-        "ours/sample_record_kernel", "portable_spec.harness.synthetic.triton_kernels:sample_record_kernel",
-        sig("logits_ptr:*bf16 | stride_l:i32 | req_ptr pos_ptr:*i64 | temp_ptr:*fp32 | seed_ptr step_ptr:*i64"
-            " | tokens_ptr:*i64 | stride_tok:i32 | draft_logits_ptr:*fp32 | stride_dl_req stride_dl_col:i32"
-            " | next_ptr:*i64 | vocab:i32"),
-        dict(COLS=1, QUERY_LEN=1, OFFSET=0, WRITE_LOGITS=True, WRITE_NEXT=True, BLOCK_V=4096),
-        f"{_DRAFT} Ops.sample_record", owner="portable_spec", options=dict(num_warps=8)),
-    KernelCase(
-        "ours/advance_kernel", "portable_spec.harness.synthetic.triton_kernels:advance_kernel",
-        sig("hidden_ptr:*bf16 | stride_h:i32 | pos_ptr sample_idx_ptr req_ptr:*i64 | block_table_ptr:*i32"
-            " | stride_bt:i32 | next_hidden_ptr:*bf16 | stride_nh:i32 | next_pos_ptr next_seq_ptr next_slot_ptr:*i64"
-            " | hidden_size max_pos:i32"),
-        dict(QUERY_LEN=4, HAS_SAMPLE_INDEX=True, PAGE=16, BLOCK_H=1024), f"{_DRAFT} Ops.advance",
-        owner="portable_spec"),
 )
 
 KERNELS: tuple[KernelCase, ...] = VLLM_KERNELS + OUR_KERNELS
+"""The serving path's kernels. Callers may check more (the CLI adds the synthetic harness's, ``case_sources``)."""
+
+
+def kernel_cases(sources: tuple[str, ...] | list[str] = ()) -> tuple[KernelCase, ...]:
+    """``KERNELS`` plus the cases each ``"module:attr"`` source names (a tuple of ``KernelCase``), in order; a key
+    named twice raises."""
+    import importlib
+
+    cases = list(KERNELS)
+    for source in sources:
+        module, _, attr = source.partition(":")
+        cases.extend(getattr(importlib.import_module(module), attr))
+    keys = [c.key for c in cases]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"kernel keys named twice: {sorted({k for k in keys if keys.count(k) > 1})}")
+    return tuple(cases)

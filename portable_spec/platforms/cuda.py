@@ -14,7 +14,7 @@ class CudaPlatform(DevicePlatform):
     name = "cuda"
     device_type = "cuda"
     dist_backend = "nccl"
-    vllm_platform = "portable_spec.vllm_adapter.cuda.PortableCudaPlatform"
+    vllm_platform = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
 
     @classmethod
     def is_active(cls) -> bool:

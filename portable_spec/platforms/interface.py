@@ -1,9 +1,10 @@
 """The one interface every accelerator port implements.
 
 Like Triton's backend drivers, each platform class says whether it is active (``is_active``) and why it cannot run
-here (``unavailable_reason``); like PyTorch's ``DeviceInterface``, the device functions are bound once, when the
-platform is constructed, from one device module (``torch.cuda``, ``torch.musa``, or an injected simulation).
-Unlike vLLM's ``Platform.__getattr__`` nothing is resolved silently: a missing device function raises at binding.
+here (``unavailable_reason``); like PyTorch's ``DeviceInterface``, the device functions are declared as class
+members (``DeviceFunction``), each naming the attribute of the port's one device module it is (``torch.cuda``,
+``torch.musa``, or an injected simulation). Unlike vLLM's ``Platform.__getattr__`` nothing is resolved silently: a
+device module that lacks a declared function raises at construction.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import abc
 import contextlib
 import threading
 from types import ModuleType
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 import torch
 
@@ -23,6 +24,20 @@ from portable_spec.errors import PlatformError
 _SHARED_POOLS: dict[tuple[int, int], Any] = {}
 _SHARED_CAPTURE_STREAMS: dict[tuple[int, int], Any] = {}
 _LOCK = threading.Lock()
+
+
+class DeviceFunction:
+    """A function of the port's device module, declared on the port class and read from the instance's module when
+    used (``port._Stream`` is ``port.device_module.Stream``): a type checker sees every member, and an injected
+    module (a simulation) serves the same declarations."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+
+    def __get__(self, port: Any, owner: type | None = None) -> Callable[..., Any]:
+        if port is None:
+            return self  # type: ignore[return-value]
+        return getattr(port.device_module, self.attr)
 
 
 class DevicePlatform(abc.ABC):
@@ -45,12 +60,28 @@ class DevicePlatform(abc.ABC):
     """Qualname of the vLLM platform class ``VLLM_PLATFORM=<name>`` selects (read by the platform plugin's probe, which
     never imports it): so a new accelerator is one port module plus one ``PLATFORMS`` entry."""
 
-    # Device functions bound from the device module at construction (the DeviceInterface pattern).
-    _BOUND = ("Stream", "Event", "current_stream", "stream", "synchronize", "device_count", "graph_pool_handle",
-              "is_current_stream_capturing", "graph", "current_device", "get_device_name")
+    # The device functions a port uses, from its device module (the DeviceInterface pattern).
+    _Stream = DeviceFunction("Stream")
+    _Event = DeviceFunction("Event")
+    _current_stream = DeviceFunction("current_stream")
+    _stream = DeviceFunction("stream")
+    _synchronize = DeviceFunction("synchronize")
+    _device_count = DeviceFunction("device_count")
+    _graph_pool_handle = DeviceFunction("graph_pool_handle")
+    _is_current_stream_capturing = DeviceFunction("is_current_stream_capturing")
+    _graph = DeviceFunction("graph")
+    _current_device = DeviceFunction("current_device")
+    _get_device_name = DeviceFunction("get_device_name")
+
+    @classmethod
+    def device_functions(cls) -> tuple[str, ...]:
+        """The device-module attributes this port's declarations name."""
+        return tuple(dict.fromkeys(value.attr for klass in reversed(cls.__mro__) for value in vars(klass).values()
+                                   if isinstance(value, DeviceFunction)))
 
     def __init__(self, device_module: ModuleType | Any | None = None, *, label: str | None = None) -> None:
-        """Bind the device functions. An injected ``device_module`` (e.g. a musa-sim) bypasses detection."""
+        """Check the device module has every declared function. An injected ``device_module`` (e.g. a musa-sim)
+        bypasses detection."""
         injected = device_module is not None
         if not injected:
             reason = type(self).unavailable_reason()
@@ -61,12 +92,11 @@ class DevicePlatform(abc.ABC):
         self.injected = injected
         self.label = label or self.name
         if self.supports_graphs:
-            for attr in self._BOUND:
+            for attr in self.device_functions():
                 if not hasattr(device_module, attr):
                     raise PlatformError(
                         f"device module {getattr(device_module, '__name__', device_module)!r} lacks {attr}; "
                         f"platform {self.name!r} cannot bind it (is the runtime too old?)")
-                setattr(self, "_" + attr, getattr(device_module, attr))
             self.graph_class = getattr(device_module, self.graph_class_name)
 
     # ---- detection -------------------------------------------------------------------------------------------

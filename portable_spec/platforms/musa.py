@@ -10,27 +10,26 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 from types import ModuleType
 
 import torch
 
+from portable_spec import envs
 from portable_spec.platforms.interface import DevicePlatform
 
-TORCHADA_DEFAULT_EXEC_CAP = 1900
+TORCHADA_DEFAULT_EXEC_CAP = int(envs.BY_NAME[envs.TORCHADA_CAP_ENV].default)
 
 
 def musa_live_graph_limit() -> int:
     """torchada's rotation cap: ``TORCHADA_GRAPH_EXEC_CAP`` when set, else its default 1900."""
-    raw = os.environ.get("TORCHADA_GRAPH_EXEC_CAP", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else TORCHADA_DEFAULT_EXEC_CAP
+    return envs.torchada_graph_exec_cap()
 
 
 class MusaPlatform(DevicePlatform):
     name = "musa"
     device_type = "musa"
     dist_backend = "mccl"
-    vllm_platform = "portable_spec.vllm_adapter.musa.PortableMusaPlatform"
+    vllm_platform = "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
     capture_inference_mode = True
     graph_class_name = "MUSAGraph"
     live_graph_limit = musa_live_graph_limit()

@@ -7,9 +7,9 @@ Entries are lazy ``module:Class`` strings so that selecting one platform never i
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Mapping
 
+from portable_spec import envs
 from portable_spec.errors import PlatformError
 from portable_spec.platforms.interface import DevicePlatform
 
@@ -21,7 +21,6 @@ PLATFORMS: dict[str, str] = {
 }
 # Detection order: the specific runtimes first (a MUSA or ROCm host may also answer CUDA-ish questions), CPU last.
 DETECTION_ORDER = ("musa", "rocm", "cuda", "cpu")
-ENV_VAR = "VLLM_PLATFORM"
 
 
 def platform_names() -> list[str]:
@@ -48,11 +47,11 @@ def detect_platform_name() -> str:
 def requested_platform_name(cli_choice: str | None = None,
                             environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """``(name, source)`` by precedence: CLI flag, then ``VLLM_PLATFORM``, then detection."""
-    env = os.environ if environ is None else environ
     if cli_choice:
         return cli_choice, "--platform"
-    if env.get(ENV_VAR, "").strip():
-        return env[ENV_VAR].strip(), ENV_VAR
+    requested = envs.requested_platform(environ)
+    if requested:
+        return requested, envs.PLATFORM_ENV
     return detect_platform_name(), "auto-detection"
 
 

@@ -15,7 +15,7 @@ class RocmPlatform(DevicePlatform):
     name = "rocm"
     device_type = "cuda"
     dist_backend = "nccl"
-    vllm_platform = "portable_spec.vllm_adapter.rocm.PortableRocmPlatform"
+    vllm_platform = "portable_spec.vllm_adapter.platform.rocm.PortableRocmPlatform"
 
     @classmethod
     def is_active(cls) -> bool:

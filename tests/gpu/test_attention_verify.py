@@ -34,7 +34,7 @@ def _run(module: str, *args: str, timeout: int = 480) -> tuple[int, dict, str]:
 
 
 def test_device_dependent_claims_agree_with_vllm_on_this_gpu():
-    code, report, err = _run("portable_spec.vllm_adapter.attention_agreement", "--platform", "cuda")
+    code, report, err = _run("portable_spec.vllm_adapter.tools.attention_agreement", "--platform", "cuda")
     facts = report["facts"]
     assert facts["capability"] is not None, f"vLLM saw no GPU: {facts}"
     for key, entry in report["rows"].items():
@@ -51,7 +51,7 @@ def test_device_dependent_claims_agree_with_vllm_on_this_gpu():
 
 
 def test_flash_attn_and_triton_kernels_hold_their_claims():
-    code, report, err = _run("portable_spec.vllm_adapter.attention_verify", "--backend", "FLASH_ATTN",
+    code, report, err = _run("portable_spec.vllm_adapter.tools.attention_verify", "--backend", "FLASH_ATTN",
                              "--backend", "TRITON_ATTN")
     assert report["refuted"] == [], report["refuted"]
     assert code == 0, err[-2000:]

@@ -104,8 +104,8 @@ def test_platform_probe_does_not_poison_fork():
 
     code = ("import os, torch\n"
             "os.environ['VLLM_PLATFORM'] = 'cuda'\n"
-            "from portable_spec.vllm_adapter.platform_probe import probe\n"
-            "assert probe() == 'portable_spec.vllm_adapter.cuda.PortableCudaPlatform', probe()\n"
+            "from portable_spec.vllm_adapter.plugin.platform_probe import probe\n"
+            "assert probe() == 'portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform', probe()\n"
             "pid = os.fork()\n"
             "if pid == 0:\n"
             "    torch.zeros(1, device='cuda'); os._exit(0)\n"

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from portable_spec.harness.e2e.configs import BASELINES, OURS
 from portable_spec.harness.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
@@ -81,7 +82,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
         rows.append(row)
     import torch
 
-    from portable_spec.vllm_adapter.offline import vllm_version
+    from portable_spec.vllm_adapter.harness_door.offline import vllm_version
 
     tp = int(parallel[parallel.index("--tp") + 1]) if parallel and "--tp" in parallel else 1
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -118,8 +119,6 @@ def progress_bar(total: int) -> Any:
     return tqdm(total=total, desc="bench e2e", unit="step")
 
 
-OURS = ("full_drafter", "full_drafter_unfused")
-BASELINES = ("upstream_v1", "mrv2")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,12 +25,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from portable_spec.envs import STACK_DIR_ENV, STACK_EVERY_ENV
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
 
 SITECUSTOMIZE = '''
 import os, sys, threading, time, traceback
-_every = float(os.environ.get("PORTABLE_SPEC_STACK_EVERY_S", "0") or 0)
-_dir = os.environ.get("PORTABLE_SPEC_STACK_DIR")
+from portable_spec.envs import stack_sampling
+_every, _dir = stack_sampling()
 
 
 def _sample(path, every):
@@ -92,8 +93,7 @@ def boot_once(variant: str, child_args: list[str], workdir: Path, log: Path, tim
     import os
 
     env = {"VLLM_CACHE_ROOT": str(workdir / "vllm"), "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor"),
-           "TRITON_CACHE_DIR": str(workdir / "triton"), "PORTABLE_SPEC_STACK_EVERY_S": str(stack_every),
-           "PORTABLE_SPEC_STACK_DIR": str(stacks),
+           "TRITON_CACHE_DIR": str(workdir / "triton"), STACK_EVERY_ENV: str(stack_every), STACK_DIR_ENV: str(stacks),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))}
     started = time.perf_counter()
     engine = ServedEngine(variant, child_args, log, env)
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         "error")}), flush=True)
     import torch
 
-    from portable_spec.vllm_adapter.offline import vllm_version
+    from portable_spec.vllm_adapter.harness_door.offline import vllm_version
 
     walls = {(b["phase"], b["variant"]): b["wall_to_ready_s"] for b in boots if not b["error"]}
     ratios = {phase: round(walls[(phase, "full_drafter")] / walls[(phase, "upstream_v1")], 3)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from portable_spec.harness.e2e.bench import OURS
+from portable_spec.harness.e2e.configs import OURS
 from portable_spec.harness.e2e.step_breakdown import PHASE_LABELS, PHASES, UNATTRIBUTED
 
 REFERENCE = "mrv2"

@@ -18,7 +18,7 @@ from portable_spec.harness.e2e.configs import VARIANTS, EngineVariant
 from portable_spec.harness.e2e.facts import platform_facts
 from portable_spec.harness.e2e.step_attribution import breakdown
 from portable_spec.harness.e2e.step_breakdown import is_scope
-from portable_spec.vllm_adapter.offline import runner_scopes
+from portable_spec.vllm_adapter.harness_door.offline import runner_scopes
 
 PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
 SEEDED_PROMPT_TOKENS = range(3, 1000)  # below the zoo's vocabulary (1024), above its special ids
@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    from portable_spec.vllm_adapter.offline import engine_api, resolved_platform_label, resolved_platform_qualname
+    from portable_spec.vllm_adapter.harness_door.offline import engine_api, resolved_platform_label, resolved_platform_qualname
 
     api = engine_api()
     SamplingParams, TokensPrompt = api.SamplingParams, api.TokensPrompt
@@ -147,7 +147,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The ``LLM(...)`` keyword arguments for one variant. ``jit_monitor_verbose``: vLLM's JIT monitor logs every
     compilation during inference (by default only a kernel name's first, so a second specialization of a kernel
     would go unseen by the e2e check)."""
-    from portable_spec.vllm_adapter.offline import parallel_engine_args
+    from portable_spec.vllm_adapter.harness_door.offline import parallel_engine_args
 
     variant = VARIANTS[args.variant]
     speculative = None
@@ -169,7 +169,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_parallel_flags(parser: argparse.ArgumentParser) -> None:
     """``--tp N`` and the two switches a host without NVLink multicast needs at TP >= 2 (see
-    ``vllm_adapter.offline.parallel_engine_args``). Shared by the child, the e2e driver and ``bench e2e``."""
+    ``vllm_adapter.harness_door.offline.parallel_engine_args``). Shared by the child, the e2e driver and ``bench e2e``."""
     parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size (default 1)")
     parser.add_argument("--disable-custom-all-reduce", action="store_true",
                         help="vLLM's disable_custom_all_reduce=True (needed at TP>=2 without NVLink multicast)")

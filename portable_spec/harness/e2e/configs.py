@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from portable_spec.vllm_adapter.platform_probe import SIM_DEVICE_ENV
+from portable_spec.envs import SIM_DEVICE_ENV
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class EngineVariant:
 
 
 V1 = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+OURS = ("full_drafter", "full_drafter_unfused")
+"""Our drafter's variants, in the order reports prefer them."""
+BASELINES = ("upstream_v1", "mrv2")
+"""What the bench divides ours by."""
 MUSA_SIM = {"VLLM_PLATFORM": "musa", SIM_DEVICE_ENV: "musa"}
 MUSA_SIM_BUDGET_CAP = 8
 """The forced torchada cap of ``musa_sim_budget``: llama_eagle at K=3, 8 sequences, FULL graphs plans 18 live graphs

@@ -8,9 +8,9 @@ from collections import Counter
 from typing import Any
 
 from portable_spec.kernels import bound
-from portable_spec.vllm_adapter.config_hook import ADDITIONAL_CONFIG_KEY
-from portable_spec.vllm_adapter.mixin import installed_port
-from portable_spec.vllm_adapter.offline import vllm_graph_facts
+from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.platforms.current import installed_port
+from portable_spec.vllm_adapter.harness_door.offline import vllm_graph_facts
 
 SIM_CALLS = ("MUSAGraph", "graph", "MUSAGraph.replay", "graph_pool_handle", "manual_seed_all", "set_device")
 

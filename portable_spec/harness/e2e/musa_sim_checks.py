@@ -22,8 +22,8 @@ from portable_spec.harness.musa_sim import LABEL
 from portable_spec.harness.musa_sim_plugin import ENTRY_POINT, PLATFORM_QUALNAME
 from portable_spec.kernels import substitutions_for
 
-MUSA_WORKER = "portable_spec.vllm_adapter.musa_worker.MusaWorker"
-CUDA_PLATFORM = "portable_spec.vllm_adapter.cuda.PortableCudaPlatform"
+MUSA_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
+CUDA_PLATFORM = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
 ATTENTION = "TRITON_ATTN"
 PRUNING_WARNING = "exceed the live-graph limit"
 

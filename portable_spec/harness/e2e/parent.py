@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec.harness.e2e.configs import VARIANTS
-from portable_spec.vllm_adapter.offline import MULTICAST_OFF_ENV
+from portable_spec.vllm_adapter.harness_door.offline import MULTICAST_OFF_ENV
 
 ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                  "PYTHONUNBUFFERED": "1", **MULTICAST_OFF_ENV,

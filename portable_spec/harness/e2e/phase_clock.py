@@ -20,7 +20,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from portable_spec.harness.e2e.step_breakdown import PHASE_OF, PHASES, STEP_SCOPES, UNATTRIBUTED
-from portable_spec.vllm_adapter.profile_scopes import DETAIL_PREFIX
+from portable_spec.vllm_adapter.harness_door.profile_scopes import DETAIL_PREFIX
 
 
 class PhaseClock:

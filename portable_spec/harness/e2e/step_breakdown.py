@@ -1,7 +1,7 @@
 """Where one decode step's time goes, per phase, from a torch-profiler trace of vLLM decoding (``profile_decode``):
 host time and device time of the same phases for V1 and Model Runner V2, so the two runners (and our drafter) can be
 compared phase by phase. Phases are read from ``record_function`` scopes: vLLM's own (V1 has them, switched on by
-``offline.runner_scopes``) and ours where vLLM has none (``vllm_adapter.profile_scopes``). ``SCOPE_PHASES`` is the map.
+``offline.runner_scopes``) and ours where vLLM has none (``vllm_adapter.harness_door.profile_scopes``). ``SCOPE_PHASES`` is the map.
 
 What each phase holds (V1 | MRV2):
 - ``target_prep``: V1 ``gpu_model_runner: preprocess`` (batch state update, input ids/positions, attention metadata)
@@ -29,7 +29,7 @@ Host times carry the profiler's own cost per recorded op: compare variants and p
 
 from __future__ import annotations
 
-from portable_spec.vllm_adapter import profile_scopes as ours  # our scope names (the module imports no vLLM)
+from portable_spec.vllm_adapter.harness_door import profile_scopes as ours  # our scope names (the module imports no vLLM)
 
 PHASES = ("target_prep", "target_forward", "verify", "draft_first", "draft_chain", "output", "engine", "host_wait")
 PHASE_LABELS = {"target_prep": "target input prep", "target_forward": "target forward",

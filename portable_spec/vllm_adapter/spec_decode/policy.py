@@ -8,24 +8,18 @@ upstream drafter in charge.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
+
+from portable_spec.envs import DRAFT_GRAPH_ENV, draft_graph
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
-MODES = ("full", "piecewise", "none")
 SUPPORTED_METHODS = ("eagle", "eagle3", "mtp", "dflash")
 
 
 def requested_mode() -> str:
-    value = os.environ.get(DRAFT_GRAPH_ENV, "full").strip().lower() or "full"
-    if value not in MODES:
-        from portable_spec.errors import PortableSpecError
-
-        raise PortableSpecError(f"{DRAFT_GRAPH_ENV}={value!r} is not one of {', '.join(MODES)}; "
-                                f"unset it or pick one of those")
-    return value
+    """``PORTABLE_SPEC_DRAFT_GRAPH`` where our drafter would run: unset means ``full``; a bad value raises one line."""
+    return draft_graph() or "full"
 
 
 def draft_graph_mode(vllm_config: Any) -> str:

@@ -1,4 +1,4 @@
-"""Which scheduler steps the boot-time kernel warm-up runs (``v1_warmup`` runs them through vLLM's V1 runner), so that
+"""Which scheduler steps the boot-time kernel warm-up runs (``kernel_warmup`` runs them through vLLM's V1 runner), so that
 no drafter/verify-path Triton kernel compiles on a request. Pure Python: a model of how those kernels specialize,
 the classes serving can reach, and rounds of steps that reach every one of them.
 
@@ -86,7 +86,7 @@ def dflash_block(max_query_len: int, k: int) -> int:
 
 @dataclass(frozen=True)
 class Limits:
-    """What the engine allows a step (``v1_warmup.warmup_limits`` reads it from vLLM's config and KV cache)."""
+    """What the engine allows a step (``kernel_warmup.warmup_limits`` reads it from vLLM's config and KV cache)."""
 
     max_reqs: int
     max_tokens: int  # tokens one step may schedule

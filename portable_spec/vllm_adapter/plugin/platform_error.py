@@ -5,9 +5,10 @@ instead of a silent fall-back to another platform.
 """
 
 from portable_spec.errors import PlatformError
-from portable_spec.vllm_adapter.platform_probe import ENV_VAR, requested_platform, selection_problem
+from portable_spec.envs import PLATFORM_ENV, requested_platform
+from portable_spec.vllm_adapter.plugin.platform_probe import selection_problem
 
 _name = requested_platform()
 raise PlatformError(
     (selection_problem(_name) if _name else None)
-    or f"{ENV_VAR} is unset; portable_spec's platform plugin should not have been selected")
+    or f"{PLATFORM_ENV} is unset; portable_spec's platform plugin should not have been selected")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -33,14 +32,14 @@ from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec, FullAttentionSpec, HiddenStateCacheSpec, SinkFullAttentionSpec, SlidingWindowSpec,
 )
 
+from portable_spec.envs import WARMUP_ENV, warmup_enabled
 from portable_spec.kernels import registry
-from portable_spec.vllm_adapter.overrides import overridden
-from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer
-from portable_spec.vllm_adapter.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
+from portable_spec.vllm_adapter.patch.overrides import overridden
+from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
+from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 LOG_PREFIX = "portable_spec: kernel warm-up"
 REQ_PREFIX = "_portable_spec_warmup_"
 WARMABLE_SPECS = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec)
@@ -64,7 +63,7 @@ def warmup_blockers(runner: Any) -> list[str]:
     odd = sorted({type(g.kv_cache_spec).__name__ for g in groups if not isinstance(g.kv_cache_spec, WARMABLE_SPECS)
                   or isinstance(g.kv_cache_spec, UNWARMABLE_SPECS)})
     checks = [
-        (os.environ.get(WARMUP_ENV, "on").strip().lower() in ("off", "0", "false", "no"), f"{WARMUP_ENV}=off"),
+        (not warmup_enabled(), f"{WARMUP_ENV}=off"),
         (cfg.use_v2_model_runner, "Model Runner V2 warms its own kernels"),
         (not isinstance(getattr(runner, "drafter", None), DrafterGraphMixin), "our FULL drafter is off"),
         (spec is not None and bool(getattr(spec, "num_speculative_tokens_per_batch_size", None)),

@@ -7,7 +7,7 @@ config tests pin this class (``vllm.platforms._current_platform``) to exercise t
 
 from vllm.platforms.interface import Platform, PlatformEnum
 
-from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin
+from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin
 
 
 class CpuGraphTestPlatform(PortableSpecPlatformMixin, Platform):

@@ -15,7 +15,7 @@ had at capture and is written in place before the replay:
 DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
 rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
 Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE goes
-further (``v1_fused_chain``): the first pass is one graph holding the forward, the greedy sample and the chain's first
+further (``fused_chain``): the first pass is one graph holding the forward, the greedy sample and the chain's first
 inputs, and each chain step one graph holding the forward, the greedy sample and the next step's inputs; otherwise
 sampling stays eager.
 
@@ -38,11 +38,11 @@ from vllm.v1.spec_decode.eagle import EagleProposer
 
 from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher, DraftKey
 from portable_spec.draft.runner import DraftGraphRunner, StepCall
-from portable_spec.vllm_adapter.drafter_plan import draft_graph_budget, drafter_plan
-from portable_spec.vllm_adapter.mixin import device_port, port_name_of
-from portable_spec.vllm_adapter.rank_agreement import first_rank_progress, tensor_parallel_agreement
-from portable_spec.vllm_adapter.v1_draft_prep import DraftPrepMixin
-from portable_spec.vllm_adapter.v1_fused_chain import FusedChainMixin
+from portable_spec.vllm_adapter.platform.drafter_plan import draft_graph_budget, drafter_plan
+from portable_spec.platforms.current import device_port, port_name_of
+from portable_spec.vllm_adapter.spec_decode.rank_agreement import first_rank_progress, tensor_parallel_agreement
+from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
+from portable_spec.vllm_adapter.spec_decode.fused_chain import FusedChainMixin
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -91,7 +91,8 @@ class DrafterGraphMixin:
         super().__init__(vllm_config, device, runner)
         # Upstream does not keep the runner; we need its persistent query_start_loc, seq_lens and block table.
         self.target_runner = runner
-        # The K our graphs are shaped for (upstream rewrites num_speculative_tokens on every propose call).
+        # The K our graphs are shaped for (upstream rewrites num_speculative_tokens on every propose call); the
+        # one source of K and of the verify query length 1+K (``verify_len``) in every drafter mixin.
         self.graph_k = self.num_speculative_tokens
         self._pending: DraftKey | None = None  # the key announced by the last metadata build
         self.graph_runner: DraftGraphRunner | None = None
@@ -162,8 +163,13 @@ class DrafterGraphMixin:
 
         return StepCall(run, input_pointers(kwargs))
 
+    @property
+    def verify_len(self) -> int:
+        """Tokens per request in a verify-shaped step: the sampled token and K drafts."""
+        return 1 + self.graph_k
+
     def _query_len(self, kind: str) -> int:
-        return 1 if kind in (CHAIN, CHAIN_FUSED) else 1 + self.graph_k
+        return 1 if kind in (CHAIN, CHAIN_FUSED) else self.verify_len
 
     def _graph_support(self) -> AttentionCGSupport:
         return min((group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
@@ -230,8 +236,8 @@ class DrafterGraphMixin:
 
 class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin, EagleProposer):
     """EAGLE/EAGLE3/MTP: the verify-shaped first pass and every chain step replay per-size FULL graphs; chain steps
-    are fused (forward + sample + next inputs) where ``v1_fused_chain`` says that is exact, and then the first pass
-    holds the runner's draft prep too (``v1_draft_prep``) where that is exact."""
+    are fused (forward + sample + next inputs) where ``fused_chain`` says that is exact, and then the first pass
+    holds the runner's draft prep too (``spec_decode.draft_prep``) where that is exact."""
 
     def _before_capture(self) -> None:
         max_reqs = self.target_runner.max_num_reqs
@@ -260,7 +266,7 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         from query_start_loc, so that bound is what the captured graph needs. The metadata must lie on the runner's
         persistent buffers, so the graph's view of them is valid for all num_reqs rows. Only an exact size: a padded
         request row would be a real one to the graph."""
-        query_len, runner = 1 + self.graph_k, self.target_runner
+        query_len, runner = self.verify_len, self.target_runner
         if (cad.max_query_len != query_len or cad.num_actual_tokens > cad.num_reqs * query_len
                 or cad.num_actual_tokens % query_len
                 or cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
@@ -312,7 +318,7 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_seq_lens = torch.zeros(self.max_batch_size, dtype=torch.int32, device=device)
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
-        query_len = 1 + self.graph_k
+        query_len = self.verify_len
         if draft_index != 0 or cad.max_query_len != query_len or cad.num_actual_tokens != cad.num_reqs * query_len:
             return None
         key = self.captured_key(BLOCK, cad.num_reqs)

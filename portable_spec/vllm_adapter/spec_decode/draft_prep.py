@@ -30,7 +30,7 @@ import torch
 import vllm.v1.spec_decode.llm_base_proposer as base
 
 from portable_spec.draft.dispatcher import FIRST_FUSED
-from portable_spec.vllm_adapter.warmup_plan import next_pow2
+from portable_spec.vllm_adapter.worker.warmup_plan import next_pow2
 
 
 def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: torch.Tensor) -> None:
@@ -58,7 +58,7 @@ class DraftPrepMixin:
     def _init_draft_prep(self, max_reqs: int) -> None:
         device, rows = self.input_ids.device, max_reqs
         with torch.inference_mode(False):  # normal tensors: written in place from outside inference mode too
-            self.prep_sampled = torch.full((rows, self.graph_k + 1), -1, dtype=torch.int32, device=device)
+            self.prep_sampled = torch.full((rows, self.verify_len), -1, dtype=torch.int32, device=device)
             self.prep_cu_draft = torch.zeros(rows, dtype=torch.int32, device=device)
             self.prep_next_tokens = torch.zeros(rows, dtype=torch.int32, device=device)
             self.prep_valid_counts = torch.zeros(rows, dtype=torch.int32, device=device)
@@ -68,7 +68,7 @@ class DraftPrepMixin:
         """Recorded before the forward inside a FIRST_FUSED capture: vLLM's two prep kernels over ``num_reqs`` rows,
         then upstream's ``set_inputs_first_pass`` (default EAGLE pathway) minus the hidden states, which the host
         copies. Reads only persistent buffers (ours and the target runner's)."""
-        runner, query_len = self.target_runner, 1 + self.graph_k
+        runner, query_len = self.target_runner, self.verify_len
         num_tokens = num_reqs * query_len
         base.eagle_prepare_next_token_padded_kernel[(num_reqs,)](
             self.prep_sampled, runner.discard_request_mask.gpu, self.backup_next_token_ids.gpu,
@@ -101,7 +101,7 @@ class DraftPrepMixin:
         k, cad = self.graph_k, common_attn_metadata
         if (self.graph_runner is None or self.draft_prep_off or spec_decode_metadata is None
                 or cad is None or not isinstance(sampled_token_ids, torch.Tensor)
-                or sampled_token_ids.shape[1] != k + 1 or scheduler_output.num_spec_tokens_to_schedule != k):
+                or sampled_token_ids.shape[1] != self.verify_len or scheduler_output.num_spec_tokens_to_schedule != k):
             return None
         chain_key = self._fused_step_for(k, (), {"common_attn_metadata": cad, "sampling_metadata": sampling_metadata,
                                                  "mm_embed_inputs": None})

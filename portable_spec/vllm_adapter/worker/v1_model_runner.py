@@ -2,7 +2,7 @@
 
 Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer`` and ``DFlashProposer`` in the runner
 module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
-captures its graphs, at boot, never at request time, and ``v1_warmup`` runs real steps so that the drafter/verify-path
+captures its graphs, at boot, never at request time, and ``kernel_warmup`` runs real steps so that the drafter/verify-path
 Triton kernels compile then too (the worker activates vLLM's JIT monitor right after); and each step's drafting
 goes first to the drafter's ``propose_with_prep`` (the runner's draft prep inside the first pass's graph), which
 declines, leaving vLLM's ``propose_draft_token_ids`` to run, wherever that is not exact.
@@ -15,10 +15,10 @@ from typing import Any
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-from portable_spec.vllm_adapter.overrides import overridden
-from portable_spec.vllm_adapter.v1_draft_prep import DraftPrepMixin
-from portable_spec.vllm_adapter.v1_drafter import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
-from portable_spec.vllm_adapter.v1_warmup import warm_up_kernels
+from portable_spec.vllm_adapter.patch.overrides import overridden
+from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
+from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
+from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 
 
 class PortableV1ModelRunner(GPUModelRunner):
@@ -30,7 +30,7 @@ class PortableV1ModelRunner(GPUModelRunner):
     def propose_draft_token_ids(self, scheduler_output: Any, sampled_token_ids: Any, sampling_metadata: Any,
                                 hidden_states: Any, sample_hidden_states: Any, aux_hidden_states: Any,
                                 spec_decode_metadata: Any, common_attn_metadata: Any, slot_mappings: Any) -> Any:
-        """Our fused first pass with the draft prep inside (``v1_draft_prep``) where it applies; vLLM's otherwise."""
+        """Our fused first pass with the draft prep inside (``spec_decode.draft_prep``) where it applies; vLLM's otherwise."""
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DraftPrepMixin):
             self._draft_probs = self._draft_prob_req_ids = None  # as vLLM's method starts

@@ -10,7 +10,7 @@ with the op vLLM uses for that backend. FlashInfer JIT-builds its kernels: the b
 ``$FLASHINFER_WORKSPACE_BASE`` (default ``/tmp/portable_spec_flashinfer``), so repeated use in one run, or a second
 run on the same machine, reuses it.
 
-``python -m portable_spec.vllm_adapter.attention_verify --json`` runs it alone.
+``python -m portable_spec.vllm_adapter.tools.attention_verify --json`` runs it alone.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", "/tmp/portable_spec_flashinfe
 import torch  # noqa: E402
 import vllm  # noqa: E402,F401  (this module is one of the two places allowed to import vLLM)
 
+from portable_spec import envs  # noqa: E402
 from portable_spec.attention_caps import PLATFORMS, rows  # noqa: E402
 from portable_spec.attention_caps.checks import (  # noqa: E402
     NOT_TESTABLE,
@@ -223,13 +224,13 @@ class FlashInferKernel:
     backend = "FLASHINFER"
     BUILDS_OUT_OF_PROCESS = True
     WORKSPACE_BYTES = 256 * 1024 * 1024
-    BUDGET_ENV = "PORTABLE_SPEC_VERIFY_JIT_BUDGET_S"
+    BUDGET_ENV = envs.VERIFY_JIT_BUDGET_ENV
 
     def __init__(self) -> None:
         self._workspace: torch.Tensor | None = None
         self._built: set[tuple[str, str, int]] = set()
         self._spent = 0.0
-        self._budget = float(os.environ.get(self.BUDGET_ENV, "150"))
+        self._budget = envs.verify_jit_budget_s()
 
     def run(self, case: PagedCase, *, kv_cache_dtype: str = "auto", batch_invariant: bool = False) -> torch.Tensor:
         key = (str(case.q.dtype), kv_cache_dtype, case.head_size)
@@ -247,7 +248,7 @@ class FlashInferKernel:
         if importlib.util.find_spec("flashinfer") is None:
             return "flashinfer not installed"
         has_cache = importlib.util.find_spec("flashinfer_jit_cache") is not None
-        if not has_cache and shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+        if not has_cache and shutil.which("nvcc") is None and not envs.cuda_home():
             return "flashinfer needs nvcc (or flashinfer-jit-cache) to build its kernels; neither is here"
         try:
             import flashinfer  # noqa: F401
@@ -383,7 +384,7 @@ def verify_attention(platform: str, *, backends: tuple[str, ...] | None = None, 
 
 def _verify_attention(platform: str, backends: tuple[str, ...] | None, device: torch.device | None,
                       kernels: dict[str, Any] | None, quiet: bool) -> dict[str, Any]:
-    from portable_spec.vllm_adapter.attention_agreement import observe_host_facts
+    from portable_spec.vllm_adapter.tools.attention_agreement import observe_host_facts
 
     start = time.perf_counter()
     kernels = KERNELS if kernels is None else kernels
@@ -399,7 +400,7 @@ def _verify_attention(platform: str, backends: tuple[str, ...] | None, device: t
     report.update(device=torch.cuda.get_device_name(device) if device is not None and device.type == "cuda"
                   else str(device), capability=list(facts.capability) if facts.capability else None,
                   host_facts=facts.to_dict(), versions=_versions(),
-                  env={k: os.environ.get(k) for k in ("VLLM_BATCH_INVARIANT", "FLASHINFER_WORKSPACE_BASE")})
+                  env=envs.recorded(("VLLM_BATCH_INVARIANT", "FLASHINFER_WORKSPACE_BASE")))
     jobs = []
     for row in rows(platform):
         if backends and row.backend not in backends:

@@ -28,10 +28,10 @@ def resolved_platform_qualname() -> str:
 
 
 def resolved_platform_label() -> str:
-    """How the resolved platform names itself (``musa-sim`` under the simulation; ``mixin.platform_label``)."""
+    """How the resolved platform names itself (``musa-sim`` under the simulation; ``platforms.current.platform_label``)."""
     from vllm.platforms import current_platform
 
-    from portable_spec.vllm_adapter.mixin import platform_label
+    from portable_spec.platforms.current import platform_label
 
     return platform_label(current_platform)
 
@@ -88,7 +88,7 @@ class runner_scopes:
     def __enter__(self) -> dict[str, list[str]]:
         import torch
 
-        from portable_spec.vllm_adapter.profile_scopes import DETAIL_HOOKS, HOOKS, installed
+        from portable_spec.vllm_adapter.harness_door.profile_scopes import DETAIL_HOOKS, HOOKS, installed
 
         self.module = None
         try:

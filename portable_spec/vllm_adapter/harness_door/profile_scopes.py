@@ -51,11 +51,11 @@ HOOKS = (
     ScopeHook(V1_RUNNER, "AsyncGPUModelRunnerOutput.get_output", WAIT),
     # V1 drafters, upstream's and ours (ours overrides propose and calls upstream's for its first pass)
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer.propose", DRAFT_FIRST, "region"),
-    ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin.propose", DRAFT_FIRST, "region"),
-    ScopeHook("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin.propose_with_prep", DRAFT_FIRST, "region"),
+    ScopeHook("portable_spec.vllm_adapter.spec_decode.fused_chain", "FusedChainMixin.propose", DRAFT_FIRST, "region"),
+    ScopeHook("portable_spec.vllm_adapter.spec_decode.draft_prep", "DraftPrepMixin.propose_with_prep", DRAFT_FIRST, "region"),
     ScopeHook(V1_PROPOSER, "SpecDecodeBaseProposer._sample_draft_tokens", DRAFT_CHAIN, "switch_after"),
     # our fused first pass samples inside its graph: the chain starts where our chain loop does
-    ScopeHook("portable_spec.vllm_adapter.v1_fused_chain", "FusedChainMixin._run_fused_chain", DRAFT_CHAIN,
+    ScopeHook("portable_spec.vllm_adapter.spec_decode.fused_chain", "FusedChainMixin._run_fused_chain", DRAFT_CHAIN,
               "switch_before"),
     # Model Runner V2
     ScopeHook(MRV2_RUNNER, "GPUModelRunner.execute_model", STEP),
@@ -88,9 +88,9 @@ DETAIL_HOOKS = (
         "_copy_draft_token_ids_to_cpu", "_bookkeeping_sync"), "v1"),
     *_details(V1_PROPOSER, "SpecDecodeBaseProposer", (
         "prepare_next_token_ids_padded", "prepare_inputs_padded", "set_inputs_first_pass"), "v1 proposer"),
-    *_details("portable_spec.vllm_adapter.v1_runner", "PortableV1ModelRunner", ("propose_draft_token_ids",), "ours"),
-    *_details("portable_spec.vllm_adapter.v1_draft_prep", "DraftPrepMixin", ("_fill_backup_tokens",), "ours"),
-    ScopeHook("portable_spec.vllm_adapter.v1_draft_prep", "hand_off_counts", f"{DETAIL_PREFIX}ours hand_off_counts"),
+    *_details("portable_spec.vllm_adapter.worker.v1_model_runner", "PortableV1ModelRunner", ("propose_draft_token_ids",), "ours"),
+    *_details("portable_spec.vllm_adapter.spec_decode.draft_prep", "DraftPrepMixin", ("_fill_backup_tokens",), "ours"),
+    ScopeHook("portable_spec.vllm_adapter.spec_decode.draft_prep", "hand_off_counts", f"{DETAIL_PREFIX}ours hand_off_counts"),
     ScopeHook("portable_spec.draft.runner", "DraftGraphRunner.replay", f"{DETAIL_PREFIX}ours DraftGraphRunner.replay"),
     *_details(MRV2_RUNNER, "GPUModelRunner", (
         "finish_requests", "add_requests", "update_requests", "prepare_inputs", "prepare_attn",

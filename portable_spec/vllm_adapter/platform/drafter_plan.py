@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec.capture_sizes import CapturePlan, plan_capture_sizes
-from portable_spec.vllm_adapter.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
 
 
 def drafter_plan(vllm_config: Any) -> CapturePlan:

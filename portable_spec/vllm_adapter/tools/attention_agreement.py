@@ -5,7 +5,7 @@ its metadata builder's graph support) in the table's vocabulary; ``disagreements
 host's facts, claim by claim. The cpu lane runs this for every backend module that imports without a GPU; the cuda
 lane runs it on the H100, where the FlashAttention version and FlashInfer decide the device-dependent claims.
 
-``python -m portable_spec.vllm_adapter.attention_agreement --json`` prints the comparison for this host.
+``python -m portable_spec.vllm_adapter.tools.attention_agreement --json`` prints the comparison for this host.
 """
 
 from __future__ import annotations

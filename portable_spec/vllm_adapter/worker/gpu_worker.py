@@ -17,10 +17,10 @@ from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
 from portable_spec.kernels import bound, install_substitutions, substitutions_for
-from portable_spec.vllm_adapter.draft_graph_policy import draft_graph_mode
-from portable_spec.vllm_adapter.logs import share_vllm_log_handlers
-from portable_spec.vllm_adapter.mixin import platform_label, port_name_of
-from portable_spec.vllm_adapter.overrides import overridden
+from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
+from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
+from portable_spec.platforms.current import platform_label, port_name_of
+from portable_spec.vllm_adapter.patch.overrides import overridden
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -52,7 +52,7 @@ class PortableWorker(Worker):
         if self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full":
             super().init_device()
             return
-        from portable_spec.vllm_adapter.v1_runner import PortableV1ModelRunner
+        from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
         with overridden(v1_runner_module, "GPUModelRunner", PortableV1ModelRunner):
             super().init_device()

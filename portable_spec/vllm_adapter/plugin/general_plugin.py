@@ -8,15 +8,14 @@ on a built-in platform. It decides from the environment only: resolving ``curren
 from __future__ import annotations
 
 import logging
-import os
 
-from portable_spec.vllm_adapter.platform_probe import ENV_VAR, requested_platform, vllm_platform_qualname
+from portable_spec import envs as our_envs
+from portable_spec.envs import DRAFT_GRAPH_ENV, PLATFORM_ENV, requested_platform
+from portable_spec.vllm_adapter.plugin.platform_probe import vllm_platform_qualname
 
-PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.PortableWorker"
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
 INSTALLED: list[str] = []
 """What ``register()`` installed in this process, in order (read by tests and ``probe``)."""
 
@@ -25,7 +24,9 @@ def portable_spec_active() -> bool:
     """True when our platform is selected or our drafter graphs are requested explicitly."""
     name = requested_platform()
     ours = name is not None and (vllm_platform_qualname(name) or "").startswith("portable_spec.")
-    return ours or os.environ.get(DRAFT_GRAPH_ENV, "").strip().lower() == "full"
+    # Compared, not validated: a bad value must not stop an engine on vLLM's own platform (our policy names it
+    # where our drafter would run).
+    return ours or our_envs.raw(DRAFT_GRAPH_ENV).lower() == "full"
 
 
 def declare_platform_env() -> None:
@@ -40,7 +41,7 @@ def declare_platform_env() -> None:
     """
     import vllm.envs as envs
 
-    envs.environment_variables.setdefault(ENV_VAR, requested_platform)
+    envs.environment_variables.setdefault(PLATFORM_ENV, requested_platform)
 
 
 def register() -> None:
@@ -52,6 +53,8 @@ def register() -> None:
         INSTALLED.append("general_plugin")
         logger.info("portable_spec general plugin registered (platform %s)", requested_platform() or "built-in")
         if requested_platform() is None:
+            from portable_spec.vllm_adapter.platform.base import PORTABLE_WORKER
+
             # On a built-in platform our worker is not chosen for the user; vLLM's own flag chooses it.
             logger.info("portable_spec: %s=full on a built-in platform needs --worker-cls %s (or VLLM_PLATFORM=cuda)",
                         DRAFT_GRAPH_ENV, PORTABLE_WORKER)

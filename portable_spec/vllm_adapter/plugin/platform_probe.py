@@ -12,24 +12,10 @@ steps aside, because vLLM refuses to choose between two out-of-tree plugins. The
 
 from __future__ import annotations
 
-import os
+from portable_spec.envs import PLATFORM_ENV, SIM_DEVICE_ENV, requested_platform, simulated_device
 
-ENV_VAR = "VLLM_PLATFORM"
-SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
-ERROR_QUALNAME = "portable_spec.vllm_adapter.platform_error.PlatformSelectionError"
+ERROR_QUALNAME = "portable_spec.vllm_adapter.plugin.platform_error.PlatformSelectionError"
 PLATFORM_PLUGINS_GROUP = "vllm.platform_plugins"
-
-
-def requested_platform() -> str | None:
-    """The lower-cased ``VLLM_PLATFORM`` value, or None when it is unset or blank."""
-    value = os.environ.get(ENV_VAR, "").strip().lower()
-    return value or None
-
-
-def simulated_device() -> str | None:
-    """The lower-cased ``PORTABLE_SPEC_SIM_DEVICE`` value (the device a harness simulation stands in for), or None."""
-    value = os.environ.get(SIM_DEVICE_ENV, "").strip().lower()
-    return value or None
 
 
 def sim_plugin_name(name: str) -> str:
@@ -50,7 +36,7 @@ def vllm_platform_qualname(name: str) -> str | None:
     from portable_spec.platforms import platform_class
 
     try:
-        return platform_class(name, source=ENV_VAR).vllm_platform
+        return platform_class(name, source=PLATFORM_ENV).vllm_platform
     except PlatformError:
         return None
 
@@ -61,7 +47,7 @@ def selection_problem(name: str) -> str | None:
     from portable_spec.platforms import platform_class
 
     try:
-        cls = platform_class(name, source=ENV_VAR)
+        cls = platform_class(name, source=PLATFORM_ENV)
     except PlatformError as exc:
         return str(exc)
     if simulated_device() == name:

@@ -2,7 +2,7 @@
 
 from vllm.platforms.cuda import CudaPlatform
 
-from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin, SharedPoolMixin
+from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
 
 
 class PortableCudaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, CudaPlatform):

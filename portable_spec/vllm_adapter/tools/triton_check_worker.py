@@ -6,7 +6,8 @@ CPU-importable vLLM platform and turns vLLM's Triton switch on, which vLLM leave
 (its kernels would otherwise be placeholders). ``--layer compile`` compiles with the running Triton for a CUDA
 target (the 3.2.0 virtualenv's interpreter runs it); ``--layer static`` applies ``triton_rules``.
 
-    python -m portable_spec.vllm_adapter.triton_check_worker --layer compile|static [--only KEY ...]
+    python -m portable_spec.vllm_adapter.tools.triton_check_worker --layer compile|static [--only KEY ...]
+        [--cases MODULE:ATTR ...]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def enable_vllm_triton() -> None:
     """Pin a vLLM platform that imports on CPU and make vLLM build real Triton kernels (no GPU needed to compile)."""
     import vllm.platforms
 
-    from portable_spec.vllm_adapter.testing_platform import CpuGraphTestPlatform
+    from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
 
     vllm.platforms._current_platform = CpuGraphTestPlatform()
     import vllm.triton_utils
@@ -77,13 +78,13 @@ def _one(case: Any, layer: str) -> dict[str, Any]:
     return out
 
 
-def run(layer: str, only: list[str] | None = None) -> dict[str, Any]:
+def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
     import triton
 
     from portable_spec.kernels import registry
-    from portable_spec.kernels.triton_table import KERNELS
+    from portable_spec.kernels.triton_table import kernel_cases
 
-    cases = [c for c in KERNELS if not only or c.key in only]
+    cases = [c for c in kernel_cases(case_sources) if not only or c.key in only]
     if any(c.owner == "vllm" for c in cases):
         enable_vllm_triton()
     report: dict[str, Any] = {"layer": layer, "triton": triton.__version__, "python": sys.executable,
@@ -100,10 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layer", choices=("compile", "static"), required=True)
     parser.add_argument("--only", action="append", metavar="KEY", help="only this table row (repeatable)")
+    parser.add_argument("--cases", action="append", default=[], metavar="MODULE:ATTR",
+                        help="more rows: a tuple of KernelCase (repeatable)")
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="portable-spec-triton-check-"))
-    print(json.dumps(run(args.layer, args.only)))
+    print(json.dumps(run(args.layer, args.only, tuple(args.cases))))
     return 0
 
 

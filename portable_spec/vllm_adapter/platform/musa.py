@@ -19,11 +19,12 @@ import torch
 from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
 from portable_spec.platforms.musa import musa_live_graph_limit
-from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin, SharedPoolMixin, device_port
+from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
+from portable_spec.platforms.current import device_port
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-MUSA_WORKER = "portable_spec.vllm_adapter.musa_worker.MusaWorker"
+MUSA_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
 BF16_MIN_CAPABILITY = 22
 """MUSA 2.2 (MTT S4000): vllm-musa maps CUDA 8.0, vLLM's bf16 threshold, to MUSA 2.2."""
 

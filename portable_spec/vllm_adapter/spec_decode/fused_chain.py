@@ -2,14 +2,14 @@
 greedy sample (logits + argmax), the write of the sampled token into a persistent ``[requests, K]`` draft buffer at
 the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden states).
 The first pass, at verify shape, is ONE graph replay too (``first_fused``): the runner's draft prep and the first
-pass's inputs (``v1_draft_prep``), the forward, the gather of each request's sampled row, the greedy sample into
+pass's inputs (``spec_decode.draft_prep``), the forward, the gather of each request's sampled row, the greedy sample into
 column 0 of the draft buffer, and the chain's first inputs (token ids, hidden states, the positions vLLM's step
 kernel advances).
 
 Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each forward (a metadata
 build, batch padding, a forward context, the sampling ops, input copies) still costs more host time than the forward
 (H100 profile, session 5: the first pass +1.06 ms host per step over Model Runner V2, whose first pass is one graph).
-Here the host does what must stay outside a graph, and nothing else. First pass: see ``v1_draft_prep``. Chain step:
+Here the host does what must stay outside a graph, and nothing else. First pass: see ``spec_decode.draft_prep``. Chain step:
 vLLM's own step kernel (positions, slot mapping and ``seq_lens`` advanced in place, padding rows given the padding
 slot), one fill of ``current_draft_step``, one replay. Chain steps stay one graph each (never the whole chain:
 vllm-musa MUSA-0203).
@@ -29,30 +29,22 @@ loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import torch
 
 from portable_spec.draft.dispatcher import CHAIN_FUSED
+from portable_spec.envs import DRAFT_CHAIN_ENV as CHAIN_ENV, draft_chain
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
-CHAIN_MODES = ("fused", "forward")
 # Backends whose build_for_drafting only wraps persistent buffers (FLASH_ATTN: fast_build, so no AOT schedule is
 # written): a replay reads nothing the build would have written, so the lean loop may skip the build.
 BUILD_FREE_BACKENDS = frozenset({"FLASH_ATTN"})
 
 
 def chain_mode() -> str:
-    value = os.environ.get(CHAIN_ENV, "fused").strip().lower() or "fused"
-    if value not in CHAIN_MODES:
-        from portable_spec.errors import PortableSpecError
-
-        raise PortableSpecError(f"{CHAIN_ENV}={value!r} is not one of {', '.join(CHAIN_MODES)}; "
-                                "unset it or pick one of those")
-    return value
+    return draft_chain()
 
 
 def fused_chain_blockers(proposer: Any) -> list[str]:

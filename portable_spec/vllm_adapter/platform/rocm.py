@@ -2,7 +2,7 @@
 
 from vllm.platforms.rocm import RocmPlatform
 
-from portable_spec.vllm_adapter.mixin import PortableSpecPlatformMixin, SharedPoolMixin
+from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
 
 
 class PortableRocmPlatform(PortableSpecPlatformMixin, SharedPoolMixin, RocmPlatform):

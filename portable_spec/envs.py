@@ -1,0 +1,174 @@
+"""Every environment variable portable_spec reads, in one place, each with its default and meaning.
+
+As vLLM's ``envs.py`` and vllm-ascend's: nothing else in the package reads ``os.environ`` for a value
+(``tests/test_envs.py`` scans the source), so a reader finds every switch here and ``docs/environment.md`` is
+rendered from this table (the same test keeps it current). Values are read when asked for, never cached: a harness
+sets them per process, and vLLM's workers inherit the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from portable_spec.errors import PortableSpecError
+
+
+# The names, for messages and for harnesses that set them.
+PLATFORM_ENV = "VLLM_PLATFORM"
+DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
+DRAFT_CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
+WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
+TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
+SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
+FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
+TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
+VERIFY_JIT_BUDGET_ENV = "PORTABLE_SPEC_VERIFY_JIT_BUDGET_S"
+CUDA_HOME_ENV = "CUDA_HOME"
+STACK_EVERY_ENV = "PORTABLE_SPEC_STACK_EVERY_S"
+STACK_DIR_ENV = "PORTABLE_SPEC_STACK_DIR"
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    """The value an unset (or blank) variable has; "" means unset has its own meaning, given in ``meaning``."""
+    meaning: str
+    choices: tuple[str, ...] = ()
+    """The values accepted (lower-cased); empty: free-form."""
+    who: str = "serve"
+    """Who reads it: ``serve`` (what ``vllm serve`` loads), ``cli`` (a CLI command or lane), ``test`` (fault
+    injection and lanes)."""
+
+
+VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar(PLATFORM_ENV, "",
+           "Which platform to use: our port for the CLI, our vLLM platform class for `vllm serve` (through the "
+           "`vllm.platform_plugins` entry point). Unset: the CLI detects the device and vLLM keeps its built-in "
+           "platforms. Case-insensitive.", choices=("cuda", "rocm", "musa", "cpu")),
+    EnvVar(DRAFT_GRAPH_ENV, "",
+           "Our FULL drafter graphs: `full`, `piecewise` or `none` (the last two leave vLLM's drafter alone). Unset: "
+           "`full` under our platform; off on vLLM's built-in platforms, where `full` (with `--worker-cls "
+           "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker`) asks for them.",
+           choices=("full", "piecewise", "none")),
+    EnvVar(DRAFT_CHAIN_ENV, "fused",
+           "EAGLE chain steps: `fused` (forward + greedy sample + next inputs in one graph, where exact) or "
+           "`forward` (the forward alone in the graph, sampling eager).", choices=("fused", "forward")),
+    EnvVar(WARMUP_ENV, "on",
+           "The V1 runner's boot-time kernel warm-up; `off` (or 0/false/no) skips it, any other value keeps it on."),
+    EnvVar(TORCHADA_CAP_ENV, "1900",
+           "torchada's cap on live MUSA graph executables (read, not set): the live-graph budget the planner and the "
+           "drafter prune to on MUSA. Non-numeric or 0: the default."),
+    EnvVar(SIM_DEVICE_ENV, "",
+           "Harness only: the device a simulation stands in for (`musa` with `VLLM_PLATFORM=musa`: the musa-sim "
+           "engine lane); our platform probe then steps aside for the simulation's own plugin.", choices=("musa",),
+           who="test"),
+    EnvVar(FAIL_CAPTURE_ENV, "",
+           "Fault injection: `RANK:KIND:REQS[,...]` (RANK may be `*`) makes the drafter's capture of that key raise "
+           "on that rank, as an uncapturable operation would. Never set in production.", who="test"),
+    EnvVar(TRITON32_PYTHON_ENV, "",
+           "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "
+           "`--triton32-python` flag wins); `ci/lanes/triton32_venv.sh` builds one.", who="cli"),
+    EnvVar(VERIFY_JIT_BUDGET_ENV, "150",
+           "Seconds `probe --verify` may spend compiling attention kernels before it skips the rest.", who="cli"),
+    EnvVar(CUDA_HOME_ENV, "",
+           "Read, not set: `probe --verify` skips JIT-compiled backends when neither nvcc nor CUDA_HOME is there.",
+           who="cli"),
+    EnvVar(STACK_EVERY_ENV, "0",
+           "Harness (boot-time driver): sample every process's stacks every N seconds while an engine boots "
+           "(0: off).", who="test"),
+    EnvVar(STACK_DIR_ENV, "",
+           "Harness (boot-time driver): where the stack samples go.", who="test"),
+)
+BY_NAME: dict[str, EnvVar] = {var.name: var for var in VARIABLES}
+
+
+def raw(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The variable's stripped value, or its default when unset or blank. Only names in ``VARIABLES``."""
+    var = BY_NAME[name]
+    value = (os.environ if environ is None else environ).get(name, "").strip()
+    return value or var.default
+
+
+def choice(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The lower-cased value of a variable with ``choices`` (None: unset with no default); a value outside the
+    choices raises one line naming them."""
+    var = BY_NAME[name]
+    value = raw(name, environ).lower()
+    if not value:
+        return None
+    if var.choices and value not in var.choices:
+        raise PortableSpecError(f"{name}={value!r} is not one of {', '.join(var.choices)}; unset it or pick one of "
+                                "those")
+    return value
+
+
+def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    return bool((os.environ if environ is None else environ).get(name, "").strip())
+
+
+# -- named readers, for the call sites ---------------------------------------------------------------------------
+def requested_platform(environ: Mapping[str, str] | None = None) -> str | None:
+    """The lower-cased ``VLLM_PLATFORM``, or None when unset. Not validated here: the platform registry names the
+    valid choices (a platform may be added without touching this module)."""
+    return raw(PLATFORM_ENV, environ).lower() or None
+
+
+def simulated_device() -> str | None:
+    """The lower-cased ``PORTABLE_SPEC_SIM_DEVICE`` (the device a harness simulation stands in for), or None."""
+    return raw(SIM_DEVICE_ENV).lower() or None
+
+
+def draft_graph() -> str | None:
+    """``PORTABLE_SPEC_DRAFT_GRAPH``: None when unset (its meaning depends on the platform), else a valid mode."""
+    return choice(DRAFT_GRAPH_ENV)
+
+
+def draft_chain() -> str:
+    return choice(DRAFT_CHAIN_ENV) or "fused"
+
+
+def warmup_enabled() -> bool:
+    return raw(WARMUP_ENV).lower() not in ("off", "0", "false", "no")
+
+
+def torchada_graph_exec_cap() -> int:
+    value = raw(TORCHADA_CAP_ENV)
+    return int(value) if value.isdigit() and int(value) > 0 else int(BY_NAME[TORCHADA_CAP_ENV].default)
+
+
+def fail_capture() -> str:
+    return raw(FAIL_CAPTURE_ENV)
+
+
+def triton32_python() -> str:
+    return raw(TRITON32_PYTHON_ENV)
+
+
+def verify_jit_budget_s() -> float:
+    return float(raw(VERIFY_JIT_BUDGET_ENV))
+
+
+def cuda_home() -> str | None:
+    return raw(CUDA_HOME_ENV) or None
+
+
+def stack_sampling() -> tuple[float, str | None]:
+    """``(every_s, directory)`` for the boot-time driver's stack samples (0: off)."""
+    return float(raw(STACK_EVERY_ENV) or 0), raw(STACK_DIR_ENV) or None
+
+
+def recorded(names: tuple[str, ...]) -> dict[str, str | None]:
+    """Other projects' variables copied into a report as they are (None: unset), never acted on."""
+    return {name: os.environ.get(name) for name in names}
+
+
+def render_markdown() -> str:
+    """The table ``docs/environment.md`` holds (kept equal by ``tests/test_envs.py``)."""
+    rows = ["| variable | default | read by | meaning |", "|---|---|---|---|"]
+    for var in VARIABLES:
+        default = f"`{var.default}`" if var.default else "unset"
+        rows.append(f"| `{var.name}` | {default} | {var.who} | {var.meaning} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,205 @@
+"""The census: every place portable_spec changes what vLLM does, with why, how it is undone and where it stands
+upstream (as vllm-musa's ``patches/manifest.py`` lists its own patches).
+
+Nothing here runs: the entries are data. ``tests/test_vllm_hook_points.py`` is driven from them: every ``targets``
+symbol must resolve in the installed vLLM, every ``overrides`` set must equal what our subclass really overrides of
+its vLLM base, every ``pinned_by`` test must exist, and every ``overridden(...)`` call in our code must name a target
+listed here. A new divergence without an entry, or a vLLM that moves a symbol, fails there.
+
+Kinds:
+- ``entry point``: vLLM loads our code through its plugin groups (``pyproject.toml``).
+- ``subclass``: our class replaces vLLM's where vLLM lets a name choose it (platform qualname, ``worker_cls``);
+  ``overrides`` are the vLLM methods it redefines (each calls ``super()`` unless ``what`` says otherwise).
+- ``scoped override``: ``patch.overrides.overridden`` swaps one module attribute for one call and restores it.
+- ``instance override``: an attribute set on one object we own a reference to, removed by us.
+- ``kernel substitution``: module globals that hold a vLLM Triton kernel rebound to ours
+  (``portable_spec/kernels/substitutions.py`` is the table, ``kernels/registry.py`` binds and unbinds).
+- ``table entry``: a key added to one of vLLM's registries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Divergence:
+    name: str
+    kind: str
+    ours: str
+    """Where our side lives (``module:qualname``)."""
+    targets: tuple[str, ...]
+    """The vLLM (or Triton) symbols we hook, ``module:qualname`` (``qualname`` may be dotted); each must resolve."""
+    what: str
+    why: str
+    undone: str
+    upstream: str
+    overrides: tuple[str, ...] = ()
+    """For ``subclass``: exactly the methods of its vLLM bases ``ours`` redefines (through itself and the mixins in
+    its bases that have no entry of their own)."""
+    base: str = ""
+    """For a mixin: the vLLM class it is mixed into (a subclass's bases say it themselves)."""
+    pinned_by: tuple[str, ...] = ()
+    """Tests in ``tests/test_vllm_hook_points.py`` that pin the vLLM source this entry relies on."""
+
+
+_A = "portable_spec.vllm_adapter"
+
+CENSUS: tuple[Divergence, ...] = (
+    Divergence(
+        "platform plugin", "entry point", f"{_A}.plugin.platform_probe:probe",
+        ("vllm.plugins:load_plugins_by_group", "vllm.platforms:resolve_current_platform_cls_qualname"),
+        what="VLLM_PLATFORM=cuda|rocm|musa makes vLLM resolve our platform class (an unusable value imports "
+             "platform_error, which raises one line).",
+        why="The only supported way to give vLLM an out-of-tree platform.",
+        undone="Unset VLLM_PLATFORM: the probe returns None and vLLM's built-in detection runs.",
+        upstream="vLLM's documented platform plugin mechanism; nothing to upstream."),
+    Divergence(
+        "general plugin: VLLM_PLATFORM declared", "table entry", f"{_A}.plugin.general_plugin:declare_platform_env",
+        ("vllm.envs:environment_variables", "vllm.envs:validate_environ", "vllm.envs:compile_factors"),
+        what="Adds VLLM_PLATFORM to vllm.envs.environment_variables (setdefault, never replacing a key vLLM defines).",
+        why="Else validate_environ warns about an unknown VLLM_ variable (and fails under "
+            "fail_on_environ_validation); known variables also key vLLM's compile cache, which the platform changes.",
+        undone="Only while our platform is selected; the key lives for the process.",
+        upstream="Would go away if vLLM declared VLLM_PLATFORM itself.",
+        pinned_by=("test_env_validation_reads_the_table_our_general_plugin_extends",)),
+    Divergence(
+        "platform classes: capture plan, worker, one pool", "subclass", f"{_A}.platform.base:PortableSpecPlatformMixin",
+        ("vllm.platforms.interface:Platform.apply_config_platform_defaults",
+         "vllm.platforms.interface:Platform.check_and_update_config"),
+        what="Records the user's capture sizes before vLLM fills its default list; after vLLM's own checks, "
+             "rewrites cudagraph_capture_sizes to the planner's (multiples of 1+K, DFlash block-aligned, pruned to "
+             "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; sets "
+             "worker_cls to our worker when the user left it on auto.",
+        why="vLLM keeps one capture-size list for target and drafter and no drafter plan.",
+        undone="Unset VLLM_PLATFORM (vLLM's own class); a user's explicit --worker-cls is kept.",
+        upstream="Model Runner V2 plans its speculator's sizes itself; the V1 runner has no such hook.",
+        overrides=("apply_config_platform_defaults", "check_and_update_config"),
+        base="vllm.platforms.interface:Platform", pinned_by=("test_forward_context_and_platform_hooks",)),
+    Divergence(
+        "platform classes: shared graph pool", "subclass", f"{_A}.platform.base:SharedPoolMixin",
+        ("vllm.platforms.interface:Platform.get_global_graph_pool",),
+        what="vLLM's global graph pool is our port's one pool per device, so vLLM's graphs and our drafter's share it.",
+        why="Private pools broke replay on torch_musa 2.9 (vllm-musa MUSA-0109) and waste memory anywhere.",
+        undone="Unset VLLM_PLATFORM.", upstream="Nothing to upstream (vLLM asks the platform for the pool).",
+        overrides=("get_global_graph_pool",), base="vllm.platforms.interface:Platform",
+        pinned_by=("test_forward_context_and_platform_hooks",)),
+    Divergence(
+        "MUSA platform start-up methods", "subclass", f"{_A}.platform.musa:PortableMusaPlatform",
+        ("vllm.platforms.interface:Platform.manual_seed_all", "vllm.platforms.interface:Platform.num_compute_units",
+         "vllm.platforms.interface:Platform.check_if_supports_dtype",
+         "vllm.platforms.interface:Platform.get_attn_backend_cls"),
+        what="A standalone vLLM platform for MUSA (device identity, MUSA attention rows, start-up methods the base "
+             "class leaves raising), without vllm-musa.",
+        why="Drives the MUSA code path on CPU and under musa-sim; serving on real MUSA needs vllm-musa.",
+        undone="VLLM_PLATFORM other than musa.", upstream="vllm-musa is the upstream for MUSA (issue 26).",
+        overrides=("check_if_supports_dtype", "get_attn_backend_cls", "get_current_memory_usage",
+                   "get_device_capability", "get_device_communicator_cls", "get_device_name", "get_device_total_memory",
+                   "get_static_graph_wrapper_cls", "is_sleep_mode_available", "manual_seed_all", "num_compute_units",
+                   "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8")),
+    Divergence(
+        "worker: kernel substitutes and our V1 runner", "scoped override", f"{_A}.worker.gpu_worker:PortableWorker",
+        ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_model_runner:GPUModelRunner"),
+        what="Binds our platform's kernel substitutes, then, for the V1 runner with our drafter on, swaps "
+             "vllm.v1.worker.gpu_model_runner.GPUModelRunner for PortableV1ModelRunner for the one init_device call "
+             "that builds it.",
+        why="Worker.init_device builds the V1 runner by that module name; no config names the runner class.",
+        undone="Restored when init_device returns or raises; Model Runner V2 and PORTABLE_SPEC_DRAFT_GRAPH=none "
+               "skip it.",
+        upstream="A runner-class hook in vLLM would replace the override.",
+        overrides=("init_device",),
+        pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",
+                   "test_our_subclasses_override_only_what_we_mean_to")),
+    Divergence(
+        "MUSA worker: device gate and sleep pool", "subclass", f"{_A}.worker.musa_worker:MusaWorker",
+        ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context"),
+        what="device_config.device_type reads 'cuda' for the one init_device call (restored after, also on "
+             "error); no sleep-mode memory pool unless sleep mode is on.",
+        why="vLLM 0.26.0's Worker.init_device raises for any device type but cuda, and asks every non-CUDA-alike "
+            "platform for a sleep-mode allocator MUSA has none of.",
+        undone="Scoped to the call; sleep mode on gets vLLM's path.", upstream="vllm-musa patches the same gate.",
+        overrides=("init_device", "_maybe_get_memory_pool_context"),
+        pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",)),
+    Divergence(
+        "V1 runner: our proposers", "scoped override", f"{_A}.worker.v1_model_runner:PortableV1ModelRunner",
+        ("vllm.v1.worker.gpu_model_runner:EagleProposer", "vllm.v1.worker.gpu_model_runner:DFlashProposer",
+         "vllm.v1.worker.gpu_model_runner:GPUModelRunner.__init__"),
+        what="While GPUModelRunner.__init__ runs, the runner module's EagleProposer/DFlashProposer are our FULL-graph "
+             "subclasses.",
+        why="The runner builds its drafter by those module names.",
+        undone="Restored when __init__ returns or raises.", upstream="A drafter-class hook would replace it.",
+        pinned_by=("test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model",)),
+    Divergence(
+        "V1 runner: capture, warm-up, draft prep", "subclass", f"{_A}.worker.v1_model_runner:PortableV1ModelRunner",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
+         "vllm.v1.worker.gpu_model_runner:GPUModelRunner.propose_draft_token_ids",
+         "vllm.v1.worker.gpu_model_runner:GPUModelRunner._copy_valid_sampled_token_count"),
+        what="After vLLM's capture_model: the drafter captures its graphs and the kernel warm-up runs real steps. "
+             "propose_draft_token_ids first offers the step to the drafter's propose_with_prep (the runner's draft "
+             "prep inside the first pass's graph, with the count hand-off _copy_valid_sampled_token_count makes); "
+             "it declines, and vLLM's method runs, wherever that is not exact.",
+        why="Graphs at boot, no JIT on requests, and the V1 runner's per-step draft prep off the host.",
+        undone="PORTABLE_SPEC_DRAFT_GRAPH=none or piecewise (vLLM's runner), PORTABLE_SPEC_WARMUP=off.",
+        upstream="Model Runner V2 records its first pass as one graph and warms its kernels itself.",
+        overrides=("__init__", "capture_model", "propose_draft_token_ids"),
+        pinned_by=("test_the_v1_runners_draft_prep_we_fold_into_the_first_pass",
+                   "test_warm_up_runs_before_the_worker_activates_the_jit_monitor",
+                   "test_warm_up_puts_back_everything_a_v1_step_rebinds")),
+    Divergence(
+        "EAGLE proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphEagleProposer",
+        ("vllm.v1.spec_decode.eagle:EagleProposer",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
+        what="Each metadata build announces which captured key the next forward replays; propose runs the fused "
+             "chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the first "
+             "pass's state for it.",
+        why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
+        undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
+        upstream="Model Runner V2's speculator has FULL graphs of its own.",
+        overrides=("__init__", "build_per_group_and_layer_attn_metadata", "propose", "set_inputs_first_pass"),
+        pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
+                   "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs")),
+    Divergence(
+        "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
+        ("vllm.v1.spec_decode.dflash:DFlashProposer",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata"),
+        what="The block step's metadata is copied into persistent buffers and its forward replays a block-aligned "
+             "graph; the context K/V stays eager.",
+        why="As for EAGLE: the V1 DFlash drafter has no FULL graphs.",
+        undone="As for EAGLE.", upstream="As for EAGLE.",
+        overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
+        pinned_by=("test_dflash_step_shape_we_rely_on",)),
+    Divergence(
+        "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
+        ("torch.nn:Module.__call__",),
+        what="The draft model's instance attribute 'forward' replays the captured graph for an announced key and "
+             "calls the class's forward otherwise.",
+        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads.",
+        undone="ForwardReplay.uninstall() deletes the instance attribute.",
+        upstream="Not a vLLM change: the module is ours to wrap once vLLM built it.",
+        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",)),
+    Divergence(
+        "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
+        ("triton.knobs:runtime.jit_post_compile_hook",),
+        what="Counts the Triton compiles the warm-up causes (chaining any hook already set).",
+        why="The warm-up's log line says how many kernels it compiled.",
+        undone="Restored when the warm-up ends.", upstream="Triton's documented hook.",
+        pinned_by=("test_triton_compile_counting_chains_and_restores_the_hook",)),
+    Divergence(
+        "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
+        ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",
+         "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention"),
+        what="Module globals holding vLLM Triton kernels rebound to ours: MUSA-Triton-3.2-safe rewrites on MUSA; "
+             "batch-unspecialized launches on CUDA (same outputs). The table lists every module and attribute.",
+        why="MUSA's Triton 3.2 rejects some of vLLM's kernels; on CUDA fewer variants compile at boot.",
+        undone="kernels.registry.uninstall() restores every original; a port with no substitutions binds none.",
+        upstream="vllm-musa patches kernels for MUSA in its own series (issue 26 composes with it)."),
+    Divergence(
+        "profiler scopes (bench only)", "scoped override", f"{_A}.harness_door.profile_scopes:installed",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",),
+        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown.",
+        why="Attribution of host and device time per phase.",
+        undone="Only inside the bench's profiled pass; restored on exit. Never on the serve path.",
+        upstream="Measurement only."),
+)
