@@ -50,6 +50,10 @@ log "Triton 3.2 front-end check (proxy for MUSA's Triton)"
 "$venv/bin/python" -m portable_spec kernels --check-triton --out "$check_out"
 export PORTABLE_SPEC_TRITON32_REPORT="$check_out/triton32_check.json"  # tests/test_triton_check.py reuses it
 export TRITON_INTERPRET=1
+# tests/test_cpu_install.py resolves the README's install lines against this machine image's CPU wheel and PyPI
+# mirrors (/opt/wheels, /opt/pypi*): the lane expects them, so the test fails rather than skips where they are missing.
+# A runner outside the image (GitHub's, .github/workflows/cpu.yml) says "optional".
+export PORTABLE_SPEC_CPU_INSTALL_MIRRORS="${PORTABLE_SPEC_CPU_INSTALL_MIRRORS:-required}"
 log "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)')"
 set +e
 "$venv/bin/python" -m pytest -q -m "not gpu" "$@" tests
