@@ -18,13 +18,13 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from pip_machine import machine, run_pip, write_installed
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- cpu-install:begin -->", "<!-- cpu-install:end -->"
@@ -105,38 +105,19 @@ def local_args(line: str, indexes: dict[str, list[str]]) -> list[str]:
     return ["--index-url", urls[0], *[a for u in urls[1:] for a in ("--extra-index-url", u)], *rest]
 
 
-def machine(root: Path) -> tuple[str, Path]:
-    """An empty virtualenv (no pip, nothing installed): its interpreter and site-packages."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=60)
-    python = root / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return str(python), Path(site)
-
-
 def resolve(line: str, python: str, indexes: dict[str, list[str]], report: Path) -> Outcome:
     """pip's plan for ``line`` on the machine ``python`` belongs to, offline and with no pip configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull  # also read by the build-dependency install pip runs for `-e .`
-    cmd = [sys.executable, "-m", "pip", "--python", python, "install", "--isolated", "--disable-pip-version-check",
-           "--dry-run", "--report", str(report), *local_args(line, indexes)]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_pip(python, ["--dry-run", "--report", str(report), *local_args(line, indexes)], cwd=ROOT)
     plan = json.loads(report.read_text())["install"] if proc.returncode == 0 else None
     return Outcome(line, plan, proc.stdout + proc.stderr)
 
 
-def install_metadata(site: Path, plan: list[dict]) -> None:
-    """Write each planned distribution as installed (its metadata only): what the next line's resolver reads."""
+def install_plan(site: Path, plan: list[dict]) -> None:
+    """Each planned distribution installed by its metadata: what the next line's resolver reads."""
     for item in plan:
         md = item["metadata"]
-        dist = site / f"{re.sub(r'[-_.]+', '_', md['name'])}-{md['version']}.dist-info"
-        dist.mkdir()
-        fields = [("Metadata-Version", "2.1"), ("Name", md["name"]), ("Version", md["version"])]
-        fields += [("Requires-Python", md["requires_python"])] if "requires_python" in md else []
-        fields += [("Requires-Dist", r) for r in md.get("requires_dist", [])]
-        fields += [("Provides-Extra", e) for e in md.get("provides_extra", [])]
-        (dist / "METADATA").write_text("".join(f"{k}: {v}\n" for k, v in fields))
-        (dist / "INSTALLER").write_text("tests/test_cpu_install.py\n")
+        write_installed(site, md["name"], md["version"], requires=md.get("requires_dist", []),
+                        requires_python=md.get("requires_python"), extras=md.get("provides_extra", []))
 
 
 def cuda_builds(dists: list[tuple[str, str]]) -> list[str]:
@@ -173,7 +154,7 @@ def readme_outcomes(indexes, tmp_path_factory) -> list[Outcome]:
         outcomes.append(resolve(line, python, indexes, root / f"report-{i}.json"))
         if outcomes[-1].plan is None:
             break
-        install_metadata(site, outcomes[-1].plan)
+        install_plan(site, outcomes[-1].plan)
     return outcomes
 
 
