@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 
@@ -49,3 +50,17 @@ def write_installed(site: Path, name: str, version: str, **metadata) -> None:
     (dist / "METADATA").write_text(metadata_text(name, version, **metadata))
     (dist / "INSTALLER").write_text("tests/pip_machine.py\n")
 
+
+def stub_wheel(folder: Path, name: str, version: str, requires: list[str] = ()) -> Path:
+    """A wheel holding only metadata: a stand-in for a distribution whose requirements are what a test is about."""
+    dist = dist_info_name(name, version)
+    files = {f"{dist}/METADATA": metadata_text(name, version, requires),
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests/pip_machine.py\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    files[f"{dist}/RECORD"] = "".join(f"{path},,\n" for path in files) + f"{dist}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{re.sub(r'[-_.]+', '_', name)}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+    return wheel
