@@ -15,11 +15,13 @@ import os
 import pytest
 
 PIN_ENV = "PORTABLE_SPEC_TEST_VLLM_PLATFORM"
-_pinned = None
+# The pinned platform sits in a dict, not in a module global: pytest reads `_mock_name` of every conftest global while
+# collecting fixtures, and vLLM's Platform.__getattr__ answers an unknown name with a logged warning ("Current platform
+# cpu does not have '_mock_name' attribute"). tests/test_quiet_lane.py holds that.
+_session: dict[str, object] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _pinned
     if os.environ.get(PIN_ENV, "cpu-graph-test") == "native" or importlib.util.find_spec("vllm") is None:
         return
     import sys
@@ -34,13 +36,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
 
-    _pinned = CpuGraphTestPlatform()
-    vllm.platforms._current_platform = _pinned
+    _session["platform"] = vllm.platforms._current_platform = CpuGraphTestPlatform()
 
 
 @pytest.fixture(scope="session")
 def vllm_platform():
     """The vLLM platform pinned for this session (skips where none was pinned, e.g. on the cuda lane)."""
-    if _pinned is None:
+    if "platform" not in _session:
         pytest.skip(f"no pinned vLLM test platform ({PIN_ENV}=native or vLLM missing)")
-    return _pinned
+    return _session["platform"]

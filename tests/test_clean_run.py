@@ -1,4 +1,5 @@
-"""A fresh ``pip install torch==2.13.0 -e .`` (the README's set-up) runs every command without warnings on stderr.
+"""A fresh install by the README's CPU lines (torch 2.13.0's CPU wheel, then ``pip install -e .``) runs every command
+without warnings on stderr.
 
 torch imports NumPy at start-up without requiring it, and warns "Failed to initialize NumPy" on every command when it
 is missing; our own dependencies must bring it."""
