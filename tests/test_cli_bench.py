@@ -133,11 +133,12 @@ def test_bench_e2e_without_vllm_is_one_line_exit_2(capsys, monkeypatch):
 
 
 def test_out_dir_that_cannot_be_made_is_one_line(tmp_path):
-    from portable_spec.commands.bench import ensure_out_dir
+    from portable_spec.commands._common import ensure_out_dir
 
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(PortableSpecError, match=r"^cannot use --out .*: pass a writable directory$"):
+    with pytest.raises(PortableSpecError, match=r"^cannot use --out .*: pass a writable directory \(created if "
+                                                r"missing\)$"):
         ensure_out_dir(str(blocker / "sub"))
     ensure_out_dir(str(tmp_path / "a" / "b"))
     assert (tmp_path / "a" / "b").is_dir()

@@ -9,7 +9,7 @@ import importlib.util
 import json
 import os
 
-from portable_spec.commands._common import add_platform_flag
+from portable_spec.commands._common import add_platform_flag, check_out_dir, check_out_file, ensure_out_dir
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_class, select_platform
@@ -32,15 +32,6 @@ def check_minimums(args: argparse.Namespace, minimums: dict[str, tuple[int, str]
         if any(v < minimum for v in (value if isinstance(value, list) else [value])):
             flag = "--" + dest.replace("_", "-")
             raise PortableSpecError(f"{flag} must be >= {minimum} (got {value}): pass {flag} {example}")
-
-
-def ensure_out_dir(path: str) -> None:
-    """Create ``--out`` up front, so an unwritable path fails in one line before a long run, not after it."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise PortableSpecError(f"cannot use --out {path!r} ({exc.strerror or exc}): pass a writable "
-                                "directory") from None
 
 
 E2E_MINIMUMS = {"num_spec": (1, "1 or more"), "concurrency": (1, "1,4,16,64"), "tokens": (1, "1 or more"),
@@ -123,6 +114,7 @@ def run_e2e(args: argparse.Namespace) -> int:
         raise PortableSpecError(f"--profile-concurrency {args.profile_concurrency} exceeds the largest --concurrency "
                                 f"{max(args.concurrency)} (the engines' max_num_seqs): pass one of "
                                 f"{','.join(map(str, args.concurrency))}")
+    check_out_dir(args.out)
     problem = e2e_host_problem(args.tp)
     if problem:
         raise PortableSpecError(problem)
@@ -173,6 +165,8 @@ def run_breakdown(args: argparse.Namespace) -> int:
     from portable_spec.harness.e2e.bench import pair_label
     from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table, write_png
 
+    if args.png:
+        check_out_file(args.png, "--png")
     try:
         with open(args.file) as fh:
             report = json.load(fh)
@@ -231,6 +225,8 @@ def run_draft(args: argparse.Namespace) -> int:
                            probabilistic=args.probabilistic, kv_layout=args.kv_layout)
     check_minimums(args, DRAFT_MINIMUMS)
     cfg.validate()
+    if args.out:
+        check_out_dir(args.out)
     platform = select_platform(args.platform)
     if not platform.supports_graphs:
         raise PortableSpecError(f"bench draft needs device graphs; platform {platform.name!r} has none: "

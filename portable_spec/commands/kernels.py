@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from portable_spec.commands._common import check_out_dir, ensure_out_dir
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
             raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
         emit(args, _listing(args.platform), _render_listing)
         return 0
+    if args.out:
+        check_out_dir(args.out)  # before minutes of compiling, not after: the report is written at the end
     from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_CASES
     from portable_spec.kernels.triton_check import run_check, triton32_python
     from portable_spec.kernels.triton_check_render import render_markdown, render_text
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     # The serving path's kernels and the synthetic harness's (the musa-sim parity runs those on the MUSA path).
     report = run_check(triton32_python(args.triton32_python), only=args.only, case_sources=(SYNTHETIC_CASES,))
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        ensure_out_dir(args.out)
         with open(os.path.join(args.out, "triton32_check.json"), "w") as fh:
             json.dump(report, fh, indent=1)
         with open(os.path.join(args.out, "triton32_check.md"), "w") as fh:

@@ -1,0 +1,87 @@
+"""What a new user on a fresh clone hit, through the real console entry (subprocess): bad input is one line naming the
+fix and exit code 2 (with ``--json``, one JSON object ``{"error": ..., "exit": 2}`` on stdout), never a traceback,
+never exit 0. Each case failed on the code before the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from profile_events import sample_breakdown
+
+from portable_spec.platforms.cuda import CudaPlatform
+
+ROOT = Path(__file__).resolve().parents[1]
+CLEAN_ENV = ("VLLM_PLATFORM", "TORCHADA_GRAPH_EXEC_CAP", "PORTABLE_SPEC_TRITON32_PYTHON")
+NO_GPU = pytest.mark.skipif(CudaPlatform.is_active(), reason="a CUDA device is visible")
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "portable_spec", *args], capture_output=True, text=True, env=full,
+                          timeout=300)
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The error message of a run that must fail with exit 2 and exactly one line on stderr."""
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-500:])
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portable-spec: error: "), proc.stderr
+    return lines[0].removeprefix("portable-spec: error: ")
+
+
+@pytest.fixture
+def breakdown_json(tmp_path) -> str:
+    """A bench e2e report with a per-step breakdown, so ``bench breakdown`` gets as far as writing its PNG."""
+    path = tmp_path / "bench_e2e.json"
+    path.write_text(json.dumps({"results": [{"variant": "full_drafter", "breakdown": sample_breakdown()}]}))
+    return str(path)
+
+
+@pytest.fixture
+def a_file(tmp_path) -> str:
+    path = tmp_path / "a_file"
+    path.write_text("")
+    return str(path)
+
+
+# ---------------------------------------------------------------- 1. output paths, checked before the work
+
+
+@pytest.mark.parametrize("png, why", [
+    ("{tmp}/missing/dir/x.png", "does not exist"),
+    ("{file}/x.png", "is a file, not a directory"),  # as /etc/passwd/x.png
+    ("{tmp}", "it is a directory"),
+])
+def test_bench_breakdown_png_that_cannot_be_written_is_one_line(tmp_path, a_file, breakdown_json, png, why):
+    pytest.importorskip("matplotlib")  # without it the old code failed in one line for another reason
+    png = png.format(tmp=tmp_path, file=a_file)
+    message = one_line_error(run_cli("bench", "breakdown", "--png", png, breakdown_json))
+    assert message.startswith(f"cannot use --png {png!r}: ") and why in message
+    assert message.endswith("pass a file path in an existing writable directory")
+
+
+def test_kernels_check_triton_out_file_fails_before_the_check_runs(tmp_path, a_file):
+    """An existing file as --out: one line, and the Triton 3.2 interpreter is never started (the old code ran the
+    whole check, then failed in os.makedirs with a traceback)."""
+    stub = tmp_path / "python3.2"
+    stub.write_text(f"#!/bin/sh\ntouch {tmp_path}/started\nexit 1\n")
+    stub.chmod(0o755)
+    message = one_line_error(run_cli("kernels", "--check-triton", "--out", a_file, "--triton32-python", str(stub)))
+    assert message == (f"cannot use --out {a_file!r}: it is a file, not a directory: pass a writable directory "
+                       "(created if missing)")
+    assert not (tmp_path / "started").exists()
+
+
+@NO_GPU
+@pytest.mark.parametrize("command", [("bench", "e2e"), ("bench", "draft", "--platform", "cpu")])
+def test_bench_out_file_is_named_before_the_host_check(a_file, command):
+    message = one_line_error(run_cli(*command, "--out", f"{a_file}/sub"))
+    assert message.startswith(f"cannot use --out '{a_file}/sub': {a_file!r} is a file, not a directory")
