@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,10 +21,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_bench_draft_on_cpu_is_a_one_line_error_naming_a_gpu_platform():
-    proc = run_cli("bench", "draft", "--platform", "cpu", "--json")
+    message = ("bench draft needs device graphs; platform 'cpu' has none: run it on a GPU host (--platform cuda, rocm "
+               "or musa)")
+    proc = run_cli("bench", "draft", "--platform", "cpu")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == ["portable-spec: error: bench draft needs device graphs; platform 'cpu' has "
-                                        "none: run it on a GPU host (--platform cuda, rocm or musa)"]
+    assert proc.stderr.splitlines() == [f"portable-spec: error: {message}"]
+    proc = run_cli("bench", "draft", "--platform", "cpu", "--json")
+    assert proc.returncode == 2 and proc.stderr == ""
+    assert json.loads(proc.stdout) == {"error": message, "exit": 2}
 
 
 def test_bench_draft_rejects_bad_settings_before_touching_a_device():

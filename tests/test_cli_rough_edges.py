@@ -37,6 +37,15 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0].removeprefix("portable-spec: error: ")
 
 
+def json_error(proc: subprocess.CompletedProcess) -> str:
+    """The error message of a ``--json`` run that must fail with exit 2: one JSON object on stdout, no stderr."""
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 2 and proc.stderr == "", (proc.returncode, proc.stderr[-500:])
+    payload = json.loads(proc.stdout)
+    assert set(payload) == {"error", "exit"} and payload["exit"] == 2 and "\n" not in payload["error"]
+    return payload["error"]
+
+
 @pytest.fixture
 def breakdown_json(tmp_path) -> str:
     """A bench e2e report with a per-step breakdown, so ``bench breakdown`` gets as far as writing its PNG."""
@@ -85,3 +94,29 @@ def test_kernels_check_triton_out_file_fails_before_the_check_runs(tmp_path, a_f
 def test_bench_out_file_is_named_before_the_host_check(a_file, command):
     message = one_line_error(run_cli(*command, "--out", f"{a_file}/sub"))
     assert message.startswith(f"cannot use --out '{a_file}/sub': {a_file!r} is a file, not a directory")
+
+
+# ---------------------------------------------------------------- 6. --json everywhere, errors included
+
+
+def test_bench_takes_json_before_its_subcommand(breakdown_json):
+    assert "--json" in run_cli("bench", "--help").stdout
+    proc = run_cli("bench", "--json", "breakdown", breakdown_json)
+    assert proc.returncode == 0 and set(json.loads(proc.stdout)["breakdown"]) == {"full_drafter"}
+    assert json_error(run_cli("bench", "--json")).startswith("the following arguments are required: BENCH")
+
+
+@pytest.mark.parametrize("args, piece", [
+    (("probe", "--platform", "bogus"), "unknown platform 'bogus' from --platform"),
+    (("sizes", "--method", "eagle", "--num-spec", "0", "--max-num-seqs", "8"), "pass --num-spec 1 or more"),
+    (("sizes", "--method", "eagle"), "the following arguments are required: --num-spec, --max-num-seqs"),
+    (("caps", "--platform", "bogus"), "no attention capability rows for platform 'bogus'"),
+    (("kernels", "--platform", "bogus"), "unknown platform 'bogus' for kernel substitutions"),
+    (("kernels", "--only", "x"), "--only, --out and --triton32-python go with --check-triton"),
+    (("bench", "draft", "--hidden", "0"), "--hidden must be >= 1 (got 0)"),
+    (("bench", "e2e", "--tokens", "0"), "--tokens must be >= 1 (got 0)"),
+    (("bench", "breakdown", "/nonexistent.json"), "cannot read '/nonexistent.json'"),
+    (("bench", "breakdown", "x.json", "--png", "/nonexistent/x.png"), "cannot use --png '/nonexistent/x.png'"),
+])
+def test_json_errors_are_one_json_object(args, piece):
+    assert piece in json_error(run_cli(*args, "--json"))

@@ -10,7 +10,7 @@ import json
 import os
 
 from portable_spec.commands._common import add_platform_flag, check_out_dir, check_out_file, ensure_out_dir
-from portable_spec.output import add_json_flag, emit
+from portable_spec.output import add_json_flag, emit, wants_json
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_class, select_platform
 
@@ -59,7 +59,9 @@ def e2e_host_problem(tp: int = 1) -> str | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="benchmarks (draft: per-step FULL draft graphs vs eager)")
+    parser = sub.add_parser("bench", help="benchmarks: draft steps (graphs vs eager), vLLM end to end, and the "
+                                          "per-step breakdown of an e2e report")
+    add_json_flag(parser)  # ``bench --json SUB`` as well as ``bench SUB --json``
     bench_sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     _register_draft(bench_sub)
     _register_e2e(bench_sub)
@@ -233,7 +235,7 @@ def run_draft(args: argparse.Namespace) -> int:
                                 "run it on a GPU host (--platform cuda, rocm or musa)")
     if args.out:
         ensure_out_dir(args.out)
-    report = run_draft_bench(platform, cfg, progress=not args.no_progress and not args.json)
+    report = run_draft_bench(platform, cfg, progress=not args.no_progress and not wants_json(args))
     if args.out:
         png = write_plot(report, os.path.join(args.out, "draft_bench.png"))
         report["plot"] = png
