@@ -14,6 +14,7 @@ from typing import NoReturn
 from portable_spec import __version__
 from portable_spec.errors import PortableSpecError, UsageError
 from portable_spec.output import emit_error, wants_json
+from portable_spec.platforms import env_platform_name
 
 COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "platform", None) is None:  # --platform beats VLLM_PLATFORM, a wrong one included
+            env_platform_name()  # a wrong VLLM_PLATFORM fails here, also for commands that do not read it
         return int(args.func(args) or 0)
     except PortableSpecError as exc:
         # Before the arguments parse, ``--json`` is known only from the raw command line.

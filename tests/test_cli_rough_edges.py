@@ -96,6 +96,21 @@ def test_bench_out_file_is_named_before_the_host_check(a_file, command):
     assert message.startswith(f"cannot use --out '{a_file}/sub': {a_file!r} is a file, not a directory")
 
 
+# ---------------------------------------------------------------- 2. bad input that exited 0, or only failed on a GPU
+
+
+@pytest.mark.parametrize("command", [("caps",), ("kernels",), ("bench", "breakdown", "x.json")])
+def test_a_bogus_vllm_platform_fails_commands_that_do_not_read_it_too(command):
+    message = one_line_error(run_cli(*command, env={"VLLM_PLATFORM": "bogus"}))
+    assert message == "unknown platform 'bogus' from VLLM_PLATFORM; valid choices: cpu, cuda, musa, rocm"
+
+
+@pytest.mark.parametrize("command", ["caps", "kernels"])
+def test_platform_flag_still_beats_a_bogus_vllm_platform(command):
+    proc = run_cli(command, "--platform", "musa", "--json", env={"VLLM_PLATFORM": "bogus"})
+    assert proc.returncode == 0, proc.stderr
+
+
 # ---------------------------------------------------------------- 6. --json everywhere, errors included
 
 

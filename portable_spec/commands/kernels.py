@@ -16,7 +16,7 @@ from portable_spec.errors import PortableSpecError
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
-    parser.add_argument("--platform", metavar="P", default="musa", help="whose substitutions to list (default musa)")
+    parser.add_argument("--platform", metavar="P", help="whose substitutions to list (default musa)")
     parser.add_argument("--check-triton", action="store_true",
                         help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
                              "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.check_triton:
         if args.only or args.out or args.triton32_python:
             raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
-        emit(args, _listing(args.platform), _render_listing)
+        emit(args, _listing(args.platform or "musa"), _render_listing)
         return 0
     if args.out:
         check_out_dir(args.out)  # before minutes of compiling, not after: the report is written at the end
