@@ -352,8 +352,32 @@ def test_unmeetable_budget_keeps_one_size_per_list_and_says_so():
     plan = plan_capture_sizes("eagle", 3, 4, live_graph_limit=2)
     assert (plan.target_sizes, plan.first_step.sizes, plan.chain_step.sizes) == ((4,), (4,), (1,))
     assert plan.live_graphs == 3
-    assert plan.warnings[-1] == ("live-graph limit 2 cannot be met: even one size per list needs 3 live graphs; "
-                                 "lower --graphs-per-size (use FULL target graphs) or raise the limit")
+    # Already 1 graph per target size: only a higher limit helps, so that is the only advice.
+    assert plan.warnings[-1] == ("live-graph limit 2 cannot be met: even one size per list needs 3 live graphs "
+                                 "(target 1 size x 1 graph, first step 1, chain step 1): pass --live-graph-limit 3 or "
+                                 "more")
+
+
+@pytest.mark.parametrize("method, g, limit, advice", [
+    ("eagle", 1, 1, "pass --live-graph-limit 3 or more"),
+    ("dflash", 1, 1, "pass --live-graph-limit 2 or more"),
+    ("eagle", 5, 2, "pass --live-graph-limit 7 or more"),  # even 1 per size needs 3 > 2: no --graphs-per-size advice
+    ("eagle", 20, 10, "pass --live-graph-limit 22 or more, or --graphs-per-size 8 or less (FULL target graphs need 1)"),
+])
+def test_unmeetable_budget_advises_only_what_meets_it(method, g, limit, advice):
+    """Regression: the advice named --graphs-per-size even at 1, where lowering it cannot help."""
+    plan = plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=limit)
+    assert plan.warnings[-1].endswith(f"): {advice}")
+    with pytest.raises(ValueError) as exc:
+        plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=limit, require_within_limit=True)
+    assert str(exc.value) == plan.warnings[-1]
+    needed = int(advice.split("--live-graph-limit ")[1].split()[0])
+    assert plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=needed,
+                              require_within_limit=True).live_graphs <= needed
+    if "--graphs-per-size" in advice:
+        fewer = int(advice.split("--graphs-per-size ")[1].split()[0])
+        assert plan_capture_sizes(method, 3, 64, graphs_per_target_size=fewer, live_graph_limit=limit,
+                                  require_within_limit=True).live_graphs <= limit
 
 
 # ---------------------------------------------------------------- serialisation and purity

@@ -111,6 +111,20 @@ def test_platform_flag_still_beats_a_bogus_vllm_platform(command):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("args, expected", [
+    (("--method", "eagle", "--num-spec", "3", "--max-num-seqs", "64", "--live-graph-limit", "1"),
+     "live-graph limit 1 cannot be met: even one size per list needs 3 live graphs (target 1 size x 1 graph, first "
+     "step 1, chain step 1): pass --live-graph-limit 3 or more"),
+    (("--method", "eagle3", "--num-spec", "3", "--max-num-seqs", "64", "--live-graph-limit", "10",
+      "--graphs-per-size", "20"),
+     "live-graph limit 10 cannot be met: even one size per list needs 22 live graphs (target 1 size x 20 graphs, "
+     "first step 1, chain step 1): pass --live-graph-limit 22 or more, or --graphs-per-size 8 or less (FULL target "
+     "graphs need 1)"),
+])
+def test_sizes_with_a_live_graph_limit_no_plan_meets_fails_naming_what_meets_it(args, expected):
+    assert one_line_error(run_cli("sizes", *args, "--platform", "cuda")) == expected
+
+
 # ---------------------------------------------------------------- 6. --json everywhere, errors included
 
 

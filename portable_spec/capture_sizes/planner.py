@@ -124,11 +124,13 @@ def _dflash_sizes(base: list[int], from_user: bool, q: int, multiple_of: int, ma
 def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_capture_size: int | None = None,
                        tp: int = 1, sp: bool = False, live_graph_limit: int | None = None,
                        user_sizes: Iterable[int] | None = None, graphs_per_target_size: int = 1,
-                       require_full_draft: bool = True) -> CapturePlan:
+                       require_full_draft: bool = True, require_within_limit: bool = False) -> CapturePlan:
     """Plan target verify sizes and drafter step sizes for ``method`` with K = ``num_spec``.
 
     Bad input raises ``ValueError`` with one line naming the fix. Warnings (dropped sizes, pruning) are returned in
-    ``plan.warnings`` and logged on ``portable_spec.capture_sizes``. Re-running with
+    ``plan.warnings`` and logged on ``portable_spec.capture_sizes``. A live-graph limit that even one size per list
+    exceeds is a warning (serving keeps that plan; the drafter prunes to its budget at run time), or with
+    ``require_within_limit`` (the CLI) a ``ValueError`` naming what meets it. Re-running with
     ``user_sizes=plan.target_sizes, max_capture_size=plan.target_sizes[-1]`` returns the same target sizes.
     """
     method = _normalize_method(method)
@@ -202,7 +204,7 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
                        | ({max_num_seqs} if max_num_seqs <= target[-1] else set()))
 
     lists = SizeLists(target=target, first=first, chain=chain, graphs_per_target_size=graphs_per_target_size)
-    warnings += prune_to_limit(lists, live_graph_limit)
+    warnings += prune_to_limit(lists, live_graph_limit, strict=require_within_limit)
     for message in warnings:
         logger.warning(message)
 
