@@ -125,6 +125,19 @@ def test_sizes_with_a_live_graph_limit_no_plan_meets_fails_naming_what_meets_it(
     assert one_line_error(run_cli("sizes", *args, "--platform", "cuda")) == expected
 
 
+# ---------------------------------------------------------------- 5. the warning says what was planned
+
+
+def test_sizes_warning_uses_the_planned_max_capture_size():
+    proc = run_cli("sizes", "--method", "eagle3", "--num-spec", "5", "--max-num-seqs", "256", "--platform", "musa")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "max_capture_size=498" in lines[0].split()
+    capped = [line for line in lines if "exceeds the max capture size" in line]
+    assert len(capped) == 1 and "(the largest planned size is 498)" in capped[0]
+    assert "more than 83 requests" in capped[0]  # 83 * 6 = 498; 85 (512 // 6) was the cap's, not the plan's
+
+
 # ---------------------------------------------------------------- 6. --json everywhere, errors included
 
 
