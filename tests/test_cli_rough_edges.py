@@ -125,6 +125,13 @@ def test_sizes_with_a_live_graph_limit_no_plan_meets_fails_naming_what_meets_it(
     assert one_line_error(run_cli("sizes", *args, "--platform", "cuda")) == expected
 
 
+@NO_GPU
+def test_probe_verify_on_a_cpu_host_says_it_needs_a_gpu_host():
+    assert one_line_error(run_cli("probe", "--verify")) == (
+        "probe --verify needs a GPU host (platform 'cpu' has no device to run attention kernels on): run it there, or "
+        "drop --verify")
+
+
 # ---------------------------------------------------------------- 5. the warning says what was planned
 
 

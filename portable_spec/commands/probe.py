@@ -52,6 +52,9 @@ def render_substitutions(section: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     platform = select_platform(args.platform)
+    if args.verify and not platform.supports_graphs:
+        raise PortableSpecError(f"probe --verify needs a GPU host (platform {platform.name!r} has no device to run "
+                                "attention kernels on): run it there, or drop --verify")
     report = run_probe(platform)
     if substitutions_for(platform.name):
         # What the platform's vLLM worker binds before it builds the model (MusaWorker.init_device).
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
         report["kernel_substitutions"] = substitution_report(platform.name)
     code, message = 0, None
-    if getattr(args, "verify", False):
+    if args.verify:
         from portable_spec.attention_caps.checks import refutation_exit
 
         verify = _load_verifier()
