@@ -132,6 +132,21 @@ def test_probe_verify_on_a_cpu_host_says_it_needs_a_gpu_host():
         "drop --verify")
 
 
+@NO_GPU
+@pytest.mark.parametrize("args, expected", [
+    (("--target", "/nonexistent"), "your own models need --target DIR and --method M"),
+    (("--target", "/nonexistent", "--draft", "/nonexistent", "--method", "eagle"),
+     "--target '/nonexistent' is not a model directory (no config.json)"),
+    (("--pair", "bogus"), "--pair bogus --model-variant perfect: unknown pair 'bogus'; use one of llama_eagle, "),
+    (("--pair", "llama_eagle3", "--model-variant", "partial"), "pair llama_eagle3 has no 'partial' variant"),
+    (("--method", "bogus"), "--method 'bogus' is not one our drafter covers: pass one of eagle, eagle3, mtp, dflash"),
+])
+def test_bench_e2e_models_are_checked_on_a_cpu_host_too(args, expected):
+    """Checked before the GPU host check: on a host without a GPU the old code only said it needs one."""
+    message = one_line_error(run_cli("bench", "e2e", *args))
+    assert expected in message and "GPU" not in message
+
+
 # ---------------------------------------------------------------- 5. the warning says what was planned
 
 

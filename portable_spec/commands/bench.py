@@ -101,9 +101,8 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_e2e)
 
 
-def run_e2e(args: argparse.Namespace) -> int:
-    from portable_spec.harness.e2e.bench import checkpoint_pair, run_bench
-    from portable_spec.harness.e2e.child import parallel_child_args
+def e2e_variants(args: argparse.Namespace) -> tuple[str, ...]:
+    """The engine variants ``--variants`` names; unknown or none is a one-line error."""
     from portable_spec.harness.e2e.configs import VARIANTS
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
@@ -111,20 +110,48 @@ def run_e2e(args: argparse.Namespace) -> int:
     if unknown or not variants:
         raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown) or '(none given)'}; pass --variants "
                                 f"with names from {', '.join(sorted(VARIANTS))}")
+    return variants
+
+
+def e2e_models(args: argparse.Namespace) -> dict[str, str] | None:
+    """The operator's own checkpoints (``--target``, ``--draft``, ``--method``), or None for the generated
+    ``--pair``; either is checked here, on any host, before the GPU host check."""
+    from portable_spec.harness.e2e.bench import check_checkpoint_method, checkpoint_pair
+    from portable_spec.harness.model_zoo import pair_problem
+
+    if not (args.target or args.draft or args.method):
+        problem = pair_problem(args.pair, args.model_variant)
+        if problem:
+            raise PortableSpecError(f"--pair {args.pair} --model-variant {args.model_variant}: {problem}")
+        return None
+    if args.method:
+        check_checkpoint_method(args.method)
+    if not (args.target and args.method):
+        raise PortableSpecError("your own models need --target DIR and --method M (and --draft DIR except for mtp)")
+    return checkpoint_pair(args.target, args.draft, args.method)
+
+
+def check_e2e_input(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str, str] | None]:
+    """Every flag of ``bench e2e`` checked before anything touches a GPU: ``(variants, own checkpoints)``."""
+    variants = e2e_variants(args)
     check_minimums(args, E2E_MINIMUMS)
     if args.profile_concurrency > max(args.concurrency):
         raise PortableSpecError(f"--profile-concurrency {args.profile_concurrency} exceeds the largest --concurrency "
                                 f"{max(args.concurrency)} (the engines' max_num_seqs): pass one of "
                                 f"{','.join(map(str, args.concurrency))}")
+    checkpoint = e2e_models(args)
     check_out_dir(args.out)
+    return variants, checkpoint
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    from portable_spec.harness.e2e.bench import run_bench
+    from portable_spec.harness.e2e.child import parallel_child_args
+
+    variants, checkpoint = check_e2e_input(args)
     problem = e2e_host_problem(args.tp)
     if problem:
         raise PortableSpecError(problem)
-    checkpoint = None
-    if args.target or args.draft or args.method:
-        if not (args.target and args.method):
-            raise PortableSpecError("your own models need --target DIR and --method M (and --draft DIR except for mtp)")
-        checkpoint = checkpoint_pair(args.target, args.draft, args.method)
     ensure_out_dir(args.out)
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
