@@ -18,6 +18,19 @@ from portable_spec.platforms import env_platform_name
 
 COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
 
+DESCRIPTION = """\
+Run vLLM's speculative-decoding drafter under FULL graphs on NVIDIA CUDA, AMD ROCm and
+Moore Threads MUSA. Serving is `VLLM_PLATFORM=cuda|rocm|musa vllm serve ...`; these
+commands plan and check a deployment: capture sizes, attention backends, kernel
+substitutions, the device's graphs, and benchmarks."""
+
+EPILOG = """\
+example:
+  portable-spec sizes --method eagle3 --num-spec 3 --max-num-seqs 64 --platform musa
+
+'portable-spec COMMAND --help' lists a command's options. Every command takes --json;
+bad input exits 2 with one line that names the fix."""
+
 
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse's usage errors as one line naming the fix (``--help``), like every other error; exit code 2."""
@@ -27,7 +40,8 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="portable-spec", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="portable-spec", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"portable-spec {__version__}")
     parser.set_defaults(json=False)  # the commands' --json flags leave it absent unless given (output.add_json_flag)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -147,6 +147,19 @@ def test_bench_e2e_models_are_checked_on_a_cpu_host_too(args, expected):
     assert expected in message and "GPU" not in message
 
 
+# ---------------------------------------------------------------- 3. --help is for users
+
+
+def test_top_level_help_describes_the_tool_its_commands_and_an_example():
+    proc = run_cli("--help")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert "``" not in proc.stdout and "portable_spec.commands" not in proc.stdout  # no developer docstring
+    assert "speculative-decoding drafter under FULL graphs" in proc.stdout
+    for command in ("probe", "sizes", "caps", "kernels", "bench"):
+        assert re.search(rf"^\s+{command}\s+\w", proc.stdout, re.MULTILINE), command
+    assert re.search(r"^example:\n  portable-spec \w+", proc.stdout, re.MULTILINE)
+
+
 # ---------------------------------------------------------------- 5. the warning says what was planned
 
 
