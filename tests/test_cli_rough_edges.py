@@ -160,6 +160,17 @@ def test_top_level_help_describes_the_tool_its_commands_and_an_example():
     assert re.search(r"^example:\n  portable-spec \w+", proc.stdout, re.MULTILINE)
 
 
+# ---------------------------------------------------------------- 4. caps cites what a user has
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_caps_musa_cites_no_path_outside_the_repo(fmt):
+    proc = run_cli("caps", "--platform", "musa", *(["--json"] if fmt == "json" else []))
+    assert proc.returncode == 0, proc.stderr
+    text = "\n".join(row["source"] for row in json.loads(proc.stdout)["rows"]) if fmt == "json" else proc.stdout
+    assert re.findall(r"(?:^|[\s(\"'])(/[\w.-]+/\S*)", text) == []  # no absolute path (was /work/shared/...)
+
+
 # ---------------------------------------------------------------- 5. the warning says what was planned
 
 
