@@ -134,7 +134,7 @@ def test_bench_e2e_without_vllm_is_one_line_exit_2(capsys, monkeypatch):
     monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
     monkeypatch.setitem(sys.modules, "vllm", None)  # importlib.util.find_spec("vllm") is None, as without vLLM
     assert cli(capsys, "bench", "e2e") == (2, ["portable-spec: error: bench e2e needs vLLM 0.26.0, which is not "
-                                               "installed: pip install 'portable-spec[vllm]'"])
+                                               "installed: pip install -e '.[vllm]'"])
 
 
 def test_out_dir_that_cannot_be_made_is_one_line(tmp_path):

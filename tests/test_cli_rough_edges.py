@@ -208,3 +208,26 @@ def test_bench_takes_json_before_its_subcommand(breakdown_json):
 ])
 def test_json_errors_are_one_json_object(args, piece):
     assert piece in json_error(run_cli(*args, "--json"))
+
+
+# ---------------------------------------------------------------- 7. the install command the README gives
+
+
+def test_probe_verify_without_vllm_names_the_readme_install_command(capsys, monkeypatch):
+    """On a GPU host without vLLM (a stand-in port with graphs, the verifier's import blocked)."""
+    from types import SimpleNamespace
+
+    import portable_spec.commands.probe as command
+    from portable_spec.cli import main
+
+    install = "pip install -e '.[vllm]'"  # README.md's set-up on a GPU host
+    assert install in (ROOT / "README.md").read_text()
+    monkeypatch.setattr(command, "select_platform", lambda choice=None: SimpleNamespace(name="cuda",
+                                                                                          supports_graphs=True))
+    monkeypatch.setattr(command, "run_probe", lambda platform: {})
+    monkeypatch.setattr(command, "substitutions_for", lambda name: [])
+    monkeypatch.setitem(sys.modules, "portable_spec.vllm_adapter.tools.attention_verify", None)
+    assert main(["probe", "--verify"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("portable-spec: error: probe --verify needs vLLM 0.26.0 (")
+    assert err[0].endswith(f"install it: {install}")

@@ -10,6 +10,9 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_names
 
+INSTALL_VLLM = "pip install -e '.[vllm]'"
+"""How README.md installs vLLM 0.26.0 with the project on a GPU host (from the clone); errors quote it as is."""
+
 
 def add_platform_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", metavar="P",

@@ -9,7 +9,13 @@ import importlib.util
 import json
 import os
 
-from portable_spec.commands._common import add_platform_flag, check_out_dir, check_out_file, ensure_out_dir
+from portable_spec.commands._common import (
+    INSTALL_VLLM,
+    add_platform_flag,
+    check_out_dir,
+    check_out_file,
+    ensure_out_dir,
+)
 from portable_spec.output import add_json_flag, emit, wants_json
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_class, select_platform
@@ -54,7 +60,7 @@ def e2e_host_problem(tp: int = 1) -> str | None:
         return (f"--tp {tp} needs {tp} GPUs but {visible_device_count()} are visible: lower --tp or run on a host "
                 "with more GPUs")
     if importlib.util.find_spec("vllm") is None:
-        return "bench e2e needs vLLM 0.26.0, which is not installed: pip install 'portable-spec[vllm]'"
+        return f"bench e2e needs vLLM 0.26.0, which is not installed: {INSTALL_VLLM}"
     return None
 
 

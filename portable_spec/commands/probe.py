@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from portable_spec.commands._common import add_platform_flag, render_mapping
+from portable_spec.commands._common import INSTALL_VLLM, add_platform_flag, render_mapping
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import substitutions_for
@@ -98,6 +98,5 @@ def _load_verifier():
     try:
         from portable_spec.vllm_adapter.tools.attention_verify import verify_attention
     except ImportError as exc:
-        raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: pip install "
-                                "'portable-spec[vllm]'") from exc
+        raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: {INSTALL_VLLM}") from exc
     return verify_attention
