@@ -1,6 +1,7 @@
 """``portable-spec`` command line. Each subcommand lives in ``portable_spec.commands.<name>`` and registers itself.
 
-Every user-facing failure is a ``PortableSpecError``: one line on stderr, exit code 2, no traceback.
+Every user-facing failure is a ``PortableSpecError`` (argparse's usage errors included): one line on stderr, or with
+``--json`` one JSON object on stdout (``output.emit_error``), exit code 2, no traceback.
 """
 
 from __future__ import annotations
@@ -11,21 +12,38 @@ import sys
 from typing import NoReturn
 
 from portable_spec import __version__
-from portable_spec.errors import PortableSpecError
+from portable_spec.errors import PortableSpecError, UsageError
+from portable_spec.output import emit_error, wants_json
+from portable_spec.platforms import env_platform_name
 
 COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
+
+DESCRIPTION = """\
+Run vLLM's speculative-decoding drafter under FULL graphs on NVIDIA CUDA, AMD ROCm and
+Moore Threads MUSA. Serving is `VLLM_PLATFORM=cuda|rocm|musa vllm serve ...`; these
+commands plan and check a deployment: capture sizes, attention backends, kernel
+substitutions, the device's graphs, and benchmarks."""
+
+EPILOG = """\
+example:
+  portable-spec sizes --method eagle3 --num-spec 3 --max-num-seqs 64 --platform musa
+
+'portable-spec COMMAND --help' lists a command's options. Every command takes --json;
+bad input exits 2 with one line that names the fix."""
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse's usage errors as one line naming the fix (``--help``), like every other error; exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"portable-spec: error: {message} (see '{self.prog} --help')\n")
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="portable-spec", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="portable-spec", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"portable-spec {__version__}")
+    parser.set_defaults(json=False)  # the commands' --json flags leave it absent unless given (output.add_json_flag)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"portable_spec.commands.{name}").register(sub)
@@ -33,13 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = None
     try:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "platform", None) is None:  # --platform beats VLLM_PLATFORM, a wrong one included
+            env_platform_name()  # a wrong VLLM_PLATFORM fails here, also for commands that do not read it
         return int(args.func(args) or 0)
     except PortableSpecError as exc:
-        print(f"portable-spec: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        # Before the arguments parse, ``--json`` is known only from the raw command line.
+        as_json = wants_json(args) if args is not None else "--json" in argv
+        return emit_error(str(exc), exc.exit_code, as_json)
 
 
 if __name__ == "__main__":

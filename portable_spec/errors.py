@@ -9,3 +9,7 @@ class PortableSpecError(Exception):
 
 class PlatformError(PortableSpecError):
     """The requested platform is unknown or cannot run on this host."""
+
+
+class UsageError(PortableSpecError):
+    """A command line argparse rejects; raised instead of argparse's exit so that ``--json`` shapes it too."""

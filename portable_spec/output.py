@@ -11,13 +11,31 @@ from typing import Any, Callable
 
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    """``--json`` on a command or a command group. Unset stays absent (SUPPRESS) so that a group's ``--json``
+    (``bench --json e2e``) is not reset by its subcommand's default; readers use ``wants_json``."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print one JSON object instead of text (errors too)")
+
+
+def wants_json(args: argparse.Namespace | None) -> bool:
+    return bool(getattr(args, "json", False))
 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> None:
     """Print ``payload`` as one JSON object (``--json``) or as the human rendering."""
-    if getattr(args, "json", False):
+    if wants_json(args):
         json.dump(payload, sys.stdout, default=str)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render(payload).rstrip("\n") + "\n")
+
+
+def emit_error(message: str, exit_code: int, as_json: bool) -> int:
+    """Print one failure and return its exit code: ``portable-spec: error: MESSAGE`` as one line on stderr, or with
+    ``--json`` one JSON object ``{"error": MESSAGE, "exit": CODE}`` on stdout (the one shape every command uses)."""
+    if as_json:
+        json.dump({"error": message, "exit": exit_code}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(f"portable-spec: error: {message}", file=sys.stderr)
+    return exit_code

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -113,9 +114,20 @@ def _fake_report(refuted: bool) -> dict:
     return {"platform": "cpu", "backends": backends, **summarize(backends)}
 
 
+@pytest.fixture
+def device_host(monkeypatch):
+    """``probe --verify`` refuses a host without a device: a stand-in port with graphs (named cpu, so the fake
+    report fits), its probe stubbed."""
+    import portable_spec.commands.probe as command
+
+    port = SimpleNamespace(name="cpu", supports_graphs=True)
+    monkeypatch.setattr(command, "select_platform", lambda choice=None: port)
+    monkeypatch.setattr(command, "run_probe", lambda platform: {"platform": platform.name})
+
+
 @pytest.mark.parametrize("refuted", [False, True])
-def test_probe_verify_puts_the_report_in_the_probe_and_exits_1_naming_refuted_claims(vllm_platform, monkeypatch,
-                                                                                      capsys, refuted):
+def test_probe_verify_puts_the_report_in_the_probe_and_exits_1_naming_refuted_claims(vllm_platform, device_host,
+                                                                                      monkeypatch, capsys, refuted):
     from portable_spec.cli import main
     from portable_spec.vllm_adapter.tools import attention_verify
 
@@ -142,7 +154,7 @@ def test_verify_on_a_host_without_rows_or_device_says_so(vllm_platform):
     assert report["backends"]["FLASH_ATTN"]["reason"] == "no accelerator on this host"
 
 
-def test_probe_verify_text_output(vllm_platform, monkeypatch, capsys):
+def test_probe_verify_text_output(vllm_platform, device_host, monkeypatch, capsys):
     from portable_spec.cli import main
     from portable_spec.vllm_adapter.tools import attention_verify
 

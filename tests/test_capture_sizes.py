@@ -195,8 +195,9 @@ def test_max_capture_size_wins_for_dflash(caplog):
     with caplog.at_level(logging.WARNING, logger="portable_spec.capture_sizes"):
         plan = plan_capture_sizes("dflash", 8, 8, max_capture_size=40)
     assert plan.target_sizes == (9, 18, 36)
-    expected = ("(1+num_speculative_tokens) * max_num_seqs = 72 exceeds the max capture size 40: larger draft sizes "
-                "dropped, so batches of more than 4 requests draft without a FULL graph")
+    expected = ("(1+num_speculative_tokens) * max_num_seqs = 72 exceeds the max capture size 40 (the largest planned "
+                "size is 36): larger draft sizes dropped, so batches of more than 4 requests draft without a FULL "
+                "graph")
     assert plan.warnings == (expected,)
     assert [r.getMessage() for r in caplog.records if r.name == "portable_spec.capture_sizes"] == [expected]
 
@@ -207,6 +208,22 @@ def test_max_capture_size_wins_for_eagle_chain():
     assert plan.first_step.sizes == (4, 8, 16, 24, 32)
     assert plan.chain_step.sizes == (1, 2, 4, 8, 16, 24, 32)
     assert len(plan.warnings) == 1 and "exceeds the max capture size 32" in plan.warnings[0]
+
+
+@pytest.mark.parametrize("method, k, seqs, kw, planned, batches", [
+    ("eagle3", 5, 256, {"live_graph_limit": 1900}, 498, 83),  # `sizes --platform musa`: 512 rounds to 6 * 83
+    ("dflash", 5, 256, {}, 480, 80),  # blocks of 6 * b, b on vLLM's ladder: 80
+    ("eagle3", 3, 256, {"graphs_per_target_size": 61, "live_graph_limit": 1900}, 232, 58),  # then pruned
+    ("eagle", 3, 64, {"max_capture_size": 32}, 32, 8),  # the cap itself is planned: no second number
+])
+def test_capped_warning_names_the_sizes_planned_not_the_cap(method, k, seqs, kw, planned, batches):
+    """Regression: it printed max_capture_size=498 and warned of 512 and "more than 85 requests"."""
+    plan = plan_capture_sizes(method, k, seqs, **kw)
+    capped = [w for w in plan.warnings if "exceeds the max capture size" in w]
+    assert plan.max_capture_size == plan.first_step.sizes[-1] == planned and len(capped) == 1
+    assert f"more than {batches} requests draft without a FULL graph" in capped[0]
+    assert ("(the largest planned size is" in capped[0]) == (planned != (kw.get("max_capture_size") or 512))
+    assert batches * (1 + k) <= planned < (batches + 1) * (1 + k)
 
 
 def test_dflash_user_sizes_keep_multiples_only():
@@ -352,8 +369,32 @@ def test_unmeetable_budget_keeps_one_size_per_list_and_says_so():
     plan = plan_capture_sizes("eagle", 3, 4, live_graph_limit=2)
     assert (plan.target_sizes, plan.first_step.sizes, plan.chain_step.sizes) == ((4,), (4,), (1,))
     assert plan.live_graphs == 3
-    assert plan.warnings[-1] == ("live-graph limit 2 cannot be met: even one size per list needs 3 live graphs; "
-                                 "lower --graphs-per-size (use FULL target graphs) or raise the limit")
+    # Already 1 graph per target size: only a higher limit helps, so that is the only advice.
+    assert plan.warnings[-1] == ("live-graph limit 2 cannot be met: even one size per list needs 3 live graphs "
+                                 "(target 1 size x 1 graph, first step 1, chain step 1): pass --live-graph-limit 3 or "
+                                 "more")
+
+
+@pytest.mark.parametrize("method, g, limit, advice", [
+    ("eagle", 1, 1, "pass --live-graph-limit 3 or more"),
+    ("dflash", 1, 1, "pass --live-graph-limit 2 or more"),
+    ("eagle", 5, 2, "pass --live-graph-limit 7 or more"),  # even 1 per size needs 3 > 2: no --graphs-per-size advice
+    ("eagle", 20, 10, "pass --live-graph-limit 22 or more, or --graphs-per-size 8 or less (FULL target graphs need 1)"),
+])
+def test_unmeetable_budget_advises_only_what_meets_it(method, g, limit, advice):
+    """Regression: the advice named --graphs-per-size even at 1, where lowering it cannot help."""
+    plan = plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=limit)
+    assert plan.warnings[-1].endswith(f"): {advice}")
+    with pytest.raises(ValueError) as exc:
+        plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=limit, require_within_limit=True)
+    assert str(exc.value) == plan.warnings[-1]
+    needed = int(advice.split("--live-graph-limit ")[1].split()[0])
+    assert plan_capture_sizes(method, 3, 64, graphs_per_target_size=g, live_graph_limit=needed,
+                              require_within_limit=True).live_graphs <= needed
+    if "--graphs-per-size" in advice:
+        fewer = int(advice.split("--graphs-per-size ")[1].split()[0])
+        assert plan_capture_sizes(method, 3, 64, graphs_per_target_size=fewer, live_graph_limit=limit,
+                                  require_within_limit=True).live_graphs <= limit
 
 
 # ---------------------------------------------------------------- serialisation and purity

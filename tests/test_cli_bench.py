@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,10 +21,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_bench_draft_on_cpu_is_a_one_line_error_naming_a_gpu_platform():
-    proc = run_cli("bench", "draft", "--platform", "cpu", "--json")
+    message = ("bench draft needs device graphs; platform 'cpu' has none: run it on a GPU host (--platform cuda, rocm "
+               "or musa)")
+    proc = run_cli("bench", "draft", "--platform", "cpu")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == ["portable-spec: error: bench draft needs device graphs; platform 'cpu' has "
-                                        "none: run it on a GPU host (--platform cuda, rocm or musa)"]
+    assert proc.stderr.splitlines() == [f"portable-spec: error: {message}"]
+    proc = run_cli("bench", "draft", "--platform", "cpu", "--json")
+    assert proc.returncode == 2 and proc.stderr == ""
+    assert json.loads(proc.stdout) == {"error": message, "exit": 2}
 
 
 def test_bench_draft_rejects_bad_settings_before_touching_a_device():
@@ -129,15 +134,16 @@ def test_bench_e2e_without_vllm_is_one_line_exit_2(capsys, monkeypatch):
     monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
     monkeypatch.setitem(sys.modules, "vllm", None)  # importlib.util.find_spec("vllm") is None, as without vLLM
     assert cli(capsys, "bench", "e2e") == (2, ["portable-spec: error: bench e2e needs vLLM 0.26.0, which is not "
-                                               "installed: pip install 'portable-spec[vllm]'"])
+                                               "installed: pip install -e '.[vllm]'"])
 
 
 def test_out_dir_that_cannot_be_made_is_one_line(tmp_path):
-    from portable_spec.commands.bench import ensure_out_dir
+    from portable_spec.commands._common import ensure_out_dir
 
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(PortableSpecError, match=r"^cannot use --out .*: pass a writable directory$"):
+    with pytest.raises(PortableSpecError, match=r"^cannot use --out .*: pass a writable directory \(created if "
+                                                r"missing\)$"):
         ensure_out_dir(str(blocker / "sub"))
     ensure_out_dir(str(tmp_path / "a" / "b"))
     assert (tmp_path / "a" / "b").is_dir()

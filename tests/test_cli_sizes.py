@@ -121,6 +121,8 @@ def test_bad_input_exits_2_with_one_line(args, expected):
                           expected)
 
 
-def test_bad_input_is_one_line_in_json_mode_too():
+def test_bad_input_is_one_json_object_in_json_mode():
     proc = run_sizes("--method", "eagle", "--num-spec", "0", "--max-num-seqs", "8", "--json", "--platform", "cpu")
-    assert_one_line_error(proc, "num_speculative_tokens must be >= 1 (got 0): pass --num-spec 1 or more")
+    assert proc.returncode == 2 and proc.stderr == ""
+    assert json.loads(proc.stdout) == {"error": "num_speculative_tokens must be >= 1 (got 0): pass --num-spec 1 or "
+                                                "more", "exit": 2}

@@ -161,9 +161,9 @@ TABLE: tuple[BackendCaps, ...] = (
         dtypes=_HALF, kv_cache_dtypes=_BASE_KV, kernel_block_sizes=_MULT16,
         non_causal=True, mm_prefix=MM_PREFIX_TEXT_ONLY, sinks=True, batch_invariance=True,
         per_head_quant_scales=False, graph_support="ALWAYS", requires=("mate",),
-        source="vllm-musa vllm_musa/v1/attention/backends/flash_attn.py MUSAFlashAttentionBackend "
-               "(@register_backend(FLASH_ATTN); kernels from the mate package's flash_attn_interface), as recorded "
-               "in /work/shared/reference/musa-rocm-notes.md section 3.4",
+        source="vllm-musa (github.com/MooreThreads/vllm-musa) vllm_musa/v1/attention/backends/flash_attn.py "
+               "MUSAFlashAttentionBackend (@register_backend(FLASH_ATTN); kernels from the mate package's "
+               "flash_attn_interface)",
         notes=("the class ships with vllm-musa, not here: class_path is None and selection needs the mate package",
                "mm-prefix: the class says True, but only causal, window and chunk masks were validated",
                "fp8 KV cache only if mate's flash_attn_supports_fp8() (False); mate rejects fp8 Q/K",

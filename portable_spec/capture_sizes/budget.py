@@ -46,8 +46,9 @@ class SizeLists:
         return True
 
 
-def prune_to_limit(lists: SizeLists, limit: int | None) -> list[str]:
-    """Prune ``lists`` in place until ``live_graphs() <= limit``; returns the warnings (at most two)."""
+def prune_to_limit(lists: SizeLists, limit: int | None, *, strict: bool = False) -> list[str]:
+    """Prune ``lists`` in place until ``live_graphs() <= limit``; returns the warnings (at most two). A limit that
+    even one size per list exceeds is the second warning, or with ``strict`` a ``ValueError``."""
     if limit is None or lists.live_graphs() <= limit:
         return []
     before = lists.live_graphs()
@@ -59,6 +60,23 @@ def prune_to_limit(lists: SizeLists, limit: int | None) -> list[str]:
                 f"({lists.graphs_per_target_size} per target size): dropped the largest capture sizes "
                 f"({dropped}), now {after} live graphs"]
     if after > limit:
-        warnings.append(f"live-graph limit {limit} cannot be met: even one size per list needs {after} live graphs; "
-                        f"lower --graphs-per-size (use FULL target graphs) or raise the limit")
+        if strict:
+            raise ValueError(unmet_limit(lists, limit))
+        warnings.append(unmet_limit(lists, limit))
     return warnings
+
+
+def unmet_limit(lists: SizeLists, limit: int) -> str:
+    """Why the pruned ``lists`` (one size each) still exceed ``limit``, and only the fixes that meet it: a higher
+    limit, or fewer graphs per target size where that alone is enough."""
+    needed = lists.live_graphs()
+    g = lists.graphs_per_target_size
+    target = len(lists.target) * g
+    parts = [f"target {len(lists.target)} size x {g} graph{'s' if g > 1 else ''}"]
+    parts += [f"{name} {len(sizes)}" for name, sizes in lists._named().items() if name != "target"]
+    fixes = [f"pass --live-graph-limit {needed} or more"]
+    per_size = (limit - (needed - target)) // len(lists.target)
+    if 1 <= per_size < g:
+        fixes.append(f"--graphs-per-size {per_size} or less (FULL target graphs need 1)")
+    return (f"live-graph limit {limit} cannot be met: even one size per list needs {needed} live graphs "
+            f"({', '.join(parts)}): {', or '.join(fixes)}")

@@ -96,11 +96,16 @@ def _no_draft_graph(q: int, multiple_of: int, cap: int, from_user: bool, require
                     f"FULL graph ({fix} to get one)")
 
 
-def _capped_warning(q: int, max_num_seqs: int, cap: int, warnings: list[str]) -> None:
-    if q * max_num_seqs > cap:
-        warnings.append(f"(1+num_speculative_tokens) * max_num_seqs = {q * max_num_seqs} exceeds the max capture "
-                        f"size {cap}: larger draft sizes dropped, so batches of more than {cap // q} requests draft "
-                        f"without a FULL graph")
+def _capped_warning(q: int, max_num_seqs: int, cap: int, first: list[int]) -> str | None:
+    """The max capture size keeps the largest batches from a FULL draft graph: say which, from the sizes planned
+    (rounded to 1+K, and pruned), not from the cap they were planned under."""
+    if q * max_num_seqs <= cap or not first:
+        return None
+    largest = first[-1]
+    planned = "" if largest == cap else f" (the largest planned size is {largest})"
+    return (f"(1+num_speculative_tokens) * max_num_seqs = {q * max_num_seqs} exceeds the max capture size "
+            f"{cap}{planned}: larger draft sizes dropped, so batches of more than {largest // q} requests draft "
+            f"without a FULL graph")
 
 
 def _dflash_sizes(base: list[int], from_user: bool, q: int, multiple_of: int, max_num_seqs: int, cap: int,
@@ -117,18 +122,19 @@ def _dflash_sizes(base: list[int], from_user: bool, q: int, multiple_of: int, ma
             warnings.append(f"no user capture size is block-aligned: falling back to [{multiple_of}]")
             sizes = [multiple_of]
         return sizes
-    _capped_warning(q, max_num_seqs, cap, warnings)
     return sorted({q * b for b in vllm_default_ladder(max_num_seqs) if q * b <= cap and (q * b) % multiple_of == 0})
 
 
 def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_capture_size: int | None = None,
                        tp: int = 1, sp: bool = False, live_graph_limit: int | None = None,
                        user_sizes: Iterable[int] | None = None, graphs_per_target_size: int = 1,
-                       require_full_draft: bool = True) -> CapturePlan:
+                       require_full_draft: bool = True, require_within_limit: bool = False) -> CapturePlan:
     """Plan target verify sizes and drafter step sizes for ``method`` with K = ``num_spec``.
 
     Bad input raises ``ValueError`` with one line naming the fix. Warnings (dropped sizes, pruning) are returned in
-    ``plan.warnings`` and logged on ``portable_spec.capture_sizes``. Re-running with
+    ``plan.warnings`` and logged on ``portable_spec.capture_sizes``. A live-graph limit that even one size per list
+    exceeds is a warning (serving keeps that plan; the drafter prunes to its budget at run time), or with
+    ``require_within_limit`` (the CLI) a ``ValueError`` naming what meets it. Re-running with
     ``user_sizes=plan.target_sizes, max_capture_size=plan.target_sizes[-1]`` returns the same target sizes.
     """
     method = _normalize_method(method)
@@ -191,8 +197,6 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
             warnings.append(f"no verify capture size lies in [{q}, {q * max_num_seqs}]: the first draft step gets "
                             f"no FULL graph")
             first_mode = "NONE"
-        elif not from_user:
-            _capped_warning(q, max_num_seqs, cap, warnings)
 
     chain: list[int] | None = None
     if method in CHAIN_METHODS and num_spec > 1:
@@ -202,7 +206,9 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
                        | ({max_num_seqs} if max_num_seqs <= target[-1] else set()))
 
     lists = SizeLists(target=target, first=first, chain=chain, graphs_per_target_size=graphs_per_target_size)
-    warnings += prune_to_limit(lists, live_graph_limit)
+    pruned = prune_to_limit(lists, live_graph_limit, strict=require_within_limit)
+    capped = None if from_user else _capped_warning(q, max_num_seqs, cap, lists.first)
+    warnings += ([capped] if capped else []) + pruned
     for message in warnings:
         logger.warning(message)
 

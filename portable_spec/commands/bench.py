@@ -9,8 +9,14 @@ import importlib.util
 import json
 import os
 
-from portable_spec.commands._common import add_platform_flag
-from portable_spec.output import add_json_flag, emit
+from portable_spec.commands._common import (
+    INSTALL_VLLM,
+    add_platform_flag,
+    check_out_dir,
+    check_out_file,
+    ensure_out_dir,
+)
+from portable_spec.output import add_json_flag, emit, wants_json
 from portable_spec.errors import PortableSpecError
 from portable_spec.platforms import platform_class, select_platform
 
@@ -34,15 +40,6 @@ def check_minimums(args: argparse.Namespace, minimums: dict[str, tuple[int, str]
             raise PortableSpecError(f"{flag} must be >= {minimum} (got {value}): pass {flag} {example}")
 
 
-def ensure_out_dir(path: str) -> None:
-    """Create ``--out`` up front, so an unwritable path fails in one line before a long run, not after it."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise PortableSpecError(f"cannot use --out {path!r} ({exc.strerror or exc}): pass a writable "
-                                "directory") from None
-
-
 E2E_MINIMUMS = {"num_spec": (1, "1 or more"), "concurrency": (1, "1,4,16,64"), "tokens": (1, "1 or more"),
                 "repeats": (1, "1 or more"), "timeout": (1, "1 or more (seconds)"), "tp": (1, "1 or 2"),
                 "profile_concurrency": (1, "1 or more")}
@@ -63,12 +60,14 @@ def e2e_host_problem(tp: int = 1) -> str | None:
         return (f"--tp {tp} needs {tp} GPUs but {visible_device_count()} are visible: lower --tp or run on a host "
                 "with more GPUs")
     if importlib.util.find_spec("vllm") is None:
-        return "bench e2e needs vLLM 0.26.0, which is not installed: pip install 'portable-spec[vllm]'"
+        return f"bench e2e needs vLLM 0.26.0, which is not installed: {INSTALL_VLLM}"
     return None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="benchmarks (draft: per-step FULL draft graphs vs eager)")
+    parser = sub.add_parser("bench", help="benchmarks: draft steps (graphs vs eager), vLLM end to end, and the "
+                                          "per-step breakdown of an e2e report")
+    add_json_flag(parser)  # ``bench --json SUB`` as well as ``bench SUB --json``
     bench_sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     _register_draft(bench_sub)
     _register_e2e(bench_sub)
@@ -108,9 +107,8 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_e2e)
 
 
-def run_e2e(args: argparse.Namespace) -> int:
-    from portable_spec.harness.e2e.bench import checkpoint_pair, run_bench
-    from portable_spec.harness.e2e.child import parallel_child_args
+def e2e_variants(args: argparse.Namespace) -> tuple[str, ...]:
+    """The engine variants ``--variants`` names; unknown or none is a one-line error."""
     from portable_spec.harness.e2e.configs import VARIANTS
 
     variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
@@ -118,19 +116,48 @@ def run_e2e(args: argparse.Namespace) -> int:
     if unknown or not variants:
         raise PortableSpecError(f"unknown engine variant(s) {', '.join(unknown) or '(none given)'}; pass --variants "
                                 f"with names from {', '.join(sorted(VARIANTS))}")
+    return variants
+
+
+def e2e_models(args: argparse.Namespace) -> dict[str, str] | None:
+    """The operator's own checkpoints (``--target``, ``--draft``, ``--method``), or None for the generated
+    ``--pair``; either is checked here, on any host, before the GPU host check."""
+    from portable_spec.harness.e2e.bench import check_checkpoint_method, checkpoint_pair
+    from portable_spec.harness.model_zoo import pair_problem
+
+    if not (args.target or args.draft or args.method):
+        problem = pair_problem(args.pair, args.model_variant)
+        if problem:
+            raise PortableSpecError(f"--pair {args.pair} --model-variant {args.model_variant}: {problem}")
+        return None
+    if args.method:
+        check_checkpoint_method(args.method)
+    if not (args.target and args.method):
+        raise PortableSpecError("your own models need --target DIR and --method M (and --draft DIR except for mtp)")
+    return checkpoint_pair(args.target, args.draft, args.method)
+
+
+def check_e2e_input(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str, str] | None]:
+    """Every flag of ``bench e2e`` checked before anything touches a GPU: ``(variants, own checkpoints)``."""
+    variants = e2e_variants(args)
     check_minimums(args, E2E_MINIMUMS)
     if args.profile_concurrency > max(args.concurrency):
         raise PortableSpecError(f"--profile-concurrency {args.profile_concurrency} exceeds the largest --concurrency "
                                 f"{max(args.concurrency)} (the engines' max_num_seqs): pass one of "
                                 f"{','.join(map(str, args.concurrency))}")
+    checkpoint = e2e_models(args)
+    check_out_dir(args.out)
+    return variants, checkpoint
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    from portable_spec.harness.e2e.bench import run_bench
+    from portable_spec.harness.e2e.child import parallel_child_args
+
+    variants, checkpoint = check_e2e_input(args)
     problem = e2e_host_problem(args.tp)
     if problem:
         raise PortableSpecError(problem)
-    checkpoint = None
-    if args.target or args.draft or args.method:
-        if not (args.target and args.method):
-            raise PortableSpecError("your own models need --target DIR and --method M (and --draft DIR except for mtp)")
-        checkpoint = checkpoint_pair(args.target, args.draft, args.method)
     ensure_out_dir(args.out)
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
@@ -173,6 +200,8 @@ def run_breakdown(args: argparse.Namespace) -> int:
     from portable_spec.harness.e2e.bench import pair_label
     from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table, write_png
 
+    if args.png:
+        check_out_file(args.png, "--png")
     try:
         with open(args.file) as fh:
             report = json.load(fh)
@@ -231,13 +260,15 @@ def run_draft(args: argparse.Namespace) -> int:
                            probabilistic=args.probabilistic, kv_layout=args.kv_layout)
     check_minimums(args, DRAFT_MINIMUMS)
     cfg.validate()
+    if args.out:
+        check_out_dir(args.out)
     platform = select_platform(args.platform)
     if not platform.supports_graphs:
         raise PortableSpecError(f"bench draft needs device graphs; platform {platform.name!r} has none: "
                                 "run it on a GPU host (--platform cuda, rocm or musa)")
     if args.out:
         ensure_out_dir(args.out)
-    report = run_draft_bench(platform, cfg, progress=not args.no_progress and not args.json)
+    report = run_draft_bench(platform, cfg, progress=not args.no_progress and not wants_json(args))
     if args.out:
         png = write_plot(report, os.path.join(args.out, "draft_bench.png"))
         report["plot"] = png

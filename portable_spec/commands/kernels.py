@@ -9,13 +9,14 @@ import os
 import sys
 from typing import Any
 
+from portable_spec.commands._common import check_out_dir, ensure_out_dir
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
-    parser.add_argument("--platform", metavar="P", default="musa", help="whose substitutions to list (default musa)")
+    parser.add_argument("--platform", metavar="P", help="whose substitutions to list (default musa)")
     parser.add_argument("--check-triton", action="store_true",
                         help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
                              "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
@@ -47,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.check_triton:
         if args.only or args.out or args.triton32_python:
             raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
-        emit(args, _listing(args.platform), _render_listing)
+        emit(args, _listing(args.platform or "musa"), _render_listing)
         return 0
+    if args.out:
+        check_out_dir(args.out)  # before minutes of compiling, not after: the report is written at the end
     from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_CASES
     from portable_spec.kernels.triton_check import run_check, triton32_python
     from portable_spec.kernels.triton_check_render import render_markdown, render_text
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     # The serving path's kernels and the synthetic harness's (the musa-sim parity runs those on the MUSA path).
     report = run_check(triton32_python(args.triton32_python), only=args.only, case_sources=(SYNTHETIC_CASES,))
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        ensure_out_dir(args.out)
         with open(os.path.join(args.out, "triton32_check.json"), "w") as fh:
             json.dump(report, fh, indent=1)
         with open(os.path.join(args.out, "triton32_check.md"), "w") as fh:

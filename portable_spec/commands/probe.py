@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from portable_spec.commands._common import add_platform_flag, render_mapping
+from portable_spec.commands._common import INSTALL_VLLM, add_platform_flag, render_mapping
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import substitutions_for
@@ -52,6 +52,9 @@ def render_substitutions(section: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     platform = select_platform(args.platform)
+    if args.verify and not platform.supports_graphs:
+        raise PortableSpecError(f"probe --verify needs a GPU host (platform {platform.name!r} has no device to run "
+                                "attention kernels on): run it there, or drop --verify")
     report = run_probe(platform)
     if substitutions_for(platform.name):
         # What the platform's vLLM worker binds before it builds the model (MusaWorker.init_device).
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
         report["kernel_substitutions"] = substitution_report(platform.name)
     code, message = 0, None
-    if getattr(args, "verify", False):
+    if args.verify:
         from portable_spec.attention_caps.checks import refutation_exit
 
         verify = _load_verifier()
@@ -95,6 +98,5 @@ def _load_verifier():
     try:
         from portable_spec.vllm_adapter.tools.attention_verify import verify_attention
     except ImportError as exc:
-        raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: pip install "
-                                "'portable-spec[vllm]'") from exc
+        raise PortableSpecError(f"probe --verify needs vLLM 0.26.0 ({exc}); install it: {INSTALL_VLLM}") from exc
     return verify_attention

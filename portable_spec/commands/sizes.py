@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_capture_sizes(
             args.method, args.num_spec, args.max_num_seqs, max_capture_size=args.max_capture_size, tp=args.tp,
             sp=args.sp, live_graph_limit=limit, user_sizes=args.sizes, graphs_per_target_size=args.graphs_per_size,
-            require_full_draft=not args.allow_eager_draft)
+            require_full_draft=not args.allow_eager_draft, require_within_limit=True)
     except ValueError as exc:
         raise PortableSpecError(str(exc)) from None
     emit(args, {**plan.to_dict(), "platform": platform_name}, render_plan)

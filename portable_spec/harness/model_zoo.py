@@ -667,6 +667,16 @@ def build_target(family: str, outdir: str | os.PathLike, *, seed: int = 0, logit
     return path
 
 
+def pair_problem(name: str, variant: str) -> str | None:
+    """Why ``name`` / ``variant`` is not a pair this zoo builds (naming the valid choices), or None. Cheap: the
+    bench CLI asks before any model is generated or device touched."""
+    if name not in PAIRS:
+        return f"unknown pair {name!r}; use one of {', '.join(PAIRS)}"
+    if variant not in PAIRS[name][2]:
+        return f"pair {name} has no {variant!r} variant; use one of {', '.join(PAIRS[name][2])}"
+    return None
+
+
 def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect", seed: int = 0,
                num_speculative_tokens: int = DEFAULT_NUM_SPECULATIVE_TOKENS,
                target_logit: float = LOGIT) -> dict[str, Any]:
@@ -678,11 +688,10 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
     sampling with probabilistic draft sampling (draft distribution == target distribution). ``target_logit=
     SOFT_LOGIT`` builds the soft target whose sampled output really departs from greedy.
     """
-    if name not in PAIRS:
-        raise PortableSpecError(f"model_zoo: unknown pair {name!r}; use one of {', '.join(PAIRS)}")
-    family, method, variants = PAIRS[name]
-    if variant not in variants:
-        raise PortableSpecError(f"model_zoo: pair {name} has no {variant!r} variant; use one of {', '.join(variants)}")
+    problem = pair_problem(name, variant)
+    if problem:
+        raise PortableSpecError(f"model_zoo: {problem}")
+    family, method, _ = PAIRS[name]
     if num_speculative_tokens < 1:
         raise PortableSpecError("model_zoo: num_speculative_tokens must be >= 1")
     target = build_target(family, outdir, seed=seed, logit=target_logit)

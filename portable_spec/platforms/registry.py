@@ -27,12 +27,17 @@ def platform_names() -> list[str]:
     return sorted(PLATFORMS)
 
 
-def platform_class(name: str, *, source: str = "platform name") -> type[DevicePlatform]:
-    """The class registered under ``name``; an unknown name raises one line listing the valid choices."""
+def checked_platform_name(name: str, *, source: str = "platform name") -> str:
+    """``name`` normalised (stripped, lower case); an unknown name raises one line listing the valid choices."""
     key = name.strip().lower()
     if key not in PLATFORMS:
         raise PlatformError(f"unknown platform {name!r} from {source}; valid choices: {', '.join(platform_names())}")
-    module, _, qualname = PLATFORMS[key].partition(":")
+    return key
+
+
+def platform_class(name: str, *, source: str = "platform name") -> type[DevicePlatform]:
+    """The class registered under ``name``; an unknown name raises one line listing the valid choices."""
+    module, _, qualname = PLATFORMS[checked_platform_name(name, source=source)].partition(":")
     return getattr(importlib.import_module(module), qualname)
 
 
@@ -49,10 +54,18 @@ def requested_platform_name(cli_choice: str | None = None,
     """``(name, source)`` by precedence: CLI flag, then ``VLLM_PLATFORM``, then detection."""
     if cli_choice:
         return cli_choice, "--platform"
-    requested = envs.requested_platform(environ)
+    requested = env_platform_name(environ)
     if requested:
         return requested, envs.PLATFORM_ENV
     return detect_platform_name(), "auto-detection"
+
+
+def env_platform_name(environ: Mapping[str, str] | None = None) -> str | None:
+    """``VLLM_PLATFORM`` checked against ``PLATFORMS`` (None: unset). The CLI checks it before every command run
+    without ``--platform``, so a wrong value fails in one line also where a default picks the platform (``caps``
+    lists all, ``kernels`` shows musa)."""
+    requested = envs.requested_platform(environ)
+    return None if requested is None else checked_platform_name(requested, source=envs.PLATFORM_ENV)
 
 
 def select_platform(cli_choice: str | None = None, environ: Mapping[str, str] | None = None) -> DevicePlatform:

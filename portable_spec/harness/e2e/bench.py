@@ -17,13 +17,20 @@ DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 CHECKPOINT_METHODS = ("eagle", "eagle3", "mtp", "dflash")
 
 
-def checkpoint_pair(target: str, draft: str | None, method: str) -> dict[str, str]:
-    """An operator's own checkpoints on disk, checked before any engine boots (one line naming the fix)."""
+def check_checkpoint_method(method: str) -> None:
+    """``--method`` of an operator's checkpoints: one our drafter covers, else one line naming them."""
     from portable_spec.errors import PortableSpecError
 
     if method not in CHECKPOINT_METHODS:
         raise PortableSpecError(f"--method {method!r} is not one our drafter covers: pass one of "
                                 f"{', '.join(CHECKPOINT_METHODS)}")
+
+
+def checkpoint_pair(target: str, draft: str | None, method: str) -> dict[str, str]:
+    """An operator's own checkpoints on disk, checked before any engine boots (one line naming the fix)."""
+    from portable_spec.errors import PortableSpecError
+
+    check_checkpoint_method(method)
     if draft is None and method != "mtp":
         raise PortableSpecError(f"--method {method} needs --draft DIR (only mtp drafts from the target itself)")
     for flag, path in (("--target", target), ("--draft", draft)):
