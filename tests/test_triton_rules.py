@@ -120,3 +120,19 @@ def test_tritons_own_library_is_not_followed():
 
     assert scan(reduces).helpers == [] and not scan(reduces).rejected
     assert triton_rules.is_jit_function(reduces) and not triton_rules.is_jit_function(reduces.fn)
+
+
+def test_rule_evidence_cites_nothing_outside_the_repository():
+    """A user reads the evidence in ``kernels --check-triton``: it names public sources or files in this repo, never
+    the developers' reference notes (which ship with neither)."""
+    from pathlib import Path
+
+    from portable_spec.kernels.triton_rules import RULES
+
+    repo = Path(__file__).resolve().parents[1]
+    assert RULES
+    for rule in RULES.values():
+        assert "musa-rocm-notes" not in rule.evidence and "/work/" not in rule.evidence, rule.name
+        for word in rule.evidence.replace(",", " ").replace(";", " ").split():
+            if word.startswith(("bench/", "portable_spec/", "docs/")):
+                assert (repo / word.rstrip(").")).exists(), (rule.name, word)

@@ -31,18 +31,18 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
     Rule("annotated-assignment",
          "an annotated assignment (x: tl.int32 = 0) or an annotated parameter with a default (s: int = 1) whose "
          "annotation is not tl.constexpr; MUSA's Triton fails with \"'AnnAssign' object has no attribute 'targets'\"",
-         "musa-rocm-notes.md section 5 (vllm-musa 0.1.1 patch of find_seq_idx's 'left: tl.int32 = 0'); "
+         "MooreThreads/vllm-musa 0.1.1's patch of find_seq_idx's 'left: tl.int32 = 0'; "
          "triton-lang/triton PR #4412 (visit_Assign learnt AnnAssign; parameter defaults are AnnAssign nodes); "
          "constexpr annotations take a separate path and pass (measured with triton 3.0.0, see "
          "bench/results/2026-11-23-triton32-check/README.md)"),
     Rule("tl-extra-cuda",
          "tl.extra.cuda (torchada aliases it to tl.extra.musa; gdc_wait and gdc_launch_dependents become stubs that "
          "raise NotImplementedError)",
-         "musa-rocm-notes.md section 1.2 (_patch_triton_extra) and section 5"),
+         "torchada's _patch_triton_extra (torchada/_patch.py, applied on MUSA)"),
     Rule("tensor-descriptor",
          "a tensor descriptor (tl.make_tensor_descriptor) not inside an 'if hasattr(..., \"make_tensor_descriptor\")' "
          "guard; Triton 3.2 has none and resolves tl.* attributes while hashing, dead constexpr branches included",
-         "musa-rocm-notes.md section 5 (guard it with hasattr, as torchada's MoE kernel does)"),
+         "Triton 3.2 has no tensor descriptors; torchada's MoE kernel guards it with hasattr"),
 )}
 
 _PDL = {"gdc_wait", "gdc_launch_dependents"}
