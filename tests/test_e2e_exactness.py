@@ -335,6 +335,13 @@ def test_each_bug_swaps_only_its_hook_point_and_restores_it(name):
     assert hook_points() == before
 
 
+def test_an_exported_bug_reaches_no_child_unless_the_driver_sets_it(monkeypatch):
+    from portable_spec.harness.e2e.parent import variant_env
+
+    monkeypatch.setenv(envs.INJECT_BUG_ENV, "wrong_slot")
+    assert all(envs.INJECT_BUG_ENV not in variant_env(v) for v in ("nospec", "eager_drafter", "full_drafter"))
+
+
 def test_the_child_refuses_a_bug_where_the_worker_is_another_process(monkeypatch):
     from portable_spec.harness.e2e import child
 
