@@ -23,6 +23,7 @@ WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
 SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
 FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
+INJECT_BUG_ENV = "PORTABLE_SPEC_INJECT_BUG"
 TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
 VERIFY_JIT_BUDGET_ENV = "PORTABLE_SPEC_VERIFY_JIT_BUDGET_S"
 CUDA_HOME_ENV = "CUDA_HOME"
@@ -68,6 +69,14 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(FAIL_CAPTURE_ENV, "",
            "Fault injection: `RANK:KIND:REQS[,...]` (RANK may be `*`) makes the drafter's capture of that key raise "
            "on that rank, as an uncapturable operation would. Never set in production.", who="test"),
+    EnvVar(INJECT_BUG_ENV, "",
+           "Harness only (the e2e driver's `--inject-bug`, our variant's child at TP=1): the child installs one "
+           "known drafter bug through `vllm_adapter/harness_door/bug_injection.py` to show the exactness checks "
+           "catch it: `position_off_by_one` (chain draft positions one too far), `wrong_slot` (the last request's "
+           "first-pass KV slots are padding), `stale_seq_lens` (chain steps read the previous step's `seq_lens`), "
+           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high). Unset: "
+           "nothing is installed. Never set in production.",
+           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed"), who="test"),
     EnvVar(TRITON32_PYTHON_ENV, "",
            "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "
            "`--triton32-python` flag wins); `ci/lanes/triton32_venv.sh` builds one.", who="cli"),
@@ -141,6 +150,11 @@ def torchada_graph_exec_cap() -> int:
 
 def fail_capture() -> str:
     return raw(FAIL_CAPTURE_ENV)
+
+
+def inject_bug() -> str | None:
+    """``PORTABLE_SPEC_INJECT_BUG``: the drafter bug the harness injects, or None (a bad value raises one line)."""
+    return choice(INJECT_BUG_ENV)
 
 
 def triton32_python() -> str:

@@ -24,13 +24,20 @@ def load_e2e_script():
     return module
 
 
-def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, **extra):
+STEPS = [[[5, [3, 4, 5]], [9, [7, 8, 9]], [13, [11, 12, 13]], [17, [15, 16, 17]]]]
+"""One prompt's recorded ``[position, drafts]`` steps (``harness.e2e.draft_steps``)."""
+
+
+def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, steps=STEPS, **extra):
     result = {"variant": variant, "seed": seed, "use_v2_model_runner": False, "tensor_parallel_size": 1,
               "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform" if "drafter" in variant
               else "vllm.platforms.cuda.NvmlCudaPlatform",
               "runner": "x", "outputs": [list(o) for o in outputs],
               "acceptance_per_position": [p / drafts for p in per_pos],
-              "acceptance_counts": {"drafts": drafts, "accepted_per_position": list(per_pos)}}
+              "acceptance_counts": {"drafts": drafts, "draft_tokens": drafts * len(per_pos),
+                                    "accepted": sum(per_pos), "accepted_per_position": list(per_pos)}}
+    if variant != "nospec":
+        result["draft_steps"] = steps
     result.update(extra)
     return result
 

@@ -497,3 +497,69 @@ def test_every_override_in_our_code_is_in_the_census():
                 calls.append((path.name, node.args[1].value))
     assert len(calls) >= 4  # the scan does find them
     assert [c for c in calls if c[1] not in listed] == []
+
+
+def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
+    """``harness_door.draft_recorder`` wraps the one call of ``propose_draft_token_ids`` per step and stamps each row
+    with the position its first draft goes to, from the runner's device ``num_computed_tokens`` (this step's,
+    corrected for the previous step's rejections), the scheduler's per-request token and draft counts, and the
+    sampled tokens (rejected ones are -1). Rows are matched to prompts by vLLM's request ids."""
+    import vllm.v1.worker.gpu_model_runner as module
+    from vllm.entrypoints import offline_utils
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.engine import input_processor, output_processor
+    from vllm.v1.sample import rejection_sampler
+    from vllm.v1.worker.gpu_input_batch import InputBatch
+
+    from portable_spec.vllm_adapter.harness_door.draft_recorder import REJECTED
+
+    runner = module.GPUModelRunner
+    assert inspect.getsource(module).count("self.propose_draft_token_ids(") == 1  # one call per step
+    sample = inspect.getsource(runner.sample_tokens)
+    assert ("self._draft_token_ids = self.propose_draft_token_ids(\n                    scheduler_output,\n"
+            "                    sampled_token_ids,") in sample
+    assert "self.num_computed_tokens = torch.zeros(" in inspect.getsource(runner.__init__)
+    prepare = inspect.getsource(runner._prepare_inputs)
+    assert "update_num_computed_tokens_for_batch_change(\n                self.num_computed_tokens," in prepare
+    assert ("self.seq_lens[:num_reqs] = (\n            self.num_computed_tokens[:num_reqs] + num_scheduled_tokens_gpu"
+            in prepare)
+    fields = {f.name for f in dataclasses.fields(SchedulerOutput)}
+    assert {"num_scheduled_tokens", "scheduled_spec_decode_tokens"} <= fields
+    assert int(getattr(rejection_sampler.PLACEHOLDER_TOKEN_ID, "value", rejection_sampler.PLACEHOLDER_TOKEN_ID)) \
+        == REJECTED
+    assert isinstance(InputBatch.req_ids, property) and isinstance(InputBatch.num_reqs, property)
+    # The runner sees "<external>-<8 random characters>"; RequestOutput.request_id is the external counter.
+    assert 'request.request_id = f"{request.external_req_id}-{random_uuid():.8}"' in inspect.getsource(
+        input_processor.InputProcessor.assign_request_id)
+    assert "request_id = str(next(self.request_counter))" in inspect.getsource(
+        offline_utils.OfflineInferenceMixin._add_request)
+    assert "request_id=external_req_id,  # request_id is what was provided externally" in inspect.getsource(
+        output_processor)
+
+
+def test_the_injected_bugs_hook_where_the_drafter_calls():
+    """Each injected bug (``harness_door.bug_injection``) wraps a function our drafter calls by attribute or global
+    name lookup at request time, so the wrapper is what runs: the slot copy of every first pass, the step kernel's
+    metadata update of every chain step, our fused chain, our count hand-off."""
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    from portable_spec.vllm_adapter.harness_door.bug_injection import BUGS, resolve_owner
+    from portable_spec.vllm_adapter.spec_decode import draft_prep, fused_chain
+
+    for bug in BUGS.values():
+        assert bug.attr in vars(resolve_owner(bug.owner)), bug.name
+    assert params(SpecDecodeBaseProposer._update_positions_dependent_metadata) == [
+        "self", "positions", "common_attn_metadata", "batch_size", "input_batch_size", "block_size"]
+    update = inspect.getsource(SpecDecodeBaseProposer._update_positions_dependent_metadata)
+    assert "seq_lens=common_attn_metadata.seq_lens," in update  # the step kernel advances seq_lens in place
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    assert "self._get_slot_mapping(\n                slot_mapping_size, common_attn_metadata.slot_mapping\n" in propose
+    assert "positions = self._update_positions_dependent_metadata(" in propose
+    assert params(fused_chain.FusedChainMixin._run_fused_chain) == [
+        "self", "key", "batch", "positions", "cad", "num_rejected"]
+    chain = inspect.getsource(fused_chain.FusedChainMixin._run_fused_chain)
+    assert "self._update_positions_dependent_metadata(positions, cad," in chain
+    assert params(draft_prep.hand_off_counts) == ["runner", "next_token_ids", "valid_counts"]
+    prep = inspect.getsource(draft_prep.DraftPrepMixin.propose_with_prep)
+    assert "self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])" in prep
+    assert "hand_off_counts(runner, " in prep and "return self._run_fused_chain(" in prep

@@ -3,23 +3,30 @@
     python ci/gpu/v1_drafter_matrix.py OUTDIR [--parts perfect,partial] [--parallel 3]   (default: the TP=1 parts)
     --parts tp2   the tensor-parallel parts (2 GPUs; NVLink multicast off, custom all-reduce and the all-reduce +
                   RMSNorm fusion off, as a host without multicast needs)
+    --parts bugs  every injected bug (``--inject-bug``) on every part in ``BUG_BASES``; one of them:
+                  ``bug_<bug>_<part>``, e.g. ``bug_wrong_slot_attention`` (any TP=1 part may be named as the base)
 
 Each part runs ci/gpu/v1_drafter_e2e.py with one configuration (its variants one after another, every seed inside
 one boot) and writes its JSON into OUTDIR. Parts run ``--parallel`` at a time: each engine gets a fixed KV cache
 (no memory profiling, which other processes on the GPU would disturb) and each part its own vLLM compile cache
 (no two processes write one cache entry). Timing from such runs means nothing; the checks are about correctness.
-The exit code is non-zero if any part failed its checks.
+The exit code is non-zero if any part failed its checks, or if an injected bug was caught by none of the parts
+that ran it (a bug part exits non-zero when its bug went unseen: on a pair blind to that bug, that is the expected
+finding, not a failure). OUTDIR/injected_bugs.json tabulates, per bug and part, which checks caught it and which of
+those the matrix had before the per-step oracle.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
 from portable_spec.harness.e2e.parent import own_compile_cache
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
@@ -59,8 +66,45 @@ TP2_PARTS: dict[str, list[str]] = {
                          "nospec,eager_drafter,full_drafter", "--tolerance-pts", "1", "--fail-capture",
                          "1:chain_fused:4", *TP2],
 }
-ALL_PARTS = {**PARTS, **TP2_PARTS}
-GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS)}
+BUGS = BY_NAME[INJECT_BUG_ENV].choices
+BUG_BASES = ("attention", "partial")
+"""The parts every injected bug runs on (``--parts bugs``). A context-sensitive pair joins by adding its part to
+``PARTS`` (e.g. ``"llama_ctx_eagle": ["--pair", "llama_ctx_eagle", ...]``) and its name here."""
+
+
+def bug_part(name: str) -> list[str] | None:
+    """``bug_<bug>_<part>``: the TP=1 part ``<part>`` with our variant running bug ``<bug>``; None if not one."""
+    for bug in BUGS:
+        base = name.removeprefix(f"bug_{bug}_")
+        if base != name and base in PARTS:
+            return [*PARTS[base], "--inject-bug", bug]
+    return None
+
+
+BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS for base in BUG_BASES}
+ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS}
+GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "bugs": list(BUG_PARTS)}
+
+
+def part_args(name: str) -> list[str] | None:
+    return ALL_PARTS.get(name) or bug_part(name)
+
+
+def last_line(log: Path, prefix: str) -> str | None:
+    lines = [line for line in log.read_text().splitlines() if line.startswith(prefix)]
+    return lines[-1] if lines else None
+
+
+def bug_table(outcomes: dict[str, dict | None]) -> dict[str, dict]:
+    """Per injected bug: each part's outcome (None: the part printed none, e.g. it crashed before judging) and
+    whether any part caught it."""
+    table: dict[str, dict] = {}
+    for part, outcome in outcomes.items():
+        bug = next(b for b in BUGS if part.startswith(f"bug_{b}_"))
+        entry = table.setdefault(bug, {"parts": {}, "caught_somewhere": False})
+        entry["parts"][part] = outcome
+        entry["caught_somewhere"] |= bool(outcome and outcome.get("caught"))
+    return table
 
 
 def main() -> int:
@@ -72,16 +116,16 @@ def main() -> int:
                         help="inside each part, boot the variants at once too (with --parallel > 1)")
     args = parser.parse_args()
     parts = [p for name in args.parts.split(",") for p in GROUPS.get(name, [name])]
-    unknown = [p for p in parts if p not in ALL_PARTS]
+    unknown = [p for p in parts if part_args(p) is None]
     if unknown:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL_PARTS])}")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    pending, running, failed = list(parts), {}, []
+    pending, running, failed, bug_outcomes = list(parts), {}, [], {}
     while pending or running:
         while pending and len(running) < max(args.parallel, 1):
             part = pending.pop(0)
-            cmd = [sys.executable, E2E, str(out), *ALL_PARTS[part]]
+            cmd = [sys.executable, E2E, str(out), *part_args(part)]
             env = dict(os.environ)
             if args.parallel > 1:
                 cmd += ["--kv-cache-bytes", str(KV_CACHE_BYTES)]
@@ -97,13 +141,30 @@ def main() -> int:
                 continue
             log.close()
             del running[part]
-            if proc.returncode:
+            part_log = out / f"matrix_{part}.log"
+            if part.startswith("bug_"):
+                line = last_line(part_log, "INJECTED_BUG ")
+                bug_outcomes[part] = json.loads(line.split(" ", 1)[1]) if line else None
+            elif proc.returncode:
                 failed.append(part)
-            checks = [line for line in (out / f"matrix_{part}.log").read_text().splitlines() if line.startswith("CHECKS")]
+            checks = last_line(part_log, "CHECKS")
             print(f"=== {part}: exit {proc.returncode} in {time.time() - started:.0f} s "
-                  f"{checks[-1] if checks else '(no checks)'} ===", flush=True)
+                  f"{checks or '(no checks)'} ===", flush=True)
     print(f"=== failed parts: {failed or 'none'} ===", flush=True)
-    return 1 if failed else 0
+    unseen = []
+    if bug_outcomes:
+        table = bug_table(bug_outcomes)
+        (out / "injected_bugs.json").write_text(json.dumps(table, indent=1))
+        for bug, entry in table.items():
+            for part, outcome in entry["parts"].items():
+                print(f"=== injected {bug} on {part}: " + (
+                    "no outcome (see its log)" if outcome is None else
+                    f"caught by {outcome['caught_by']} (pre-oracle checks: {outcome['caught_by_pre_oracle']})"
+                    if outcome["caught"] else f"unseen; run checks failed: {outcome['run_checks_failed']}") + " ===",
+                      flush=True)
+        unseen = [bug for bug, entry in table.items() if not entry["caught_somewhere"]]
+        print(f"=== injected bugs caught by no part: {unseen or 'none'} ===", flush=True)
+    return 1 if failed or unseen else 0
 
 
 if __name__ == "__main__":

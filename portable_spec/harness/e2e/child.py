@@ -14,10 +14,13 @@ import statistics
 import time
 from typing import Any
 
+from portable_spec.envs import INJECT_BUG_ENV, inject_bug
 from portable_spec.harness.e2e.configs import VARIANTS, EngineVariant
+from portable_spec.harness.e2e.draft_steps import recorded_runs
 from portable_spec.harness.e2e.facts import platform_facts
 from portable_spec.harness.e2e.step_attribution import breakdown
 from portable_spec.harness.e2e.step_breakdown import is_scope
+from portable_spec.vllm_adapter.harness_door.bug_injection import Injection, injected
 from portable_spec.vllm_adapter.harness_door.offline import runner_scopes
 
 PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512, 40, 33, 2, 9]]
@@ -103,12 +106,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
     parser.add_argument("--serve", action="store_true",
                         help="after boot print READY, then answer one JSON command per stdin line (see serve())")
+    parser.add_argument("--record-drafts", action="store_true",
+                        help="greedy job: record every step's drafts per request (the per-step oracle's input)")
     add_parallel_flags(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """With ``PORTABLE_SPEC_INJECT_BUG`` set, the engine boots and runs with that drafter bug installed in this
+    process (``harness_door.bug_injection``; TP=1 only: at TP=2 the workers are other processes)."""
     args = parse_args(argv)
+    bug = inject_bug()
+    if bug and (args.tp > 1 or args.serve):
+        raise SystemExit(f"{INJECT_BUG_ENV}={bug}: injected bugs run in the greedy job at TP=1 only (the worker must "
+                         "be this process)")
+    with injected(bug) as injection:
+        boot_and_run(args, injection)
+
+
+def boot_and_run(args: argparse.Namespace, injection: Injection | None) -> None:
     from portable_spec.vllm_adapter.harness_door.offline import engine_api, resolved_platform_label, resolved_platform_qualname
 
     api = engine_api()
@@ -138,7 +154,18 @@ def main(argv: list[str] | None = None) -> None:
         serve(llm, args, result, SamplingParams, TokensPrompt)
         return
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
-    result["runs"] = [greedy_run(llm, seed, args, SamplingParams, TokensPrompt) for seed in seeds]
+    if injection is not None:
+        injection.fired.clear()  # count what the requests' steps perturbed, not the boot's warm-up
+
+    def run_seed(seed: int) -> dict[str, Any]:
+        return greedy_run(llm, seed, args, SamplingParams, TokensPrompt)
+
+    if args.record_drafts:
+        result["runs"], result["draft_record"] = recorded_runs(llm, seeds, run_seed)
+    else:
+        result["runs"] = [run_seed(seed) for seed in seeds]
+    if injection is not None:
+        result["injected_bug"] = injection.report()
     result.update(engine_facts(llm))
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -230,6 +257,7 @@ def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prom
                            use_tqdm=False)
     after = spec_counters(llm)
     return {"seed": seed, "outputs": [list(o.outputs[0].token_ids) for o in outputs],
+            "request_ids": [o.request_id for o in outputs],
             "acceptance_per_position": acceptance_per_position(before, after),
             "acceptance_counts": acceptance_counts(before, after)}
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from portable_spec.envs import INJECT_BUG_ENV
 from portable_spec.harness.e2e.configs import VARIANTS
 from portable_spec.vllm_adapter.harness_door.offline import MULTICAST_OFF_ENV
 
@@ -30,7 +31,8 @@ def variant_env(variant: str, runner: str = "v1") -> dict[str, str]:
     the variant's (a simulated device's plugin first on ``PYTHONPATH``), plus isolation.
     ``runner="auto"`` leaves the V1/V2 choice to vLLM (e.g. MoE targets pick V1 by themselves)."""
     chosen_by_variants = {name for v in VARIANTS.values() for name in v.env}
-    env = {k: v for k, v in os.environ.items() if k not in chosen_by_variants}
+    # An injected bug reaches one child only, through the driver's extra_env: never inherited by every variant.
+    env = {k: v for k, v in os.environ.items() if k not in chosen_by_variants and k != INJECT_BUG_ENV}
     env.update(VARIANTS[variant].env)
     if VARIANTS[variant].simulated_device == "musa":
         from portable_spec.harness.musa_sim_plugin import plugin_env

@@ -202,4 +202,30 @@ CENSUS: tuple[Divergence, ...] = (
         why="Attribution of host and device time per phase.",
         undone="Only inside the bench's profiled pass; restored on exit. Never on the serve path.",
         upstream="Measurement only."),
+    Divergence(
+        "per-step draft recorder (e2e harness only)", "scoped override",
+        f"{_A}.harness_door.draft_recorder:recording",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.propose_draft_token_ids",
+         f"{_A}.worker.v1_model_runner:PortableV1ModelRunner.propose_draft_token_ids"),
+        what="Wraps propose_draft_token_ids on the class that defines it for the runner in use, recording each "
+             "step's drafts per request with the position they go to; returns what the method returned.",
+        why="The e2e oracle compares every step's drafts of our FULL drafter with the eager drafter's (issue 21).",
+        undone="Bench/tests only: installed after boot by collective_rpc in the e2e child's greedy job "
+               "(--record-drafts), removed before the engine's facts are read; never on the serve path.",
+        upstream="Measurement only.",
+        pinned_by=("test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step",)),
+    Divergence(
+        "injected drafter bugs (e2e harness only)", "scoped override",
+        f"{_A}.harness_door.bug_injection:injected",
+        ("vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._get_slot_mapping",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._update_positions_dependent_metadata",
+         f"{_A}.spec_decode.fused_chain:FusedChainMixin._run_fused_chain",
+         f"{_A}.spec_decode.draft_prep:hand_off_counts"),
+        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed wraps one of "
+             "these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
+        why="Shows the e2e exactness checks catch each bug (issue 21, item 3).",
+        undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
+               "set; unset, nothing is installed. Never on the serve path.",
+        upstream="Fault injection only.",
+        pinned_by=("test_the_injected_bugs_hook_where_the_drafter_calls",)),
 )

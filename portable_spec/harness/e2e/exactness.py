@@ -1,0 +1,173 @@
+"""The exactness comparisons of a V1 end-to-end run, each a ``Verdict`` with the count of what it compared.
+
+Why a module of its own: these decide whether "our FULL drafter is exact" holds, so none of them may pass on
+nothing. Each fails when its input is missing (None), empty, or of unequal length on the two sides (never
+truncated as ``zip`` would), and says in ``detail`` where it failed; a verdict whose count is 0 is false. Pure
+Python: ``tests/test_e2e_exactness.py`` feeds each one missing, empty, unequal and one-token-off inputs.
+
+- ``greedy_equals_nospec``: per prompt, the output tokens equal the run without speculation (``compared_tokens``).
+- ``drafts_equal_per_step``: per prompt, the ordered ``[position, drafts]`` steps the drafter returned equal the
+  eager drafter's, position and every draft token (``compared_drafts``); the position is where the step's first
+  draft goes (``harness_door.draft_recorder``), so a step that drafted for the wrong place fails even when its
+  tokens happen to agree.
+- ``acceptance_counts_equal``: vLLM's spec-decode counters (drafts, draft tokens, accepted, accepted per position)
+  equal the eager drafter's (``compared_drafts``: the draft tokens whose acceptance was counted).
+- ``every_position_accepted``: every per-position acceptance rate is 1.0 (``compared_positions``).
+- ``within_tolerance``: per position, |ours - eager| acceptance within a tolerance in points (``compared_positions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+GREEDY = "greedy_equals_nospec"
+DRAFTS = "drafts_equal_eager_per_step"
+ACCEPTANCE = "acceptance_counts_equal_eager"
+EVERY_POSITION = "every_position_100pct"
+TOLERANCE = "full_vs_eager_acceptance_within_tolerance"
+EXACTNESS_CHECKS = (GREEDY, DRAFTS, ACCEPTANCE, EVERY_POSITION, TOLERANCE)
+"""Check-name suffixes that judge exactness (the rest say the run was what it claims: ran, graphs, platform...)."""
+PRE_ORACLE_CHECKS = (GREEDY, ACCEPTANCE, EVERY_POSITION, TOLERANCE)
+"""The exactness checks the matrix had before the per-step oracle (what "the old checks" caught)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    count: int
+    """How many items were compared (tokens, draft tokens or positions; see ``unit``); 0 makes ``ok`` false."""
+    unit: str
+    detail: str = ""
+    """Where it failed (empty when it passed)."""
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ok": self.ok, self.unit: self.count}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+def _fail(unit: str, detail: str, count: int = 0) -> Verdict:
+    return Verdict(False, count, unit, detail)
+
+
+def _passed(unit: str, count: int) -> Verdict:
+    return Verdict(True, count, unit) if count > 0 else _fail(unit, "nothing compared")
+
+
+def _unequal_lengths(what: str, ours: Sequence, ref: Sequence) -> str:
+    return f"{what}: {len(ours)} here vs {len(ref)} in the reference"
+
+
+def _per_prompt(ours: Sequence[Sequence[Any]] | None, ref: Sequence[Sequence[Any]] | None, unit: str, what: str,
+                item: str, check: Callable[[Any, Any], tuple[int, str]]) -> Verdict:
+    """Two per-prompt lists of ``what`` (e.g. tokens), item by item: ``check(ours, ref)`` returns how many it
+    compared and, where they differ, the rest of the failure's description. Missing, empty and unequal-length
+    lists fail, at every level."""
+    if not ours or not ref:
+        return _fail(unit, f"no {what}" if not ours else f"no {what} in the reference to compare with")
+    if len(ours) != len(ref):
+        return _fail(unit, _unequal_lengths("prompts", ours, ref))
+    compared = 0
+    for i, (mine, theirs) in enumerate(zip(ours, ref)):
+        if not mine or not theirs:
+            return _fail(unit, f"prompt {i}: no {what}", compared)
+        for j, (a, b) in enumerate(zip(mine, theirs)):
+            count, differs = check(a, b)
+            if differs:
+                return _fail(unit, f"prompt {i}, {item} {j}{differs}", compared + count)
+            compared += count
+        if len(mine) != len(theirs):  # after the common items matched: say which side has more
+            return _fail(unit, f"prompt {i}: " + _unequal_lengths(what, mine, theirs), compared)
+    return _passed(unit, compared)
+
+
+def greedy_equals_nospec(outputs: Sequence[Sequence[int]] | None,
+                         nospec: Sequence[Sequence[int]] | None) -> Verdict:
+    """Every prompt's output tokens equal those of the run without speculation."""
+    def token(a: int, b: int) -> tuple[int, str]:
+        return (1, "") if a == b else (0, f": {a} vs {b} without speculation")
+
+    return _per_prompt(outputs, nospec, "compared_tokens", "tokens", "token", token)
+
+
+def drafts_equal_per_step(steps: Sequence[Sequence[Any]] | None, eager: Sequence[Sequence[Any]] | None) -> Verdict:
+    """Per prompt, the ordered steps ``[position, [draft, ...]]`` equal the eager drafter's, one for one."""
+    def step(ours: Sequence[Any], ref: Sequence[Any]) -> tuple[int, str]:
+        (position, drafts), (ref_position, ref_drafts) = ours, ref
+        if position != ref_position:
+            return 0, f": drafts for position {position} vs {ref_position} in the eager run"
+        if not drafts or len(drafts) != len(ref_drafts):
+            return 0, f" (position {position}): " + _unequal_lengths("drafts", drafts, ref_drafts)
+        for k, (a, b) in enumerate(zip(drafts, ref_drafts)):
+            if a != b:
+                return k, f" (position {position}), draft {k}: {a} vs {b} in the eager run"
+        return len(drafts), ""
+
+    return _per_prompt(steps, eager, "compared_drafts", "draft steps", "step", step)
+
+
+COUNTERS = ("drafts", "draft_tokens", "accepted")
+
+
+def acceptance_counts_equal(counts: dict[str, Any] | None, eager: dict[str, Any] | None) -> Verdict:
+    """vLLM's spec-decode counter deltas equal the eager drafter's: drafts, draft tokens, accepted, and accepted per
+    position (whole lists, equal length)."""
+    unit = "compared_drafts"
+    if not counts or not eager:
+        return _fail(unit, "no acceptance counts" if not counts else "no eager acceptance counts to compare with")
+    missing = [k for k in (*COUNTERS, "accepted_per_position") if counts.get(k) is None or eager.get(k) is None]
+    if missing:
+        return _fail(unit, f"counter(s) missing: {', '.join(missing)}")
+    compared = int(eager["draft_tokens"])
+    if not eager["drafts"] or not compared:
+        return _fail(unit, "no drafts counted")
+    ours, ref = counts["accepted_per_position"], eager["accepted_per_position"]
+    if not ours or len(ours) != len(ref):
+        return _fail(unit, _unequal_lengths("positions", ours or [], ref))
+    differ = [f"{k}: {counts[k]} vs {eager[k]}" for k in (*COUNTERS, "accepted_per_position") if counts[k] != eager[k]]
+    if differ:
+        return _fail(unit, "; ".join(differ) + " in the eager run")
+    return _passed(unit, compared)
+
+
+def every_position_accepted(acceptance_per_position: Sequence[float] | None) -> Verdict:
+    """Every position's acceptance rate is exactly 1.0 (a perfect head under greedy decoding)."""
+    unit = "compared_positions"
+    if not acceptance_per_position:
+        return _fail(unit, "no acceptance recorded")
+    below = [(i, a) for i, a in enumerate(acceptance_per_position) if a != 1.0]
+    if below:
+        return _fail(unit, f"position(s) below 100%: {below}", len(acceptance_per_position))
+    return _passed(unit, len(acceptance_per_position))
+
+
+def within_tolerance(ours: Sequence[float] | None, eager: Sequence[float] | None, tolerance_pts: float) -> Verdict:
+    """Per position, |ours - eager| <= ``tolerance_pts`` percentage points (mean acceptance over seeds)."""
+    unit = "compared_positions"
+    if not ours or not eager:
+        return _fail(unit, "no acceptance recorded" if not ours else "no eager acceptance to compare with")
+    if len(ours) != len(eager):
+        return _fail(unit, _unequal_lengths("positions", ours, eager))
+    off = [(i, a, b) for i, (a, b) in enumerate(zip(ours, eager)) if abs(a - b) * 100 > tolerance_pts]
+    if off:
+        return _fail(unit, f"beyond {tolerance_pts:g} points at (position, ours, eager) {off}", len(ours))
+    return _passed(unit, len(ours))
+
+
+def same_on_every_rank(values: Sequence[Any], ranks: int) -> Verdict:
+    """Every one of ``ranks`` ranks reported the same, non-empty value (a rank reporting nothing fails)."""
+    unit = "compared_ranks"
+    if len(values) != ranks:
+        return _fail(unit, f"{len(values)} rank(s) reported, {ranks} expected")
+    if any(v is None or v == {} or v == [] for v in values):
+        return _fail(unit, "a rank reported nothing")
+    if any(v != values[0] for v in values[1:]):
+        return _fail(unit, "ranks differ", len(values))
+    return _passed(unit, len(values))
+
+
+def caught_by(checks: dict[str, bool], among: tuple[str, ...] = EXACTNESS_CHECKS) -> list[str]:
+    """The failed checks (by full name) whose suffix is one of ``among``: what an injected bug was caught by."""
+    return sorted(name for name, ok in checks.items() if not ok and name.endswith(among))

@@ -1,0 +1,176 @@
+"""Known drafter bugs the e2e harness injects into our FULL drafter, to show that the exactness checks catch each
+(issue 21: "show the oracle bites"). ``PORTABLE_SPEC_INJECT_BUG`` (``envs.inject_bug``) names one; the e2e child of
+our variant installs it before the engine boots, in its own process (TP=1: the worker is in that process), and
+nothing else ever does: with the variable unset nothing is installed, and no product module imports this one.
+
+Each bug imitates a mistake at the place it would naturally be made in our drafter, from the outside: one function
+or method swapped for a wrapper through ``patch.overrides.overridden`` (scoped, reversible, refuses a missing
+attribute, so a renamed hook point fails loudly instead of injecting nothing), restored when the block ends. Methods
+vLLM's proposer defines are wrapped on vLLM's class and act only on our proposers. Every wrapper counts the calls
+it perturbed (``Injection.fired``): a bug that never fired proves nothing, and the e2e check says so.
+
+- ``position_off_by_one`` (``spec_decode.fused_chain``: the chain's first positions, which the fused first pass
+  leaves in ``chain_positions`` and the unfused path takes from the sampled rows): the chain starts one position
+  too far, so every chain step's RoPE position and KV slot are off by one. Drafts 1..K-1 change wherever the draft
+  attends (attention-sensitive heads).
+- ``wrong_slot`` (``spec_decode.draft_prep``/upstream's first pass: the target's slot mapping copied into the
+  drafter's persistent slot buffer): the batch's last request's first-pass rows get the padding slot, as a padding
+  fill off by one request would leave them, so its draft K/V of this pass is never written and its queries read
+  stale slots. Draft 0 of that request changes on attention-sensitive heads.
+- ``stale_seq_lens`` (the chain steps' ``seq_lens``, advanced in place by vLLM's step kernel): each chain step
+  reads the ``seq_lens`` of the step before, as a graph reading a buffer the kernel does not update would, so a
+  draft does not attend to its own K/V. Drafts 1..K-1 change on attention-sensitive heads.
+- ``wrong_num_computed`` (``spec_decode.draft_prep.hand_off_counts``: the valid-token counts vLLM's
+  ``_copy_valid_sampled_token_count`` hands to the runner's next step): the first request's count is handed off one
+  too high, so the runner's next step computes its ``num_computed_tokens`` (positions, slots, ``seq_lens``) one
+  too far. Its drafts go to another position (the per-step oracle's position stamp); a context-sensitive target's
+  greedy output changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from portable_spec.vllm_adapter.patch.overrides import overridden
+
+BASE_PROPOSER = "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer"
+FUSED_CHAIN = "portable_spec.vllm_adapter.spec_decode.fused_chain:FusedChainMixin"
+DRAFT_PREP = "portable_spec.vllm_adapter.spec_decode.draft_prep"
+PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: the KV-cache write skips the row
+
+
+def _ours(proposer: Any) -> bool:
+    from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin
+
+    return isinstance(proposer, DrafterGraphMixin)
+
+
+def _position_off_by_one(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    original = vars(owner)["_run_fused_chain"]
+
+    @functools.wraps(original)
+    def _run_fused_chain(self: Any, key: Any, batch: int, positions: Any, cad: Any, num_rejected: Any) -> Any:
+        fired()
+        return original(self, key, batch, positions + 1, cad, num_rejected)
+
+    return overridden(owner, "_run_fused_chain", _run_fused_chain)
+
+
+def _wrong_slot(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    original = vars(owner)["_get_slot_mapping"]
+
+    @functools.wraps(original)
+    def _get_slot_mapping(self: Any, num_tokens: int, slot_mapping: Any = None) -> Any:
+        out = original(self, num_tokens, slot_mapping)
+        if slot_mapping is not None and slot_mapping.shape[0] > 0 and _ours(self):
+            real = slot_mapping.shape[0]  # a first pass: the target's slots were just copied in
+            self._slot_mapping_buffer[real - min(self.verify_len, real): real].fill_(PADDING_SLOT)
+            fired()
+        return out
+
+    return overridden(owner, "_get_slot_mapping", _get_slot_mapping)
+
+
+def _stale_seq_lens(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    original = vars(owner)["_update_positions_dependent_metadata"]
+
+    @functools.wraps(original)
+    def _update_positions_dependent_metadata(self: Any, positions: Any, common_attn_metadata: Any, *args: Any,
+                                             **kwargs: Any) -> Any:
+        if not _ours(self):
+            return original(self, positions, common_attn_metadata, *args, **kwargs)
+        before = common_attn_metadata.seq_lens.clone()
+        out = original(self, positions, common_attn_metadata, *args, **kwargs)
+        common_attn_metadata.seq_lens.copy_(before)
+        fired()
+        return out
+
+    return overridden(owner, "_update_positions_dependent_metadata", _update_positions_dependent_metadata)
+
+
+def _wrong_num_computed(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    original = vars(owner)["hand_off_counts"]
+
+    @functools.wraps(original)
+    def hand_off_counts(runner: Any, next_token_ids: Any, valid_counts: Any) -> None:
+        counts = valid_counts.clone()
+        counts[:1] += 1
+        fired()
+        return original(runner, next_token_ids, counts)
+
+    return overridden(owner, "hand_off_counts", hand_off_counts)
+
+
+@dataclass(frozen=True)
+class InjectedBug:
+    name: str
+    owner: str
+    """``module`` or ``module:Class`` whose attribute ``attr`` is swapped (it must define ``attr`` itself)."""
+    attr: str
+    install: Callable[[Any, Callable[[], None]], contextlib.AbstractContextManager]
+    """``install(owner, fired)``: the scoped override of ``owner.attr`` (``fired()`` counts a perturbed call)."""
+    imitates: str
+    """The place in our drafter the bug would naturally be."""
+    should_fail: str
+    """Which exactness checks should fail, on which pairs."""
+
+
+BUGS: dict[str, InjectedBug] = {bug.name: bug for bug in (
+    InjectedBug("position_off_by_one", FUSED_CHAIN, "_run_fused_chain", _position_off_by_one,
+                "fused_chain: the chain's first positions (chain_positions / the sampled rows' positions)",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on attention-sensitive heads"),
+    InjectedBug("wrong_slot", BASE_PROPOSER, "_get_slot_mapping", _wrong_slot,
+                "draft_prep / upstream first pass: the target's slots copied into the drafter's slot buffer",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on attention-sensitive heads"),
+    InjectedBug("stale_seq_lens", BASE_PROPOSER, "_update_positions_dependent_metadata", _stale_seq_lens,
+                "fused_chain: the seq_lens each chain step's graph reads",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on attention-sensitive heads"),
+    InjectedBug("wrong_num_computed", DRAFT_PREP, "hand_off_counts", _wrong_num_computed,
+                "draft_prep.hand_off_counts: the count hand-off to the runner's next step",
+                "drafts_equal_eager_per_step (position stamps) on every pair; greedy_equals_nospec on "
+                "context-sensitive targets"),
+)}
+
+
+def resolve_owner(spec: str) -> Any:
+    module, _, qualname = spec.partition(":")
+    owner = importlib.import_module(module)
+    for part in filter(None, qualname.split(".")):
+        owner = getattr(owner, part)
+    return owner
+
+
+@dataclass
+class Injection:
+    name: str
+    fired: Counter
+    """Calls the wrapper perturbed, by bug name; ``fired.clear()`` after boot counts only the requests'."""
+
+    def report(self) -> dict[str, Any]:
+        return {"name": self.name, "fired": dict(self.fired)}
+
+
+@contextlib.contextmanager
+def injected(name: str | None) -> Iterator[Injection | None]:
+    """Install bug ``name`` for the block (None: nothing installed, yields None); restored on exit, also on error."""
+    if not name:
+        yield None
+        return
+    if name not in BUGS:
+        raise ValueError(f"unknown injected bug {name!r}; one of {', '.join(BUGS)}")
+    bug = BUGS[name]
+    owner = resolve_owner(bug.owner)
+    if bug.attr not in vars(owner):
+        raise AttributeError(f"{bug.owner} does not define {bug.attr}: the hook point moved; update {__name__}")
+    injection = Injection(name, Counter())
+
+    def fired() -> None:
+        injection.fired[name] += 1
+
+    with bug.install(owner, fired):
+        yield injection
