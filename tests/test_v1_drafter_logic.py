@@ -130,14 +130,40 @@ def test_chain_step_without_the_arange_query_start_loc_is_not_a_chain_step(eagle
     assert eagle._classify(meta, draft_index=1) is None
 
 
-@pytest.mark.parametrize("num_tokens", [16, 12])  # 4 requests of 1+K=4 tokens; or 3 real + 1 padded request
-def test_verify_shaped_first_pass_replays_its_graph(eagle, num_tokens):
+def test_verify_shaped_first_pass_replays_its_graph(eagle):
     runner = eagle.target_runner
-    meta = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, num_tokens, 4, eagle._slot_mapping_buffer[:16])
+    meta = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, eagle._slot_mapping_buffer[:16])
     key = eagle._classify(meta, draft_index=0)
     assert (key.step, key.num_reqs, key.num_tokens) == (FIRST, 4, 16)
     eagle._pending = key
     assert eagle.pending_key(eagle._model_kwargs(16)) == key
+
+
+def ragged_first_pass(proposer):
+    """The first pass of 4 requests whose queries bring [4, 4, 3, 1] tokens (two verify-shaped requests, a prompt
+    tail, a decode without drafts), as vLLM's runner hands it to the drafter: unpadded metadata, so 4 real requests
+    and 12 real tokens (never "3 requests and a padded one": ``CommonAttentionMetadata.unpadded``)."""
+    runner = proposer.target_runner
+    runner.query_start_loc.gpu[:5] = torch.tensor([0, 4, 8, 11, 12], dtype=torch.int32)
+    return cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 12, 4, proposer._slot_mapping_buffer[:12])
+
+
+@pytest.mark.parametrize("support,replays", [("ALWAYS", True), ("UNIFORM_BATCH", False)])
+def test_a_ragged_first_pass_replays_only_where_the_backend_reads_query_start_loc(eagle, support, replays):
+    """A graph captured for 4 uniform requests serves the ragged batch only on a backend whose graphs take mixed
+    batches (ALWAYS: FLASH_ATTN on FA3 reads each request's range from query_start_loc); a UNIFORM_BATCH backend
+    (FlashMLA, FlashAttnMLA) reshapes queries by the captured length, so the batch takes vLLM's path there."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN", AttentionCGSupport[support])]
+    eagle.ragged_first_pass = eagle._ragged_first_pass_replays()
+    key = eagle._classify(ragged_first_pass(eagle), draft_index=0)
+    assert (key is not None) == replays
+    if replays:
+        assert (key.step, key.num_reqs, key.num_tokens) == (FIRST, 4, 16)
+    runner = eagle.target_runner
+    uniform = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, eagle._slot_mapping_buffer[:16])
+    assert eagle._classify(uniform, draft_index=0).num_reqs == 4  # uniform: every backend
 
 
 def test_first_pass_is_not_replayed_when_shapes_disagree(eagle):
@@ -210,13 +236,13 @@ def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, 
 PLAN = types.SimpleNamespace(first_step=STEPS[FIRST], chain_step=STEPS[CHAIN])
 
 
-def attention_group(name: str):
+def attention_group(name: str, support=None):
     from vllm.v1.attention.backend import AttentionCGSupport
 
     class Builder:
         @classmethod
         def get_cudagraph_support(cls, vllm_config, kv_cache_spec):
-            return AttentionCGSupport.UNIFORM_BATCH
+            return support or AttentionCGSupport.UNIFORM_BATCH
 
     return types.SimpleNamespace(get_metadata_builder=lambda: Builder, kv_cache_spec=None,
                                  backend=types.SimpleNamespace(get_name=lambda: name))
@@ -404,15 +430,17 @@ class TensorDraft(torch.nn.Module):
 
 
 class RecordingBuilder:
-    """Stands for a FLASH_ATTN metadata builder: records the common metadata each build got."""
+    """Stands for a FLASH_ATTN metadata builder: records the common metadata each build got. Its graphs need
+    uniform batches unless a test says otherwise (``support``: FA2's level; FA3's is ALWAYS)."""
 
     def __init__(self) -> None:
-        self.built = []
-
-    def get_cudagraph_support(self, vllm_config, kv_cache_spec):
         from vllm.v1.attention.backend import AttentionCGSupport
 
-        return AttentionCGSupport.UNIFORM_BATCH
+        self.built = []
+        self.support = AttentionCGSupport.UNIFORM_BATCH
+
+    def get_cudagraph_support(self, vllm_config, kv_cache_spec):
+        return self.support
 
     def build_for_drafting(self, common_attn_metadata, draft_index):
         self.built.append((draft_index, common_attn_metadata))
@@ -650,27 +678,29 @@ def hand_off_of(runner):
     return ids, counts
 
 
-def verify_step(runner, proposer, n):
-    """One verify-shaped step as vLLM's V1 runner reaches drafting (unpadded metadata): ``n`` requests of 1+K
-    tokens; row 1 accepts everything, rows 0 and 3 reject some drafts, row 2 is a prompt chunk of 1+K tokens (no
-    drafts) whose sampled token is discarded (its backup token is used)."""
+def verify_step(runner, proposer, n, ragged=False):
+    """One step as vLLM's V1 runner reaches drafting (unpadded metadata): ``n`` requests of 1+K tokens; row 1
+    accepts everything, rows 0 and 3 reject some drafts, row 2 is a prompt chunk of 1+K tokens (no drafts) whose
+    sampled token is discarded (its backup token is used). ``ragged``: the 4 requests bring [1+K, 1+K, K, 1]
+    tokens (row 2 a shorter prompt chunk, row 3 a decode without drafts)."""
     from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
 
     k, q, real = proposer.graph_k, 1 + proposer.graph_k, n
     gen = torch.Generator().manual_seed(1)
     seq_lens = [20, 37, 40, 52][:n]
-    qsl = torch.arange(n + 1, dtype=torch.int32) * q
+    query_lens = [q, q, k, 1] if ragged else [q] * n
+    qsl = torch.tensor(np.cumsum([0] + query_lens), dtype=torch.int32)
     runner.query_start_loc.gpu[: n + 1] = qsl
     runner.seq_lens[:n] = torch.tensor(seq_lens, dtype=torch.int32)
     table = runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)
     table[:] = torch.arange(table.numel(), dtype=torch.int32).view_as(table) + 7
-    tokens = real * q
+    tokens = sum(query_lens)
     runner.input_ids.gpu[:MAX_TOKENS] = torch.randint(0, VOCAB, (MAX_TOKENS,), generator=gen, dtype=torch.int32)
-    runner.positions[:tokens] = torch.cat([torch.arange(s - q, s) for s in seq_lens[:real]])
+    runner.positions[:tokens] = torch.cat([torch.arange(s - length, s) for s, length in zip(seq_lens, query_lens)])
     runner.discard_request_mask.gpu[:] = False
     runner.discard_request_mask.gpu[2] = n > 2
-    drafts = [k, k, 0, k][:real]
-    accepted = [1, k, 0, 2][:real]
+    drafts = [k, k, 0, 0 if ragged else k][:real]
+    accepted = [1, k, 0, 0 if ragged else 2][:real]
     sampled = torch.full((real, q), -1, dtype=torch.int32)
     for row, count in enumerate(accepted):
         sampled[row, : count + 1] = torch.randint(0, VOCAB, (count + 1,), generator=gen, dtype=torch.int32)
@@ -690,7 +720,7 @@ def verify_step(runner, proposer, n):
 
     cad = CommonAttentionMetadata(
         query_start_loc=runner.query_start_loc.gpu[: n + 1], query_start_loc_cpu=qsl, seq_lens=runner.seq_lens[:n],
-        num_reqs=n, num_actual_tokens=tokens, max_query_len=q, max_seq_len=max(seq_lens),
+        num_reqs=n, num_actual_tokens=tokens, max_query_len=max(query_lens), max_seq_len=max(seq_lens),
         block_table_tensor=table[:n], slot_mapping=torch.arange(MAX_TOKENS, dtype=torch.int64) + 500)
     hidden = torch.randint(0, 4, (MAX_TOKENS, proposer.hidden_states.shape[1]),
                            generator=gen).to(proposer.hidden_states.dtype)
@@ -698,21 +728,26 @@ def verify_step(runner, proposer, n):
     return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, None, meta, cad, None)
 
 
-@pytest.mark.parametrize("num_reqs", [4, 2])
-def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, monkeypatch):
+@pytest.mark.parametrize("num_reqs,ragged", [(4, False), (2, False), (4, True)], ids=["4", "2", "ragged"])
+def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged,
+                                                                              monkeypatch):
     """Our runner's drafting (the draft prep, the first pass and its sample in one replay, then fused chain replays)
     against vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same runner, proposer and inputs:
     same drafts, same next tokens and valid counts handed to the host, and the same persistent state left behind
     (positions, slot mapping, the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded
     over the same persistent buffers, which is what a device graph replays. Both paths get vLLM's kernels through
-    the names vLLM calls them by (as torch ports: ``TorchLaunch``)."""
+    the names vLLM calls them by (as torch ports: ``TorchLaunch``). ``ragged``: requests of [1+K, 1+K, K, 1]
+    tokens on a draft attention whose graphs take mixed batches (ALWAYS), replayed on the uniform 4-request graph."""
     import vllm.v1.spec_decode.llm_base_proposer as base
+    from vllm.v1.attention.backend import AttentionCGSupport
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
     monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
-    proposer, _, _ = capturing
+    proposer, builder, _ = capturing
+    if ragged:
+        builder.support = AttentionCGSupport.ALWAYS
     proposer.model = MixingDraft(proposer.hidden_states.shape[1])
     proposer.block_size = 16
     runner = runner_for(proposer)
@@ -730,7 +765,7 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
             getattr(proposer, name).copy_(fresh[name])
         runner.handed_off.clear()
         runner.input_batch.prev_sampled_token_ids, runner.valid_sampled_token_count_event.records = None, 0
-        args = verify_step(runner, proposer, num_reqs)
+        args = verify_step(runner, proposer, num_reqs, ragged)
         with torch.inference_mode(), HostReads() as watch:  # as vLLM's worker runs every step
             drafts = propose_draft_token_ids(runner, *args)
         host_reads[propose_draft_token_ids.__qualname__] = watch.reads
@@ -748,14 +783,15 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
     n = num_reqs
     assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (n, proposer.graph_k)
     assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
-    assert ours[1] == upstream[1] and len(ours[1]) == 1 and ours[1][0][1] == [2, 4, 0, 3][:n]
+    valid_counts = [2, 4, 0, 1] if ragged else [2, 4, 0, 3][:n]
+    assert ours[1] == upstream[1] and len(ours[1]) == 1 and ours[1][0][1] == valid_counts
     if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
         assert ours[1][0][0][2] == ((40 - proposer.graph_k - 1) * 7 + 2) % VOCAB
     for name in ("positions", "_slot_mapping_buffer"):
         assert ours[2][name][:n].tolist() == upstream[2][name][:n].tolist(), name
     assert ours[3][:n].tolist() == upstream[3][:n].tolist()
-    q = 1 + proposer.graph_k  # the first pass wrote each token's KV at the target's slots
-    assert ours[4][: n * q] == upstream[4][: n * q] == list(range(500, 500 + n * q))
+    tokens = 3 * (1 + proposer.graph_k) if ragged else n * (1 + proposer.graph_k)  # the first pass wrote each
+    assert ours[4][:tokens] == upstream[4][:tokens] == list(range(500, 500 + tokens))  # token's KV at its slot
     # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
     # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
     assert host_reads["PortableV1ModelRunner.propose_draft_token_ids"] == []
@@ -791,6 +827,8 @@ def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(
     wide = copy.copy(args[7])
     wide.num_reqs = 3  # not an exactly captured size of verify-shaped rows on the runner's buffers
     assert declined(common_attn_metadata=wide, sampled_token_ids=args[1][:3])
+    ragged = verify_step(runner, proposer, 4, ragged=True)  # on a UNIFORM_BATCH draft attention: vLLM's path
+    assert declined(sampled_token_ids=ragged[1], spec_decode_metadata=ragged[6], common_attn_metadata=ragged[7])
     assert (proposer.backup_next_token_ids.np == before[0]).all() and torch.equal(proposer.prep_sampled, before[1])
     assert proposer.graph_runner.replays == {}
     proposer.draft_prep_off = ["multimodal draft inputs"]
@@ -814,8 +852,9 @@ def test_fused_first_pass_only_for_exact_verify_shaped_batches_on_the_runners_bu
     for n in (1, 2, 4):
         capture(fused, FIRST_FUSED, n)
     runner = fused.target_runner
-    four = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 12, 4, fused._slot_mapping_buffer[:16])
+    four = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, fused._slot_mapping_buffer[:16])
     assert fused.first_pass_key(FIRST_FUSED, four).num_reqs == 4
+    assert fused.first_pass_key(FIRST_FUSED, ragged_first_pass(fused)) is None  # UNIFORM_BATCH draft attention
     three = cad(runner.query_start_loc.gpu[:4], runner.seq_lens[:3], 3, 12, 4, fused._slot_mapping_buffer[:12])
     assert fused.first_pass_key(FIRST_FUSED, three) is None  # 3 would replay the 4-request graph: never padded
     moved = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4].clone(), 4, 16, 4, fused._slot_mapping_buffer)

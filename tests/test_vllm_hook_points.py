@@ -200,6 +200,40 @@ def test_first_pass_runs_on_the_runners_persistent_query_start_loc():
     assert "seq_lens=common_attn_metadata.seq_lens" in padded
 
 
+def vllm_source(relative: str) -> str:
+    """The text of an installed vLLM file, for modules that do not import on a CPU host."""
+    import importlib.util
+    from pathlib import Path
+
+    return (Path(importlib.util.find_spec("vllm").origin).parent / relative).read_text()
+
+
+def test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact():
+    """What ``FullGraphEagleProposer._verify_shaped`` relies on: the drafter's first-pass metadata counts the real
+    requests and tokens and the longest query as host integers; vLLM calls a batch uniform by exactly the test
+    ``uniform_queries`` makes; ALWAYS graphs take mixed batches, UNIFORM_BATCH ones (FlashMLA, FlashAttnMLA) only
+    uniform ones (FlashMLA reshapes the decode queries by the request count)."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    padded = inspect.getsource(SpecDecodeBaseProposer.prepare_inputs_padded)
+    for line in ("total_num_tokens = query_start_loc_cpu[-1].item()", "num_reqs=common_attn_metadata.num_reqs,",
+                 "num_actual_tokens=total_num_tokens,", "max_query_len=new_query_len_per_req.max().item(),"):
+        assert line in padded, line
+    uniform = inspect.getsource(GPUModelRunner._is_uniform_decode)
+    assert "(max_num_scheduled_tokens == uniform_decode_query_len)" in uniform
+    assert "(num_tokens == max_num_scheduled_tokens * num_reqs)" in uniform
+    support = inspect.getsource(AttentionCGSupport)
+    assert "Cudagraph always supported; supports mixed-prefill-decode" in support
+    assert "Cudagraph supported for batches the only contain query lengths that are\n    the same" in support
+    flashmla = vllm_source("v1/attention/backends/mla/flashmla.py")
+    assert "_cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH" in flashmla
+    assert "q = reshape_query_for_spec_decode(q, num_decodes)" in flashmla
+    assert "_cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH" in vllm_source(
+        "v1/attention/backends/mla/flashattn_mla.py")
+
+
 def test_overridden_restores_and_refuses_missing_attributes():
     import vllm.v1.worker.gpu_model_runner as module
 

@@ -151,15 +151,17 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
-        what="Each metadata build announces which captured key the next forward replays; propose runs the fused "
-             "chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the first "
-             "pass's state for it.",
+        what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
+             "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
+             "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
+             "first pass's state for it.",
         why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
         undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
         upstream="Model Runner V2's speculator has FULL graphs of its own.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata", "propose", "set_inputs_first_pass"),
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
-                   "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs")),
+                   "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
+                   "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact")),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
         ("vllm.v1.spec_decode.dflash:DFlashProposer",
