@@ -69,8 +69,10 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.platforms.interface:Platform.check_and_update_config"),
         what="Records the user's capture sizes before vLLM fills its default list; after vLLM's own checks, "
              "rewrites cudagraph_capture_sizes to the planner's (multiples of 1+K, DFlash block-aligned, pruned to "
-             "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; sets "
-             "worker_cls to our worker when the user left it on auto.",
+             "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; a plan "
+             "it cannot make keeps vLLM's sizes (one warning; the drafter stays on vLLM's path), and with "
+             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; sets worker_cls to our "
+             "worker when the user left it on auto.",
         why="vLLM keeps one capture-size list for target and drafter and no drafter plan.",
         undone="Unset VLLM_PLATFORM (vLLM's own class); a user's explicit --worker-cls is kept.",
         upstream="Model Runner V2 plans its speculator's sizes itself; the V1 runner has no such hook.",

@@ -2,7 +2,8 @@
 
 ``PORTABLE_SPEC_DRAFT_GRAPH``: ``full`` (default when our platform is selected), ``piecewise`` or ``none`` (leave the
 upstream drafter alone). ``speculative_config.enforce_eager`` and ``disable_padded_drafter_batch`` also leave the
-upstream drafter in charge.
+upstream drafter in charge, and so does a config our platform could make no capture plan for
+(``config_hook.plan_error``: vLLM's sizes were kept, so our drafter has no sizes of its own).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from typing import Any
 
 from portable_spec.envs import DRAFT_GRAPH_ENV, draft_graph
+from portable_spec.vllm_adapter.platform.config_hook import plan_error
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -41,6 +43,8 @@ def draft_graph_mode(vllm_config: Any) -> str:
         reason = "enforce_eager=True"
     elif not vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs():
         reason = f"cudagraph_mode={vllm_config.compilation_config.cudagraph_mode.name} has no FULL graphs"
+    elif plan_error(vllm_config):
+        reason = f"no capture plan: {plan_error(vllm_config)}"
     if reason:
         logger.info("portable_spec: drafter left to upstream vLLM (%s)", reason)
         return "upstream"
