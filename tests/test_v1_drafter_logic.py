@@ -728,27 +728,18 @@ def verify_step(runner, proposer, n, ragged=False):
     return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, None, meta, cad, None)
 
 
-@pytest.mark.parametrize("num_reqs,ragged", [(4, False), (2, False), (4, True)], ids=["4", "2", "ragged"])
-def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged,
-                                                                              monkeypatch):
-    """Our runner's drafting (the draft prep, the first pass and its sample in one replay, then fused chain replays)
-    against vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same runner, proposer and inputs:
-    same drafts, same next tokens and valid counts handed to the host, and the same persistent state left behind
-    (positions, slot mapping, the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded
-    over the same persistent buffers, which is what a device graph replays. Both paths get vLLM's kernels through
-    the names vLLM calls them by (as torch ports: ``TorchLaunch``). ``ragged``: requests of [1+K, 1+K, K, 1]
-    tokens on a draft attention whose graphs take mixed batches (ALWAYS), replayed on the uniform 4-request graph."""
-    import vllm.v1.spec_decode.llm_base_proposer as base
-    from vllm.v1.attention.backend import AttentionCGSupport
+def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
+    """One step's drafting through our runner (the draft prep, the first pass and its sample in one replay, then
+    fused chain replays) and then through vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same
+    runner, proposer and inputs. A recording 'graph' replays by rerunning what was recorded over the same persistent
+    buffers, which is what a device graph replays. Returns, per path, what it drafted, handed off and left behind,
+    and the replays and host reads of ours."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
-    proposer, builder, _ = capturing
-    if ragged:
-        builder.support = AttentionCGSupport.ALWAYS
-    proposer.model = MixingDraft(proposer.hidden_states.shape[1])
+    proposer, _, _ = capturing
+    proposer.model = model or MixingDraft(proposer.hidden_states.shape[1])
     proposer.block_size = 16
     runner = runner_for(proposer)
     proposer.capture_graphs()
@@ -757,7 +748,6 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
         step.graph.body = proposer.step_call(key).run
     buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
     fresh = {name: getattr(proposer, name).clone() for name in buffers}
-
     host_reads = {}
 
     def run(propose_draft_token_ids):
@@ -773,29 +763,106 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
             runner.handed_off.append(hand_off_of(runner))
         state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
         first_pass_slots, proposer.model.slots = proposer.model.slots[-proposer.graph_k], []
-        return drafts, list(runner.handed_off), state, runner.seq_lens[:4].clone(), first_pass_slots
+        return types.SimpleNamespace(drafts=drafts, handed_off=list(runner.handed_off), state=state,
+                                     seq_lens=runner.seq_lens[:4].clone(), first_pass_slots=first_pass_slots)
 
     ours = run(PortableV1ModelRunner.propose_draft_token_ids)
-    assert graphs.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}  # nothing else ran
+    ours.replays, ours.host_reads = dict(graphs.replays), host_reads["PortableV1ModelRunner.propose_draft_token_ids"]
     proposer.graphs.uninstall()
     proposer.graph_runner = None  # vLLM's runner path and propose, unhooked: every kernel, forward and sample eager
     upstream = run(GPUModelRunner.propose_draft_token_ids)
+    upstream.host_reads = host_reads["GPUModelRunner.propose_draft_token_ids"]
+    return ours, upstream
+
+
+def assert_same_drafting(ours, upstream, num_reqs, num_tokens):
+    """Same drafts, same next tokens and valid counts handed to the host, the same persistent state left behind
+    (positions, slot mapping, the runner's seq_lens), the first pass's KV written at the target's slots."""
     n = num_reqs
-    assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (n, proposer.graph_k)
-    assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
-    valid_counts = [2, 4, 0, 1] if ragged else [2, 4, 0, 3][:n]
-    assert ours[1] == upstream[1] and len(ours[1]) == 1 and ours[1][0][1] == valid_counts
-    if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
-        assert ours[1][0][0][2] == ((40 - proposer.graph_k - 1) * 7 + 2) % VOCAB
+    assert ours.drafts.tolist() == upstream.drafts.tolist()
+    assert ours.handed_off == upstream.handed_off and len(ours.handed_off) == 1
     for name in ("positions", "_slot_mapping_buffer"):
-        assert ours[2][name][:n].tolist() == upstream[2][name][:n].tolist(), name
-    assert ours[3][:n].tolist() == upstream[3][:n].tolist()
-    tokens = 3 * (1 + proposer.graph_k) if ragged else n * (1 + proposer.graph_k)  # the first pass wrote each
-    assert ours[4][:tokens] == upstream[4][:tokens] == list(range(500, 500 + tokens))  # token's KV at its slot
+        assert ours.state[name][:n].tolist() == upstream.state[name][:n].tolist(), name
+    assert ours.seq_lens[:n].tolist() == upstream.seq_lens[:n].tolist()
+    expected_slots = list(range(500, 500 + num_tokens))
+    assert ours.first_pass_slots[:num_tokens] == upstream.first_pass_slots[:num_tokens] == expected_slots
+
+
+@pytest.mark.parametrize("num_reqs,ragged", [(4, False), (2, False), (4, True)], ids=["4", "2", "ragged"])
+def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged,
+                                                                              monkeypatch):
+    """Our runner's drafting against vLLM's own (``draft_both_ways``): same drafts, hand-off and state. Both paths
+    get vLLM's kernels through the names vLLM calls them by (as torch ports: ``TorchLaunch``). ``ragged``: requests
+    of [1+K, 1+K, K, 1] tokens on a draft attention whose graphs take mixed batches (ALWAYS), replayed on the
+    uniform 4-request graph."""
+    import vllm.v1.spec_decode.llm_base_proposer as base
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+    proposer, builder, _ = capturing
+    if ragged:
+        builder.support = AttentionCGSupport.ALWAYS
+    ours, upstream = draft_both_ways(capturing, num_reqs, ragged)
+    k, n = proposer.graph_k, num_reqs
+    assert ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: k - 1}  # nothing else ran
+    assert_same_drafting(ours, upstream, n, 3 * (1 + k) if ragged else n * (1 + k))
+    assert ours.drafts.shape == (n, k) and len({tuple(row) for row in ours.drafts.tolist()}) > 1  # rows differ
+    assert ours.handed_off[0][1] == ([2, 4, 0, 1] if ragged else [2, 4, 0, 3][:n])  # valid counts
+    if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
+        assert ours.handed_off[0][0][2] == ((40 - k - 1) * 7 + 2) % VOCAB
     # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
     # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
-    assert host_reads["PortableV1ModelRunner.propose_draft_token_ids"] == []
-    assert "item" in host_reads["GPUModelRunner.propose_draft_token_ids"]
+    assert ours.host_reads == [] and "item" in upstream.host_reads
+
+
+class DraftVocabularyDraft(MixingDraft):
+    """An EAGLE-3 draft with a draft vocabulary, as vLLM models it: ``Eagle3LlamaForCausalLM.compute_logits`` itself
+    (vLLM's code) scatters the logits over the draft's 16 ids into the target's vocabulary through its ``d2t`` map
+    (``draft_id_to_target_id``: draft id j is target id 2j+1, so a lost map shows as an even id)."""
+
+    DRAFT_VOCAB = 16
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__(hidden)
+        self.config = types.SimpleNamespace(draft_vocab_size=self.DRAFT_VOCAB, vocab_size=VOCAB)
+        self.draft_id_to_target_id = torch.arange(self.DRAFT_VOCAB) + 1
+        self.lm_head = None
+        self.logits_processor = lambda lm_head, hidden_states: torch.nn.functional.one_hot(
+            hidden_states[:, 0].long() % self.DRAFT_VOCAB, self.DRAFT_VOCAB).float()
+
+    def compute_logits(self, hidden):
+        from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+
+        return Eagle3LlamaForCausalLM.compute_logits(self, hidden)
+
+
+def test_an_eagle3_draft_vocabulary_is_exact_in_the_fused_graphs(capturing, monkeypatch):
+    """The d2t map is inside ``compute_logits``, which the fused graphs record as vLLM's greedy sample calls it: the
+    fused first pass and chain (no blocker for it) draft what vLLM's runner drafts, in the target's vocabulary."""
+    import vllm.v1.spec_decode.llm_base_proposer as base
+
+    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+    proposer, _, _ = capturing
+    ours, upstream = draft_both_ways(capturing, 4, model=DraftVocabularyDraft(proposer.hidden_states.shape[1]))
+    assert proposer.fused_chain_off == [] and ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}
+    assert_same_drafting(ours, upstream, 4, 4 * (1 + proposer.graph_k))
+    assert {t % 2 for t in ours.drafts.flatten().tolist()} == {1}  # every draft went through the map
+
+
+@pytest.mark.parametrize("flag", ["use_local_argmax_reduction", "use_heterogeneous_vocab"])
+def test_a_draft_sampled_otherwise_than_compute_logits_keeps_its_sample_out_of_our_graphs(eagle, flag, caplog):
+    """vLLM samples with ``model.get_top_tokens`` (local argmax reduction) or maps ids into and out of a draft
+    vocabulary (heterogeneous vocabularies): the fused graphs, which record ``compute_logits`` + argmax and feed the
+    sampled id back, decline (one log line); the per-forward graphs, exact under any mapping, serve."""
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    setattr(eagle, flag, True)
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == [f"draft vocabulary mapping ({flag})"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"portable_spec: chain steps replay the forward only (draft vocabulary mapping ({flag}))"]
+    eagle.draft_prep_off = eagle.prep_blockers(eagle.target_runner)
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN)
 
 
 def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing, monkeypatch):

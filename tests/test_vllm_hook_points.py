@@ -234,6 +234,49 @@ def test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_ba
         "v1/attention/backends/mla/flashattn_mla.py")
 
 
+def test_the_greedy_draft_sample_our_fused_graphs_record():
+    """``fused_chain.vocab_flags``: vLLM's greedy draft sample is ``compute_logits`` + argmax, fed back as the next
+    input id, unless local argmax reduction or heterogeneous vocabularies are on; an EAGLE-3 draft vocabulary's
+    ``d2t`` map is applied inside ``compute_logits``, so the fused graphs record it."""
+    from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    sample = inspect.getsource(SpecDecodeBaseProposer._greedy_sample)
+    assert sample.index("if self.use_local_argmax_reduction:\n            return self.model.get_top_tokens(") < (
+        sample.index("if self.use_heterogeneous_vocab:")) < sample.index(
+        "return self.model.compute_logits(hidden_states).argmax(dim=-1)")
+    draft = inspect.getsource(SpecDecodeBaseProposer._sample_draft_tokens)
+    assert "if not self._enable_probabilistic_draft_probs or sampling_metadata.all_greedy:\n" \
+        "            return self._greedy_sample(hidden_states), None" in draft
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    assert "input_ids = draft_token_ids_list[-1].int()" in propose
+    assert "if self.use_heterogeneous_vocab:" in propose and "map_target_to_draft_ids(input_ids)" in propose
+    logits = inspect.getsource(Eagle3LlamaForCausalLM.compute_logits)
+    assert "targets = base + self.draft_id_to_target_id" in logits and "logits_new[:, targets] = logits" in logits
+    assert 'name = name.replace("d2t", "draft_id_to_target_id")' in inspect.getsource(
+        Eagle3LlamaForCausalLM.load_weights)
+
+
+def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs():
+    """``policy``'s LoRA decline: vLLM wraps the target for LoRA before the drafter loads and shares the target's
+    embedding with a draft that has none (always MTP); LoRA wraps a plain vocabulary embedding; vLLM keys its own
+    graphs on the adapters' state, which our draft keys do not carry."""
+    from vllm.config import VllmConfig
+    from vllm.forward_context import BatchDescriptor
+    from vllm.lora.layers import VocabParallelEmbeddingWithLoRA
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert "lora_config" in {f.name for f in dataclasses.fields(VllmConfig)}
+    load = inspect.getsource(GPUModelRunner.load_model)
+    assert load.index("self.model = self.load_lora_model(") < load.index("self.drafter.load_model(self.model)")
+    share = inspect.getsource(SpecDecodeBaseProposer._maybe_share_embeddings)
+    assert "self.model.model.embed_tokens = target_embed_tokens" in share and "# MTP model" in share
+    assert "type(source_layer) is maybe_get_oot_by_class(VocabParallelEmbedding)" in inspect.getsource(
+        VocabParallelEmbeddingWithLoRA.can_replace_layer)
+    assert {"has_lora", "num_active_loras"} <= {f.name for f in dataclasses.fields(BatchDescriptor)}
+
+
 def test_overridden_restores_and_refuses_missing_attributes():
     import vllm.v1.worker.gpu_model_runner as module
 

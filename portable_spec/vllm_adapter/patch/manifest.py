@@ -106,12 +106,13 @@ CENSUS: tuple[Divergence, ...] = (
              "vllm.v1.worker.gpu_model_runner.GPUModelRunner for PortableV1ModelRunner for the one init_device call "
              "that builds it.",
         why="Worker.init_device builds the V1 runner by that module name; no config names the runner class.",
-        undone="Restored when init_device returns or raises; Model Runner V2 and PORTABLE_SPEC_DRAFT_GRAPH=none "
-               "skip it.",
+        undone="Restored when init_device returns or raises; Model Runner V2, PORTABLE_SPEC_DRAFT_GRAPH=none, LoRA "
+               "and a config without a capture plan skip it (spec_decode.policy).",
         upstream="A runner-class hook in vLLM would replace the override.",
         overrides=("init_device",),
         pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",
-                   "test_our_subclasses_override_only_what_we_mean_to")),
+                   "test_our_subclasses_override_only_what_we_mean_to",
+                   "test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs")),
     Divergence(
         "MUSA worker: device gate and sleep pool", "subclass", f"{_A}.worker.musa_worker:MusaWorker",
         ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context"),
@@ -163,7 +164,8 @@ CENSUS: tuple[Divergence, ...] = (
         overrides=("__init__", "build_per_group_and_layer_attn_metadata", "propose", "set_inputs_first_pass"),
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
                    "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
-                   "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact")),
+                   "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
+                   "test_the_greedy_draft_sample_our_fused_graphs_record")),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
         ("vllm.v1.spec_decode.dflash:DFlashProposer",
