@@ -597,6 +597,45 @@ def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, mon
     assert proposer.captured_key(CHAIN_FUSED, 2) is not None
 
 
+class SharedTopkIndices:
+    """Stands for an MTP draft's inner model under ``index_share_for_mtp_iteration`` (vLLM's
+    ``DeepSeekMultiTokenPredictor``): ``set_skip_topk`` sets the flag its layers' attention branches on."""
+
+    def __init__(self) -> None:
+        self.skip_topk = False
+
+    def set_skip_topk(self, skip: bool) -> None:
+        self.skip_topk = skip
+
+
+class SharedIndicesDraft(TensorDraft):
+    """An MTP draft sharing its sparse-attention top-k indices across draft steps: each forward records the step
+    it ran for (the draft index of the metadata built for it) and the ``skip_topk`` it branched on."""
+
+    def __init__(self, hidden: int, builder: RecordingBuilder) -> None:
+        super().__init__(hidden)
+        self.model, self.builder, self.seen = SharedTopkIndices(), builder, []
+
+    def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
+        self.seen.append((self.builder.built[-1][0], self.model.skip_topk))
+        return super().forward(input_ids, positions, inputs_embeds, hidden_states)
+
+
+def test_mtp_graphs_record_the_indexer_branch_vllms_eager_step_takes(capturing):
+    """vLLM's eager propose runs an MTP first pass with ``skip_topk`` False (the indexer computes the shared top-k
+    indices) and its chain steps with True (they reuse them); a graph keeps the branch of its capture, so every
+    capture runs its step as vLLM would, and the flag is left as vLLM builds MTP layers (False)."""
+    proposer, builder, _ = capturing
+    proposer._share_mtp_indices = True
+    proposer.model = SharedIndicesDraft(proposer.hidden_states.shape[1], builder)
+    stats = proposer.capture_graphs()
+    assert set(stats["num_tokens"]) == {FIRST, CHAIN}  # shared indices: the per-forward graphs, upstream's loop
+    seen = proposer.model.seen
+    assert {skip for index, skip in seen if index == 0} == {False}  # first pass: the indexer runs
+    assert {skip for index, skip in seen if index == 1} == {True}  # chain steps: step 0's indices reused
+    assert proposer.model.model.skip_topk is False
+
+
 # ---- the fused first pass against vLLM's own propose, on the CPU ------------------------------------------------
 class PositionalDraft(TensorDraft):
     """A draft whose outputs depend on every input the graphs read (token ids, positions, hidden states), so a wrong

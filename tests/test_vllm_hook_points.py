@@ -277,6 +277,34 @@ def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_gra
     assert {"has_lora", "num_active_loras"} <= {f.name for f in dataclasses.fields(BatchDescriptor)}
 
 
+def test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step():
+    """``DrafterGraphMixin._set_mtp_skip_topk``: the name of the flag, who sets it and when. vLLM's propose sets
+    ``skip_topk`` False before the first pass's forward and True after it (before the chain), only for drafts that
+    share their top-k indices; the MTP model's ``set_skip_topk`` sets its layers' MLA attention flag, which the
+    forward reads as a Python branch (so a graph keeps the branch of its capture); MTP layers start with False."""
+    from vllm.model_executor.layers.mla import MultiHeadLatentAttentionWrapper
+    from vllm.model_executor.models.deepseek_mtp import DeepSeekMultiTokenPredictor
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    guard = 'if self._share_mtp_indices and hasattr(self.model.model, "set_skip_topk"):'
+    first_forward = propose.index("ret_hidden_states = self.model(**model_kwargs)")
+    assert propose.index(guard + "\n            self.model.model.set_skip_topk(False)") < first_forward
+    after = propose.index(guard + "\n            self.model.model.set_skip_topk(True)")
+    assert first_forward < after < propose.index("for token_index in range(self.num_speculative_tokens - 1):")
+    assert propose.count("set_skip_topk(") == 2  # nothing sets it inside the chain loop
+    assert "self._share_mtp_indices = getattr(\n            draft_hf_config, \"index_share_for_mtp_iteration\"" in (
+        inspect.getsource(SpecDecodeBaseProposer._maybe_share_lm_head))  # read when the drafter loads
+    setter = inspect.getsource(DeepSeekMultiTokenPredictor.set_skip_topk)
+    assert "mla_attn.skip_topk = skip" in setter
+    assert "if self.indexer and self.is_sparse and not self.skip_topk:" in inspect.getsource(
+        MultiHeadLatentAttentionWrapper.forward)
+    assert "self_attn.skip_topk = skip" in vllm_source("models/deepseek_v32/nvidia/mtp.py")
+    assert "if self.indexer is not None and not self.skip_topk:" in vllm_source(
+        "models/deepseek_v32/nvidia/attention.py")
+    assert "skip_topk=_skip_topk and not is_mtp_layer," in vllm_source("model_executor/models/deepseek_v2.py")
+
+
 def test_overridden_restores_and_refuses_missing_attributes():
     import vllm.v1.worker.gpu_model_runner as module
 

@@ -177,6 +177,22 @@ CENSUS: tuple[Divergence, ...] = (
         overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
         pinned_by=("test_dflash_step_shape_we_rely_on",)),
     Divergence(
+        "MTP shared top-k indices: skip_topk per captured step", "instance override",
+        f"{_A}.spec_decode.proposer:DrafterGraphMixin._set_mtp_skip_topk",
+        ("vllm.model_executor.models.deepseek_mtp:DeepSeekMultiTokenPredictor.set_skip_topk",
+         "vllm.model_executor.layers.mla:MultiHeadLatentAttentionWrapper.forward",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose"),
+        what="For a draft sharing its top-k indices across steps (index_share_for_mtp_iteration), each capture run "
+             "sets the MTP layers' skip_topk through vLLM's own set_skip_topk as vLLM's eager propose sets it for "
+             "that step: False for the first pass, True for chain steps; after capture, False.",
+        why="skip_topk is a Python branch in the MLA attention's forward (run the indexer or not): a graph keeps "
+            "the branch of its capture, and a chain graph captured with the indexer on would recompute indices "
+            "vLLM's chain steps reuse.",
+        undone="Set back to False after capture, as vLLM builds MTP layers; at run time upstream's propose sets it "
+               "around every forward a replay stands in for.",
+        upstream="Not a vLLM change: vLLM's own setter, called as its eager path calls it.",
+        pinned_by=("test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step",)),
+    Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
         ("torch.nn:Module.__call__",),
         what="The draft model's instance attribute 'forward' replays the captured graph for an announced key and "

@@ -154,6 +154,7 @@ class DrafterGraphMixin:
         forward = self.graphs.eager_forward
 
         def run() -> Any:
+            self._set_mtp_skip_topk(chain)
             if key.step == FIRST_FUSED:
                 self._draft_prep_body(key.num_reqs)
             with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
@@ -166,6 +167,20 @@ class DrafterGraphMixin:
             return out
 
         return StepCall(run, input_pointers(kwargs))
+
+    def _set_mtp_skip_topk(self, skip: bool) -> None:
+        """Set an MTP draft's ``skip_topk`` as vLLM's eager propose does for the step about to run.
+
+        With ``index_share_for_mtp_iteration`` (``_share_mtp_indices``) vLLM calls the draft's
+        ``set_skip_topk(False)`` before the first pass (its sparse-attention indexer computes the top-k indices) and
+        ``set_skip_topk(True)`` before the chain steps (they reuse them). The flag is a Python attribute the forward
+        branches on (``if self.indexer and self.is_sparse and not self.skip_topk``), so a graph keeps the branch of
+        its capture: each capture run sets it for its key's step. A replay needs nothing more, since upstream sets
+        it around the very forward a replay stands in for (the fused kinds, which skip upstream's loop, decline
+        shared indices: ``fused_chain_blockers``)."""
+        inner = getattr(self.model, "model", None)
+        if self._share_mtp_indices and hasattr(inner, "set_skip_topk"):
+            inner.set_skip_topk(skip)
 
     @property
     def verify_len(self) -> int:
@@ -222,6 +237,7 @@ class DrafterGraphMixin:
             progress=first_rank_progress("Capturing drafter FULL graphs (portable_spec)"), agree=agree, rank=rank)
         report = self.graph_runner.capture()  # logs one line: graphs, seconds, memory, sizes, failures
         self.target_runner.seq_lens.zero_()
+        self._set_mtp_skip_topk(False)  # as vLLM builds MTP layers: they never start skipping the indexer
         if report.captured:
             self.graphs.install()
         self.capture_stats = report.stats()
