@@ -2,7 +2,9 @@
 
 Which forward replays which graph decides correctness (a wrong pick is a stale-pointer bug), so the rules are
 tested here without a GPU: the graphs are recording stand-ins (no capture happens on CPU) and the target runner is
-reduced to the persistent buffers the drafter reads from it. The real replays run on the cuda lane.
+reduced to the persistent buffers the drafter reads from it. The real replays run on the cuda lane. Where our drafting
+is compared with vLLM's, both run vLLM's own Triton kernels, run by the interpreter (``interpreted_vllm``; the cpu
+lane sets ``TRITON_INTERPRET=1``), so no port of a kernel stands on both sides of a comparison.
 """
 
 from __future__ import annotations
@@ -450,7 +452,8 @@ class RecordingBuilder:
 class HostReads(torch.overrides.TorchFunctionMode):
     """Records every read of a tensor's values into Python (``item``, ``tolist``, ``int()``, ``bool()``, ``cpu``,
     ``numpy``...) made by host code: on a GPU each is a device-to-host sync. Work that stands for device work here
-    (a kernel's torch port, a draft model's forward) runs inside ``device_work()`` and is not counted."""
+    (a kernel launch, which the Triton interpreter runs on the host; a draft model's forward) runs inside
+    ``device_work()`` and is not counted."""
 
     READS = frozenset({"item", "tolist", "__int__", "__float__", "__bool__", "__index__", "cpu", "numpy"})
     depth = 0  # > 0 while device work runs
@@ -474,65 +477,49 @@ class device_work:
         HostReads.depth -= 1
 
 
-class TorchLaunch:
-    """``kernel[grid](*args, **kwargs)`` as vLLM launches a Triton kernel, running a torch port (vLLM turns Triton
-    off on a host without a GPU driver); programs past the grid's first axis never run, as on a device."""
+class DeviceLaunch:
+    """``kernel[grid](*args, **kwargs)`` as vLLM launches it, with the launch marked as device work: the Triton
+    interpreter reads and writes the tensors on the host, where a device would not."""
 
-    def __init__(self, program) -> None:
-        self.program, self.grids = program, []
+    def __init__(self, kernel) -> None:
+        self.kernel, self.grids = kernel, []
 
     def __getitem__(self, grid):
         self.grids.append(tuple(grid))
+        launch = self.kernel[grid]
 
-        def launch(*args, **kwargs):
+        def on_device(*args, **kwargs):
             with device_work():
-                for i in range(grid[0]):
-                    self.program(i, *args, **kwargs)
-        return launch
+                return launch(*args, **kwargs)
+        return on_device
 
 
-def next_token_program(req, sampled, discard, backup, next_ids, valid, vocab_size, num_tokens, num_reqs, stride,
-                       BLOCK_SIZE_TOKENS):
-    """vLLM 0.26.0's ``eagle_prepare_next_token_padded_kernel``, one program, line for line."""
-    if req >= num_reqs:
-        return
-    if bool(discard[req]):
-        next_ids[req], valid[req] = backup[req], 0
-        return
-    row = sampled.reshape(-1)[req * stride: req * stride + num_tokens]
-    ok = (row != -1) & (row < vocab_size)
-    count = int(ok.sum())
-    next_ids[req] = row[int(ok.nonzero().max())] if count else backup[req]
-    valid[req] = count
+@pytest.fixture(scope="module")
+def vllm_kernels():
+    """vLLM's own draft-prep and step kernels (its Triton source, run by the interpreter: no port of ours on either
+    side of a comparison), each launch marked as device work. The step kernel is launched by vLLM's own wrapper,
+    ``eagle_step_update_slot_mapping_and_metadata``, which finds it in its module."""
+    from interpreted_vllm import spec_decode_utils
 
-
-def past_end(t, i):
-    """``t[i]``, or 0 past its end: vLLM launches this kernel over the target's padded rows too, where its fresh
-    per-request tensors end; on a device that read is whatever lies there (those rows' results are never used)."""
-    return int(t[i]) if i < t.shape[0] else 0
-
-
-def inputs_padded_program(req, cu_num_draft, valid, query_start_loc, token_indices, num_rejected, num_reqs):
-    """vLLM 0.26.0's ``eagle_prepare_inputs_padded_kernel``, one program, line for line."""
-    if req >= num_reqs:
-        return
-    drafts = past_end(cu_num_draft, req) - (past_end(cu_num_draft, req - 1) if req else 0)
-    rejected = drafts + 1 - past_end(valid, req) if drafts > 0 else 0
-    token_indices[req] = int(query_start_loc[req + 1]) - 1 - rejected
-    num_rejected[req] = rejected
+    utils = spec_decode_utils()
+    utils.eagle_step_slot_mapping_metadata_kernel = DeviceLaunch(utils.eagle_step_slot_mapping_metadata_kernel)
+    return {"eagle_prepare_next_token_padded_kernel": DeviceLaunch(utils.eagle_prepare_next_token_padded_kernel),
+            "eagle_prepare_inputs_padded_kernel": DeviceLaunch(utils.eagle_prepare_inputs_padded_kernel),
+            "eagle_step_update_slot_mapping_and_metadata": utils.eagle_step_update_slot_mapping_and_metadata}
 
 
 @pytest.fixture
-def capturing(vllm_platform, tmp_path_factory, monkeypatch):
+def capturing(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels):
     """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port; vLLM's
-    draft-prep kernels run as torch ports, through the names vLLM's proposer calls them by."""
+    draft-prep and step kernels (``vllm_kernels``) bound to the names vLLM's proposer calls them by, where our
+    draft prep finds them too."""
     import vllm.v1.spec_decode.llm_base_proposer as base
 
     import portable_spec.platforms.current as mixin
     from recording_device import RecordingDevice, RecordingPort
 
-    monkeypatch.setattr(base, "eagle_prepare_next_token_padded_kernel", TorchLaunch(next_token_program))
-    monkeypatch.setattr(base, "eagle_prepare_inputs_padded_kernel", TorchLaunch(inputs_padded_program))
+    for name, kernel in vllm_kernels.items():
+        monkeypatch.setattr(base, name, kernel)
 
     proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
     proposer.graphs, proposer.graph_runner = None, None
@@ -664,24 +651,6 @@ class MixingDraft(PositionalDraft):
             return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
 
 
-def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size, max_model_len,
-                         out_clamped_positions, out_slot_mapping, input_batch_size=None):
-    """vLLM 0.26.0's ``eagle_step_slot_mapping_metadata_kernel``, line for line in torch (vLLM turns Triton off on a
-    host without a GPU driver, so its kernel cannot launch in this process)."""
-    batch = positions_1d.shape[0]
-    new = positions_1d + 1
-    exceeds = new >= max_model_len
-    clamped = torch.where(exceeds, 0, new)
-    block = torch.clamp(clamped // block_size, max=block_table_tensor.shape[1] - 1)
-    block_id = block_table_tensor[torch.arange(batch), block].long()
-    slot = torch.where(exceeds, PADDING_SLOT, block_id * block_size + clamped % block_size)
-    seq = torch.clamp(torch.where(exceeds, 1, seq_lens[:batch] + 1), max=max_model_len)
-    out_clamped_positions[:batch] = clamped
-    out_slot_mapping[:batch] = slot
-    seq_lens[:batch] = seq
-    out_slot_mapping[batch:input_batch_size or batch] = PADDING_SLOT
-
-
 def runner_for(proposer):
     """Our V1 runner class around the stand-in's buffers (``__new__``: no engine), so vLLM's
     ``propose_draft_token_ids`` and ours run on the same object; the hand-off to the host is recorded."""
@@ -795,6 +764,7 @@ def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
         runner.handed_off.clear()
         runner.input_batch.prev_sampled_token_ids, runner.valid_sampled_token_count_event.records = None, 0
         args = verify_step(runner, proposer, num_reqs, ragged)
+        before = kernel_launches()
         with torch.inference_mode(), HostReads() as watch:  # as vLLM's worker runs every step
             drafts = propose_draft_token_ids(runner, *args)
         host_reads[propose_draft_token_ids.__qualname__] = watch.reads
@@ -803,7 +773,8 @@ def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
         state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
         first_pass_slots, proposer.model.slots = proposer.model.slots[-proposer.graph_k], []
         return types.SimpleNamespace(drafts=drafts, handed_off=list(runner.handed_off), state=state,
-                                     seq_lens=runner.seq_lens[:4].clone(), first_pass_slots=first_pass_slots)
+                                     seq_lens=runner.seq_lens[:4].clone(), first_pass_slots=first_pass_slots,
+                                     launches=kernel_launches() - before)
 
     ours = run(PortableV1ModelRunner.propose_draft_token_ids)
     ours.replays, ours.host_reads = dict(graphs.replays), host_reads["PortableV1ModelRunner.propose_draft_token_ids"]
@@ -812,6 +783,18 @@ def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
     upstream = run(GPUModelRunner.propose_draft_token_ids)
     upstream.host_reads = host_reads["GPUModelRunner.propose_draft_token_ids"]
     return ours, upstream
+
+
+def kernel_launches():
+    """How often each of vLLM's kernels (``vllm_kernels``) was launched so far, through the names vLLM calls them."""
+    import collections
+
+    import vllm.v1.spec_decode.llm_base_proposer as base
+
+    step = base.eagle_step_update_slot_mapping_and_metadata.__globals__["eagle_step_slot_mapping_metadata_kernel"]
+    return collections.Counter({"next_token": len(base.eagle_prepare_next_token_padded_kernel.grids),
+                                "inputs_padded": len(base.eagle_prepare_inputs_padded_kernel.grids),
+                                "step": len(step.grids)})
 
 
 def assert_same_drafting(ours, upstream, num_reqs, num_tokens):
@@ -828,22 +811,21 @@ def assert_same_drafting(ours, upstream, num_reqs, num_tokens):
 
 
 @pytest.mark.parametrize("num_reqs,ragged", [(4, False), (2, False), (4, True)], ids=["4", "2", "ragged"])
-def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged,
-                                                                              monkeypatch):
+def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged):
     """Our runner's drafting against vLLM's own (``draft_both_ways``): same drafts, hand-off and state. Both paths
-    get vLLM's kernels through the names vLLM calls them by (as torch ports: ``TorchLaunch``). ``ragged``: requests
+    run vLLM's own kernels (``vllm_kernels``), through the names vLLM calls them by. ``ragged``: requests
     of [1+K, 1+K, K, 1] tokens on a draft attention whose graphs take mixed batches (ALWAYS), replayed on the
     uniform 4-request graph."""
-    import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.v1.attention.backend import AttentionCGSupport
 
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
     proposer, builder, _ = capturing
     if ragged:
         builder.support = AttentionCGSupport.ALWAYS
     ours, upstream = draft_both_ways(capturing, num_reqs, ragged)
     k, n = proposer.graph_k, num_reqs
     assert ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: k - 1}  # nothing else ran
+    # Each path launched vLLM's kernels (ours inside the first pass's graph): one prep pair, one step per chain step.
+    assert ours.launches == upstream.launches == {"next_token": 1, "inputs_padded": 1, "step": k - 1}
     assert_same_drafting(ours, upstream, n, 3 * (1 + k) if ragged else n * (1 + k))
     assert ours.drafts.shape == (n, k) and len({tuple(row) for row in ours.drafts.tolist()}) > 1  # rows differ
     assert ours.handed_off[0][1] == ([2, 4, 0, 1] if ragged else [2, 4, 0, 3][:n])  # valid counts
@@ -852,6 +834,65 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
     # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
     # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
     assert ours.host_reads == [] and "item" in upstream.host_reads
+
+
+def position_off_by_one(proposer, monkeypatch):
+    """The positions the fused first pass records before its forward are one ahead."""
+    body = proposer._draft_prep_body
+
+    def shifted(num_reqs):
+        body(num_reqs)
+        proposer.positions[: num_reqs * proposer.verify_len] += 1
+    monkeypatch.setattr(proposer, "_draft_prep_body", shifted)
+
+
+def wrong_sample_row(proposer, monkeypatch):
+    """The fused first pass samples each request's row before the one vLLM's kernel chose."""
+    body = proposer._fused_first_body
+
+    def earlier(num_reqs, out):
+        proposer.sample_indices[:num_reqs] -= 1
+        return body(num_reqs, out)
+    monkeypatch.setattr(proposer, "_fused_first_body", earlier)
+
+
+def wrong_slot_for_one_request(proposer, monkeypatch):
+    """Request 1's first-pass tokens write their KV one slot off."""
+    body = proposer._draft_prep_body
+
+    def misplaced(num_reqs):
+        body(num_reqs)
+        q = proposer.verify_len
+        proposer._slot_mapping_buffer[q: 2 * q] += 1
+    monkeypatch.setattr(proposer, "_draft_prep_body", misplaced)
+
+
+def stale_seq_lens(proposer, monkeypatch):
+    """The chain starts without taking each request's rejected drafts off its sequence length."""
+    chain = proposer._run_fused_chain
+    monkeypatch.setattr(proposer, "_run_fused_chain",
+                        lambda key, batch, positions, cad, num_rejected: chain(key, batch, positions, cad, None))
+
+
+def wrong_count_handed_off(proposer, monkeypatch):
+    """The runner's next step is handed one valid token too many per request (its num_computed_tokens drift)."""
+    import portable_spec.vllm_adapter.spec_decode.draft_prep as draft_prep
+
+    hand_off = draft_prep.hand_off_counts
+    monkeypatch.setattr(draft_prep, "hand_off_counts",
+                        lambda runner, next_tokens, counts: hand_off(runner, next_tokens, counts + 1))
+
+
+@pytest.mark.parametrize("mutation", [position_off_by_one, wrong_sample_row, wrong_slot_for_one_request,
+                                      stale_seq_lens, wrong_count_handed_off], ids=lambda m: m.__name__)
+def test_the_comparison_with_vllms_drafting_catches_each_bug_in_ours(capturing, mutation, monkeypatch):
+    """Each bug, put into our path only (vLLM's runs unchanged), makes ``assert_same_drafting`` fail."""
+    proposer = capturing[0]
+    mutation(proposer, monkeypatch)
+    ours, upstream = draft_both_ways(capturing, 4)
+    assert ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}  # the mutated path is the one tested
+    with pytest.raises(AssertionError):
+        assert_same_drafting(ours, upstream, 4, 4 * proposer.verify_len)
 
 
 class DraftVocabularyDraft(MixingDraft):
@@ -875,12 +916,9 @@ class DraftVocabularyDraft(MixingDraft):
         return Eagle3LlamaForCausalLM.compute_logits(self, hidden)
 
 
-def test_an_eagle3_draft_vocabulary_is_exact_in_the_fused_graphs(capturing, monkeypatch):
+def test_an_eagle3_draft_vocabulary_is_exact_in_the_fused_graphs(capturing):
     """The d2t map is inside ``compute_logits``, which the fused graphs record as vLLM's greedy sample calls it: the
     fused first pass and chain (no blocker for it) draft what vLLM's runner drafts, in the target's vocabulary."""
-    import vllm.v1.spec_decode.llm_base_proposer as base
-
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
     proposer, _, _ = capturing
     ours, upstream = draft_both_ways(capturing, 4, model=DraftVocabularyDraft(proposer.hidden_states.shape[1]))
     assert proposer.fused_chain_off == [] and ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}
@@ -904,10 +942,7 @@ def test_a_draft_sampled_otherwise_than_compute_logits_keeps_its_sample_out_of_o
     assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN)
 
 
-def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing, monkeypatch):
-    import vllm.v1.spec_decode.llm_base_proposer as base
-
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing):
     proposer, _, _ = capturing
     proposer.model = PositionalDraft(proposer.hidden_states.shape[1])
     runner = runner_for(proposer)
