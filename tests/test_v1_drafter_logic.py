@@ -214,6 +214,11 @@ def test_dflash_block_step_moves_fresh_metadata_into_persistent_buffers(vllm_pla
     too_big = cad(torch.arange(10, dtype=torch.int32) * 4, torch.ones(9, dtype=torch.int32), 9, 36, 4,
                   dflash._slot_mapping_buffer[:36])
     assert dflash._classify(too_big, draft_index=0) is None
+    # Upstream's block is uniform by construction; were it ever ragged, no backend's block graph would take it.
+    ragged = cad(torch.tensor([0, 4, 8, 11, 12], dtype=torch.int32), fresh_seq.repeat(2)[:4], 4, 12, 4,
+                 dflash._slot_mapping_buffer[:12])
+    dflash.ragged_first_pass = True
+    assert dflash._classify(ragged, draft_index=0) is None
 
 
 def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, caplog):
