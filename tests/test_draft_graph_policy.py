@@ -61,3 +61,12 @@ def test_no_speculation_is_upstream(vllm_platform, pair):
 
     cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8).create_engine_config()
     assert draft_graph_mode(cfg) == "upstream"
+
+
+def test_lora_keeps_every_drafter_graph_on_vllms_path(vllm_platform, pair, caplog):
+    """A LoRA config: the draft may run the target's LoRA-wrapped embedding, whose output follows each step's
+    adapters, and our graphs are not keyed on them (vLLM's are: ``BatchDescriptor.has_lora``). One log line."""
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        assert draft_graph_mode(config(pair, enable_lora=True)) == "upstream"
+    lines = [r.getMessage() for r in caplog.records if "drafter left to upstream vLLM" in r.getMessage()]
+    assert len(lines) == 1 and "LoRA" in lines[0]

@@ -2,7 +2,9 @@
 
 Which forward replays which graph decides correctness (a wrong pick is a stale-pointer bug), so the rules are
 tested here without a GPU: the graphs are recording stand-ins (no capture happens on CPU) and the target runner is
-reduced to the persistent buffers the drafter reads from it. The real replays run on the cuda lane.
+reduced to the persistent buffers the drafter reads from it. The real replays run on the cuda lane. Where our drafting
+is compared with vLLM's, both run vLLM's own Triton kernels, run by the interpreter (``interpreted_vllm``; the cpu
+lane sets ``TRITON_INTERPRET=1``), so no port of a kernel stands on both sides of a comparison.
 """
 
 from __future__ import annotations
@@ -130,14 +132,40 @@ def test_chain_step_without_the_arange_query_start_loc_is_not_a_chain_step(eagle
     assert eagle._classify(meta, draft_index=1) is None
 
 
-@pytest.mark.parametrize("num_tokens", [16, 12])  # 4 requests of 1+K=4 tokens; or 3 real + 1 padded request
-def test_verify_shaped_first_pass_replays_its_graph(eagle, num_tokens):
+def test_verify_shaped_first_pass_replays_its_graph(eagle):
     runner = eagle.target_runner
-    meta = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, num_tokens, 4, eagle._slot_mapping_buffer[:16])
+    meta = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, eagle._slot_mapping_buffer[:16])
     key = eagle._classify(meta, draft_index=0)
     assert (key.step, key.num_reqs, key.num_tokens) == (FIRST, 4, 16)
     eagle._pending = key
     assert eagle.pending_key(eagle._model_kwargs(16)) == key
+
+
+def ragged_first_pass(proposer):
+    """The first pass of 4 requests whose queries bring [4, 4, 3, 1] tokens (two verify-shaped requests, a prompt
+    tail, a decode without drafts), as vLLM's runner hands it to the drafter: unpadded metadata, so 4 real requests
+    and 12 real tokens (never "3 requests and a padded one": ``CommonAttentionMetadata.unpadded``)."""
+    runner = proposer.target_runner
+    runner.query_start_loc.gpu[:5] = torch.tensor([0, 4, 8, 11, 12], dtype=torch.int32)
+    return cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 12, 4, proposer._slot_mapping_buffer[:12])
+
+
+@pytest.mark.parametrize("support,replays", [("ALWAYS", True), ("UNIFORM_BATCH", False)])
+def test_a_ragged_first_pass_replays_only_where_the_backend_reads_query_start_loc(eagle, support, replays):
+    """A graph captured for 4 uniform requests serves the ragged batch only on a backend whose graphs take mixed
+    batches (ALWAYS: FLASH_ATTN on FA3 reads each request's range from query_start_loc); a UNIFORM_BATCH backend
+    (FlashMLA, FlashAttnMLA) reshapes queries by the captured length, so the batch takes vLLM's path there."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN", AttentionCGSupport[support])]
+    eagle.ragged_first_pass = eagle._ragged_first_pass_replays()
+    key = eagle._classify(ragged_first_pass(eagle), draft_index=0)
+    assert (key is not None) == replays
+    if replays:
+        assert (key.step, key.num_reqs, key.num_tokens) == (FIRST, 4, 16)
+    runner = eagle.target_runner
+    uniform = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, eagle._slot_mapping_buffer[:16])
+    assert eagle._classify(uniform, draft_index=0).num_reqs == 4  # uniform: every backend
 
 
 def test_first_pass_is_not_replayed_when_shapes_disagree(eagle):
@@ -186,6 +214,11 @@ def test_dflash_block_step_moves_fresh_metadata_into_persistent_buffers(vllm_pla
     too_big = cad(torch.arange(10, dtype=torch.int32) * 4, torch.ones(9, dtype=torch.int32), 9, 36, 4,
                   dflash._slot_mapping_buffer[:36])
     assert dflash._classify(too_big, draft_index=0) is None
+    # Upstream's block is uniform by construction; were it ever ragged, no backend's block graph would take it.
+    ragged = cad(torch.tensor([0, 4, 8, 11, 12], dtype=torch.int32), fresh_seq.repeat(2)[:4], 4, 12, 4,
+                 dflash._slot_mapping_buffer[:12])
+    dflash.ragged_first_pass = True
+    assert dflash._classify(ragged, draft_index=0) is None
 
 
 def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, caplog):
@@ -210,13 +243,13 @@ def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, 
 PLAN = types.SimpleNamespace(first_step=STEPS[FIRST], chain_step=STEPS[CHAIN])
 
 
-def attention_group(name: str):
+def attention_group(name: str, support=None):
     from vllm.v1.attention.backend import AttentionCGSupport
 
     class Builder:
         @classmethod
         def get_cudagraph_support(cls, vllm_config, kv_cache_spec):
-            return AttentionCGSupport.UNIFORM_BATCH
+            return support or AttentionCGSupport.UNIFORM_BATCH
 
     return types.SimpleNamespace(get_metadata_builder=lambda: Builder, kv_cache_spec=None,
                                  backend=types.SimpleNamespace(get_name=lambda: name))
@@ -404,15 +437,17 @@ class TensorDraft(torch.nn.Module):
 
 
 class RecordingBuilder:
-    """Stands for a FLASH_ATTN metadata builder: records the common metadata each build got."""
+    """Stands for a FLASH_ATTN metadata builder: records the common metadata each build got. Its graphs need
+    uniform batches unless a test says otherwise (``support``: FA2's level; FA3's is ALWAYS)."""
 
     def __init__(self) -> None:
-        self.built = []
-
-    def get_cudagraph_support(self, vllm_config, kv_cache_spec):
         from vllm.v1.attention.backend import AttentionCGSupport
 
-        return AttentionCGSupport.UNIFORM_BATCH
+        self.built = []
+        self.support = AttentionCGSupport.UNIFORM_BATCH
+
+    def get_cudagraph_support(self, vllm_config, kv_cache_spec):
+        return self.support
 
     def build_for_drafting(self, common_attn_metadata, draft_index):
         self.built.append((draft_index, common_attn_metadata))
@@ -422,7 +457,8 @@ class RecordingBuilder:
 class HostReads(torch.overrides.TorchFunctionMode):
     """Records every read of a tensor's values into Python (``item``, ``tolist``, ``int()``, ``bool()``, ``cpu``,
     ``numpy``...) made by host code: on a GPU each is a device-to-host sync. Work that stands for device work here
-    (a kernel's torch port, a draft model's forward) runs inside ``device_work()`` and is not counted."""
+    (a kernel launch, which the Triton interpreter runs on the host; a draft model's forward) runs inside
+    ``device_work()`` and is not counted."""
 
     READS = frozenset({"item", "tolist", "__int__", "__float__", "__bool__", "__index__", "cpu", "numpy"})
     depth = 0  # > 0 while device work runs
@@ -446,65 +482,49 @@ class device_work:
         HostReads.depth -= 1
 
 
-class TorchLaunch:
-    """``kernel[grid](*args, **kwargs)`` as vLLM launches a Triton kernel, running a torch port (vLLM turns Triton
-    off on a host without a GPU driver); programs past the grid's first axis never run, as on a device."""
+class DeviceLaunch:
+    """``kernel[grid](*args, **kwargs)`` as vLLM launches it, with the launch marked as device work: the Triton
+    interpreter reads and writes the tensors on the host, where a device would not."""
 
-    def __init__(self, program) -> None:
-        self.program, self.grids = program, []
+    def __init__(self, kernel) -> None:
+        self.kernel, self.grids = kernel, []
 
     def __getitem__(self, grid):
         self.grids.append(tuple(grid))
+        launch = self.kernel[grid]
 
-        def launch(*args, **kwargs):
+        def on_device(*args, **kwargs):
             with device_work():
-                for i in range(grid[0]):
-                    self.program(i, *args, **kwargs)
-        return launch
+                return launch(*args, **kwargs)
+        return on_device
 
 
-def next_token_program(req, sampled, discard, backup, next_ids, valid, vocab_size, num_tokens, num_reqs, stride,
-                       BLOCK_SIZE_TOKENS):
-    """vLLM 0.26.0's ``eagle_prepare_next_token_padded_kernel``, one program, line for line."""
-    if req >= num_reqs:
-        return
-    if bool(discard[req]):
-        next_ids[req], valid[req] = backup[req], 0
-        return
-    row = sampled.reshape(-1)[req * stride: req * stride + num_tokens]
-    ok = (row != -1) & (row < vocab_size)
-    count = int(ok.sum())
-    next_ids[req] = row[int(ok.nonzero().max())] if count else backup[req]
-    valid[req] = count
+@pytest.fixture(scope="module")
+def vllm_kernels():
+    """vLLM's own draft-prep and step kernels (its Triton source, run by the interpreter: no port of ours on either
+    side of a comparison), each launch marked as device work. The step kernel is launched by vLLM's own wrapper,
+    ``eagle_step_update_slot_mapping_and_metadata``, which finds it in its module."""
+    from interpreted_vllm import spec_decode_utils
 
-
-def past_end(t, i):
-    """``t[i]``, or 0 past its end: vLLM launches this kernel over the target's padded rows too, where its fresh
-    per-request tensors end; on a device that read is whatever lies there (those rows' results are never used)."""
-    return int(t[i]) if i < t.shape[0] else 0
-
-
-def inputs_padded_program(req, cu_num_draft, valid, query_start_loc, token_indices, num_rejected, num_reqs):
-    """vLLM 0.26.0's ``eagle_prepare_inputs_padded_kernel``, one program, line for line."""
-    if req >= num_reqs:
-        return
-    drafts = past_end(cu_num_draft, req) - (past_end(cu_num_draft, req - 1) if req else 0)
-    rejected = drafts + 1 - past_end(valid, req) if drafts > 0 else 0
-    token_indices[req] = int(query_start_loc[req + 1]) - 1 - rejected
-    num_rejected[req] = rejected
+    utils = spec_decode_utils()
+    utils.eagle_step_slot_mapping_metadata_kernel = DeviceLaunch(utils.eagle_step_slot_mapping_metadata_kernel)
+    return {"eagle_prepare_next_token_padded_kernel": DeviceLaunch(utils.eagle_prepare_next_token_padded_kernel),
+            "eagle_prepare_inputs_padded_kernel": DeviceLaunch(utils.eagle_prepare_inputs_padded_kernel),
+            "eagle_step_update_slot_mapping_and_metadata": utils.eagle_step_update_slot_mapping_and_metadata}
 
 
 @pytest.fixture
-def capturing(vllm_platform, tmp_path_factory, monkeypatch):
+def capturing(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels):
     """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port; vLLM's
-    draft-prep kernels run as torch ports, through the names vLLM's proposer calls them by."""
+    draft-prep and step kernels (``vllm_kernels``) bound to the names vLLM's proposer calls them by, where our
+    draft prep finds them too."""
     import vllm.v1.spec_decode.llm_base_proposer as base
 
     import portable_spec.platforms.current as mixin
     from recording_device import RecordingDevice, RecordingPort
 
-    monkeypatch.setattr(base, "eagle_prepare_next_token_padded_kernel", TorchLaunch(next_token_program))
-    monkeypatch.setattr(base, "eagle_prepare_inputs_padded_kernel", TorchLaunch(inputs_padded_program))
+    for name, kernel in vllm_kernels.items():
+        monkeypatch.setattr(base, name, kernel)
 
     proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
     proposer.graphs, proposer.graph_runner = None, None
@@ -569,6 +589,45 @@ def test_capture_graphs_drops_on_every_rank_a_key_one_rank_failed(capturing, mon
     assert proposer.captured_key(CHAIN_FUSED, 2) is not None
 
 
+class SharedTopkIndices:
+    """Stands for an MTP draft's inner model under ``index_share_for_mtp_iteration`` (vLLM's
+    ``DeepSeekMultiTokenPredictor``): ``set_skip_topk`` sets the flag its layers' attention branches on."""
+
+    def __init__(self) -> None:
+        self.skip_topk = False
+
+    def set_skip_topk(self, skip: bool) -> None:
+        self.skip_topk = skip
+
+
+class SharedIndicesDraft(TensorDraft):
+    """An MTP draft sharing its sparse-attention top-k indices across draft steps: each forward records the step
+    it ran for (the draft index of the metadata built for it) and the ``skip_topk`` it branched on."""
+
+    def __init__(self, hidden: int, builder: RecordingBuilder) -> None:
+        super().__init__(hidden)
+        self.model, self.builder, self.seen = SharedTopkIndices(), builder, []
+
+    def forward(self, input_ids, positions, inputs_embeds=None, hidden_states=None):
+        self.seen.append((self.builder.built[-1][0], self.model.skip_topk))
+        return super().forward(input_ids, positions, inputs_embeds, hidden_states)
+
+
+def test_mtp_graphs_record_the_indexer_branch_vllms_eager_step_takes(capturing):
+    """vLLM's eager propose runs an MTP first pass with ``skip_topk`` False (the indexer computes the shared top-k
+    indices) and its chain steps with True (they reuse them); a graph keeps the branch of its capture, so every
+    capture runs its step as vLLM would, and the flag is left as vLLM builds MTP layers (False)."""
+    proposer, builder, _ = capturing
+    proposer._share_mtp_indices = True
+    proposer.model = SharedIndicesDraft(proposer.hidden_states.shape[1], builder)
+    stats = proposer.capture_graphs()
+    assert set(stats["num_tokens"]) == {FIRST, CHAIN}  # shared indices: the per-forward graphs, upstream's loop
+    seen = proposer.model.seen
+    assert {skip for index, skip in seen if index == 0} == {False}  # first pass: the indexer runs
+    assert {skip for index, skip in seen if index == 1} == {True}  # chain steps: step 0's indices reused
+    assert proposer.model.model.skip_topk is False
+
+
 # ---- the fused first pass against vLLM's own propose, on the CPU ------------------------------------------------
 class PositionalDraft(TensorDraft):
     """A draft whose outputs depend on every input the graphs read (token ids, positions, hidden states), so a wrong
@@ -595,24 +654,6 @@ class MixingDraft(PositionalDraft):
             self.slots.append(next(iter(slots.values()))[: input_ids.shape[0]].tolist() if slots else [])
             h = hidden_states.float() + 3 * torch.cumsum(input_ids, 0)[:, None].float() + positions[:, None].float()
             return h.to(hidden_states.dtype), (h / 2).to(hidden_states.dtype)
-
-
-def step_kernel_in_torch(positions_1d, block_table_tensor, seq_lens, block_size, max_model_len,
-                         out_clamped_positions, out_slot_mapping, input_batch_size=None):
-    """vLLM 0.26.0's ``eagle_step_slot_mapping_metadata_kernel``, line for line in torch (vLLM turns Triton off on a
-    host without a GPU driver, so its kernel cannot launch in this process)."""
-    batch = positions_1d.shape[0]
-    new = positions_1d + 1
-    exceeds = new >= max_model_len
-    clamped = torch.where(exceeds, 0, new)
-    block = torch.clamp(clamped // block_size, max=block_table_tensor.shape[1] - 1)
-    block_id = block_table_tensor[torch.arange(batch), block].long()
-    slot = torch.where(exceeds, PADDING_SLOT, block_id * block_size + clamped % block_size)
-    seq = torch.clamp(torch.where(exceeds, 1, seq_lens[:batch] + 1), max=max_model_len)
-    out_clamped_positions[:batch] = clamped
-    out_slot_mapping[:batch] = slot
-    seq_lens[:batch] = seq
-    out_slot_mapping[batch:input_batch_size or batch] = PADDING_SLOT
 
 
 def runner_for(proposer):
@@ -650,27 +691,29 @@ def hand_off_of(runner):
     return ids, counts
 
 
-def verify_step(runner, proposer, n):
-    """One verify-shaped step as vLLM's V1 runner reaches drafting (unpadded metadata): ``n`` requests of 1+K
-    tokens; row 1 accepts everything, rows 0 and 3 reject some drafts, row 2 is a prompt chunk of 1+K tokens (no
-    drafts) whose sampled token is discarded (its backup token is used)."""
+def verify_step(runner, proposer, n, ragged=False):
+    """One step as vLLM's V1 runner reaches drafting (unpadded metadata): ``n`` requests of 1+K tokens; row 1
+    accepts everything, rows 0 and 3 reject some drafts, row 2 is a prompt chunk of 1+K tokens (no drafts) whose
+    sampled token is discarded (its backup token is used). ``ragged``: the 4 requests bring [1+K, 1+K, K, 1]
+    tokens (row 2 a shorter prompt chunk, row 3 a decode without drafts)."""
     from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
 
     k, q, real = proposer.graph_k, 1 + proposer.graph_k, n
     gen = torch.Generator().manual_seed(1)
     seq_lens = [20, 37, 40, 52][:n]
-    qsl = torch.arange(n + 1, dtype=torch.int32) * q
+    query_lens = [q, q, k, 1] if ragged else [q] * n
+    qsl = torch.tensor(np.cumsum([0] + query_lens), dtype=torch.int32)
     runner.query_start_loc.gpu[: n + 1] = qsl
     runner.seq_lens[:n] = torch.tensor(seq_lens, dtype=torch.int32)
     table = runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)
     table[:] = torch.arange(table.numel(), dtype=torch.int32).view_as(table) + 7
-    tokens = real * q
+    tokens = sum(query_lens)
     runner.input_ids.gpu[:MAX_TOKENS] = torch.randint(0, VOCAB, (MAX_TOKENS,), generator=gen, dtype=torch.int32)
-    runner.positions[:tokens] = torch.cat([torch.arange(s - q, s) for s in seq_lens[:real]])
+    runner.positions[:tokens] = torch.cat([torch.arange(s - length, s) for s, length in zip(seq_lens, query_lens)])
     runner.discard_request_mask.gpu[:] = False
     runner.discard_request_mask.gpu[2] = n > 2
-    drafts = [k, k, 0, k][:real]
-    accepted = [1, k, 0, 2][:real]
+    drafts = [k, k, 0, 0 if ragged else k][:real]
+    accepted = [1, k, 0, 0 if ragged else 2][:real]
     sampled = torch.full((real, q), -1, dtype=torch.int32)
     for row, count in enumerate(accepted):
         sampled[row, : count + 1] = torch.randint(0, VOCAB, (count + 1,), generator=gen, dtype=torch.int32)
@@ -690,7 +733,7 @@ def verify_step(runner, proposer, n):
 
     cad = CommonAttentionMetadata(
         query_start_loc=runner.query_start_loc.gpu[: n + 1], query_start_loc_cpu=qsl, seq_lens=runner.seq_lens[:n],
-        num_reqs=n, num_actual_tokens=tokens, max_query_len=q, max_seq_len=max(seq_lens),
+        num_reqs=n, num_actual_tokens=tokens, max_query_len=max(query_lens), max_seq_len=max(seq_lens),
         block_table_tensor=table[:n], slot_mapping=torch.arange(MAX_TOKENS, dtype=torch.int64) + 500)
     hidden = torch.randint(0, 4, (MAX_TOKENS, proposer.hidden_states.shape[1]),
                            generator=gen).to(proposer.hidden_states.dtype)
@@ -698,22 +741,18 @@ def verify_step(runner, proposer, n):
     return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, None, meta, cad, None)
 
 
-@pytest.mark.parametrize("num_reqs", [4, 2])
-def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, monkeypatch):
-    """Our runner's drafting (the draft prep, the first pass and its sample in one replay, then fused chain replays)
-    against vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same runner, proposer and inputs:
-    same drafts, same next tokens and valid counts handed to the host, and the same persistent state left behind
-    (positions, slot mapping, the runner's seq_lens). A recording 'graph' replays by rerunning what was recorded
-    over the same persistent buffers, which is what a device graph replays. Both paths get vLLM's kernels through
-    the names vLLM calls them by (as torch ports: ``TorchLaunch``)."""
-    import vllm.v1.spec_decode.llm_base_proposer as base
+def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
+    """One step's drafting through our runner (the draft prep, the first pass and its sample in one replay, then
+    fused chain replays) and then through vLLM's own ``GPUModelRunner.propose_draft_token_ids``, eager, on the same
+    runner, proposer and inputs. A recording 'graph' replays by rerunning what was recorded over the same persistent
+    buffers, which is what a device graph replays. Returns, per path, what it drafted, handed off and left behind,
+    and the replays and host reads of ours."""
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
     proposer, _, _ = capturing
-    proposer.model = MixingDraft(proposer.hidden_states.shape[1])
+    proposer.model = model or MixingDraft(proposer.hidden_states.shape[1])
     proposer.block_size = 16
     runner = runner_for(proposer)
     proposer.capture_graphs()
@@ -722,7 +761,6 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
         step.graph.body = proposer.step_call(key).run
     buffers = ("input_ids", "positions", "hidden_states", "_slot_mapping_buffer")
     fresh = {name: getattr(proposer, name).clone() for name in buffers}
-
     host_reads = {}
 
     def run(propose_draft_token_ids):
@@ -730,7 +768,8 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
             getattr(proposer, name).copy_(fresh[name])
         runner.handed_off.clear()
         runner.input_batch.prev_sampled_token_ids, runner.valid_sampled_token_count_event.records = None, 0
-        args = verify_step(runner, proposer, num_reqs)
+        args = verify_step(runner, proposer, num_reqs, ragged)
+        before = kernel_launches()
         with torch.inference_mode(), HostReads() as watch:  # as vLLM's worker runs every step
             drafts = propose_draft_token_ids(runner, *args)
         host_reads[propose_draft_token_ids.__qualname__] = watch.reads
@@ -738,34 +777,177 @@ def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(ca
             runner.handed_off.append(hand_off_of(runner))
         state = {name: getattr(proposer, name)[:4].clone() for name in ("positions", "_slot_mapping_buffer")}
         first_pass_slots, proposer.model.slots = proposer.model.slots[-proposer.graph_k], []
-        return drafts, list(runner.handed_off), state, runner.seq_lens[:4].clone(), first_pass_slots
+        return types.SimpleNamespace(drafts=drafts, handed_off=list(runner.handed_off), state=state,
+                                     seq_lens=runner.seq_lens[:4].clone(), first_pass_slots=first_pass_slots,
+                                     launches=kernel_launches() - before)
 
     ours = run(PortableV1ModelRunner.propose_draft_token_ids)
-    assert graphs.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}  # nothing else ran
+    ours.replays, ours.host_reads = dict(graphs.replays), host_reads["PortableV1ModelRunner.propose_draft_token_ids"]
     proposer.graphs.uninstall()
     proposer.graph_runner = None  # vLLM's runner path and propose, unhooked: every kernel, forward and sample eager
     upstream = run(GPUModelRunner.propose_draft_token_ids)
-    n = num_reqs
-    assert ours[0].tolist() == upstream[0].tolist() and ours[0].shape == (n, proposer.graph_k)
-    assert len({tuple(row) for row in ours[0].tolist()}) > 1  # the rows differ: a wrong sample row would show
-    assert ours[1] == upstream[1] and len(ours[1]) == 1 and ours[1][0][1] == [2, 4, 0, 3][:n]
-    if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
-        assert ours[1][0][0][2] == ((40 - proposer.graph_k - 1) * 7 + 2) % VOCAB
-    for name in ("positions", "_slot_mapping_buffer"):
-        assert ours[2][name][:n].tolist() == upstream[2][name][:n].tolist(), name
-    assert ours[3][:n].tolist() == upstream[3][:n].tolist()
-    q = 1 + proposer.graph_k  # the first pass wrote each token's KV at the target's slots
-    assert ours[4][: n * q] == upstream[4][: n * q] == list(range(500, 500 + n * q))
-    # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
-    # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
-    assert host_reads["PortableV1ModelRunner.propose_draft_token_ids"] == []
-    assert "item" in host_reads["GPUModelRunner.propose_draft_token_ids"]
+    upstream.host_reads = host_reads["GPUModelRunner.propose_draft_token_ids"]
+    return ours, upstream
 
 
-def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing, monkeypatch):
+def kernel_launches():
+    """How often each of vLLM's kernels (``vllm_kernels``) was launched so far, through the names vLLM calls them."""
+    import collections
+
     import vllm.v1.spec_decode.llm_base_proposer as base
 
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
+    step = base.eagle_step_update_slot_mapping_and_metadata.__globals__["eagle_step_slot_mapping_metadata_kernel"]
+    return collections.Counter({"next_token": len(base.eagle_prepare_next_token_padded_kernel.grids),
+                                "inputs_padded": len(base.eagle_prepare_inputs_padded_kernel.grids),
+                                "step": len(step.grids)})
+
+
+def assert_same_drafting(ours, upstream, num_reqs, num_tokens):
+    """Same drafts, same next tokens and valid counts handed to the host, the same persistent state left behind
+    (positions, slot mapping, the runner's seq_lens), the first pass's KV written at the target's slots."""
+    n = num_reqs
+    assert ours.drafts.tolist() == upstream.drafts.tolist()
+    assert ours.handed_off == upstream.handed_off and len(ours.handed_off) == 1
+    for name in ("positions", "_slot_mapping_buffer"):
+        assert ours.state[name][:n].tolist() == upstream.state[name][:n].tolist(), name
+    assert ours.seq_lens[:n].tolist() == upstream.seq_lens[:n].tolist()
+    expected_slots = list(range(500, 500 + num_tokens))
+    assert ours.first_pass_slots[:num_tokens] == upstream.first_pass_slots[:num_tokens] == expected_slots
+
+
+@pytest.mark.parametrize("num_reqs,ragged", [(4, False), (2, False), (4, True)], ids=["4", "2", "ragged"])
+def test_fused_first_pass_with_the_draft_prep_drafts_what_vllms_runner_drafts(capturing, num_reqs, ragged):
+    """Our runner's drafting against vLLM's own (``draft_both_ways``): same drafts, hand-off and state. Both paths
+    run vLLM's own kernels (``vllm_kernels``), through the names vLLM calls them by. ``ragged``: requests
+    of [1+K, 1+K, K, 1] tokens on a draft attention whose graphs take mixed batches (ALWAYS), replayed on the
+    uniform 4-request graph."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    proposer, builder, _ = capturing
+    if ragged:
+        builder.support = AttentionCGSupport.ALWAYS
+    ours, upstream = draft_both_ways(capturing, num_reqs, ragged)
+    k, n = proposer.graph_k, num_reqs
+    assert ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: k - 1}  # nothing else ran
+    # Each path launched vLLM's kernels (ours inside the first pass's graph): one prep pair, one step per chain step.
+    assert ours.launches == upstream.launches == {"next_token": 1, "inputs_padded": 1, "step": k - 1}
+    assert_same_drafting(ours, upstream, n, 3 * (1 + k) if ragged else n * (1 + k))
+    assert ours.drafts.shape == (n, k) and len({tuple(row) for row in ours.drafts.tolist()}) > 1  # rows differ
+    assert ours.handed_off[0][1] == ([2, 4, 0, 1] if ragged else [2, 4, 0, 3][:n])  # valid counts
+    if n > 2:  # the discarded row's next token is its backup token, vLLM's get_token_id(num_tokens_no_spec - 1)
+        assert ours.handed_off[0][0][2] == ((40 - k - 1) * 7 + 2) % VOCAB
+    # No device-to-host read in our host path (async scheduling stays async); vLLM's reads its CPU metadata only,
+    # and the watch sees those (``.item()`` in prepare_inputs_padded), so it is watching.
+    assert ours.host_reads == [] and "item" in upstream.host_reads
+
+
+def position_off_by_one(proposer, monkeypatch):
+    """The positions the fused first pass records before its forward are one ahead."""
+    body = proposer._draft_prep_body
+
+    def shifted(num_reqs):
+        body(num_reqs)
+        proposer.positions[: num_reqs * proposer.verify_len] += 1
+    monkeypatch.setattr(proposer, "_draft_prep_body", shifted)
+
+
+def wrong_sample_row(proposer, monkeypatch):
+    """The fused first pass samples each request's row before the one vLLM's kernel chose."""
+    body = proposer._fused_first_body
+
+    def earlier(num_reqs, out):
+        proposer.sample_indices[:num_reqs] -= 1
+        return body(num_reqs, out)
+    monkeypatch.setattr(proposer, "_fused_first_body", earlier)
+
+
+def wrong_slot_for_one_request(proposer, monkeypatch):
+    """Request 1's first-pass tokens write their KV one slot off."""
+    body = proposer._draft_prep_body
+
+    def misplaced(num_reqs):
+        body(num_reqs)
+        q = proposer.verify_len
+        proposer._slot_mapping_buffer[q: 2 * q] += 1
+    monkeypatch.setattr(proposer, "_draft_prep_body", misplaced)
+
+
+def stale_seq_lens(proposer, monkeypatch):
+    """The chain starts without taking each request's rejected drafts off its sequence length."""
+    chain = proposer._run_fused_chain
+    monkeypatch.setattr(proposer, "_run_fused_chain",
+                        lambda key, batch, positions, cad, num_rejected: chain(key, batch, positions, cad, None))
+
+
+def wrong_count_handed_off(proposer, monkeypatch):
+    """The runner's next step is handed one valid token too many per request (its num_computed_tokens drift)."""
+    import portable_spec.vllm_adapter.spec_decode.draft_prep as draft_prep
+
+    hand_off = draft_prep.hand_off_counts
+    monkeypatch.setattr(draft_prep, "hand_off_counts",
+                        lambda runner, next_tokens, counts: hand_off(runner, next_tokens, counts + 1))
+
+
+@pytest.mark.parametrize("mutation", [position_off_by_one, wrong_sample_row, wrong_slot_for_one_request,
+                                      stale_seq_lens, wrong_count_handed_off], ids=lambda m: m.__name__)
+def test_the_comparison_with_vllms_drafting_catches_each_bug_in_ours(capturing, mutation, monkeypatch):
+    """Each bug, put into our path only (vLLM's runs unchanged), makes ``assert_same_drafting`` fail."""
+    proposer = capturing[0]
+    mutation(proposer, monkeypatch)
+    ours, upstream = draft_both_ways(capturing, 4)
+    assert ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}  # the mutated path is the one tested
+    with pytest.raises(AssertionError):
+        assert_same_drafting(ours, upstream, 4, 4 * proposer.verify_len)
+
+
+class DraftVocabularyDraft(MixingDraft):
+    """An EAGLE-3 draft with a draft vocabulary, as vLLM models it: ``Eagle3LlamaForCausalLM.compute_logits`` itself
+    (vLLM's code) scatters the logits over the draft's 16 ids into the target's vocabulary through its ``d2t`` map
+    (``draft_id_to_target_id``: draft id j is target id 2j+1, so a lost map shows as an even id)."""
+
+    DRAFT_VOCAB = 16
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__(hidden)
+        self.config = types.SimpleNamespace(draft_vocab_size=self.DRAFT_VOCAB, vocab_size=VOCAB)
+        self.draft_id_to_target_id = torch.arange(self.DRAFT_VOCAB) + 1
+        self.lm_head = None
+        self.logits_processor = lambda lm_head, hidden_states: torch.nn.functional.one_hot(
+            hidden_states[:, 0].long() % self.DRAFT_VOCAB, self.DRAFT_VOCAB).float()
+
+    def compute_logits(self, hidden):
+        from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+
+        return Eagle3LlamaForCausalLM.compute_logits(self, hidden)
+
+
+def test_an_eagle3_draft_vocabulary_is_exact_in_the_fused_graphs(capturing):
+    """The d2t map is inside ``compute_logits``, which the fused graphs record as vLLM's greedy sample calls it: the
+    fused first pass and chain (no blocker for it) draft what vLLM's runner drafts, in the target's vocabulary."""
+    proposer, _, _ = capturing
+    ours, upstream = draft_both_ways(capturing, 4, model=DraftVocabularyDraft(proposer.hidden_states.shape[1]))
+    assert proposer.fused_chain_off == [] and ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}
+    assert_same_drafting(ours, upstream, 4, 4 * (1 + proposer.graph_k))
+    assert {t % 2 for t in ours.drafts.flatten().tolist()} == {1}  # every draft went through the map
+
+
+@pytest.mark.parametrize("flag", ["use_local_argmax_reduction", "use_heterogeneous_vocab"])
+def test_a_draft_sampled_otherwise_than_compute_logits_keeps_its_sample_out_of_our_graphs(eagle, flag, caplog):
+    """vLLM samples with ``model.get_top_tokens`` (local argmax reduction) or maps ids into and out of a draft
+    vocabulary (heterogeneous vocabularies): the fused graphs, which record ``compute_logits`` + argmax and feed the
+    sampled id back, decline (one log line); the per-forward graphs, exact under any mapping, serve."""
+    eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
+    setattr(eagle, flag, True)
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == [f"draft vocabulary mapping ({flag})"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"portable_spec: chain steps replay the forward only (draft vocabulary mapping ({flag}))"]
+    eagle.draft_prep_off = eagle.prep_blockers(eagle.target_runner)
+    assert eagle._graph_kinds(PLAN) == (FIRST, CHAIN)
+
+
+def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(capturing):
     proposer, _, _ = capturing
     proposer.model = PositionalDraft(proposer.hidden_states.shape[1])
     runner = runner_for(proposer)
@@ -791,6 +973,8 @@ def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(
     wide = copy.copy(args[7])
     wide.num_reqs = 3  # not an exactly captured size of verify-shaped rows on the runner's buffers
     assert declined(common_attn_metadata=wide, sampled_token_ids=args[1][:3])
+    ragged = verify_step(runner, proposer, 4, ragged=True)  # on a UNIFORM_BATCH draft attention: vLLM's path
+    assert declined(sampled_token_ids=ragged[1], spec_decode_metadata=ragged[6], common_attn_metadata=ragged[7])
     assert (proposer.backup_next_token_ids.np == before[0]).all() and torch.equal(proposer.prep_sampled, before[1])
     assert proposer.graph_runner.replays == {}
     proposer.draft_prep_off = ["multimodal draft inputs"]
@@ -814,8 +998,9 @@ def test_fused_first_pass_only_for_exact_verify_shaped_batches_on_the_runners_bu
     for n in (1, 2, 4):
         capture(fused, FIRST_FUSED, n)
     runner = fused.target_runner
-    four = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 12, 4, fused._slot_mapping_buffer[:16])
+    four = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4], 4, 16, 4, fused._slot_mapping_buffer[:16])
     assert fused.first_pass_key(FIRST_FUSED, four).num_reqs == 4
+    assert fused.first_pass_key(FIRST_FUSED, ragged_first_pass(fused)) is None  # UNIFORM_BATCH draft attention
     three = cad(runner.query_start_loc.gpu[:4], runner.seq_lens[:3], 3, 12, 4, fused._slot_mapping_buffer[:12])
     assert fused.first_pass_key(FIRST_FUSED, three) is None  # 3 would replay the 4-request graph: never padded
     moved = cad(runner.query_start_loc.gpu[:5], runner.seq_lens[:4].clone(), 4, 16, 4, fused._slot_mapping_buffer)

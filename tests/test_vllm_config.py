@@ -156,3 +156,46 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     assert frames[vllm_init] == "init_device" and len(frames) > vllm_init + 1, frames
     assert lines["AFTER"] == "musa"
     assert lines["KERNEL"] == "portable_spec.kernels.eagle_prepare_next_token"  # MUSA-Triton-safe substitute bound
+
+
+EAGLE_K3 = {"method": "eagle", "num_speculative_tokens": 3}
+"""1+K = 4: above a max capture size of 2, which vLLM's config accepts."""
+
+
+def test_with_our_drafter_off_the_plan_does_not_need_the_drafters_sizes(vllm_platform, models, monkeypatch):
+    """``PORTABLE_SPEC_DRAFT_GRAPH=none``: vLLM's drafter runs and needs no FULL draft size, so 1+K above the max
+    capture size is no reason to stop the engine; the target keeps vLLM's sizes."""
+    from portable_spec.envs import DRAFT_GRAPH_ENV
+
+    monkeypatch.setenv(DRAFT_GRAPH_ENV, "none")
+    cfg = engine_config(models["llama"], max_num_seqs=4, compilation_config={"max_cudagraph_capture_size": 2},
+                        speculative_config={**EAGLE_K3, "model": models["eagle"]})
+    assert cfg.compilation_config.cudagraph_capture_sizes == [1, 2]
+    state = cfg.additional_config["portable_spec"]
+    assert state["plan"]["first_step"]["mode"] == "NONE" and "plan_error" not in state
+
+
+@pytest.mark.parametrize("compilation", [{"max_cudagraph_capture_size": 2}, {"cudagraph_capture_sizes": [1, 2]}],
+                         ids=["max_size", "user_sizes"])
+def test_a_plan_that_cannot_be_made_keeps_vllms_sizes_warns_once_and_leaves_the_drafter_upstream(
+        vllm_platform, models, monkeypatch, caplog, compilation):
+    """Our drafter on (the default), but no FULL draft graph fits: the engine still boots with vLLM's sizes, one
+    warning names the reason and the vLLM settings that fix it (also across the hook's re-runs on replaced
+    configs), and the drafter stays on vLLM's path."""
+    from portable_spec.envs import DRAFT_GRAPH_ENV
+    from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
+
+    monkeypatch.delenv(DRAFT_GRAPH_ENV, raising=False)
+    with caplog.at_level("WARNING", logger="portable_spec"):
+        cfg = engine_config(models["llama"], max_num_seqs=4, compilation_config=compilation,
+                            speculative_config={**EAGLE_K3, "model": models["eagle"]})
+        type(vllm_platform).check_and_update_config(dataclasses.replace(cfg))
+    assert cfg.compilation_config.cudagraph_capture_sizes == [1, 2]
+    assert_valid_size_list(cfg.compilation_config)
+    warnings = [r.getMessage() for r in caplog.records if "no capture plan" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "1+num_speculative_tokens = 4 is above the max capture size 2" in warnings[0]
+    assert "compilation_config.max_cudagraph_capture_size" in warnings[0] and " --" not in warnings[0]
+    state = cfg.additional_config["portable_spec"]
+    assert "plan" not in state and state["plan_error"] in warnings[0]
+    assert draft_graph_mode(cfg) == "upstream"

@@ -200,6 +200,111 @@ def test_first_pass_runs_on_the_runners_persistent_query_start_loc():
     assert "seq_lens=common_attn_metadata.seq_lens" in padded
 
 
+def vllm_source(relative: str) -> str:
+    """The text of an installed vLLM file, for modules that do not import on a CPU host."""
+    import importlib.util
+    from pathlib import Path
+
+    return (Path(importlib.util.find_spec("vllm").origin).parent / relative).read_text()
+
+
+def test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact():
+    """What ``FullGraphEagleProposer._verify_shaped`` relies on: the drafter's first-pass metadata counts the real
+    requests and tokens and the longest query as host integers; vLLM calls a batch uniform by exactly the test
+    ``uniform_queries`` makes; ALWAYS graphs take mixed batches, UNIFORM_BATCH ones (FlashMLA, FlashAttnMLA) only
+    uniform ones (FlashMLA reshapes the decode queries by the request count)."""
+    from vllm.v1.attention.backend import AttentionCGSupport
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    padded = inspect.getsource(SpecDecodeBaseProposer.prepare_inputs_padded)
+    for line in ("total_num_tokens = query_start_loc_cpu[-1].item()", "num_reqs=common_attn_metadata.num_reqs,",
+                 "num_actual_tokens=total_num_tokens,", "max_query_len=new_query_len_per_req.max().item(),"):
+        assert line in padded, line
+    uniform = inspect.getsource(GPUModelRunner._is_uniform_decode)
+    assert "(max_num_scheduled_tokens == uniform_decode_query_len)" in uniform
+    assert "(num_tokens == max_num_scheduled_tokens * num_reqs)" in uniform
+    support = inspect.getsource(AttentionCGSupport)
+    assert "Cudagraph always supported; supports mixed-prefill-decode" in support
+    assert "Cudagraph supported for batches the only contain query lengths that are\n    the same" in support
+    flashmla = vllm_source("v1/attention/backends/mla/flashmla.py")
+    assert "_cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH" in flashmla
+    assert "q = reshape_query_for_spec_decode(q, num_decodes)" in flashmla
+    assert "_cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_BATCH" in vllm_source(
+        "v1/attention/backends/mla/flashattn_mla.py")
+
+
+def test_the_greedy_draft_sample_our_fused_graphs_record():
+    """``fused_chain.vocab_flags``: vLLM's greedy draft sample is ``compute_logits`` + argmax, fed back as the next
+    input id, unless local argmax reduction or heterogeneous vocabularies are on; an EAGLE-3 draft vocabulary's
+    ``d2t`` map is applied inside ``compute_logits``, so the fused graphs record it."""
+    from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    sample = inspect.getsource(SpecDecodeBaseProposer._greedy_sample)
+    assert sample.index("if self.use_local_argmax_reduction:\n            return self.model.get_top_tokens(") < (
+        sample.index("if self.use_heterogeneous_vocab:")) < sample.index(
+        "return self.model.compute_logits(hidden_states).argmax(dim=-1)")
+    draft = inspect.getsource(SpecDecodeBaseProposer._sample_draft_tokens)
+    assert "if not self._enable_probabilistic_draft_probs or sampling_metadata.all_greedy:\n" \
+        "            return self._greedy_sample(hidden_states), None" in draft
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    assert "input_ids = draft_token_ids_list[-1].int()" in propose
+    assert "if self.use_heterogeneous_vocab:" in propose and "map_target_to_draft_ids(input_ids)" in propose
+    logits = inspect.getsource(Eagle3LlamaForCausalLM.compute_logits)
+    assert "targets = base + self.draft_id_to_target_id" in logits and "logits_new[:, targets] = logits" in logits
+    assert 'name = name.replace("d2t", "draft_id_to_target_id")' in inspect.getsource(
+        Eagle3LlamaForCausalLM.load_weights)
+
+
+def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs():
+    """``policy``'s LoRA decline: vLLM wraps the target for LoRA before the drafter loads and shares the target's
+    embedding with a draft that has none (always MTP); LoRA wraps a plain vocabulary embedding; vLLM keys its own
+    graphs on the adapters' state, which our draft keys do not carry."""
+    from vllm.config import VllmConfig
+    from vllm.forward_context import BatchDescriptor
+    from vllm.lora.layers import VocabParallelEmbeddingWithLoRA
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert "lora_config" in {f.name for f in dataclasses.fields(VllmConfig)}
+    load = inspect.getsource(GPUModelRunner.load_model)
+    assert load.index("self.model = self.load_lora_model(") < load.index("self.drafter.load_model(self.model)")
+    share = inspect.getsource(SpecDecodeBaseProposer._maybe_share_embeddings)
+    assert "self.model.model.embed_tokens = target_embed_tokens" in share and "# MTP model" in share
+    assert "type(source_layer) is maybe_get_oot_by_class(VocabParallelEmbedding)" in inspect.getsource(
+        VocabParallelEmbeddingWithLoRA.can_replace_layer)
+    assert {"has_lora", "num_active_loras"} <= {f.name for f in dataclasses.fields(BatchDescriptor)}
+
+
+def test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step():
+    """``DrafterGraphMixin._set_mtp_skip_topk``: the name of the flag, who sets it and when. vLLM's propose sets
+    ``skip_topk`` False before the first pass's forward and True after it (before the chain), only for drafts that
+    share their top-k indices; the MTP model's ``set_skip_topk`` sets its layers' MLA attention flag, which the
+    forward reads as a Python branch (so a graph keeps the branch of its capture); MTP layers start with False."""
+    from vllm.model_executor.layers.mla import MultiHeadLatentAttentionWrapper
+    from vllm.model_executor.models.deepseek_mtp import DeepSeekMultiTokenPredictor
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    guard = 'if self._share_mtp_indices and hasattr(self.model.model, "set_skip_topk"):'
+    first_forward = propose.index("ret_hidden_states = self.model(**model_kwargs)")
+    assert propose.index(guard + "\n            self.model.model.set_skip_topk(False)") < first_forward
+    after = propose.index(guard + "\n            self.model.model.set_skip_topk(True)")
+    assert first_forward < after < propose.index("for token_index in range(self.num_speculative_tokens - 1):")
+    assert propose.count("set_skip_topk(") == 2  # nothing sets it inside the chain loop
+    assert "self._share_mtp_indices = getattr(\n            draft_hf_config, \"index_share_for_mtp_iteration\"" in (
+        inspect.getsource(SpecDecodeBaseProposer._maybe_share_lm_head))  # read when the drafter loads
+    setter = inspect.getsource(DeepSeekMultiTokenPredictor.set_skip_topk)
+    assert "mla_attn.skip_topk = skip" in setter
+    assert "if self.indexer and self.is_sparse and not self.skip_topk:" in inspect.getsource(
+        MultiHeadLatentAttentionWrapper.forward)
+    assert "self_attn.skip_topk = skip" in vllm_source("models/deepseek_v32/nvidia/mtp.py")
+    assert "if self.indexer is not None and not self.skip_topk:" in vllm_source(
+        "models/deepseek_v32/nvidia/attention.py")
+    assert "skip_topk=_skip_topk and not is_mtp_layer," in vllm_source("model_executor/models/deepseek_v2.py")
+
+
 def test_overridden_restores_and_refuses_missing_attributes():
     import vllm.v1.worker.gpu_model_runner as module
 

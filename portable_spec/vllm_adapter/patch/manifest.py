@@ -69,8 +69,10 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.platforms.interface:Platform.check_and_update_config"),
         what="Records the user's capture sizes before vLLM fills its default list; after vLLM's own checks, "
              "rewrites cudagraph_capture_sizes to the planner's (multiples of 1+K, DFlash block-aligned, pruned to "
-             "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; sets "
-             "worker_cls to our worker when the user left it on auto.",
+             "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; a plan "
+             "it cannot make keeps vLLM's sizes (one warning; the drafter stays on vLLM's path), and with "
+             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; sets worker_cls to our "
+             "worker when the user left it on auto.",
         why="vLLM keeps one capture-size list for target and drafter and no drafter plan.",
         undone="Unset VLLM_PLATFORM (vLLM's own class); a user's explicit --worker-cls is kept.",
         upstream="Model Runner V2 plans its speculator's sizes itself; the V1 runner has no such hook.",
@@ -104,12 +106,13 @@ CENSUS: tuple[Divergence, ...] = (
              "vllm.v1.worker.gpu_model_runner.GPUModelRunner for PortableV1ModelRunner for the one init_device call "
              "that builds it.",
         why="Worker.init_device builds the V1 runner by that module name; no config names the runner class.",
-        undone="Restored when init_device returns or raises; Model Runner V2 and PORTABLE_SPEC_DRAFT_GRAPH=none "
-               "skip it.",
+        undone="Restored when init_device returns or raises; Model Runner V2, PORTABLE_SPEC_DRAFT_GRAPH=none, LoRA "
+               "and a config without a capture plan skip it (spec_decode.policy).",
         upstream="A runner-class hook in vLLM would replace the override.",
         overrides=("init_device",),
         pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",
-                   "test_our_subclasses_override_only_what_we_mean_to")),
+                   "test_our_subclasses_override_only_what_we_mean_to",
+                   "test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs")),
     Divergence(
         "MUSA worker: device gate and sleep pool", "subclass", f"{_A}.worker.musa_worker:MusaWorker",
         ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_worker:Worker._maybe_get_memory_pool_context"),
@@ -151,15 +154,18 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
-        what="Each metadata build announces which captured key the next forward replays; propose runs the fused "
-             "chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the first "
-             "pass's state for it.",
+        what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
+             "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
+             "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
+             "first pass's state for it.",
         why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
         undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
         upstream="Model Runner V2's speculator has FULL graphs of its own.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata", "propose", "set_inputs_first_pass"),
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
-                   "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs")),
+                   "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
+                   "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
+                   "test_the_greedy_draft_sample_our_fused_graphs_record")),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
         ("vllm.v1.spec_decode.dflash:DFlashProposer",
@@ -170,6 +176,22 @@ CENSUS: tuple[Divergence, ...] = (
         undone="As for EAGLE.", upstream="As for EAGLE.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
         pinned_by=("test_dflash_step_shape_we_rely_on",)),
+    Divergence(
+        "MTP shared top-k indices: skip_topk per captured step", "instance override",
+        f"{_A}.spec_decode.proposer:DrafterGraphMixin._set_mtp_skip_topk",
+        ("vllm.model_executor.models.deepseek_mtp:DeepSeekMultiTokenPredictor.set_skip_topk",
+         "vllm.model_executor.layers.mla:MultiHeadLatentAttentionWrapper.forward",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose"),
+        what="For a draft sharing its top-k indices across steps (index_share_for_mtp_iteration), each capture run "
+             "sets the MTP layers' skip_topk through vLLM's own set_skip_topk as vLLM's eager propose sets it for "
+             "that step: False for the first pass, True for chain steps; after capture, False.",
+        why="skip_topk is a Python branch in the MLA attention's forward (run the indexer or not): a graph keeps "
+            "the branch of its capture, and a chain graph captured with the indexer on would recompute indices "
+            "vLLM's chain steps reuse.",
+        undone="Set back to False after capture, as vLLM builds MTP layers; at run time upstream's propose sets it "
+               "around every forward a replay stands in for.",
+        upstream="Not a vLLM change: vLLM's own setter, called as its eager path calls it.",
+        pinned_by=("test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step",)),
     Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
         ("torch.nn:Module.__call__",),

@@ -9,6 +9,10 @@ Two hooks, because vLLM runs ``VllmConfig.__post_init__`` again on every ``datac
   records whether the user chose the sizes (only the first time: later runs see our own list);
 - ``apply_capture_plan`` runs from ``check_and_update_config``, after vLLM computed the sizes; it is idempotent and
   keeps the list sorted with ``sizes[-1] == max_cudagraph_capture_size``.
+
+Neither hook ever stops an engine vLLM would boot: with our drafter graphs off the plan does not require the
+drafter's FULL sizes, and a plan the planner cannot make leaves vLLM's sizes, says why once, and keeps the drafter on
+vLLM's path (``plan_error``).
 """
 
 from __future__ import annotations
@@ -16,10 +20,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from portable_spec.envs import draft_graph
+
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 ADDITIONAL_CONFIG_KEY = "portable_spec"
 PLANNED_METHODS = ("eagle", "eagle3", "mtp", "dflash")
+VLLM_NAMES = (("pass --", "set --"), ("--max-capture-size", "compilation_config.max_cudagraph_capture_size"),
+              ("--sizes", "compilation_config.cudagraph_capture_sizes"), ("--num-spec", "num_speculative_tokens"),
+              ("--max-num-seqs", "max_num_seqs"), ("--tp", "tensor_parallel_size"),
+              ("--sp", "sequence parallelism (compilation_config.pass_config.enable_sp)"))
+"""The planner's options (it speaks the ``portable-spec sizes`` CLI) as the vLLM settings they stand for."""
 
 
 def _state(vllm_config: Any) -> dict[str, Any]:
@@ -51,7 +62,8 @@ def graphs_per_target_size(vllm_config: Any) -> int:
 
 
 def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platform_name: str) -> dict | None:
-    """Rewrite the capture sizes for speculative decoding; returns the stored plan (None when not applicable)."""
+    """Rewrite the capture sizes for speculative decoding; returns the stored plan (None when not applicable, or
+    when no plan can be made: then ``plan_error`` says why)."""
     spec = vllm_config.speculative_config
     cc = vllm_config.compilation_config
     if spec is None or spec.method not in PLANNED_METHODS:
@@ -64,23 +76,58 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
 
     state = _state(vllm_config)
     before = list(cc.cudagraph_capture_sizes)
-    plan = plan_capture_sizes(
-        spec.method, spec.num_speculative_tokens, vllm_config.scheduler_config.max_num_seqs,
-        max_capture_size=cc.max_cudagraph_capture_size,
-        tp=vllm_config.parallel_config.tensor_parallel_size, sp=_sequence_parallel(vllm_config),
-        live_graph_limit=live_graph_limit, user_sizes=state.get("user_sizes"),
-        graphs_per_target_size=graphs_per_target_size(vllm_config))
+    try:
+        plan = plan_capture_sizes(
+            spec.method, spec.num_speculative_tokens, vllm_config.scheduler_config.max_num_seqs,
+            max_capture_size=cc.max_cudagraph_capture_size,
+            tp=vllm_config.parallel_config.tensor_parallel_size, sp=_sequence_parallel(vllm_config),
+            live_graph_limit=live_graph_limit, user_sizes=state.get("user_sizes"),
+            graphs_per_target_size=graphs_per_target_size(vllm_config), require_full_draft=drafter_graphs_wanted())
+    except ValueError as exc:
+        _keep_vllm_sizes(state, platform_name, spec, exc)
+        return None
     after = list(plan.target_sizes)
     cc.cudagraph_capture_sizes = after
     cc.max_cudagraph_capture_size = after[-1]
     state["plan"] = plan.to_dict()
     state["platform"] = platform_name
+    state.pop("plan_error", None)
     # Re-runs on a replaced config re-plan from the pruned list and warn no more: keep what the first run said.
     state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *plan.warnings]))
     if before != after:
         logger.info("portable_spec[%s]: %s K=%d capture sizes %s -> %s (drafter: %s)", platform_name, spec.method,
                     spec.num_speculative_tokens, before, after, _drafter_summary(plan))
     return state["plan"]
+
+
+def drafter_graphs_wanted() -> bool:
+    """Whether our FULL drafter graphs are asked for (``PORTABLE_SPEC_DRAFT_GRAPH`` unset or ``full``; this hook runs
+    only under our platform, where unset means ``full``). Only then must the plan hold the drafter's FULL sizes:
+    with ``none`` or ``piecewise`` vLLM's drafter runs, and it needs none."""
+    return draft_graph() in (None, "full")
+
+
+def _keep_vllm_sizes(state: dict[str, Any], platform_name: str, spec: Any, error: ValueError) -> None:
+    """No plan: vLLM's sizes stay, the reason is recorded for the drafter's policy (``plan_error``), and one warning
+    says why and what would fix it (vLLM re-runs this hook on every replaced config: warn only the first time)."""
+    reason = in_vllm_terms(str(error))
+    state.pop("plan", None)
+    if state.get("plan_error") != reason:
+        logger.warning("portable_spec[%s]: %s K=%d: no capture plan (%s); vLLM's capture sizes are kept and the "
+                       "drafter stays on vLLM's path", platform_name, spec.method, spec.num_speculative_tokens, reason)
+    state["plan_error"] = reason
+
+
+def in_vllm_terms(message: str) -> str:
+    """A planner message with its CLI options named as the vLLM settings they stand for."""
+    for option, setting in VLLM_NAMES:
+        message = message.replace(option, setting)
+    return message
+
+
+def plan_error(vllm_config: Any) -> str | None:
+    """Why no capture plan could be made for this config (None: there is one, or none was needed)."""
+    return (vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY, {}).get("plan_error")
 
 
 def _drafter_summary(plan: Any) -> str:

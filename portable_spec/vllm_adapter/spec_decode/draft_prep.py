@@ -18,7 +18,9 @@ values, copied on this stream after the replay: ``hand_off_counts``) and the fus
 
 Exact where it applies (``prep_blockers`` and the per-step checks otherwise, and upstream's runner path runs): every
 request's next token, valid count, sample row and rejected count are what vLLM's kernels compute from the same
-inputs, at a captured size equal to the batch (vLLM hands the drafter unpadded metadata, so no row is padding).
+inputs, at a captured size equal to the batch (vLLM hands the drafter unpadded metadata, so no row is padding). A
+ragged batch (requests of fewer than 1+K tokens beside full ones) replays only where the draft attention reads each
+request's range from ``query_start_loc`` (``first_pass_key``); the kernels read the same ``query_start_loc``.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ and the chain continues from there.
 At tensor parallel the graph holds the draft's vocab-parallel lm_head and its TP group's logits all-gather (vLLM's
 graph-safe pynccl path, as in the target's graphs), so every rank samples the same token from the same logits.
 
-Applies only where that is exact (greedy draft sampling, plain EAGLE/EAGLE3 inputs, and a draft attention backend
-whose drafting metadata build writes nothing a replay reads, so skipping it is safe); anything else runs upstream's
-loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
+Applies only where that is exact (greedy draft sampling as vLLM does it, ``vocab_flags``; plain EAGLE/EAGLE3 inputs;
+and a draft attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe);
+anything else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
 """
 
 from __future__ import annotations
@@ -57,8 +57,7 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
         (getattr(proposer, "uses_mrope", False) or getattr(proposer, "uses_xdrope_dim", 0) > 0, "M-RoPE/XD-RoPE"),
         (getattr(proposer, "constant_draft_positions", False), "constant draft positions"),
         (getattr(proposer, "supports_mm_inputs", False), "multimodal draft inputs"),
-        (getattr(proposer, "use_heterogeneous_vocab", False) or getattr(proposer, "use_local_argmax_reduction",
-                                                                        False), "draft vocabulary mapping"),
+        (bool(vocab_flags(proposer)), f"draft vocabulary mapping ({', '.join(vocab_flags(proposer))})"),
         (getattr(proposer, "_share_mtp_indices", False), "shared MTP indices"),
         (getattr(proposer, "needs_extra_input_slots", False) or getattr(proposer, "parallel_drafting", False),
          "parallel drafting"),
@@ -72,6 +71,27 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
     if not backends <= BUILD_FREE_BACKENDS:
         reasons.append(f"draft attention {', '.join(sorted(backends))} needs its metadata built every step")
     return reasons
+
+
+VOCAB_FLAGS = ("use_local_argmax_reduction", "use_heterogeneous_vocab")
+
+
+def vocab_flags(proposer: Any) -> list[str]:
+    """The vLLM switches under which the draft's greedy sample is not ``compute_logits`` + argmax over target ids
+    (empty: it is, and the fused graphs may hold it).
+
+    Per graph kind:
+    - the per-forward graphs (``first``, ``chain``) hold the draft model's forward only; vLLM samples and maps token
+      ids eagerly around them, so every vocabulary mapping is exact there;
+    - the fused graphs (``first_fused``, ``chain_fused``) hold the sample as ``model.compute_logits(h).argmax(-1)``
+      and feed the sampled id back as the next input id, which is vLLM's ``_greedy_sample`` and next input exactly
+      when neither switch is on. An EAGLE-3 draft vocabulary (``draft_vocab_size`` with its ``d2t`` map) lives
+      inside ``compute_logits`` (``Eagle3LlamaForCausalLM.compute_logits`` scatters the draft logits into the target
+      vocabulary), so the fused graphs record vLLM's own mapping: exact, and kept. ``use_local_argmax_reduction``
+      samples with ``model.get_top_tokens`` (a per-shard argmax, reduced across ranks), and
+      ``use_heterogeneous_vocab`` also maps input ids into the draft vocabulary and constrains the logits: neither is
+      what the fused graphs record, so the fused kinds decline them and the per-forward graphs serve."""
+    return [flag for flag in VOCAB_FLAGS if getattr(proposer, flag, False)]
 
 
 class FusedChainMixin:

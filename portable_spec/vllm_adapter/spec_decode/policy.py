@@ -2,7 +2,16 @@
 
 ``PORTABLE_SPEC_DRAFT_GRAPH``: ``full`` (default when our platform is selected), ``piecewise`` or ``none`` (leave the
 upstream drafter alone). ``speculative_config.enforce_eager`` and ``disable_padded_drafter_batch`` also leave the
-upstream drafter in charge.
+upstream drafter in charge, and so does a config our platform could make no capture plan for
+(``config_hook.plan_error``: vLLM's sizes were kept, so our drafter has no sizes of its own).
+
+LoRA (``lora_config`` set) declines every drafter graph kind, because each holds the draft forward. vLLM wraps the
+target's modules for LoRA before the drafter loads (``load_lora_model``, then ``drafter.load_model(self.model)``),
+and the draft shares the target's embedding where it has none of its own (always for MTP): a LoRA'd embedding
+(``VocabParallelEmbeddingWithLoRA``) whose output follows each step's active adapters. vLLM keys its own graphs on
+that state (``BatchDescriptor.has_lora``, ``num_active_loras``); our keys carry none of it, so a graph would replay
+the adapters of its capture. (The lm_head's LoRA delta is the target's ``LogitsProcessorWithLoRA``, which the draft's
+own logits do not run.) A draft holding no LoRA layer would be exact, but no run has shown it: it declines too.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ import logging
 from typing import Any
 
 from portable_spec.envs import DRAFT_GRAPH_ENV, draft_graph
+from portable_spec.vllm_adapter.platform.config_hook import plan_error
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -37,10 +47,14 @@ def draft_graph_mode(vllm_config: Any) -> str:
         reason = "speculative_config.enforce_eager=True"
     elif spec.disable_padded_drafter_batch:
         reason = "disable_padded_drafter_batch=True"
+    elif vllm_config.lora_config is not None:
+        reason = "LoRA: the draft may share LoRA-wrapped target modules; our graphs are not keyed on adapters"
     elif vllm_config.model_config is not None and vllm_config.model_config.enforce_eager:
         reason = "enforce_eager=True"
     elif not vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs():
         reason = f"cudagraph_mode={vllm_config.compilation_config.cudagraph_mode.name} has no FULL graphs"
+    elif plan_error(vllm_config):
+        reason = f"no capture plan: {plan_error(vllm_config)}"
     if reason:
         logger.info("portable_spec: drafter left to upstream vLLM (%s)", reason)
         return "upstream"

@@ -14,10 +14,11 @@ had at capture and is written in place before the replay:
   persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
 DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
 rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
-Prefill-shaped first passes, sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE goes
-further (``fused_chain``): the first pass is one graph holding the forward, the greedy sample and the chain's first
-inputs, and each chain step one graph holding the forward, the greedy sample and the next step's inputs; otherwise
-sampling stays eager.
+Prefill-shaped first passes, ragged ones where the draft attention's graphs need uniform queries
+(``_ragged_first_pass_replays``), sizes not captured and anything unexpected run vLLM's own path. Where exact, EAGLE
+goes further (``fused_chain``): the first pass is one graph holding the forward, the greedy sample and the chain's
+first inputs, and each chain step one graph holding the forward, the greedy sample and the next step's inputs;
+otherwise sampling stays eager.
 
 Keys, capture, replay, live-graph budget, per-key fallback, cross-rank agreement and the capture log line are the
 one runner's (``portable_spec.draft.runner``); the proposers here implement its ``DraftStepSource`` protocol
@@ -95,6 +96,9 @@ class DrafterGraphMixin:
         # one source of K and of the verify query length 1+K (``verify_len``) in every drafter mixin.
         self.graph_k = self.num_speculative_tokens
         self._pending: DraftKey | None = None  # the key announced by the last metadata build
+        # Whether a ragged first pass may replay a uniform graph (``_ragged_first_pass_replays``, set at capture);
+        # until then, never.
+        self.ragged_first_pass = False
         self.graph_runner: DraftGraphRunner | None = None
         self.graphs: ForwardReplay | None = None
         self.capture_stats: dict[str, Any] = {}
@@ -150,6 +154,7 @@ class DrafterGraphMixin:
         forward = self.graphs.eager_forward
 
         def run() -> Any:
+            self._set_mtp_skip_topk(chain)
             if key.step == FIRST_FUSED:
                 self._draft_prep_body(key.num_reqs)
             with set_forward_context(per_layer, self.vllm_config, num_tokens=num_tokens,
@@ -163,6 +168,20 @@ class DrafterGraphMixin:
 
         return StepCall(run, input_pointers(kwargs))
 
+    def _set_mtp_skip_topk(self, skip: bool) -> None:
+        """Set an MTP draft's ``skip_topk`` as vLLM's eager propose does for the step about to run.
+
+        With ``index_share_for_mtp_iteration`` (``_share_mtp_indices``) vLLM calls the draft's
+        ``set_skip_topk(False)`` before the first pass (its sparse-attention indexer computes the top-k indices) and
+        ``set_skip_topk(True)`` before the chain steps (they reuse them). The flag is a Python attribute the forward
+        branches on (``if self.indexer and self.is_sparse and not self.skip_topk``), so a graph keeps the branch of
+        its capture: each capture run sets it for its key's step. A replay needs nothing more, since upstream sets
+        it around the very forward a replay stands in for (the fused kinds, which skip upstream's loop, decline
+        shared indices: ``fused_chain_blockers``)."""
+        inner = getattr(self.model, "model", None)
+        if self._share_mtp_indices and hasattr(inner, "set_skip_topk"):
+            inner.set_skip_topk(skip)
+
     @property
     def verify_len(self) -> int:
         """Tokens per request in a verify-shaped step: the sampled token and K drafts."""
@@ -174,6 +193,17 @@ class DrafterGraphMixin:
     def _graph_support(self) -> AttentionCGSupport:
         return min((group.get_metadata_builder().get_cudagraph_support(self.vllm_config, group.kv_cache_spec)
                     for group in self.draft_attn_groups), key=lambda support: support.value)
+
+    def _ragged_first_pass_replays(self) -> bool:
+        """Whether a first pass whose requests bring different query lengths may replay a graph captured for
+        uniform (1+K)-token requests: only where every draft attention backend's graphs support mixed batches
+        (``AttentionCGSupport.ALWAYS``: FLASH_ATTN on FA3 reads each request's range from the persistent
+        ``query_start_loc`` at replay). UNIFORM_BATCH is vLLM's own statement that a backend's graph is exact only
+        for uniform batches (vLLM's runner replays its FULL graphs there only for ``_is_uniform_decode`` batches):
+        FlashMLA, for one, reshapes the decode queries by the request count
+        (``reshape_query_for_spec_decode(q, num_decodes)``), so a ragged batch replayed there attends to the wrong
+        tokens."""
+        return bool(self.draft_attn_groups) and self._graph_support() is AttentionCGSupport.ALWAYS
 
     def _model_kwargs(self, num_tokens: int) -> dict[str, Any]:
         kwargs = {"input_ids": self.input_ids[:num_tokens], "positions": self._get_positions(num_tokens),
@@ -192,6 +222,7 @@ class DrafterGraphMixin:
         if self.graphs is None:
             self.graphs = ForwardReplay(self.model, self)
         self._before_capture()
+        self.ragged_first_pass = self._ragged_first_pass_replays()
         plan = drafter_plan(self.vllm_config)
         kinds = self._graph_kinds(plan)
         if not kinds:
@@ -206,6 +237,7 @@ class DrafterGraphMixin:
             progress=first_rank_progress("Capturing drafter FULL graphs (portable_spec)"), agree=agree, rank=rank)
         report = self.graph_runner.capture()  # logs one line: graphs, seconds, memory, sizes, failures
         self.target_runner.seq_lens.zero_()
+        self._set_mtp_skip_topk(False)  # as vLLM builds MTP layers: they never start skipping the indexer
         if report.captured:
             self.graphs.install()
         self.capture_stats = report.stats()
@@ -261,19 +293,29 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
         """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None.
 
-        Verify-shaped: no request has more than 1+K tokens and the tokens fill whole (1+K)-token requests (requests
-        the target padded have 0: query_start_loc repeats its last value there); attention reads each request's range
-        from query_start_loc, so that bound is what the captured graph needs. The metadata must lie on the runner's
-        persistent buffers, so the graph's view of them is valid for all num_reqs rows. Only an exact size: a padded
-        request row would be a real one to the graph."""
-        query_len, runner = self.verify_len, self.target_runner
-        if (cad.max_query_len != query_len or cad.num_actual_tokens > cad.num_reqs * query_len
-                or cad.num_actual_tokens % query_len
-                or cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
+        The metadata must lie on the runner's persistent buffers, so the graph's view of them is valid for all
+        num_reqs rows, and the batch must be exactly a captured size (``num_reqs`` is always the real request count:
+        vLLM's runner hands the drafter ``CommonAttentionMetadata.unpadded``, so no row of it is padding)."""
+        runner = self.target_runner
+        if (not self._verify_shaped(cad) or cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
                 or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
             return None
         key = self.captured_key(kind, cad.num_reqs)
         return key if key is not None and key.num_reqs == cad.num_reqs else None
+
+    def _verify_shaped(self, cad: CommonAttentionMetadata) -> bool:
+        """Whether the first pass's queries fit a graph captured for ``num_reqs`` requests of 1+K tokens, decided
+        from host integers only (no device read).
+
+        Uniform (every request brings 1+K tokens) fits everywhere. Ragged (the longest query is 1+K but some bring
+        fewer: prompt tails, prefix-cache hits, drafts trimmed near max_model_len or by structured output) fits only
+        where the draft attention reads each request's range from ``query_start_loc`` at replay
+        (``ragged_first_pass``), and only for whole (1+K)-token multiples of tokens."""
+        query_len = self.verify_len
+        if uniform_queries(cad, query_len):
+            return True
+        return (self.ragged_first_pass and cad.max_query_len == query_len
+                and cad.num_actual_tokens < cad.num_reqs * query_len and cad.num_actual_tokens % query_len == 0)
 
     def pending_key(self, kwargs: dict[str, Any]) -> DraftKey | None:
         # A chain step's forward gets upstream's own padded size; our graph's (>= the batch) serves it, since
@@ -318,8 +360,11 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_seq_lens = torch.zeros(self.max_batch_size, dtype=torch.int32, device=device)
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
+        # Upstream builds the block's metadata uniform whatever the target's queries were (its
+        # set_inputs_first_pass: 1+K query tokens per request; the ragged context goes to the eager K/V
+        # projection), so the uniform test is what keeps a graph exact here on every backend.
         query_len = self.verify_len
-        if draft_index != 0 or cad.max_query_len != query_len or cad.num_actual_tokens != cad.num_reqs * query_len:
+        if draft_index != 0 or not uniform_queries(cad, query_len):
             return None
         key = self.captured_key(BLOCK, cad.num_reqs)
         if key is None:
@@ -349,6 +394,12 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)
+
+
+def uniform_queries(cad: CommonAttentionMetadata, query_len: int) -> bool:
+    """Every request brings exactly ``query_len`` tokens, from host integers only: none brings more and together
+    they bring requests x ``query_len`` (vLLM's own test of a uniform batch, ``GPUModelRunner._is_uniform_decode``)."""
+    return cad.max_query_len == query_len and cad.num_actual_tokens == cad.num_reqs * query_len
 
 
 def capture_metadata(proposer: Any, query_start_loc: torch.Tensor, seq_lens: torch.Tensor, num_reqs: int,
