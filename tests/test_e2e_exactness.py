@@ -418,8 +418,8 @@ def test_wrong_num_computed_hands_off_one_requests_count_one_too_high():
 
 
 # -- the injections and the recorder on our drafter's real path (CPU stand-ins of the device work) -----------------
-from test_v1_drafter_logic import (  # noqa: E402, F401 (capturing: the fixture, requested by name)
-    MixingDraft, capturing, hand_off_of, runner_for, step_kernel_in_torch, verify_step,
+from test_v1_drafter_logic import (  # noqa: E402, F401 (capturing, vllm_kernels: fixtures, requested by name)
+    MixingDraft, capturing, hand_off_of, runner_for, verify_step, vllm_kernels,
 )
 
 CHANGES = {"position_off_by_one": "drafts", "wrong_slot": "first_pass_slots", "stale_seq_lens": "seq_lens_after",
@@ -431,10 +431,7 @@ positions (``MixingDraft``) but no KV cache: on the GPU the KV slots and seq_len
 def our_step(capturing, monkeypatch):
     """Our runner's drafting of one verify-shaped step of 4 requests (fused first pass with the draft prep, fused
     chain), replayable: returns ``step() -> {what: value}``."""
-    import vllm.v1.spec_decode.llm_base_proposer as base
-
-    monkeypatch.setattr(base, "eagle_step_update_slot_mapping_and_metadata", step_kernel_in_torch)
-    proposer, _, _ = capturing
+    proposer, _, _ = capturing  # vLLM's own step kernel, interpreted, bound where the proposer calls it
     proposer.model = MixingDraft(proposer.hidden_states.shape[1])
     proposer.block_size = 16
     runner = runner_for(proposer)
