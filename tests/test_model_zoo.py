@@ -25,13 +25,15 @@ from portable_spec.errors import PortableSpecError  # noqa: E402
 from portable_spec.harness import model_zoo as zoo  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Hello, my name is", "qua brest 42.", "z"]
+F_CHAIN_PAIRS = {name: spec for name, spec in zoo.PAIRS.items() if name not in zoo.CONTEXT_PAIRS}
+"""The pairs whose target follows one token's successor f (the context pairs: tests/test_model_zoo_context.py)."""
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("zoo")
     pairs = {}
-    for name, (_, _, variants) in zoo.PAIRS.items():
+    for name, (_, _, variants) in F_CHAIN_PAIRS.items():
         for variant in variants:
             pairs[name, variant] = zoo.build_pair(name, out, variant=variant, seed=0)
     return out, pairs
@@ -138,32 +140,12 @@ def eagle3_forward(draft_w, target_w, token_ids, hidden):
 
 
 def dflash_forward(draft_w, target_w, aux, bonus, k):
-    """vLLM DFlashQwen3: context K/V from fc(aux) (hidden_norm, k_norm, RoPE), query block [bonus, mask * k] at the
-    next positions, non-causal attention over context + block. Returns logits at the k mask slots."""
-    hd, theta, p = zoo.HEAD_DIM, zoo.DFLASH_ROPE_THETA, "layers.0.self_attn"
-    n_ctx = aux.shape[0]
-    ctx = _rms(aux @ draft_w["fc.weight"].t(), draft_w["hidden_norm.weight"])
-    ctx_pos = torch.arange(n_ctx)
-    ids = torch.tensor([bonus] + [zoo.MASK_ID] * k)
-    q_pos = torch.arange(n_ctx, n_ctx + k + 1)
-    x = target_w["model.embed_tokens.weight"][ids]
-    residual = x
-    h = _rms(x, draft_w["layers.0.input_layernorm.weight"])
+    """vLLM DFlashQwen3 (``context_zoo.reference.dflash_forward``): context K/V from fc(aux), the query block
+    [bonus, mask * k] at the next positions, non-causal attention. Returns logits at the k mask slots."""
+    from portable_spec.harness.context_zoo import reference
 
-    def kv(states, pos):
-        key = _rms((states @ draft_w[f"{p}.k_proj.weight"].t()).view(len(pos), -1, hd), draft_w[f"{p}.k_norm.weight"])
-        return _rope(key, pos, theta), (states @ draft_w[f"{p}.v_proj.weight"].t()).view(len(pos), -1, hd)
-
-    ck, cv = kv(ctx, ctx_pos)
-    bk, bv = kv(h, q_pos)
-    q = _rms((h @ draft_w[f"{p}.q_proj.weight"].t()).view(k + 1, -1, hd), draft_w[f"{p}.q_norm.weight"])
-    att = _attend(_rope(q, q_pos, theta), torch.cat([ck, bk]), torch.cat([cv, bv]), q_pos,
-                  torch.cat([ctx_pos, q_pos]), causal=False)
-    residual = residual + att @ draft_w[f"{p}.o_proj.weight"].t()
-    residual = residual + _mlp(draft_w, "layers.0.mlp",
-                               _rms(residual, draft_w["layers.0.post_attention_layernorm.weight"]))
-    out = _rms(residual, draft_w["norm.weight"])
-    return (out @ target_w["lm_head.weight"].t())[1:]
+    return reference.dflash_forward(draft_w, target_w, aux, torch.arange(aux.shape[0]), bonus, k, zoo.MASK_ID,
+                                    theta=zoo.DFLASH_ROPE_THETA)
 
 
 def _margin(logits):
@@ -597,14 +579,9 @@ def test_boot_log_excerpt_keeps_the_evidence_lines(boot):
 # ------------------------------------------------- vLLM's own loaders and modules, on CPU, in a separate process
 
 
-def _vllm_cpu_check(zoo_dir: str) -> dict[str, bool]:
-    """Load every zoo pair with vLLM 0.26.0's real model loader (bf16, CPU) and run its real modules.
-
-    Runs in its own process (``python tests/test_model_zoo.py --vllm-cpu-check DIR``): it pins a minimal CPU
-    platform before vLLM resolves one and initialises a 1-rank gloo group. Attention runs with no metadata
-    (vLLM's profiling path returns zeros), which is exact for the targets and the EAGLE heads because their
-    ``o_proj`` is zero; the DFlash head's attention is computed here from vLLM's own q/k/v, q/k-norm and RoPE modules.
-    """
+def vllm_cpu_session():
+    """Pin a minimal CPU platform before vLLM resolves one; return ``engine_config(pair)``, which makes a pair's
+    VllmConfig and, the first time, a 1-rank gloo group (model-parallel groups are made from that first config)."""
     import socket
 
     import vllm.platforms
@@ -625,32 +602,52 @@ def _vllm_cpu_check(zoo_dir: str) -> dict[str, bool]:
     from vllm.config import set_current_vllm_config
     from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
     from vllm.engine.arg_utils import EngineArgs
+
+    state = {"initialised": False}
+
+    def engine_config(pair):
+        vc = EngineArgs(model=pair["target"], speculative_config=pair["speculative_config"], max_model_len=512,
+                        max_num_seqs=8, enforce_eager=True).create_engine_config()
+        if not state["initialised"]:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            with set_current_vllm_config(vc):
+                init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                             distributed_init_method=f"tcp://127.0.0.1:{port}")
+                ensure_model_parallel_initialized(1, 1)
+            state["initialised"] = True
+        return vc
+
+    return engine_config
+
+
+def _vllm_cpu_check(zoo_dir: str) -> dict[str, bool]:
+    """Load every zoo pair with vLLM 0.26.0's real model loader (bf16, CPU) and run its real modules.
+
+    Runs in its own process (``python tests/test_model_zoo.py --vllm-cpu-check DIR``): it pins a minimal CPU
+    platform before vLLM resolves one and initialises a 1-rank gloo group. Attention runs with no metadata
+    (vLLM's profiling path returns zeros), which is exact for the targets and the EAGLE heads because their
+    ``o_proj`` is zero; the DFlash head's attention is computed here from vLLM's own q/k/v, q/k-norm and RoPE modules.
+    """
+    engine_config = vllm_cpu_session()  # before any other vllm import: the platform is resolved once
+    from vllm.config import set_current_vllm_config
     from vllm.forward_context import set_forward_context
     from vllm.model_executor.model_loader import get_model
 
     results: dict[str, bool] = {}
     every = [t for t in range(zoo.VOCAB) if t != zoo.MASK_ID]
     ids, pos = torch.tensor(every), torch.arange(len(every))
-    initialised = False
     # the model-parallel groups are made once, from the first config: a MoE one, or no expert-parallel group exists
-    order = sorted(zoo.PAIRS, key=lambda n: zoo.PAIRS[n][0] != "mixtral")
+    order = sorted(F_CHAIN_PAIRS, key=lambda n: zoo.PAIRS[n][0] != "mixtral")
     for name in order:
         _, method, variants = zoo.PAIRS[name]
         for variant in variants:
             pair = zoo.build_pair(name, zoo_dir, variant=variant)
             f, g = pair["expected"]["f"], pair["expected"]["g"]
-            vc = EngineArgs(model=pair["target"], speculative_config=pair["speculative_config"], max_model_len=512,
-                            max_num_seqs=8, enforce_eager=True).create_engine_config()
+            vc = engine_config(pair)
             key = f"{name}/{variant}"
             with set_current_vllm_config(vc):
-                if not initialised:
-                    with socket.socket() as s:
-                        s.bind(("127.0.0.1", 0))
-                        port = s.getsockname()[1]
-                    init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
-                                                 distributed_init_method=f"tcp://127.0.0.1:{port}")
-                    ensure_model_parallel_initialized(1, 1)
-                    initialised = True
                 tm = get_model(vllm_config=vc)
                 dm = get_model(vllm_config=vc, model_config=vc.speculative_config.draft_model_config)
                 results[f"{key}: draft class"] = type(dm).__name__ == {

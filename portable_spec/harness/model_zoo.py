@@ -41,8 +41,27 @@ The construction (why the answers are known):
   perfect head's draft distribution equals the target's bit for bit: with probabilistic draft sampling every draft
   token is accepted (``p / q == 1``) at any temperature, and any drafting bug shows up as a drop below 100%.
 
-Entry points: :func:`build_pair`, :func:`expected_continuation`, :func:`load_expected`,
-:func:`simulate_greedy_spec_decode`, and ``python -m portable_spec.harness.model_zoo OUTDIR``.
+Pairs that see context (``portable_spec.harness.context_zoo``; the pairs above stay as they are). Their target's
+next token is ``table[A(current)][B1(previous), B2(previous)]``, read through two position-only RoPE attention heads
+(the current token's own K/V and the previous position's), so a wrong position, KV slot, ``seq_lens`` or
+``num_computed_tokens`` changes greedy output; hidden size 2048, exactly orthogonal +-1 code directions, logits 16 for
+the greedy token and <= 12 for any other (margin 4, exact in bf16); attention gaps >= 27 in softmax units:
+
+* ``llama_ctx_eagle``: Llama context target + EAGLE-1 head right only with the target's hidden state, its own K/V
+  and the previous draft position's K/V: 100% acceptance at every position (prompts of >= 2 tokens).
+* ``llama_ctx_eagle3``: the same target + an EAGLE-3 head with attention on (the same three reads, its hidden
+  state carried in its prenorm output): 100% acceptance.
+* ``qwen3_ctx_dflash``: the Qwen3 form of the target + a DFlash head whose slots 1 and 2 are exact (context K/V
+  at the right positions needed for slot 1) and slots >= 3 never are: acceptance ``[1, 1, 0, ...]``.
+* ``deepseek_mla_mtp``: a DeepSeek-V3-shaped MLA target (kv_lora_rank 512, rope 64: FlashMLA / FlashAttnMLA on
+  Hopper) with one MTP layer (vLLM ``mtp``): 100% acceptance (prompts of >= 3 tokens).
+
+Their ``expected`` block has ``kind: "context"`` and the tables; :func:`expected_output` gives the greedy output of
+any pair for any prompt, :func:`context_prompts` prompts with expected outputs (> 16 KV blocks, shared prefixes for
+ragged prefills, one ending at ``max_model_len``).
+
+Entry points: :func:`build_pair`, :func:`expected_continuation`, :func:`expected_output`, :func:`load_expected`,
+:func:`simulate_greedy_spec_decode`, :func:`context_prompts`, and ``python -m portable_spec.harness.model_zoo OUTDIR``.
 """
 
 from __future__ import annotations
@@ -101,7 +120,14 @@ PAIRS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "llama_eagle3": ("llama", "eagle3", ("perfect",)),
     "mixtral_eagle": ("mixtral", "eagle", ("perfect", "partial", "attention")),
     "qwen3_dflash": ("qwen3", "dflash", ("perfect",)),
+    "llama_ctx_eagle": ("llama_ctx", "eagle", ("perfect",)),
+    "llama_ctx_eagle3": ("llama_ctx", "eagle3", ("perfect",)),
+    "qwen3_ctx_dflash": ("qwen3_ctx", "dflash", ("perfect",)),
+    "deepseek_mla_mtp": ("deepseek_mla", "mtp", ("perfect",)),
 }
+CONTEXT_FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla")
+CONTEXT_PAIRS = tuple(name for name, (family, _, _) in PAIRS.items() if family in CONTEXT_FAMILIES)
+"""The pairs that see context (see the module docstring); the others are the f-chain pairs."""
 DEFAULT_NUM_SPECULATIVE_TOKENS = 3
 
 
@@ -314,8 +340,14 @@ def top_probability(logit: float = LOGIT, temperature: float = 1.0) -> float:
     return top / (top + VOCAB - 1)
 
 
-def expected_acceptance_per_position(method: str, variant: str, k: int) -> list[float] | None:
-    """Exact per-position acceptance for the perfect heads; None where it depends on the prompts (partial)."""
+def expected_acceptance_per_position(method: str, variant: str, k: int, pair: str | None = None
+                                     ) -> list[float] | None:
+    """Exact per-position acceptance for the perfect heads; None where it depends on the prompts (partial).
+    ``pair`` picks a context pair's heads (its DFlash head accepts two positions)."""
+    if pair in CONTEXT_PAIRS:
+        from portable_spec.harness.context_zoo.function import expected_acceptance
+
+        return expected_acceptance(method, k)
     if variant == "partial":
         return None
     if method == "dflash":
@@ -587,6 +619,10 @@ def _base_config(model_type: str, arch: str, layers: int, *, intermediate: int =
 
 
 def target_config(family: str) -> dict[str, Any]:
+    if family in CONTEXT_FAMILIES:
+        from portable_spec.harness.context_zoo import build
+
+        return build.target_config(family)
     if family == "llama":
         return {**_base_config("llama", "LlamaForCausalLM", NUM_LAYERS), "mlp_bias": False}
     if family == "mixtral":
@@ -599,7 +635,13 @@ def target_config(family: str) -> dict[str, Any]:
     raise PortableSpecError(f"model_zoo: unknown target family {family!r}; use one of llama, mixtral, qwen3")
 
 
-def draft_config(method: str, k: int = DEFAULT_NUM_SPECULATIVE_TOKENS, variant: str = "perfect") -> dict[str, Any]:
+def draft_config(method: str, k: int = DEFAULT_NUM_SPECULATIVE_TOKENS, variant: str = "perfect",
+                 family: str | None = None) -> dict[str, Any]:
+    """The draft head's config.json; ``family`` a context family for its heads (the MTP head is the target's)."""
+    if family in CONTEXT_FAMILIES:
+        from portable_spec.harness.context_zoo import build, models
+
+        return build.target_config(family) if method == "mtp" else models.draft_config(method, k)
     if method == "eagle":
         # Hub EAGLE-1 heads say LlamaForCausalLM; vLLM's EAGLEConfig renames it to EagleLlamaForCausalLM.
         return {**_base_config("llama", "LlamaForCausalLM", 1), "mlp_bias": False}
@@ -658,6 +700,14 @@ def _logit_suffix(logit: float) -> str:
 def build_target(family: str, outdir: str | os.PathLike, *, seed: int = 0, logit: float = LOGIT) -> Path:
     """``OUTDIR/<family>_target[_logit<L>]`` (reused when already generated with the same seed and zoo version)."""
     path = Path(outdir) / f"{family}_target{_logit_suffix(logit)}"
+    if family in CONTEXT_FAMILIES:
+        from portable_spec.harness.context_zoo import build
+
+        manifest = build.target_manifest(family, seed, logit, ZOO_VERSION)
+        if not _fresh(path, manifest):
+            _save(path, build.target_weights(family, seed, logit), target_config(family), manifest, seed=seed,
+                  with_tokenizer=True)
+        return path
     fn = zoo_function(seed)
     manifest = {"zoo_version": ZOO_VERSION, "role": "target", "family": family, "seed": seed, "f": list(fn.f),
                 "cycle": list(fn.cycle), "mask_token_id": MASK_ID, "logit": logit}
@@ -695,6 +745,8 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
     if num_speculative_tokens < 1:
         raise PortableSpecError("model_zoo: num_speculative_tokens must be >= 1")
     target = build_target(family, outdir, seed=seed, logit=target_logit)
+    if family in CONTEXT_FAMILIES:
+        return _build_context_draft(name, target, outdir, seed, num_speculative_tokens, target_logit)
     fn = zoo_function(seed)
     if method == "eagle":
         weights, g = eagle_weights(variant, seed), (partial_draft_function(seed) if variant == "partial" else fn.f)
@@ -733,6 +785,45 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
                                "num_speculative_tokens": num_speculative_tokens},
         "expected": expected,
     }
+
+
+def _build_context_draft(name: str, target: Path, outdir: str | os.PathLike, seed: int, k: int,
+                         logit: float) -> dict[str, Any]:
+    """A context pair's head (see ``context_zoo.build``); the MTP head is a link to the target's MTP layer."""
+    from portable_spec.harness.context_zoo import build
+
+    family, method, _ = PAIRS[name]
+    expected = build.expected_block(method, seed, k, logit)
+    draft = Path(outdir) / f"{family}_{method}_head_perfect{_logit_suffix(logit)}"
+    manifest = {"zoo_version": ZOO_VERSION, "role": "draft", "pair": name, "family": family, "method": method,
+                "variant": "perfect", "seed": seed, "num_speculative_tokens": k, "target": target.name,
+                "expected": expected}
+    if method == "mtp":
+        if not build.fresh_link(draft, manifest):
+            build.link_mtp_draft(target, draft, manifest)
+    elif not _fresh(draft, manifest):
+        _save(draft, build.draft_weights(method, seed), draft_config(method, k, family=family), manifest, seed=seed,
+              with_tokenizer=False)
+    return {"pair": name, "variant": "perfect", "seed": seed, "method": method, "target": str(target),
+            "draft": str(draft),
+            "speculative_config": {"method": method, "model": str(draft), "num_speculative_tokens": k},
+            "expected": expected}
+
+
+def expected_output(expected: dict[str, Any], prompt_ids: Sequence[int], max_tokens: int) -> list[int]:
+    """The target's greedy output for any pair's ``expected`` block (f-chain or context) and any prompt."""
+    if expected.get("kind") == "context":
+        from portable_spec.harness.context_zoo.function import ContextFunction
+
+        return ContextFunction.from_json(expected).continuation(prompt_ids, max_tokens)
+    return expected_continuation(expected["f"], prompt_ids, max_tokens)
+
+
+def context_prompts(seed: int = 0, *, max_model_len: int = 1024, max_tokens: int = 48) -> list[dict[str, Any]]:
+    """Prompts for the context pairs with their greedy outputs (see ``context_zoo.function.context_prompts``)."""
+    from portable_spec.harness.context_zoo.function import context_prompts as prompts
+
+    return prompts(seed, max_model_len=max_model_len, max_tokens=max_tokens)
 
 
 def load_expected(draft_dir: str | os.PathLike) -> dict[str, Any]:
@@ -780,7 +871,7 @@ def main(argv: list[str] | None = None) -> int:
             {k: v for k, v in b.items() if k != "expected"} for b in built]}))
     else:
         for b in built:
-            print(f"{b['pair']:<14} {b['variant']:<8} target={b['target']} draft={b['draft']}")
+            print(f"{b['pair']:<18} {b['variant']:<8} target={b['target']} draft={b['draft']}")
     return 0
 
 
