@@ -305,7 +305,7 @@ def test_the_bug_names_are_one_list_in_envs_the_injector_and_the_matrix():
     spec.loader.exec_module(matrix)
     names = envs.BY_NAME[envs.INJECT_BUG_ENV].choices
     assert set(names) == set(bug_injection.BUGS) == set(matrix.BUGS) == set(load_e2e_script().INJECTABLE_BUGS)
-    assert set(matrix.GROUPS["bugs"]) == {f"bug_{b}_{p}" for b in names for p in ("attention", "partial")}
+    assert set(matrix.GROUPS["bugs"]) == {f"bug_{b}_{p}" for b in names for p in ("ctx_eagle", "attention", "partial")}
     assert matrix.part_args("bug_stale_seq_lens_perfect") == [*matrix.PARTS["perfect"], "--inject-bug",
                                                               "stale_seq_lens"]
     assert matrix.part_args("bug_stale_seq_lens_tp2_perfect") is None and matrix.part_args("bug_nope_partial") is None
@@ -486,3 +486,32 @@ def test_the_recorder_sees_what_our_runner_returns_with_each_rows_draft_position
     # first draft goes after the last verified token (row 2 is a prompt chunk: one sampled token after it)
     k = proposer.graph_k
     assert [row["position"] for row in rows] == [20 - k + 2, 37 - k + k + 1, 40 + 1, 52 - k + 3]
+
+
+def test_the_design_checks_fail_on_nothing_and_on_one_difference():
+    good = exactness.greedy_equals_design([[1, 2], [3]], [[1, 2], [3]])
+    assert good.ok and good.count == 3
+    for ours, designed in (([], [[1]]), (None, [[1]]), ([[1]], None), ([[1, 2]], [[1, 3]]), ([[1]], [[1], [2]])):
+        assert not exactness.greedy_equals_design(ours, designed).ok
+    assert exactness.acceptance_as_designed([1.0, 1.0, 0.0], [1.0, 1.0, 0.0]).as_json() == {
+        "ok": True, "compared_positions": 3}
+    for measured, designed in (([1.0, 0.9, 0.0], [1.0, 1.0, 0.0]), ([1.0, 1.0], [1.0, 1.0, 0.0]), (None, [1.0]),
+                               ([1.0], None), ([], [])):
+        assert not exactness.acceptance_as_designed(measured, designed).ok
+
+
+def test_a_context_pair_is_judged_against_its_construction():
+    """Greedy runs of a context pair: the no-speculation run must give the designed output and the drafters the
+    designed acceptance; a run that drifts from either fails even where the two runs agree with each other."""
+    from portable_spec.harness.e2e.v1_checks import judge
+
+    design = {"outputs": {0: [[7, 8]]}, "acceptance": [1.0, 1.0, 0.0]}
+    base = {"seed": 0, "use_v2_model_runner": False, "outputs": [[7, 8]], "acceptance_per_position": [1.0, 1.0, 0.0]}
+    rows = [{**base, "variant": "nospec", "acceptance_per_position": None}, {**base, "variant": "eager_drafter"}]
+    checks = judge(rows, [0], True, False, design=design).checks
+    assert checks["nospec_s0_greedy_equals_design"] and checks["eager_drafter_s0_acceptance_as_designed"]
+    drifted = [{**r, "outputs": [[7, 9]]} if r["variant"] == "nospec" else r for r in rows]
+    assert not judge(drifted, [0], True, False, design=design).checks["nospec_s0_greedy_equals_design"]
+    low = [{**r, "acceptance_per_position": [1.0, 0.5, 0.0]} if r["variant"] == "eager_drafter" else r for r in rows]
+    assert not judge(low, [0], True, False, design=design).checks["eager_drafter_s0_acceptance_as_designed"]
+    assert not any("design" in name for name in judge(rows, [0], True, False).checks)  # f-chain pairs: none

@@ -50,6 +50,8 @@ def main() -> int:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--prompt-set", choices=("fixed", "context"), default=None,
+                        help="the prompts (default: context for the context pairs, else fixed)")
     parser.add_argument("--target-logit", type=float, default=None,
                         help="the target's winning logit (default: the zoo's sharp 16; 8 = soft, for sampling runs)")
     parser.add_argument("--timeout", type=int, default=420, help="seconds per engine boot and its jobs")
@@ -77,7 +79,7 @@ def main() -> int:
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     from portable_spec.harness.e2e.child import prompts_for_seed
-    from portable_spec.harness.model_zoo import LOGIT, build_pair, expected_continuation
+    from portable_spec.harness.model_zoo import CONTEXT_PAIRS, LOGIT, build_pair, expected_output
 
     logit = LOGIT if args.target_logit is None else args.target_logit
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k,
@@ -87,9 +89,14 @@ def main() -> int:
            + ("_failcapture" if args.fail_capture else "") + (f"_bug_{args.inject_bug}" if args.inject_bug else ""))
     seeds = [int(s) for s in args.seeds.split(",")]
     greedy = args.temperature == 0
-    continuations = None if greedy else {
-        seed: [expected_continuation(pair["expected"]["f"], p, args.max_tokens) for p in prompts_for_seed(seed)]
-        for seed in seeds}
+    prompt_set = args.prompt_set or ("context" if args.pair in CONTEXT_PAIRS else "fixed")
+    designed_outputs = {seed: [expected_output(pair["expected"], p, args.max_tokens)
+                               for p in prompts_for_seed(seed, prompt_set, args.max_tokens)] for seed in seeds}
+    continuations = None if greedy else designed_outputs
+    # Constructed pairs whose answers are known (the context pairs): the no-speculation run must give the designed
+    # greedy output, and the drafters the designed per-position acceptance.
+    design = ({"outputs": designed_outputs, "acceptance": pair["expected"]["acceptance_per_position"]}
+              if greedy and args.pair in CONTEXT_PAIRS else None)
     results = []
     variants = args.variants.split(",")
 
@@ -97,7 +104,7 @@ def main() -> int:
         """One boot per variant: every seed's prompts run in it (the child's greedy job loops over --seeds)."""
         child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"],
                  "--k", str(args.k), "--seeds", args.seeds, "--temperature", str(args.temperature),
-                 "--max-tokens", str(args.max_tokens), *parallel_child_args(args)]
+                 "--max-tokens", str(args.max_tokens), "--prompt-set", prompt_set, *parallel_child_args(args)]
         if args.draft_sample_method:
             child += ["--draft-sample-method", args.draft_sample_method]
         if args.kv_cache_bytes:
@@ -129,11 +136,11 @@ def main() -> int:
                   flush=True)
     # Perfect heads accept everything under greedy decoding; when sampling, only with probabilistic draft sampling
     # (the EAGLE head's draft distribution then equals the target's: p / q == 1).
-    perfect = args.variant == "perfect" and pair["method"] != "dflash" and (
+    perfect = design is None and args.variant == "perfect" and pair["method"] != "dflash" and (
         greedy or (pair["method"] == "eagle" and args.draft_sample_method == "probabilistic"))
     judged = judge(results, seeds, greedy, perfect=perfect, k=args.k, greedy_continuations=continuations, tp=args.tp,
                    fail_capture=args.fail_capture, require_no_jit=not args.allow_jit, tolerance_pts=args.tolerance_pts,
-                   inject_bug=args.inject_bug)
+                   inject_bug=args.inject_bug, design=design)
     checks = judged.checks
     injected = None
     if args.inject_bug:

@@ -50,6 +50,16 @@ PARTS: dict[str, list[str]] = {
     "probabilistic": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1,2", "--temperature", "1.0",
                       "--draft-sample-method", "probabilistic", "--target-logit", "8", "--max-tokens", "160",
                       "--tolerance-pts", "2", "--variants", "eager_drafter,full_drafter"],
+    # The context pairs (model_zoo.CONTEXT_PAIRS): the target's next token reads the current and previous positions
+    # through attention and RoPE, and each head is right only with correct hidden states, positions, KV slots and
+    # draft attention; prompts longer than 16 KV blocks, a shared 18-block prefix (ragged prefix-cache prefills) and
+    # one ending at max_model_len (trimmed drafts). Checked also against the construction (greedy_equals_design,
+    # acceptance_as_designed).
+    "ctx_eagle": ["--pair", "llama_ctx_eagle", "--variants", "nospec,upstream_v1,eager_drafter,full_drafter"],
+    "ctx_eagle3": ["--pair", "llama_ctx_eagle3", "--variants", "nospec,eager_drafter,full_drafter"],
+    "ctx_dflash": ["--pair", "qwen3_ctx_dflash", "--variants", "nospec,eager_drafter,full_drafter"],
+    # MTP on a DeepSeek-V3-shaped MLA target: vLLM picks an MLA backend whose graphs need uniform batches.
+    "mla_mtp": ["--pair", "deepseek_mla_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
     "probabilistic_perfect": ["--pair", "llama_eagle", "--variant", "perfect", "--seeds", "0,1,2",
                               "--temperature", "1.0", "--draft-sample-method", "probabilistic", "--target-logit", "8",
                               "--max-tokens", "160", "--variants", "eager_drafter,full_drafter"],
@@ -67,9 +77,9 @@ TP2_PARTS: dict[str, list[str]] = {
                          "1:chain_fused:4", *TP2],
 }
 BUGS = BY_NAME[INJECT_BUG_ENV].choices
-BUG_BASES = ("attention", "partial")
-"""The parts every injected bug runs on (``--parts bugs``). A context-sensitive pair joins by adding its part to
-``PARTS`` (e.g. ``"llama_ctx_eagle": ["--pair", "llama_ctx_eagle", ...]``) and its name here."""
+BUG_BASES = ("ctx_eagle", "attention", "partial")
+"""The parts every injected bug runs on (``--parts bugs``): the context pair, which should catch every bug in its
+greedy output too, and two f-chain pairs (any TP=1 part may also be named, ``bug_<bug>_<part>``)."""
 
 
 def bug_part(name: str) -> list[str] | None:

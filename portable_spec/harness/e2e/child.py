@@ -27,9 +27,21 @@ PROMPTS = [[5, 17, 42, 99], [7, 7, 300, 12, 64, 3], [250, 11], [81, 19, 23, 512,
 SEEDED_PROMPT_TOKENS = range(3, 1000)  # below the zoo's vocabulary (1024), above its special ids
 
 
-def prompts_for_seed(seed: int) -> list[list[int]]:
-    """Seed 0: the fixed prompts; any other seed: four seeded prompts of 2..12 tokens (so seeds differ in greedy
-    runs too, where the sampling seed changes nothing)."""
+PROMPT_SETS = ("fixed", "context")
+MAX_MODEL_LEN = 1024
+"""Every engine's ``max_model_len`` (the context prompt set has one prompt that ends exactly there)."""
+
+
+def prompts_for_seed(seed: int, prompt_set: str = "fixed", max_tokens: int = 48) -> list[list[int]]:
+    """``fixed``: seed 0's four fixed prompts, any other seed four seeded prompts of 2..12 tokens (so seeds differ in
+    greedy runs too, where the sampling seed changes nothing). ``context``: the context pairs' prompts
+    (``model_zoo.context_prompts``): short ones, ones longer than 16 KV blocks, three with one shared 18-block prefix
+    (ragged prefix-cache prefills beside decodes) and one that ends at ``MAX_MODEL_LEN`` (trimmed drafts)."""
+    if prompt_set == "context":
+        from portable_spec.harness.model_zoo import context_prompts
+
+        return [list(p["prompt_token_ids"]) for p in context_prompts(seed, max_model_len=MAX_MODEL_LEN,
+                                                                   max_tokens=max_tokens)]
     if seed == 0:
         return [list(p) for p in PROMPTS]
     rng = random.Random(f"prompts-{seed}")
@@ -100,6 +112,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--prompt-set", choices=PROMPT_SETS, default="fixed",
+                        help="greedy job: the prompts (context: long, shared-prefix and max-length prompts)")
     parser.add_argument("--max-num-seqs", type=int, default=8)
     parser.add_argument("--bench-tokens", type=int, default=256)
     parser.add_argument("--kv-cache-bytes", type=int, default=None,
@@ -189,7 +203,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
               else {"gpu_memory_utilization": 0.3})
     parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
                                     fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
-    return dict(model=args.target, speculative_config=speculative, max_model_len=1024, max_num_seqs=args.max_num_seqs,
+    return dict(model=args.target, speculative_config=speculative, max_model_len=MAX_MODEL_LEN, max_num_seqs=args.max_num_seqs,
                 seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, jit_monitor_verbose=True,
                 **memory, **variant_engine_args(variant, parallel))
 
@@ -253,8 +267,8 @@ def greedy_run(llm: Any, seed: int, args: Any, sampling_params: Any, tokens_prom
     params = sampling_params(max_tokens=args.max_tokens, temperature=args.temperature, seed=seed, ignore_eos=True,
                              detokenize=False)
     before = spec_counters(llm)
-    outputs = llm.generate([tokens_prompt(prompt_token_ids=p) for p in prompts_for_seed(seed)], params,
-                           use_tqdm=False)
+    prompts = prompts_for_seed(seed, args.prompt_set, args.max_tokens)
+    outputs = llm.generate([tokens_prompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
     after = spec_counters(llm)
     return {"seed": seed, "outputs": [list(o.outputs[0].token_ids) for o in outputs],
             "request_ids": [o.request_id for o in outputs],

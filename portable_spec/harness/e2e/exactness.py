@@ -14,6 +14,9 @@ Python: ``tests/test_e2e_exactness.py`` feeds each one missing, empty, unequal a
   equal the eager drafter's (``compared_drafts``: the draft tokens whose acceptance was counted).
 - ``every_position_accepted``: every per-position acceptance rate is 1.0 (``compared_positions``).
 - ``within_tolerance``: per position, |ours - eager| acceptance within a tolerance in points (``compared_positions``).
+- ``greedy_equals_design`` / ``acceptance_as_designed``: against the zoo's construction instead of another run —
+  the target's greedy output is what its weights were built to give (``model_zoo.expected_output``), and the
+  per-position acceptance is the designed one (the context DFlash head: ``[1, 1, 0, ...]``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ DRAFTS = "drafts_equal_eager_per_step"
 ACCEPTANCE = "acceptance_counts_equal_eager"
 EVERY_POSITION = "every_position_100pct"
 TOLERANCE = "full_vs_eager_acceptance_within_tolerance"
-EXACTNESS_CHECKS = (GREEDY, DRAFTS, ACCEPTANCE, EVERY_POSITION, TOLERANCE)
+DESIGN_GREEDY = "greedy_equals_design"
+DESIGN_ACCEPTANCE = "acceptance_as_designed"
+EXACTNESS_CHECKS = (GREEDY, DRAFTS, ACCEPTANCE, EVERY_POSITION, TOLERANCE, DESIGN_GREEDY, DESIGN_ACCEPTANCE)
 """Check-name suffixes that judge exactness (the rest say the run was what it claims: ran, graphs, platform...)."""
 PRE_ORACLE_CHECKS = (GREEDY, ACCEPTANCE, EVERY_POSITION, TOLERANCE)
 """The exactness checks the matrix had before the per-step oracle (what "the old checks" caught)."""
@@ -141,6 +146,30 @@ def every_position_accepted(acceptance_per_position: Sequence[float] | None) -> 
     if below:
         return _fail(unit, f"position(s) below 100%: {below}", len(acceptance_per_position))
     return _passed(unit, len(acceptance_per_position))
+
+
+def greedy_equals_design(outputs: Sequence[Sequence[int]] | None,
+                         designed: Sequence[Sequence[int]] | None) -> Verdict:
+    """Every prompt's output tokens equal the target's designed greedy output."""
+    def token(a: int, b: int) -> tuple[int, str]:
+        return (1, "") if a == b else (0, f": {a} vs {b} by construction")
+
+    return _per_prompt(outputs, designed, "compared_tokens", "tokens", "token", token)
+
+
+def acceptance_as_designed(acceptance_per_position: Sequence[float] | None,
+                           designed: Sequence[float] | None) -> Verdict:
+    """Every position's acceptance rate equals the designed one, exactly (greedy decoding of a constructed head)."""
+    unit = "compared_positions"
+    if not acceptance_per_position or not designed:
+        return _fail(unit, "no acceptance recorded" if not acceptance_per_position else "no designed acceptance")
+    if len(acceptance_per_position) != len(designed):
+        return _fail(unit, _unequal_lengths("positions", acceptance_per_position, designed))
+    off = [(i, a, d) for i, (a, d) in enumerate(zip(acceptance_per_position, designed)) if a != d]
+    if off:
+        return _fail(unit, f"position(s) off the design (position, measured, designed): {off}",
+                     len(designed) - len(off))
+    return _passed(unit, len(designed))
 
 
 def within_tolerance(ours: Sequence[float] | None, eager: Sequence[float] | None, tolerance_pts: float) -> Verdict:

@@ -64,16 +64,21 @@ def rank_checks(judged: Judgement, full: dict, seed: int, tp: int, fail_capture:
 def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *, k: int = 3,
           greedy_continuations: dict[int, list[list[int]]] | None = None, tp: int = 1,
           fail_capture: str | None = None, require_no_jit: bool = True, tolerance_pts: float | None = None,
-          inject_bug: str | None = None) -> Judgement:
+          inject_bug: str | None = None, design: dict[str, Any] | None = None) -> Judgement:
     """Every check of one configuration. ``greedy_continuations`` (sampled runs): each seed's greedy outputs; a
     sampled run whose outputs all equal them did not really sample (a target too peaked for its temperature), and
     fails ``sampled_off_greedy``. ``inject_bug``: the bug our variant ran with (``harness_door.bug_injection``);
-    its wrappers must have fired."""
+    its wrappers must have fired. ``design`` (greedy runs of a constructed pair): ``outputs`` per seed (the target's
+    greedy output by construction, which the no-speculation run must give) and ``acceptance`` (per position, which
+    our variant and the eager drafter must give exactly)."""
     by = {(r["variant"], r.get("seed")): r for r in results}
     asked = {r["variant"] for r in results}
     judged = Judgement()
     for seed in seeds:
         nospec, eager = _usable(by.get(("nospec", seed))), _usable(by.get(("eager_drafter", seed)))
+        if design is not None and "nospec" in asked:
+            judged.record(f"nospec_s{seed}_" + exactness.DESIGN_GREEDY, exactness.greedy_equals_design(
+                _field(nospec, "outputs"), design["outputs"].get(seed)))
         for name in SPECULATIVE:
             r = by.get((name, seed))
             if r is None:
@@ -91,6 +96,9 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
                         r.get("draft_steps"), _field(eager, "draft_steps")))
                     judged.record(prefix + exactness.ACCEPTANCE, exactness.acceptance_counts_equal(
                         r.get("acceptance_counts"), _field(eager, "acceptance_counts")))
+            if design is not None and name != "upstream_v1":
+                judged.record(prefix + exactness.DESIGN_ACCEPTANCE, exactness.acceptance_as_designed(
+                    r.get("acceptance_per_position"), design["acceptance"]))
             if not greedy and greedy_continuations and seed in greedy_continuations:
                 judged.checks[prefix + "sampled_off_greedy"] = r["outputs"] != greedy_continuations[seed]
         full = _usable(by.get(("full_drafter", seed)))
