@@ -10,9 +10,10 @@ pairs: vocab 1024, hidden 1024, KV block 16, max_num_seqs 256, K = 3 draft token
 logits), 5 logprobs. A constexpr that follows from those is computed as vLLM computes it (e.g. ``BLOCK_SIZE =
 next_power_of_2(K + 1)``). ``launched_at`` names the launch line in vLLM 0.26.0 and the MRV2 caller.
 
-Not here, on purpose (``tests/test_triton_check.py`` lists them and fails on any other MRV2 kernel missing): kernels
-only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal M-RoPE, decode context
-parallelism) and MRV2's ``@triton.jit`` helpers (checked through their callers: ``triton_rules`` follows them).
+Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
+M-RoPE, decode context parallelism), listed with their reason in ``EXCLUDED`` (``tests/test_triton_check.py`` walks
+MRV2's source and fails on any other launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
+through their callers (``triton_rules`` follows them; the compile layer compiles them inlined).
 """
 
 from __future__ import annotations
