@@ -92,3 +92,71 @@ def test_a_plain_function_is_accepted_where_vllm_runs_without_triton():
     """vLLM replaces ``triton.jit`` by a pass-through when it finds no GPU driver: its kernels are plain functions."""
     derived = derive(annotated.fn, {"unannotate-assignments": 2})
     assert derived.fn.__portable_spec_derived_from__ == f"{__name__}:annotated"
+
+
+@triton.jit
+def constexpr_guards(out_ptr, x_ptr, FLAG: tl.constexpr, OTHER: tl.constexpr):
+    x = tl.load(x_ptr)
+    y = 0
+    if FLAG and x > 0:
+        y += 1
+    if OTHER and x > 1 and x < 9:
+        y += 10
+    tl.store(out_ptr, y)
+
+
+@triton.jit
+def unsigned_counts(out_ptr, x_ptr, k_ptr, T: tl.constexpr):
+    count = tl.zeros((), dtype=tl.uint32)
+    count += tl.load(x_ptr).to(tl.uint32)
+    k = tl.load(k_ptr)
+    pivot = 1.5 if count > k else -2.5
+    tl.store(out_ptr, tl.cast((count + T - 1) // T, tl.int32) * 100 + pivot.to(tl.int32))
+
+
+@triton.jit
+def draws(out_ptr, seed, pos_ptr):
+    pos = tl.load(pos_ptr)
+    tl.store(out_ptr, tl.rand(seed, pos) + tl.randint(seed, pos + 7).to(tl.float32))
+
+
+def _scalar(kernel, *args, dtype=torch.int32, **constexprs):
+    out = torch.zeros(1, dtype=dtype)
+    kernel[(1,)](out, *args, **constexprs)
+    return out.item()
+
+
+def test_short_circuit_turns_constexpr_ands_into_compile_time_choices():
+    _interpreted()
+    derived = derive(constexpr_guards, {"short-circuit-constexpr-and": 2})
+    func = ast.parse(inspect.getsource(derived.fn)).body[0]
+    tests = [ast.unparse(n.test) for n in ast.walk(func) if isinstance(n, ast.If)]
+    assert tests == ["x > 0 if FLAG else False", "x > 1 and x < 9 if OTHER else False"]
+    for flag in (False, True):
+        for other in (False, True):
+            for x in (0, 1, 5, 12):
+                xs = torch.tensor([x], dtype=torch.int32)
+                assert (_scalar(derived, xs, FLAG=flag, OTHER=other)
+                        == _scalar(constexpr_guards, xs, FLAG=flag, OTHER=other)), (flag, other, x)
+
+
+def test_unsigned_counts_divide_as_int32_and_the_ternary_flips():
+    _interpreted()
+    derived = derive(unsigned_counts, {"int32-unsigned-division": 1, "flip-integer-ternary": 1})
+    source = inspect.getsource(derived.fn)
+    assert "(count + T - 1).to(tl.int32) // T" in source and "-2.5 if count <= k else 1.5" in source
+    for count, k in ((0, 0), (7, 3), (4096, 5000), (9000, 1)):
+        args = (torch.tensor([count], dtype=torch.int32), torch.tensor([k], dtype=torch.int32))
+        assert _scalar(derived, *args, T=4096) == _scalar(unsigned_counts, *args, T=4096), (count, k)
+
+
+def test_random_offsets_pass_their_low_32_bits_and_draw_the_same_numbers():
+    """Triton >= 3.3 (the interpreter's) draws from an int64 offset's two 32-bit halves: below 2**32 the uint32
+    offset draws the same numbers."""
+    _interpreted()
+    derived = derive(draws, {"rand-offsets-uint32": 2})
+    assert inspect.getsource(derived.fn).count(".to(tl.uint32)") == 2
+    for seed, pos in ((0, 0), (12345, 4095), (-2**40, 2**31 + 5)):
+        p = torch.tensor([pos], dtype=torch.int64)
+        assert (_scalar(derived, seed, p, dtype=torch.float32)
+                == _scalar(draws, seed, p, dtype=torch.float32)), (seed, pos)

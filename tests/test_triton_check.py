@@ -20,6 +20,7 @@ from portable_spec.kernels.triton_check_render import render_markdown, render_te
 from portable_spec.kernels.triton_compile import first_error_line
 from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
 from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS, kernel_cases
+from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
 REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
 VLLM_ROOT = os.path.dirname(os.path.dirname(importlib.util.find_spec("vllm").origin))
@@ -31,6 +32,19 @@ EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers, a piece of the first err
     "kernel_unified_attention[3d]": {"compile": "make_tensor_descriptor", "static": "stride_ks_blk: int | None"},
     "reduce_segments": {"static": "find_seq_idx (vllm/v1/attention/ops/triton_attention_helpers.py:94) via "
                                   "find_seq_idx: left: tl.int32 = 0"},
+    # Model Runner V2 (portable_spec/kernels/triton_table_mrv2.py)
+    "mrv2/buffer_utils._apply_write_kernel[multi-group]": {"static": "dtype-parameter-pointer"},
+    "mrv2/block_table._gather_block_tables_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
+    "mrv2/block_table._compute_slot_mappings_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
+    "mrv2/sample.penalties._penalties_kernel": {"compile": "chained boolean operators"},
+    "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-k+top-p]": {"compile": "PassManager::run failed",
+                                                                       "static": "unsigned-division"},
+    "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-k]": {"static": "topk_topp_triton.py:200"},
+    "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-p]": {"static": "topk_topp_triton.py:690"},
+    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[greedy-draft]": {"compile": "'NoneType'"},
+    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[draft-logits]": {"compile": "'NoneType'"},
+    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[block-verification]": {
+        "compile": "the else block redefines it as <[1], int1>"},
 }
 
 
@@ -95,6 +109,48 @@ def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
                  "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash"}
     assert attention <= refs
     assert len({c.key for c in table}) == len(table)
+
+
+_MRV2 = os.path.join(VLLM_ROOT, "vllm", "v1", "worker", "gpu")
+
+
+def _launched_jit_kernels(root: str) -> dict[str, str]:
+    """``"module:name"`` -> file for every ``@triton.jit`` function under ``root`` that its own module launches
+    (``name[grid](...)``); a jit function nobody launches is a helper, which the check follows from its callers."""
+    found = {}
+    for dirpath, _, files in os.walk(root):
+        for file in (f for f in files if f.endswith(".py")):
+            path = os.path.join(dirpath, file)
+            tree = ast.parse(open(path, encoding="utf-8").read())
+            launched = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                        and isinstance(n.value, ast.Name)}
+            module = os.path.relpath(path, VLLM_ROOT)[:-3].replace(os.sep, ".")
+            found.update({f"{module}:{name}": path for name in _jit_names(path) & launched})
+    return found
+
+
+def test_the_table_covers_every_kernel_model_runner_v2_launches():
+    """Every ``@triton.jit`` kernel vLLM 0.26.0's Model Runner V2 launches (``vllm/v1/worker/gpu/``, read from the
+    source) has a row, or is in ``EXCLUDED`` with why no dense serving launches it; a new MRV2 kernel fails here.
+    The top-k/top-p op MRV2 calls from vLLM's V1 sampler has rows too, and no exclusion is stale."""
+    refs = {c.ref for c in KERNELS}
+    kernels = _launched_jit_kernels(_MRV2)
+    assert len(kernels) >= 35, sorted(kernels)  # the walk found MRV2
+    missing = sorted(set(kernels) - refs - set(MRV2_EXCLUDED))
+    assert not missing, f"MRV2 kernels with no row in portable_spec/kernels/triton_table_mrv2.py: {missing}"
+    assert "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel" in refs
+    assert "vllm.v1.worker.utils:_zero_kv_blocks_kernel" in MRV2_EXCLUDED
+    stale = [k for k in MRV2_EXCLUDED if k not in kernels and k != "vllm.v1.worker.utils:_zero_kv_blocks_kernel"]
+    assert not stale and all(why for why in MRV2_EXCLUDED.values()), stale
+    assert not set(MRV2_EXCLUDED) & refs
+
+
+def test_each_vllm_row_names_the_line_that_launches_it():
+    """``launched_at`` starts with ``vllm/<file>:<line>``; that line of vLLM 0.26.0 launches the row's kernel."""
+    for case in VLLM_KERNELS:
+        path, _, line = case.launched_at.split()[0].partition(":")
+        text = open(os.path.join(VLLM_ROOT, path), encoding="utf-8").read().splitlines()[int(line) - 1]
+        assert f"{case.attr}[" in text, (case.key, case.launched_at, text)
 
 
 def test_the_product_table_names_no_harness_kernel_and_no_missing_file():

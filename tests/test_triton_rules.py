@@ -72,11 +72,40 @@ def clean_helper(x):
     return x
 
 
+@triton.jit
+def _load_ptr(ptr_to_ptr, elem_dtype):
+    return tl.load(ptr_to_ptr).to(tl.pointer_type(elem_dtype))
+
+
+@triton.jit
+def pointer_table(ptrs, out_ptr, MULTI: tl.constexpr):
+    if MULTI:
+        tl.store(_load_ptr(ptrs, tl.int32), tl.load(out_ptr))
+    else:
+        tl.store(out_ptr, 0)
+
+
+@triton.jit
+def unsigned_division(out_ptr, T: tl.constexpr):
+    count = tl.zeros((), dtype=tl.uint32)
+    count += tl.load(out_ptr).to(tl.uint32)
+    tl.store(out_ptr, ((count + T - 1) // T).to(tl.int32))
+
+
+@triton.jit
+def signed_division(out_ptr, T: tl.constexpr):
+    count = tl.zeros((), dtype=tl.uint32)
+    count += tl.load(out_ptr).to(tl.uint32)
+    both_unsigned = count // count
+    tl.store(out_ptr, (count + T - 1).to(tl.int32) // T + both_unsigned.to(tl.int32))
+
+
 @pytest.mark.parametrize("kernel, rule, code", [
     (annotated_local, "annotated-assignment", "left: tl.int32 = 0"),
     (annotated_param, "annotated-assignment", "parameter stride: int | None = None"),
     (pdl, "tl-extra-cuda", "tl.extra.cuda.gdc_wait"),
     (descriptor, "tensor-descriptor", "tl.make_tensor_descriptor"),
+    (unsigned_division, "unsigned-division", "(count + T - 1) // T"),
 ])
 def test_each_rule_rejects_its_construct_and_says_where(kernel, rule, code):
     result = scan(kernel)
@@ -136,3 +165,27 @@ def test_rule_evidence_cites_nothing_outside_the_repository():
         for word in rule.evidence.replace(",", " ").replace(";", " ").split():
             if word.startswith(("bench/", "portable_spec/", "docs/")):
                 assert (repo / word.rstrip(").")).exists(), (rule.name, word)
+
+
+def test_a_dtype_parameter_in_pointer_type_is_rejected_in_live_code_only():
+    """``tl.pointer_type(elem_dtype)`` fails in front ends before 3.2 only when the code generator reaches it: with
+    the launch's constexprs making the call dead (``MULTI=False``) the helper is checked by the hash-time rules
+    alone; without constexprs, or with ``MULTI=True``, it is live."""
+    for constexprs in (None, {"MULTI": True}):
+        result = scan(pointer_table, constexprs)
+        assert [f.rule for f in result.findings] == ["dtype-parameter-pointer"], constexprs
+        assert "via _load_ptr: tl.pointer_type(elem_dtype)" in result.findings[0].line()
+    dead = scan(pointer_table, {"MULTI": False})
+    assert not dead.rejected and dead.helpers == [f"{__name__}._load_ptr"]
+
+
+def test_hash_time_rules_hold_in_dead_branches():
+    """Triton resolves ``tl.*`` attributes while hashing, dead branches included: a descriptor under a constexpr
+    that is False at this launch still rejects."""
+    assert [f.rule for f in scan(descriptor, {"USE_TD": False}).findings] == ["tensor-descriptor"]
+    assert RULES["tensor-descriptor"].when == RULES["tl-extra-cuda"].when == "hash"
+    assert {r.when for r in RULES.values()} == {"hash", "compile"}
+
+
+def test_division_of_an_unsigned_count_cast_to_signed_or_by_an_unsigned_value_passes():
+    assert not scan(signed_division).rejected

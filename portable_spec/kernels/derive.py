@@ -1,16 +1,9 @@
 """Substitutes derived from vLLM's own Triton source by named, counted rewrites, for code too large to copy.
 
-TRITON_ATTN's unified attention (``v1/attention/ops/triton_unified_attention.py``, ~500 lines plus helpers) uses
-three constructs older Triton front ends reject; each rewrite below expresses the same program without it:
-
-- ``unannotate-parameters``: ``stride_ks_blk: int | None = None`` -> ``stride_ks_blk=None``. Triton binds parameter
-  defaults as annotated assignments; 3.2 evaluates ``int | None`` there and fails ("descriptor '__or__' requires a
-  'int' object but received a 'constexpr'"), MUSA's older front end fails on the annotated assignment itself. A
-  non-constexpr annotation carries no meaning for either (the parameter stays a runtime argument).
-- ``unannotate-assignments``: ``left: tl.int32 = 0`` -> ``left = 0``. MUSA's front end fails with "'AnnAssign'
-  object has no attribute 'targets'"; upstream Triton ignores a non-constexpr annotation on an assignment.
-- ``split-boolean-chains``: ``A or B or C`` -> ``(A or B) or C``. Triton 3.2 refuses chains of more than two
-  operands ("chained boolean operators (A or B or C) are not supported; use parentheses to split the chain").
+vLLM's larger kernels (TRITON_ATTN's unified attention, ~500 lines plus helpers; Model Runner V2's rejection kernel;
+the top-k/top-p sampler, ~800 lines) use a few constructs older Triton front ends reject. Each rewrite
+(``derive_rewrites.REWRITES``, which says what each one changes and why) expresses the same program without one of
+them; an entry in ``substitutions.py`` names the rewrites and how many places each must change.
 
 ``unspecialize`` rewrites no source: it names integer parameters Triton must not specialize (``do_not_specialize``),
 so one compiled variant serves every value (CUDA's batch-size arguments, ``substitutions.py``).
@@ -27,10 +20,11 @@ import ast
 import inspect
 import linecache
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from portable_spec.errors import PortableSpecError
+from portable_spec.kernels.derive_rewrites import REWRITES
 
 DERIVED_MARK = "__portable_spec_derived_from__"
 DERIVED_MODULE_PREFIX = "portable_spec.derived."
@@ -38,64 +32,6 @@ DERIVED_MODULE_PREFIX = "portable_spec.derived."
 
 class DerivationError(PortableSpecError):
     """vLLM's kernel source is not what a rewrite expects."""
-
-
-def _constexpr(annotation: ast.expr) -> bool:
-    return ast.unparse(annotation).split(".")[-1] == "constexpr"
-
-
-def _unannotate_parameters(func: ast.FunctionDef) -> int:
-    args = func.args.args
-    with_default = {a.arg for a in args[len(args) - len(func.args.defaults):]}
-    changed = 0
-    for arg in args:
-        if arg.annotation is not None and arg.arg in with_default and not _constexpr(arg.annotation):
-            arg.annotation = None
-            changed += 1
-    return changed
-
-
-class _Unannotate(ast.NodeTransformer):
-    changed = 0
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        if _constexpr(node.annotation) or node.value is None:
-            return node
-        self.changed += 1
-        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
-
-
-class _SplitChains(ast.NodeTransformer):
-    changed = 0
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-        self.generic_visit(node)
-        if len(node.values) <= 2:
-            return node
-        self.changed += 1
-        left = node.values[0]
-        for value in node.values[1:]:
-            left = ast.BoolOp(op=node.op, values=[left, value])
-        return ast.copy_location(left, node)
-
-
-def _unannotate_assignments(func: ast.FunctionDef) -> int:
-    visitor = _Unannotate()
-    visitor.visit(func)
-    return visitor.changed
-
-
-def _split_boolean_chains(func: ast.FunctionDef) -> int:
-    visitor = _SplitChains()
-    visitor.visit(func)
-    return visitor.changed
-
-
-REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
-    "unannotate-parameters": _unannotate_parameters,
-    "unannotate-assignments": _unannotate_assignments,
-    "split-boolean-chains": _split_boolean_chains,
-}
 
 
 def derive(original: Any, rewrites: Mapping[str, int], unspecialize: tuple[str, ...] = ()) -> Any:

@@ -22,6 +22,9 @@ from typing import Any
 
 _ATTN = "vllm.v1.attention.ops"
 _SD = "vllm.v1.spec_decode"
+_MRV2 = "vllm.v1.worker.gpu"
+_AND = ("Triton 3.2 does not short-circuit a constexpr operand of 'and', so 'if FLAG and t:' compiles its body "
+        "even when FLAG is False")
 _BATCH = ("its batch-size arguments are specialized as 1 / multiple of 16 / other, one compile each; unspecialized "
           "they are plain loop bounds and row counts (no alignment depends on them), so one variant serves every "
           "batch")
@@ -124,6 +127,51 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         reason=("declares 'stride_ks_blk: int | None = None' (6 such parameters): Triton 3.2 fails evaluating the "
                 f"annotation; {_NO_ANN}"),
         rewrites=(("unannotate-parameters", 6),),
+    ),
+    # ---------------------------------------------------------------- Model Runner V2 (vllm/v1/worker/gpu/)
+    Substitution(
+        name="_load_ptr",
+        targets=(f"{_MRV2}.buffer_utils._load_ptr", f"{_MRV2}.block_table._load_ptr"),
+        platforms=("musa",),
+        reason=("MRV2's block-table kernels (and the multi-group staged write) cast a table entry with "
+                "tl.pointer_type(elem_dtype), elem_dtype a helper parameter: older front ends (MUSA's) refuse it "
+                "('element_ty is a constexpr.'; vllm-musa patches the same lines)"),
+        replacement="portable_spec.kernels.load_ptr:_load_ptr",
+    ),
+    Substitution(
+        name="_penalties_kernel",
+        targets=(f"{_MRV2}.sample.penalties._penalties_kernel",),
+        platforms=("musa",),
+        reason=("MRV2's penalties kernel tests 'use_rep_penalty or use_freq_penalty or use_pres_penalty'; Triton 3.2 "
+                "refuses boolean chains of more than two operands (vllm-musa patches the same line)"),
+        rewrites=(("split-boolean-chains", 1),),
+    ),
+    Substitution(
+        name="tl_rand32",
+        targets=(f"{_MRV2}.sample.gumbel.tl_rand32", f"{_MRV2}.spec_decode.rejection_sampler_utils.tl_rand32"),
+        platforms=("musa",),
+        reason=("MRV2's rejection kernel draws u = tl.rand(seed, position) with an int64 position: Triton 3.2's "
+                "64-bit Philox returns a block of one there (a scalar in >= 3.3), so the branches that use u "
+                "disagree in shape; drawing from the position's low 32 bits gives >= 3.3's scalar and numbers"),
+        rewrites=(("rand-offsets-uint32", 1),),
+    ),
+    Substitution(
+        name="_rejection_kernel",
+        targets=(f"{_MRV2}.spec_decode.rejection_sampler_utils._rejection_kernel",),
+        platforms=("musa",),
+        reason=(f"MRV2's rejection kernel tests 'USE_BLOCK_VERIFICATION and not is_greedy': {_AND} (it loads "
+                "through the None cumulative_log_p_ptr)"),
+        rewrites=(("short-circuit-constexpr-and", 2),),
+    ),
+    Substitution(
+        name="_topk_topp_kernel",
+        targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
+        platforms=("musa",),
+        reason=(f"the top-k/top-p sampler (V1's and MRV2's, batches of 8 or more) tests 'TOPP_ENABLED and ...': {_AND} "
+                "and its conditional expression next to an if on the same condition trips MLIR's dominance check "
+                "('operand #0 does not dominate this use'); it also divides uint32 counts by int constants, which "
+                "older front ends (MUSA's) refuse (vllm-musa patches all three)"),
+        rewrites=(("flip-integer-ternary", 1), ("int32-unsigned-division", 4)),
     ),
     _batch_agnostic("eagle_prepare_next_token_padded_kernel", ("utils", "llm_base_proposer"),
                     ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),

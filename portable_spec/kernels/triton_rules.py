@@ -5,8 +5,11 @@ Upstream 3.2 compiling a kernel is only a proxy for MUSA's fork: the fork's fron
 PR #4412, and torchada replaces some intrinsics. Each rule cites its evidence. Helpers are resolved the way Triton
 resolves them when it compiles a caller: by name in the CALLING function's module globals (``fn.__globals__``), at
 the time of the check, so a helper substitute bound on that module is what the rules see. A helper's rejection makes
-every caller rejected. Rules read source text (dead constexpr branches included, as Triton's dependency hashing
-does); they need no GPU and no particular Triton version.
+every caller rejected. Rules read source text; they need no GPU and no particular Triton version. Two kinds:
+``hash`` rules hold wherever the text is, dead constexpr branches included, because Triton resolves ``tl.*``
+attributes and helpers while hashing a kernel; ``compile`` rules hold only where the code generator goes, so a
+branch the launch's constexpr values make dead (``if MULTI_GROUP:`` with ``MULTI_GROUP=False``) does not count, and
+a helper called only from such a branch is checked by the ``hash`` rules alone.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from portable_spec.kernels.derive_rewrites import divides_unsigned_by_signed, unsigned_names
+
 
 @dataclass(frozen=True)
 class Rule:
     name: str
     rejects: str
     evidence: str
+    when: str = "compile"  # "hash": anywhere in the source; "compile": only where the code generator goes
 
 
 RULES: dict[str, Rule] = {rule.name: rule for rule in (
@@ -38,11 +44,25 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
     Rule("tl-extra-cuda",
          "tl.extra.cuda (torchada aliases it to tl.extra.musa; gdc_wait and gdc_launch_dependents become stubs that "
          "raise NotImplementedError)",
-         "torchada's _patch_triton_extra (torchada/_patch.py, applied on MUSA)"),
+         "torchada's _patch_triton_extra (torchada/_patch.py, applied on MUSA)", when="hash"),
+    Rule("dtype-parameter-pointer",
+         "tl.pointer_type(elem_dtype) where elem_dtype is a parameter (a dtype the caller passes, as in "
+         "_load_ptr(ptr, tl.int32)): front ends before Triton 3.2 receive it as a constexpr and fail with "
+         "\"element_ty is a constexpr.\", annotated tl.constexpr or not",
+         "MooreThreads/vllm-musa patch 0032 (v1/worker/gpu/block_table: _load_ptr(.., tl.int32) -> a helper with "
+         "tl.pointer_type(tl.int32)); measured with triton 3.0.0: "
+         "bench/results/2026-11-25-triton32-check-mrv2/pre4412_mrv2_probe.py"),
+    Rule("unsigned-division",
+         "floor division or modulo of a uint32/uint64 value by an int literal or a signed value "
+         "((num_outliers + T - 1) // T with num_outliers = tl.zeros((), dtype=tl.uint32)): front ends before "
+         "Triton 3.2 type the literal int32 and refuse (\"Cannot use /, #, or % with triton.language.uint32 and "
+         "triton.language.int32 because they have different signedness\")",
+         "MooreThreads/vllm-musa patch 0027 (v1/sample/ops/topk_topp_triton: these divisions rewritten on int32 "
+         "values); measured with triton 3.0.0: bench/results/2026-11-25-triton32-check-mrv2/pre4412_mrv2_probe.py"),
     Rule("tensor-descriptor",
          "a tensor descriptor (tl.make_tensor_descriptor) not inside an 'if hasattr(..., \"make_tensor_descriptor\")' "
          "guard; Triton 3.2 has none and resolves tl.* attributes while hashing, dead constexpr branches included",
-         "Triton 3.2 has no tensor descriptors; torchada's MoE kernel guards it with hasattr"),
+         "Triton 3.2 has no tensor descriptors; torchada's MoE kernel guards it with hasattr", when="hash"),
 )}
 
 _PDL = {"gdc_wait", "gdc_launch_dependents"}
@@ -130,20 +150,61 @@ def _resolve(node: ast.expr, scope: dict[str, Any], local: set[str]) -> Any:
     return None
 
 
-def _own_findings(fn: Any) -> tuple[list[Finding], list[Finding], list[Any]]:
-    """Rule hits in ``fn``'s own source, constexpr notes, and the JIT helpers it calls."""
+def _static_truth(test: ast.expr, known: dict[str, Any]) -> bool | None:
+    """The value of an ``if`` test from the launch's constexpr values, or None where it is decided at run time."""
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.Name):
+        return bool(known[test.id]) if test.id in known else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _static_truth(test.operand, known)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_static_truth(v, known) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # the operand value that decides the whole expression
+        if decisive in values:
+            return decisive
+        return None if None in values else not decisive
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)
+            and test.left.id in known and isinstance(test.comparators[0], ast.Constant)
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        equal = known[test.left.id] == test.comparators[0].value
+        return equal if isinstance(test.ops[0], ast.Eq) else not equal
+    return None
+
+
+def _dead_nodes(func: ast.FunctionDef, known: dict[str, Any]) -> set[int]:
+    """ids of the AST nodes inside branches the constexpr values in ``known`` rule out."""
+    dead: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.If, ast.IfExp)) and id(node) not in dead:
+            truth = _static_truth(node.test, known)
+            if truth is None:
+                continue
+            branch = node.orelse if truth else node.body
+            for part in branch if isinstance(branch, list) else [branch]:
+                dead.update(id(n) for n in ast.walk(part))
+    return dead
+
+
+def _own_findings(fn: Any, known: dict[str, Any]) -> tuple[list[Finding], list[Finding], list[Any], list[Any]]:
+    """Rule hits in ``fn``'s own source, constexpr notes, and the JIT helpers it calls from live code and from code
+    only the constexpr values in ``known`` rule out."""
     func, path, start = _source(fn)
     name = full_name(fn)
     scope = fn.fn.__globals__
     parents = {child: node for node in ast.walk(func) for child in ast.iter_child_nodes(node)}
     local = {a.arg for a in func.args.args} | {n.id for n in ast.walk(func)
                                                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    dead = _dead_nodes(func, known)
 
     def at(node: ast.AST) -> str:
         return f"{path}:{start + node.lineno - 1}"
 
     hits: list[Finding] = []
     notes: list[Finding] = []
+    unsigned = unsigned_names(func)
+    params = {a.arg for a in func.args.args}
     args = func.args.args
     defaults = dict(zip([a.arg for a in args[len(args) - len(func.args.defaults):]], func.args.defaults))
     for arg in args:
@@ -152,7 +213,8 @@ def _own_findings(fn: Any) -> tuple[list[Finding], list[Finding], list[Any]]:
             (notes if _is_constexpr(arg.annotation) else hits).append(
                 Finding("annotated-assignment", name, at(arg), f"parameter {code}"))
     for node in ast.walk(func):
-        if isinstance(node, ast.AnnAssign):
+        live = id(node) not in dead
+        if isinstance(node, ast.AnnAssign) and live:
             (notes if _is_constexpr(node.annotation) else hits).append(
                 Finding("annotated-assignment", name, at(node), ast.unparse(node)))
         elif isinstance(node, ast.Attribute):
@@ -168,30 +230,56 @@ def _own_findings(fn: Any) -> tuple[list[Finding], list[Finding], list[Any]]:
                 hits.append(Finding("tl-extra-cuda", name, at(node), node.id))
             elif node.id in _DESCRIPTOR and not _guarded(node, parents, node.id):
                 hits.append(Finding("tensor-descriptor", name, at(node), node.id))
-    helpers = []
+        elif (live and isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "pointer_type"
+              and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in params):
+            hits.append(Finding("dtype-parameter-pointer", name, at(node), ast.unparse(node)))
+        elif live and divides_unsigned_by_signed(node, unsigned):
+            hits.append(Finding("unsigned-division", name, at(node), ast.unparse(node)))
+    helpers: dict[bool, list[Any]] = {True: [], False: []}
     for node in ast.walk(func):
         if isinstance(node, ast.Call):
             target = _resolve(node.func, scope, local)
-            if is_jit_function(target) and target not in helpers and not _triton_library(target):
-                helpers.append(target)
-    return hits, notes, helpers
+            if is_jit_function(target) and not _triton_library(target):
+                bucket = helpers[id(node) not in dead]
+                if target not in bucket:
+                    bucket.append(target)
+    dead_only = [h for h in helpers[False] if h not in helpers[True]]
+    return hits, notes, helpers[True], dead_only
 
 
-def scan(kernel: Any) -> Scan:
-    """Apply every rule to ``kernel`` and, transitively, to the helpers it calls (each visited once)."""
+def scan(kernel: Any, constexprs: dict[str, Any] | None = None) -> Scan:
+    """Apply every rule to ``kernel`` and, transitively, to the helpers it calls (each visited once, or twice when a
+    helper first met in dead code is also called from live code). ``constexprs`` are the launch's values for the
+    kernel's constexpr parameters (defaults fill the rest); without them every branch counts as live. A helper's
+    branches count as live (its constexpr arguments come from its callers)."""
+    known = {} if constexprs is None else {**_constexpr_defaults(kernel), **constexprs}
     result = Scan()
-    seen: set[int] = set()
+    seen: dict[int, bool] = {}  # id -> visited as live code
 
-    def visit(fn: Any, via: tuple[str, ...]) -> None:
-        if id(fn) in seen:
+    def visit(fn: Any, via: tuple[str, ...], live: bool, values: dict[str, Any]) -> None:
+        if id(fn) in seen and (seen[id(fn)] or not live):
             return
-        seen.add(id(fn))
-        hits, notes, helpers = _own_findings(fn)
-        result.findings.extend(Finding(h.rule, h.function, h.where, h.code, via) for h in hits)
-        result.notes.extend(Finding(n.rule, n.function, n.where, n.code, via) for n in notes)
-        for helper in helpers:
-            result.helpers.append(full_name(helper))
-            visit(helper, via + (helper.fn.__name__,))
+        upgrade = id(fn) in seen  # met in dead code first: add what only live code adds
+        seen[id(fn)] = live
+        hits, notes, live_helpers, dead_helpers = _own_findings(fn, values)
+        compile_rules = {r.name for r in RULES.values() if r.when == "compile"}
+        wanted = compile_rules if upgrade else (set(RULES) - compile_rules) | (compile_rules if live else set())
+        result.findings.extend(Finding(h.rule, h.function, h.where, h.code, via) for h in hits if h.rule in wanted)
+        if live and not upgrade:
+            result.notes.extend(Finding(n.rule, n.function, n.where, n.code, via) for n in notes)
+        for helper in live_helpers + dead_helpers:
+            if full_name(helper) not in result.helpers:
+                result.helpers.append(full_name(helper))
+            visit(helper, via + (helper.fn.__name__,), live and helper in live_helpers, {})
 
-    visit(kernel, ())
+    visit(kernel, (), True, known)
     return result
+
+
+def _constexpr_defaults(kernel: Any) -> dict[str, Any]:
+    """Defaults of the parameters annotated ``tl.constexpr`` (a runtime parameter's default says nothing about the
+    value a launch passes)."""
+    func = _source(kernel)[0]
+    constexpr = {a.arg for a in func.args.args if a.annotation is not None and _is_constexpr(a.annotation)}
+    return {name: p.default for name, p in inspect.signature(kernel.fn).parameters.items()
+            if name in constexpr and p.default is not inspect.Parameter.empty}

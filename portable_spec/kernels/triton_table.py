@@ -5,51 +5,19 @@ GPU, so each row must say what a launch would: runtime parameters with their Tri
 ``i32``/``i64`` integer, ``fp32`` float, ``none`` for an argument passed as ``None``) and constexpr parameters with
 the value the launch site passes (parameters left at their Python default are filled in by the worker). vLLM
 kernels are named by ``"module:attr"`` strings, so importing this table imports neither vLLM nor Triton; each row's
-``launched_at`` says where vLLM 0.26.0 launches it, and the shapes are a Llama-style layer (32 query heads, 8 KV
-heads, head size 128, bf16, KV block 16) as TRITON_ATTN serves it.
+``launched_at`` says where vLLM 0.26.0 launches it. This module holds the V1 runner's kernels (its drafter, rejection
+sampler and TRITON_ATTN, at a Llama-style layer: 32 query heads, 8 KV heads, head size 128, bf16, KV block 16);
+``triton_table_mrv2.py`` holds Model Runner V2's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from portable_spec.kernels.triton_case import KernelCase, sig
+from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
 _SD = "vllm/v1/spec_decode"
 _RS = "vllm/v1/sample/rejection_sampler.py"
 _UA = "vllm/v1/attention/ops/triton_unified_attention.py"
-
-
-def sig(spec: str) -> dict[str, str]:
-    """``"a b:*i32 | c:i32"`` -> ``{"a": "*i32", "b": "*i32", "c": "i32"}`` (groups keep parameter order)."""
-    out: dict[str, str] = {}
-    for group in spec.split("|"):
-        names, _, ty = group.strip().rpartition(":")
-        for name in names.split():
-            out[name] = ty.strip()
-    return out
-
-
-@dataclass(frozen=True)
-class KernelCase:
-    """One compile of one kernel: ``ref`` is ``"module:attr"`` of the object the launch site calls."""
-
-    key: str
-    ref: str
-    signature: dict[str, str]
-    constexprs: dict[str, Any]
-    launched_at: str
-    owner: str = "vllm"
-    musa_path: bool = True
-    options: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def module(self) -> str:
-        return self.ref.partition(":")[0]
-
-    @property
-    def attr(self) -> str:
-        return self.ref.partition(":")[2]
-
 
 _UA_COMMON = sig(
     "output_ptr query_ptr key_cache_ptr value_cache_ptr:*bf16 | sink_ptr:none | block_tables_ptr seq_lens_ptr:*i32"
@@ -66,7 +34,7 @@ _UA_CONST = dict(num_query_heads=32, num_queries_per_kv=4, BLOCK_SIZE=16, HEAD_S
                  USE_FP8=False, KV_QUANT_MODE=0, Q_IS_FP8=False, CHUNK_LOOKBACK=-1, CHUNK_SIZE=-1, USE_TD=False,
                  USE_TD_QO=False, MM_PREFIX_CLAMP_SW=False)
 
-VLLM_KERNELS: tuple[KernelCase, ...] = (
+V1_KERNELS: tuple[KernelCase, ...] = (
     # ---------------------------------------------------------------- V1 drafter (vllm/v1/spec_decode/utils.py)
     KernelCase(  # chain steps: utils.py eagle_step_update_slot_mapping_and_metadata, from llm_base_proposer.py:786
         "eagle_step_slot_mapping_metadata_kernel", "vllm.v1.spec_decode.utils:eagle_step_slot_mapping_metadata_kernel",
@@ -167,11 +135,14 @@ VLLM_KERNELS: tuple[KernelCase, ...] = (
         options=dict(num_warps=16, num_stages=10)),
 )
 
+VLLM_KERNELS: tuple[KernelCase, ...] = V1_KERNELS + MRV2_KERNELS
+"""vLLM's kernels on the MUSA serving path: the V1 runner's (above) and Model Runner V2's (``triton_table_mrv2``)."""
+
 OUR_KERNELS: tuple[KernelCase, ...] = (
     KernelCase(
         "ours/eagle_prepare_next_token_padded_kernel",
         "portable_spec.kernels.eagle_prepare_next_token:eagle_prepare_next_token_padded_kernel",
-        VLLM_KERNELS[2].signature, VLLM_KERNELS[2].constexprs,
+        V1_KERNELS[2].signature, V1_KERNELS[2].constexprs,
         "bound over vLLM's on MUSA (portable_spec/kernels/registry.py)", owner="portable_spec"),
 )
 

@@ -8,26 +8,21 @@
    reduction, spec-decode verify and prefill (2D), a non-causal DFlash block, and random lengths. The substitutes
    compile to the same program, so the outputs must be equal bit for bit.
 
-Times are per launch, measured by replaying CUDA graphs of many launches (no Python or launch overhead), in
-interleaved rounds, median per shape. The bar is substitute <= 1.05x vLLM: the geometric mean over each kernel's
-shapes must meet it, and no single shape may exceed 1.15x (microsecond kernels jitter by a few percent).
+Times are per launch (``kernel_timing.py``: CUDA graphs of many launches, interleaved rounds, median per shape). The
+bar is substitute <= 1.05x vLLM: the geometric mean over each kernel's shapes must meet it, and no single shape may
+exceed 1.15x (microsecond kernels jitter by a few percent).
 Results go to ``$PORTABLE_SPEC_GPU_OUT/kernel_substitutes_gpu.json`` when that variable is set.
 """
 
 from __future__ import annotations
 
-import datetime
-import json
-import math
-import os
-import statistics
 
 import pytest
 import torch
+from kernel_timing import BAR, SHAPE_CAP, check_bar, compare_graphs, compare_times, graph, write_report
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-BAR, SHAPE_CAP = 1.05, 1.15
 RESULTS: dict = {"bar": BAR, "shape_cap": SHAPE_CAP}
 
 
@@ -35,55 +30,7 @@ RESULTS: dict = {"bar": BAR, "shape_cap": SHAPE_CAP}
 def report():
     pytest.importorskip("vllm")
     yield RESULTS
-    out = os.environ.get("PORTABLE_SPEC_GPU_OUT")
-    if out:
-        import triton
-        import vllm
-
-        os.makedirs(out, exist_ok=True)
-        RESULTS.update(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                       vllm=vllm.__version__, date=datetime.date.today().isoformat())
-        with open(os.path.join(out, "kernel_substitutes_gpu.json"), "w") as fh:
-            json.dump(RESULTS, fh, indent=1)
-
-
-def _graph(fn, launches: int) -> torch.cuda.CUDAGraph:
-    fn()  # compile and warm up outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(launches):
-            fn()
-    torch.cuda.synchronize()
-    return graph
-
-
-def _per_launch_us(graph: torch.cuda.CUDAGraph, launches: int, replays: int = 5) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / (replays * launches)
-
-
-def _compare_times(fn_vllm, fn_ours, launches: int, rounds: int = 7) -> dict:
-    graphs = {"vllm": _graph(fn_vllm, launches), "ours": _graph(fn_ours, launches)}
-    samples = {name: [] for name in graphs}
-    for _ in range(rounds):  # interleaved: host and clock drift hit both alike
-        for name, graph in graphs.items():
-            samples[name].append(_per_launch_us(graph, launches))
-    vllm_us, ours_us = statistics.median(samples["vllm"]), statistics.median(samples["ours"])
-    return {"vllm_us": round(vllm_us, 3), "substitute_us": round(ours_us, 3), "ratio": round(ours_us / vllm_us, 4)}
-
-
-def _check_bar(rows: list[dict], name: str) -> None:
-    ratios = [r["ratio"] for r in rows]
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    RESULTS[f"{name}_geomean_ratio"] = round(geomean, 4)
-    assert geomean <= BAR, f"{name}: substitute/vLLM time {geomean:.3f}x over {len(rows)} shapes: {ratios}"
-    assert max(ratios) <= SHAPE_CAP, f"{name}: a shape runs {max(ratios):.3f}x vLLM's time: {rows}"
+    write_report(RESULTS, "kernel_substitutes_gpu.json")
 
 
 # ------------------------------------------------------------------------------------------------ eagle kernel
@@ -125,9 +72,9 @@ def test_eagle_prepare_next_token_substitute_is_bitwise_and_as_fast():
             return lambda: ours.launch(kernel, c["sampled"], c["discard"], c["backup"], c["vocab"])
 
         rows.append({"batch": batch, "width": width, "bitwise_equal": True,
-                     **_compare_times(run(theirs), run(ours.eagle_prepare_next_token_padded_kernel), 200)})
+                     **compare_times(run(theirs), run(ours.eagle_prepare_next_token_padded_kernel), 200)})
     RESULTS["eagle_prepare_next_token_padded_kernel"] = rows
-    _check_bar(rows, "eagle_prepare_next_token_padded_kernel")
+    check_bar(rows, "eagle_prepare_next_token_padded_kernel", RESULTS)
 
 
 # ------------------------------------------------------------------------------------------------ unified attention
@@ -186,25 +133,19 @@ def test_unified_attention_with_substitutes_is_bitwise_and_as_fast():
 
         run()()
         shipped = out.clone()
-        graph_vllm = _graph(run(), 20)
+        graph_vllm = graph(run(), 20)
         try:
             registry.install_substitutions("musa")
             assert ua.kernel_unified_attention.fn.__module__.startswith("portable_spec.derived.")
             run()()
             substituted = out.clone()
-            graph_ours = _graph(run(), 20)
+            graph_ours = graph(run(), 20)
         finally:
             registry.uninstall()
         assert torch.isfinite(shipped.float()).all(), name
         assert torch.equal(shipped, substituted), (name, float((shipped.float() - substituted.float()).abs().max()))
-        samples = {"vllm": [], "ours": []}
-        for _ in range(7):
-            samples["vllm"].append(_per_launch_us(graph_vllm, 20))
-            samples["ours"].append(_per_launch_us(graph_ours, 20))
-        vllm_us, ours_us = statistics.median(samples["vllm"]), statistics.median(samples["ours"])
         rows.append({"case": name, "num_seqs": len(seqs), "tokens": sum(queries), "max_seq_len": max(seqs),
                      "path": "3d" if use_3d else "2d", "causal": causal, "bitwise_equal": True,
-                     "vllm_us": round(vllm_us, 3), "substitute_us": round(ours_us, 3),
-                     "ratio": round(ours_us / vllm_us, 4)})
+                     **compare_graphs(graph_vllm, graph_ours, 20)})
     RESULTS["unified_attention"] = rows
-    _check_bar(rows, "unified_attention")
+    check_bar(rows, "unified_attention", RESULTS)

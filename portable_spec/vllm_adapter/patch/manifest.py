@@ -211,9 +211,13 @@ CENSUS: tuple[Divergence, ...] = (
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",
-         "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention"),
-        what="Module globals holding vLLM Triton kernels rebound to ours: MUSA-Triton-3.2-safe rewrites on MUSA; "
-             "batch-unspecialized launches on CUDA (same outputs). The table lists every module and attribute.",
+         "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
+         "vllm.v1.worker.gpu.block_table:_load_ptr",
+         "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel"),
+        what="Module globals holding vLLM Triton kernels and @triton.jit helpers rebound to ours (V1's drafter and "
+             "TRITON_ATTN, Model Runner V2's block tables, sampler and rejection sampler, the top-k/top-p op both "
+             "runners call): MUSA-Triton-3.2-safe rewrites on MUSA; batch-unspecialized launches on CUDA (same "
+             "outputs). The table lists every module and attribute.",
         why="MUSA's Triton 3.2 rejects some of vLLM's kernels; on CUDA fewer variants compile at boot.",
         undone="kernels.registry.uninstall() restores every original; a port with no substitutions binds none.",
         upstream="vllm-musa patches kernels for MUSA in its own series (issue 26 composes with it)."),

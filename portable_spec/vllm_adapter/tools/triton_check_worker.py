@@ -63,7 +63,7 @@ def _one(case: Any, layer: str) -> dict[str, Any]:
     out: dict[str, Any] = {"bound": _bound_name(obj),
                            "derived_from": getattr(obj.fn, "__portable_spec_derived_from__", None)}
     if layer == "static":
-        found = scan(obj)
+        found = scan(obj, case.constexprs)
         out.update(verdict="rejected" if found.rejected else "ok",
                    first_error=found.findings[0].line() if found.findings else None,
                    findings=[f.line() for f in found.findings], notes=[n.line() for n in found.notes],

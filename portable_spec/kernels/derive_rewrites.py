@@ -1,0 +1,199 @@
+"""The named source rewrites ``derive.py`` applies to vLLM's kernels: each takes a kernel's ``ast.FunctionDef``,
+changes it in place and returns how many places it changed (``derive`` fails unless that is the expected count).
+
+Each expresses the same program without one construct an older Triton front end rejects:
+
+- ``unannotate-parameters``: ``stride_ks_blk: int | None = None`` -> ``stride_ks_blk=None``. Triton binds parameter
+  defaults as annotated assignments; 3.2 evaluates ``int | None`` there and fails ("descriptor '__or__' requires a
+  'int' object but received a 'constexpr'"), MUSA's older front end fails on the annotated assignment itself. A
+  non-constexpr annotation carries no meaning for either (the parameter stays a runtime argument).
+- ``unannotate-assignments``: ``left: tl.int32 = 0`` -> ``left = 0``. MUSA's front end fails with "'AnnAssign'
+  object has no attribute 'targets'"; upstream Triton ignores a non-constexpr annotation on an assignment.
+- ``split-boolean-chains``: ``A or B or C`` -> ``(A or B) or C``. Triton 3.2 refuses chains of more than two
+  operands ("chained boolean operators (A or B or C) are not supported; use parentheses to split the chain").
+- ``short-circuit-constexpr-and``: ``FLAG and x`` -> ``(x if FLAG else False)`` where ``FLAG`` is a ``tl.constexpr``
+  parameter. Triton >= 3.3 short-circuits a constexpr operand of ``and``; 3.2 does not: it builds ``logical_and``
+  of both, so ``if USE_X and t:`` becomes a run-time branch whose body is compiled even when ``USE_X`` is False
+  (with ``None`` pointers: "'NoneType' object has no attribute 'type'") or fails MLIR's dominance check ("operand
+  #0 does not dominate this use"). A conditional expression on a constexpr selects its branch at compile time in
+  every Triton, which is what >= 3.3 does with the ``and``.
+- ``int32-unsigned-division``: ``(n + T - 1) // T`` -> ``(n + T - 1).to(tl.int32) // T`` where ``n`` is a uint32
+  count (assigned from ``tl.zeros(..., dtype=tl.uint32)``). Triton >= 3.2 gives an int literal the other operand's
+  type; older front ends (MUSA's) make it int32 and refuse to divide uint32 by int32 ("Cannot use /, #, or % with
+  triton.language.uint32 and triton.language.int32 because they have different signedness"; vllm-musa patches these
+  lines). The counts are below 2**31, where both divisions agree.
+- ``flip-integer-ternary``: ``a if n > k else b`` -> ``b if n <= k else a`` where ``n`` is an unsigned count
+  (integers: the negated comparison is exact). Triton 3.2's ``TritonGPUCombineTensorSelectAndIf`` pass moves a select
+  on condition ``c`` into a later ``if`` on the same ``c`` and breaks dominance ("operand #0 does not dominate this
+  use"); the top-k/top-p kernel selects its pivot on ``n > k`` and then branches on ``n > k`` (vllm-musa rewrites
+  the same lines). On the negated comparison the select's condition is another value, which the pass leaves alone.
+- ``rand-offsets-uint32``: ``tl.rand(seed, offset)`` -> ``tl.rand(seed, offset.to(tl.uint32))`` (also
+  ``tl.randint``). Triton 3.2 draws from an int64 offset with a 64-bit Philox whose result is a block of one
+  element, not a scalar (so ``u`` in a branch no longer matches the other branch: "the else block redefines it as
+  <[1], int1>"), and other numbers. Triton >= 3.3 draws from the offset's two 32-bit halves; for offsets in
+  [0, 2**32) (positions, vocabulary indices) the high half is 0 and the low half is the uint32 offset, so passing it
+  gives >= 3.3's numbers on both.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+
+def _constexpr(annotation: ast.expr) -> bool:
+    return ast.unparse(annotation).split(".")[-1] == "constexpr"
+
+
+def constexpr_parameters(func: ast.FunctionDef) -> set[str]:
+    """Parameters annotated ``tl.constexpr``."""
+    return {a.arg for a in func.args.args if a.annotation is not None and _constexpr(a.annotation)}
+
+
+def unsigned_names(func: ast.FunctionDef) -> set[str]:
+    """Local names assigned a uint32/uint64 value somewhere in ``func``: ``tl.zeros(..., dtype=tl.uint32)``,
+    ``tl.full(..., dtype=...)``, ``tl.cast(x, tl.uint32)`` or ``x.to(tl.uint32)`` (a source-level approximation of
+    Triton's types, enough for the counters vLLM's kernels keep)."""
+    names = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and _is_unsigned_value(node.value):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _is_unsigned_value(value: ast.expr) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    text = [ast.unparse(a) for a in value.args] + [ast.unparse(k.value) for k in value.keywords]
+    return any(t.split(".")[-1] in ("uint32", "uint64") for t in text)
+
+
+def mentions(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _cast_to_signed(node: ast.expr) -> bool:
+    """``x.to(tl.int32)`` or ``tl.cast(x, tl.int32)`` (any signed integer type)."""
+    if not isinstance(node, ast.Call):
+        return False
+    name = ast.unparse(node.func)
+    target = node.args[0] if name.endswith(".to") and node.args else (
+        node.args[1] if name.split(".")[-1] == "cast" and len(node.args) > 1 else None)
+    return target is not None and ast.unparse(target).split(".")[-1] in ("int8", "int16", "int32", "int64")
+
+
+def divides_unsigned_by_signed(node: ast.AST, unsigned: set[str]) -> bool:
+    """``x // c`` or ``x % c`` with ``x`` computed from an unsigned name (and not cast to a signed type) and ``c`` an
+    int literal or a name that is not unsigned (a constexpr or a signed value)."""
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod))
+            and mentions(node.left, unsigned) and not _cast_to_signed(node.left)
+            and isinstance(node.right, (ast.Name, ast.Constant)) and not mentions(node.right, unsigned))
+
+
+def _unannotate_parameters(func: ast.FunctionDef) -> int:
+    args = func.args.args
+    with_default = {a.arg for a in args[len(args) - len(func.args.defaults):]}
+    changed = 0
+    for arg in args:
+        if arg.annotation is not None and arg.arg in with_default and not _constexpr(arg.annotation):
+            arg.annotation = None
+            changed += 1
+    return changed
+
+
+class _Counting(ast.NodeTransformer):
+    changed = 0
+
+
+class _Unannotate(_Counting):
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if _constexpr(node.annotation) or node.value is None:
+            return node
+        self.changed += 1
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+
+
+class _SplitChains(_Counting):
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.values) <= 2:
+            return node
+        self.changed += 1
+        left = node.values[0]
+        for value in node.values[1:]:
+            left = ast.BoolOp(op=node.op, values=[left, value])
+        return ast.copy_location(left, node)
+
+
+class _ShortCircuit(_Counting):
+    def __init__(self, flags: set[str]) -> None:
+        self.flags = flags
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        first = node.values[0]
+        if not (isinstance(node.op, ast.And) and isinstance(first, ast.Name) and first.id in self.flags):
+            return node
+        self.changed += 1
+        rest = node.values[1:]
+        body = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
+        return ast.copy_location(ast.IfExp(test=first, body=body, orelse=ast.Constant(False)), node)
+
+
+class _SignedDivision(_Counting):
+    def __init__(self, unsigned: set[str]) -> None:
+        self.unsigned = unsigned
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if not divides_unsigned_by_signed(node, self.unsigned):
+            return node
+        self.changed += 1
+        node.left = ast.Call(func=ast.Attribute(value=node.left, attr="to", ctx=ast.Load()),
+                             args=[ast.parse("tl.int32", mode="eval").body], keywords=[])
+        return node
+
+
+_NEGATED = {ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+
+class _FlipTernary(_Counting):
+    def __init__(self, unsigned: set[str]) -> None:
+        self.unsigned = unsigned
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        test = node.test
+        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATED
+                and mentions(test.left, self.unsigned)):
+            return node
+        self.changed += 1
+        flipped = ast.Compare(left=test.left, ops=[_NEGATED[type(test.ops[0])]()], comparators=test.comparators)
+        return ast.copy_location(ast.IfExp(test=flipped, body=node.orelse, orelse=node.body), node)
+
+
+class _RandOffsets(_Counting):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if ast.unparse(node.func) not in ("tl.rand", "tl.randint") or len(node.args) != 2:
+            return node
+        self.changed += 1
+        node.args[1] = ast.Call(func=ast.Attribute(value=node.args[1], attr="to", ctx=ast.Load()),
+                                args=[ast.parse("tl.uint32", mode="eval").body], keywords=[])
+        return node
+
+
+def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
+    visitor.visit(func)
+    return visitor.changed
+
+
+REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
+    "unannotate-parameters": _unannotate_parameters,
+    "unannotate-assignments": lambda func: _run(_Unannotate(), func),
+    "split-boolean-chains": lambda func: _run(_SplitChains(), func),
+    "short-circuit-constexpr-and": lambda func: _run(_ShortCircuit(constexpr_parameters(func)), func),
+    "int32-unsigned-division": lambda func: _run(_SignedDivision(unsigned_names(func)), func),
+    "flip-integer-ternary": lambda func: _run(_FlipTernary(unsigned_names(func)), func),
+    "rand-offsets-uint32": lambda func: _run(_RandOffsets(), func),
+}

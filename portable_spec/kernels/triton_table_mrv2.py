@@ -1,0 +1,325 @@
+"""Every Triton kernel vLLM 0.26.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches when it serves a dense
+model, plainly or with EAGLE, EAGLE-3 or DFlash speculation: input preparation, block tables, the sampler with every
+sampling parameter (penalties, logit bias, bad words, min-p, top-k/top-p, logprobs, structured output), the
+speculators' input kernels and rejection sampling, one row per launch variant.
+
+Types and values are what MRV2's own buffers hold (``states.py``, ``input_batch.py``, ``block_table.py``,
+``sample/*.py``: token ids, query starts, sequence lengths and request indices int32; positions, last sampled and
+draft tokens, slot mappings int64; logits in the model dtype, bf16) at the bench's shapes, the zoo's tiny Llama-style
+pairs: vocab 1024, hidden 1024, KV block 16, max_num_seqs 256, K = 3 draft tokens (a verify row of 1 + K = 4
+logits), 5 logprobs. A constexpr that follows from those is computed as vLLM computes it (e.g. ``BLOCK_SIZE =
+next_power_of_2(K + 1)``). ``launched_at`` names the launch line in vLLM 0.26.0 and the MRV2 caller.
+
+Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
+M-RoPE, decode context parallelism), listed with their reason in ``EXCLUDED`` (``tests/test_triton_check.py`` walks
+MRV2's source and fails on any other launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
+through their callers (``triton_rules`` follows them; the compile layer compiles them inlined).
+"""
+
+from __future__ import annotations
+
+from portable_spec.kernels.triton_case import KernelCase, sig
+
+_G = "vllm.v1.worker.gpu"
+_F = "vllm/v1/worker/gpu"
+_MR = f"{_F}/model_runner.py"
+_K = 3  # draft tokens per request in the rows below
+_VOCAB = 1024
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _row(key: str, module: str, kernel: str, spec: str, constexprs: dict, where: str, **kw) -> KernelCase:
+    """A row for ``kernel`` of ``vllm.v1.worker.gpu.<module>`` (key ``mrv2/<module>.<kernel>[variant]``)."""
+    return KernelCase(f"mrv2/{module}.{key}", f"{_G}.{module}:{kernel}", sig(spec), constexprs, where, **kw)
+
+
+_LOGITS = "logits_ptr:*bf16 | logits_stride:i32"
+_REJECT_STATS = (" | target_local_max_ptr:*fp32 | target_local_max_stride:i32 | target_local_sumexp_ptr:*fp32"
+                 " | target_local_sumexp_stride:i32")
+_DRAFT_STATS = (" | draft_local_max_ptr:*fp32 | draft_local_max_stride:i32 | draft_local_sumexp_ptr:*fp32"
+                " | draft_local_sumexp_stride:i32")
+
+
+def _draft_logits(present: bool) -> str:
+    return f" | draft_logits_ptr:{'*fp32' if present else 'none'} | draft_logits_stride_0 draft_logits_stride_1:i32"
+
+
+def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_temperature: bool, where: str):
+    return _row(f"_gumbel_sample_kernel[{key}]", "sample.gumbel", "_gumbel_sample_kernel",
+                "local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:*fp32 | local_max_stride:i32"
+                f" | processed_logits_ptr:{processed} | processed_logits_stride:i32 | processed_logits_col_ptr:{col}"
+                f" | {_LOGITS} | expanded_idx_mapping_ptr:*i32 | seeds_ptr pos_ptr:*i64 | temp_ptr:*fp32"
+                " | vocab_size:i32",
+                dict(BLOCK_SIZE=1024, APPLY_TEMPERATURE=apply_temperature, USE_FP64=False,
+                     PER_TOKEN_COL=per_token_col),
+                f"{_F}/sample/gumbel.py:241 gumbel_sample ({where})")
+
+
+def _stats(key: str, has_draft_logits: bool) -> KernelCase:
+    return _row(f"_compute_local_logits_stats_kernel[{key}]", "spec_decode.rejection_sampler_utils",
+                "_compute_local_logits_stats_kernel",
+                "target_local_argmax_ptr:*i64 | target_local_argmax_stride:i32" + _REJECT_STATS + _DRAFT_STATS
+                + " | target_logits_ptr:*bf16 | target_logits_stride:i32" + _draft_logits(has_draft_logits)
+                + " | expanded_idx_mapping_ptr expanded_local_pos_ptr:*i32 | temp_ptr:*fp32"
+                " | vocab_size num_speculative_steps:i32",
+                dict(BLOCK_SIZE=8192, HAS_DRAFT_LOGITS=has_draft_logits),
+                f"{_F}/spec_decode/rejection_sampler_utils.py:923 rejection_sample "
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)")
+
+
+def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
+    extra = "*fp32" if block else "none"
+    return _row(f"_rejection_kernel[{key}]", "spec_decode.rejection_sampler_utils", "_rejection_kernel",
+                "sampled_ptr:*i64 | sampled_stride:i32 | rejected_steps_ptr:*i32"
+                " | target_rejected_logsumexp_ptr draft_rejected_logsumexp_ptr:*fp32"
+                " | target_logits_ptr:*bf16 | target_logits_stride:i32"
+                " | target_local_argmax_ptr:*i64 | target_local_argmax_stride:i32" + _REJECT_STATS
+                + " | draft_sampled_ptr:*i32" + _draft_logits(has_draft_logits) + _DRAFT_STATS
+                + " | cu_num_logits_ptr idx_mapping_ptr:*i32 | temp_ptr:*fp32 | seed_ptr pos_ptr:*i64"
+                f" | synthetic_conditional_rates_ptr:none | cumulative_log_p_ptr:{extra}"
+                f" | local_residual_mass_ptr:{extra if has_draft_logits else 'none'}"
+                " | local_residual_mass_stride vocab_num_blocks:i32",
+                dict(PADDED_VOCAB_NUM_BLOCKS=1, HAS_DRAFT_LOGITS=has_draft_logits, SYNTHETIC_MODE=False,
+                     USE_BLOCK_VERIFICATION=block),
+                f"{_F}/spec_decode/rejection_sampler_utils.py:1032 rejection_sample "
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", options=dict(num_warps=1))
+
+
+def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
+    return _row(f"_resample_kernel[{key}]", "spec_decode.rejection_sampler_utils", "_resample_kernel",
+                "resampled_local_argmax_ptr:*i64 | resampled_local_argmax_stride:i32"
+                " | resampled_local_max_ptr:*fp32 | resampled_local_max_stride:i32"
+                " | target_logits_ptr:*bf16 | target_logits_stride:i32 | target_rejected_logsumexp_ptr:*fp32"
+                + _draft_logits(has_draft_logits) + " | draft_rejected_logsumexp_ptr:*fp32"
+                " | rejected_step_ptr cu_num_logits_ptr expanded_idx_mapping_ptr draft_sampled_ptr:*i32"
+                f" | temp_ptr:*fp32 | seed_ptr pos_ptr:*i64 | cumulative_log_p_ptr:{'*fp32' if block else 'none'}"
+                " | vocab_size:i32",
+                dict(BLOCK_SIZE=1024, HAS_DRAFT_LOGITS=has_draft_logits, USE_FP64=False,
+                     USE_BLOCK_VERIFICATION=block),
+                f"{_F}/spec_decode/rejection_sampler_utils.py:1083 rejection_sample "
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)")
+
+
+_APPLY_WRITE = ("write_indices_ptr write_starts_ptr:*i32 | write_contents_ptr:{content} | write_cu_lens_ptr:*i32"
+                " | write_group_ids_ptr:{groups}")
+
+MRV2_KERNELS: tuple[KernelCase, ...] = (
+    # ---------------------------------------------------------------- staged writes (buffer_utils.py)
+    _row("_apply_write_kernel[int32]", "buffer_utils", "_apply_write_kernel",
+         "output_ptr:*i32 | output_stride:i32 | " + _APPLY_WRITE.format(content="*i32", groups="none"),
+         dict(BLOCK_SIZE=1024, MULTI_GROUP=False),
+         f"{_F}/buffer_utils.py:189 StagedWriteTensor.apply_write (block tables, token ids, lengths: "
+         f"{_MR}:833 add_requests, :1166 execute_model)"),
+    _row("_apply_write_kernel[fp32]", "buffer_utils", "_apply_write_kernel",
+         "output_ptr:*fp32 | output_stride:i32 | " + _APPLY_WRITE.format(content="*fp32", groups="none"),
+         dict(BLOCK_SIZE=1024, MULTI_GROUP=False),
+         f"{_F}/buffer_utils.py:189 StagedWriteTensor.apply_write (logit bias values, "
+         f"sample/logit_bias.py:115 from {_MR}:836)"),
+    _row("_apply_write_kernel[multi-group]", "buffer_utils", "_apply_write_kernel",
+         "output_ptr:*u64 | output_stride:*i64 | " + _APPLY_WRITE.format(content="*i32", groups="*i32"),
+         dict(BLOCK_SIZE=1024, MULTI_GROUP=True),
+         f"{_F}/buffer_utils.py:259 FusedStagedWriter.apply (block_table.py:129, more than one KV cache group)"),
+    # ---------------------------------------------------------------- input preparation (input_batch.py)
+    _row("_prepare_prefill_inputs_kernel", "input_batch", "_prepare_prefill_inputs_kernel",
+         "input_ids_ptr next_prefill_tokens_ptr idx_mapping_ptr query_start_loc_ptr all_token_ids_ptr:*i32"
+         " | all_token_ids_stride:i32 | prefill_lens_ptr num_computed_tokens_ptr:*i32",
+         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:232 prepare_prefill_inputs ({_MR}:953 prepare_inputs)"),
+    _row("_prepare_pos_seq_lens_kernel", "input_batch", "_prepare_pos_seq_lens_kernel",
+         "pos_ptr:*i64 | seq_lens_ptr idx_mapping_ptr query_start_loc_ptr num_computed_tokens_ptr:*i32"
+         " | max_num_reqs:i32",
+         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:292 prepare_pos_seq_lens ({_MR}:964 prepare_inputs)"),
+    *(_row(f"_combine_sampled_and_draft_tokens_kernel[{key}]", "input_batch",
+           "_combine_sampled_and_draft_tokens_kernel",
+           "input_ids_ptr idx_mapping_ptr:*i32 | last_sampled_tokens_ptr:*i64"
+           " | query_start_loc_ptr seq_lens_ptr prefill_len_ptr:*i32 | draft_tokens_ptr:*i64"
+           " | draft_tokens_stride:i32 | cu_num_logits_ptr:*i32 | logits_indices_ptr:*i64",
+           dict(BLOCK_SIZE=_pow2(k + 1), NUM_NEW_SAMPLED_TOKENS=1),
+           f"{_F}/input_batch.py:388 combine_sampled_and_draft_tokens ({_MR}:988 prepare_inputs, {what})")
+      for key, k, what in (("decode", 0, "no speculation"), (f"spec-k{_K}", _K, f"K = {_K}"))),
+    _row("_get_num_sampled_and_rejected_kernel", "input_batch", "_get_num_sampled_and_rejected_kernel",
+         "num_sampled_ptr num_rejected_ptr seq_lens_ptr cu_num_logits_ptr idx_mapping_ptr prefill_len_ptr:*i32",
+         {}, f"{_F}/input_batch.py:447 get_num_sampled_and_rejected (sample/sampler.py:124 Sampler.__call__, "
+             "spec_decode/rejection_sampler.py:148 RejectionSampler.__call__)"),
+    _row("_post_update_kernel", "input_batch", "_post_update_kernel",
+         "idx_mapping_ptr num_computed_tokens_ptr:*i32 | last_sampled_tokens_ptr:*i64"
+         " | output_bin_counts_ptr:*i32 | output_bin_counts_stride:i32 | sampled_tokens_ptr:*i64"
+         " | sampled_tokens_stride:i32 | num_sampled_ptr num_rejected_ptr query_start_loc_ptr all_token_ids_ptr:*i32"
+         " | all_token_ids_stride:i32 | total_len_ptr:*i32",
+         {}, f"{_F}/input_batch.py:542 post_update ({_MR}:1133 postprocess_sampled, from :1489 sample_tokens)",
+         options=dict(num_warps=1)),
+    _row("_post_update_num_computed_tokens_kernel", "input_batch", "_post_update_num_computed_tokens_kernel",
+         "idx_mapping_ptr num_computed_tokens_ptr query_start_loc_ptr:*i32", {},
+         f"{_F}/input_batch.py:585 post_update_num_computed_tokens ({_MR}:1583 postprocess_num_computed_tokens, "
+         "pipeline-parallel ranks)"),
+    _row("_expand_idx_mapping_kernel", "input_batch", "_expand_idx_mapping_kernel",
+         "idx_mapping_ptr expanded_idx_mapping_ptr expanded_local_pos_ptr cu_num_logits_ptr:*i32",
+         dict(BLOCK_SIZE=_pow2(_K + 1)),
+         f"{_F}/input_batch.py:623 expand_idx_mapping ({_MR}:930 prepare_inputs, steps with drafts)"),
+    # ---------------------------------------------------------------- block tables (block_table.py)
+    _row("_gather_block_tables_kernel", "block_table", "_gather_block_tables_kernel",
+         "batch_idx_to_req_idx:*i32 | src_block_table_ptrs dst_block_table_ptrs:*u64 | block_table_strides:*i64"
+         " | num_blocks_ptr:*i32 | num_blocks_stride num_reqs:i32",
+         dict(BLOCK_SIZE=1024), f"{_F}/block_table.py:149 BlockTables.gather_block_tables ({_MR}:1062 prepare_attn)"),
+    _row("_compute_slot_mappings_kernel", "block_table", "_compute_slot_mappings_kernel",
+         "max_num_tokens:i32 | idx_mapping query_start_loc:*i32 | pos:*i64 | block_table_ptrs:*u64"
+         " | block_table_strides:*i64 | block_sizes:*i32 | slot_mappings_ptr:*i64 | slot_mappings_stride cp_rank:i32",
+         dict(CP_SIZE=1, CP_INTERLEAVE=1, PAD_ID=-1, TRITON_BLOCK_SIZE=1024),
+         f"{_F}/block_table.py:179 BlockTables.compute_slot_mappings ({_MR}:1068 prepare_attn; "
+         "spec_decode/autoregressive/speculator.py:390 _multi_step_decode)"),
+    # ---------------------------------------------------------------- sampler (sample/)
+    _row("_bias_kernel", "sample.logit_bias", "_bias_kernel",
+         f"{_LOGITS} | vocab_size:i32 | expanded_idx_mapping_ptr num_allowed_token_ids_ptr allowed_token_ids_ptr:*i32"
+         " | allowed_token_ids_stride:i32 | num_logit_bias_ptr bias_token_ids_ptr:*i32 | bias_token_ids_stride:i32"
+         " | bias_ptr:*fp32 | bias_stride:i32 | pos_ptr:*i64 | min_lens_ptr num_stop_token_ids_ptr"
+         " stop_token_ids_ptr:*i32 | stop_token_ids_stride:i32",
+         dict(BLOCK_SIZE=1024, LOGITS_BLOCK_SIZE=8192),
+         f"{_F}/sample/logit_bias.py:266 apply_logit_bias (sample/sampler.py:171 apply_sampling_params)"),
+    _row("_penalties_kernel", "sample.penalties", "_penalties_kernel",
+         f"{_LOGITS} | expanded_idx_mapping_ptr token_ids_ptr expanded_local_pos_ptr:*i32"
+         " | repetition_penalty_ptr frequency_penalty_ptr presence_penalty_ptr:*fp32 | prompt_bin_mask_ptr:*i32"
+         " | prompt_bin_mask_stride:i32 | output_bin_counts_ptr:*i32 | output_bin_counts_stride vocab_size:i32",
+         dict(BLOCK_SIZE=8192),
+         f"{_F}/sample/penalties.py:200 apply_penalties (sample/sampler.py:176 apply_sampling_params)"),
+    _row("_bincount_kernel", "sample.penalties", "_bincount_kernel",
+         "expanded_idx_mapping_ptr all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | prompt_len_ptr"
+         " prefill_len_ptr prompt_bin_mask_ptr:*i32 | prompt_bin_mask_stride:i32 | output_bin_counts_ptr:*i32"
+         " | output_bin_counts_stride:i32",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/sample/penalties.py:286 bincount (PenaltiesState.apply_staged_writes, {_MR}:836 add_requests)"),
+    _row("_bad_words_kernel", "sample.bad_words", "_bad_words_kernel",
+         f"{_LOGITS} | expanded_idx_mapping_ptr bad_word_token_ids_ptr:*i32 | bad_word_token_ids_stride:i32"
+         " | bad_word_offsets_ptr:*i32 | bad_word_offsets_stride:i32 | num_bad_words_ptr all_token_ids_ptr:*i32"
+         " | all_token_ids_stride:i32 | prompt_len_ptr total_len_ptr input_ids_ptr expanded_local_pos_ptr:*i32",
+         {}, f"{_F}/sample/bad_words.py:179 apply_bad_words (sample/sampler.py:185 apply_sampling_params)"),
+    _row("_temperature_kernel", "sample.gumbel", "_temperature_kernel",
+         f"{_LOGITS} | expanded_idx_mapping_ptr:*i32 | temperature_ptr:*fp32 | vocab_size:i32",
+         dict(BLOCK_SIZE=8192),
+         f"{_F}/sample/gumbel.py:51 apply_temperature (sample/states.py:81, sample/sampler.py:194)"),
+    _row("_min_p_kernel", "sample.min_p", "_min_p_kernel",
+         f"{_LOGITS} | expanded_idx_mapping_ptr:*i32 | min_p_ptr:*fp32 | vocab_size:i32", dict(BLOCK_SIZE=1024),
+         f"{_F}/sample/min_p.py:53 apply_min_p (sample/states.py:92, sample/sampler.py:199)"),
+    *(KernelCase(  # top-k / top-p: vLLM's V1 sampler op, which MRV2 calls for batches of 8 rows or more
+        f"mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[{key}]",
+        "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel",
+        sig(f"LOGITS:*bf16 | LOGITS_STRIDE_0:i32 | BUFFER PERCENTILE_TO_STD_TABLE NORMAL_CDF_TO_SIGMA_TABLE:*fp32"
+            f" | K:{'*i32' if top_k else '*bf16'} | P:{'*fp32' if top_p else '*bf16'} | BATCH_SIZE:i32"),
+        dict(VOCAB_SIZE=_VOCAB, MASK_VALUE=float("-inf"), BLOCK_SIZE=8192, BLOCK_SIZE_TRUNC=4096, TOPK_ENABLED=top_k,
+             TOPP_ENABLED=top_p),
+        "vllm/v1/sample/ops/topk_topp_triton.py:947 apply_top_k_top_p_triton (vllm/v1/sample/ops/"
+        f"topk_topp_sampler.py:357 apply_top_k_top_p, from {_F}/sample/sampler.py:248 Sampler.sample; a disabled "
+        "bound is passed the logits as a dummy pointer)")
+      for key, top_k, top_p in (("top-k+top-p", True, True), ("top-k", True, False), ("top-p", False, True))),
+    _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample"),
+    _gumbel("draft", "*fp32", "*i64", False, True,
+            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', EAGLE"),
+    _gumbel("draft-per-token", "*fp32", "*i32", True, True,
+            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', DFlash"),
+    _row("_topk_log_softmax_kernel", "sample.logprob", "_topk_log_softmax_kernel",
+         "output_ptr:*fp32 | logits_ptr:*bf16 | logits_stride:i32 | topk_ids_ptr:*i64 | topk vocab_size:i32",
+         dict(BLOCK_SIZE=1024, TOPK_BLOCK_SIZE=_pow2(1 + 5)),
+         f"{_F}/sample/logprob.py:96 compute_token_logprobs (compute_topk_scores, sample/sampler.py:108)"),
+    _row("_ranks_kernel", "sample.logprob", "_ranks_kernel",
+         "output_ptr:*i64 | logits_ptr:*bf16 | logits_stride:i32 | token_ids_ptr:*i64 | vocab_size:i32",
+         dict(BLOCK_SIZE=8192), f"{_F}/sample/logprob.py:172 compute_topk_scores (sample/sampler.py:108)"),
+    _row("_fill_logprob_token_ids_kernel", "sample.logprob", "_fill_logprob_token_ids_kernel",
+         "out_token_ids_ptr:*i64 | out_token_ids_stride:i32 | out_valid_mask_ptr:*i1 | out_valid_mask_stride:i32"
+         " | sampled_token_ids_ptr:*i64 | topk_indices_ptr:*i32 | topk_indices_stride:i32"
+         " | expanded_idx_mapping_ptr num_per_req_token_ids_ptr per_req_token_ids_ptr:*i32"
+         " | per_req_token_ids_stride:i32",
+         dict(NUM_TOPK=5, PADDED_COLS=_pow2(5)),
+         f"{_F}/sample/logprob.py:150 compute_topk_scores (logprob_token_ids requested, sample/sampler.py:108)"),
+    _row("_prompt_logprobs_token_ids_kernel", "sample.prompt_logprob", "_prompt_logprobs_token_ids_kernel",
+         "prompt_logprobs_token_ids_ptr:*i64 | query_start_loc_ptr idx_mapping_ptr num_computed_tokens_ptr"
+         " all_token_ids_ptr:*i32 | all_token_ids_stride:i32",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/sample/prompt_logprob.py:195 get_prompt_logprobs_token_ids (prompt_logprob.py:74, {_MR}:297)"),
+    _row("_apply_grammar_bitmask_kernel", "structured_outputs", "_apply_grammar_bitmask_kernel",
+         f"{_LOGITS} | logits_indices_ptr bitmask_ptr:*i32 | bitmask_stride vocab_size:i32", dict(BLOCK_SIZE=8192),
+         f"{_F}/structured_outputs.py:68 StructuredOutputsWorker.apply_grammar_bitmask ({_MR}:1096 sample)"),
+    _row("_num_nans_kernel", "metrics.logits", "_num_nans_kernel",
+         f"{_LOGITS} | num_nans_ptr:*i32 | vocab_size:i32", dict(BLOCK_SIZE=8192),
+         f"{_F}/metrics/logits.py:35 get_num_nans (VLLM_COMPUTE_NANS_IN_LOGITS=1: sample/sampler.py:84, "
+         "spec_decode/rejection_sampler.py:111)"),
+    # ---------------------------------------------------------------- EAGLE / EAGLE-3 speculator (autoregressive/)
+    _row("_prepare_prefill_inputs_kernel", "spec_decode.autoregressive.speculator", "_prepare_prefill_inputs_kernel",
+         "last_token_indices_ptr draft_current_step_ptr:*i64 | draft_input_ids_ptr:*i32 | draft_positions_ptr:*i64"
+         " | draft_query_start_loc_ptr draft_seq_lens_ptr target_input_ids_ptr:*i32 | target_positions_ptr:*i64"
+         " | idx_mapping_ptr:*i32 | last_sampled_ptr:*i64 | next_prefill_tokens_ptr num_sampled_ptr num_rejected_ptr"
+         " query_start_loc_ptr seq_lens_ptr:*i32 | max_num_reqs:i32",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/spec_decode/autoregressive/speculator.py:571 prepare_prefill_inputs (speculator.py:187 propose)"),
+    _row("_prepare_decode_inputs_kernel", "spec_decode.autoregressive.speculator", "_prepare_decode_inputs_kernel",
+         "draft_tokens_ptr:*i64 | draft_tokens_stride:i32 | target_seq_lens_ptr num_rejected_ptr input_ids_ptr:*i32"
+         " | positions_ptr:*i64 | query_start_loc_ptr seq_lens_ptr:*i32 | max_model_len max_num_reqs:i32",
+         dict(BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=True),
+         f"{_F}/spec_decode/autoregressive/speculator.py:654 prepare_decode_inputs (speculator.py:243 propose)"),
+    _row("_update_draft_inputs_kernel", "spec_decode.autoregressive.speculator", "_update_draft_inputs_kernel",
+         "output_draft_tokens_ptr:*i64 | output_draft_tokens_stride:i32 | next_input_hidden_states_ptr:*bf16"
+         " | next_input_hidden_states_stride:i32 | input_ids_ptr:*i32 | positions_ptr:*i64 | seq_lens_ptr:*i32"
+         " | draft_tokens_ptr current_draft_step_ptr:*i64 | hidden_states_ptr:*bf16"
+         " | hidden_states_stride hidden_size max_model_len num_speculative_steps:i32",
+         dict(BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=True),
+         f"{_F}/spec_decode/autoregressive/speculator.py:750 update_draft_inputs (speculator.py:457 "
+         "_generate_draft, captured in the draft decode graphs)"),
+    # ---------------------------------------------------------------- DFlash speculator (dflash/)
+    _row("_prepare_dflash_inputs_kernel", "spec_decode.dflash.speculator", "_prepare_dflash_inputs_kernel",
+         "out_input_ids_ptr:*i32 | out_query_positions_ptr:*i64 | out_query_start_loc_ptr out_seq_lens_ptr:*i32"
+         " | out_query_slot_mapping_ptr out_context_positions_ptr out_context_slot_mapping_ptr out_sample_indices_ptr"
+         " out_sample_pos_ptr:*i64 | out_sample_idx_mapping_ptr:*i32 | target_positions_ptr:*i64"
+         " | target_query_start_loc_ptr idx_mapping_ptr:*i32 | last_sampled_ptr:*i64 | next_prefill_tokens_ptr"
+         " num_sampled_ptr num_rejected_ptr block_table_ptr:*i32 | block_table_stride parallel_drafting_token_id"
+         " block_size num_query_per_req num_speculative_steps max_num_reqs max_num_tokens max_model_len:i32",
+         dict(SAMPLE_FROM_ANCHOR=False, PAD_SLOT_ID=-1, BLOCK_SIZE=_pow2(2 * (_K + 1))),
+         f"{_F}/spec_decode/dflash/speculator.py:642 prepare_dflash_inputs (speculator.py:367 propose)"),
+    # ---------------------------------------------------------------- rejection sampling (spec_decode/)
+    _stats("greedy-draft", False),
+    _stats("draft-logits", True),
+    _rejection("greedy-draft", False, False),
+    _rejection("draft-logits", True, False),
+    _rejection("block-verification", True, True),
+    _resample("greedy-draft", False, False),
+    _resample("draft-logits", True, False),
+    _resample("block-verification", True, True),
+    _row("_insert_resampled_kernel", "spec_decode.rejection_sampler_utils", "_insert_resampled_kernel",
+         "sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr:*i32 | resampled_local_argmax_ptr:*i64"
+         " | resampled_local_argmax_stride:i32 | resampled_local_max_ptr:*fp32"
+         " | resampled_local_max_stride resample_num_blocks:i32 | cu_num_logits_ptr expanded_idx_mapping_ptr:*i32"
+         " | temp_ptr:*fp32",
+         dict(PADDED_RESAMPLE_NUM_BLOCKS=1),
+         f"{_F}/spec_decode/rejection_sampler_utils.py:1111 rejection_sample "
+         "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)"),
+    _row("_compute_cumulative_log_p_kernel", "spec_decode.rejection_sampler_utils",
+         "_compute_cumulative_log_p_kernel",
+         "cumulative_log_p_ptr:*fp32 | target_logits_ptr:*bf16 | target_logits_stride:i32" + _REJECT_STATS
+         + " | draft_sampled_ptr:*i32" + _draft_logits(True) + _DRAFT_STATS
+         + " | cu_num_logits_ptr idx_mapping_ptr:*i32 | temp_ptr:*fp32 | vocab_num_blocks:i32",
+         dict(PADDED_VOCAB_NUM_BLOCKS=1, HAS_DRAFT_LOGITS=True),
+         f"{_F}/spec_decode/rejection_sampler_utils.py:959 rejection_sample (rejection_sample_method='block')",
+         options=dict(num_warps=1)),
+    _row("_compute_local_residual_mass_kernel", "spec_decode.rejection_sampler_utils",
+         "_compute_local_residual_mass_kernel",
+         "local_residual_mass_ptr:*fp32 | local_residual_mass_stride:i32 | cumulative_log_p_ptr:*fp32"
+         " | target_logits_ptr:*bf16 | target_logits_stride:i32" + _REJECT_STATS + _draft_logits(True)
+         + _DRAFT_STATS + " | expanded_idx_mapping_ptr expanded_local_pos_ptr:*i32 | temp_ptr:*fp32"
+         " | vocab_size num_speculative_steps vocab_num_blocks:i32",
+         dict(BLOCK_SIZE=8192, PADDED_VOCAB_NUM_BLOCKS=1),
+         f"{_F}/spec_decode/rejection_sampler_utils.py:992 rejection_sample (rejection_sample_method='block', "
+         "draft logits)"),
+    _row("_flatten_sampled_kernel", "spec_decode.rejection_sampler", "_flatten_sampled_kernel",
+         "flat_sampled_ptr sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr cu_num_logits_ptr:*i32", {},
+         f"{_F}/spec_decode/rejection_sampler.py:85 RejectionSampler._get_logprobs_tensors (logprobs with drafts)",
+         options=dict(num_warps=1)),
+)
+
+EXCLUDED: dict[str, str] = {
+    f"{_G}.cp_utils:_dcp_local_seq_lens_kernel": "decode context parallelism only (model_runner.py:968, use_dcp)",
+    f"{_G}.mm.rope:_prepare_rope_positions_kernel": "multimodal M-RoPE models only (model_states/default.py, "
+                                                    "get_rope_state returns None unless uses_mrope)",
+    f"{_G}.model_states.mamba_hybrid:_scatter_num_accepted_kernel": "Mamba/hybrid models' state only",
+    "vllm.v1.worker.utils:_zero_kv_blocks_kernel": "zeroes new KV blocks only when the KV cache has Mamba layers "
+                                                   "(KVCacheConfig.needs_kv_cache_zeroing)",
+}
+"""MRV2 ``@triton.jit`` kernels not in the table, each with why no dense serving launches it."""

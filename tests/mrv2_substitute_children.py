@@ -1,0 +1,322 @@
+"""Child processes of tests/test_mrv2_substitutes.py (each prints one JSON line, NAME -> result): Model Runner V2's Triton kernels,
+run by the Triton interpreter through vLLM's own launch functions as vLLM ships them and again with our MUSA
+substitutes bound, outputs compared bit for bit.
+
+vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
+turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
+deliberately wrong one (derived entries get one more rewrite that flips their first comparison or shifts their
+first random offset; ``_load_ptr`` points one element further), so the comparison must report differences.
+
+    python mrv2_substitute_children.py NAME... [--mutant]
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import sys
+import types
+
+import torch
+
+from portable_spec.kernels import registry
+from portable_spec.kernels.derive_rewrites import REWRITES
+from portable_spec.kernels.substitutions import SUBSTITUTIONS
+from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_triton
+
+enable_vllm_triton()
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+import vllm.v1.sample.ops.topk_topp_triton as topk_topp  # noqa: E402
+import vllm.v1.worker.gpu.block_table as block_table  # noqa: E402
+import vllm.v1.worker.gpu.buffer_utils as buffer_utils  # noqa: E402
+import vllm.v1.worker.gpu.sample.gumbel as gumbel  # noqa: E402
+import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
+import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
+
+MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel")
+MUTANT = "--mutant" in sys.argv
+
+
+@triton.jit
+def _log1p(x):
+    return tl.log(1.0 + x)
+
+
+# The interpreter implements no libdevice function (vLLM's tldevice.log1p returns None there): both runs, vLLM's
+# kernels and ours, use this stand-in, so the comparison still sees every difference between the kernels.
+gumbel.tldevice = rejection.tldevice = types.SimpleNamespace(log1p=_log1p)
+# vLLM's CPU test platform has no compute-unit count; the top-k/top-p op sizes its grid with it.
+topk_topp.num_compute_units = lambda device_id=0: 4
+
+
+@triton.jit
+def _load_ptr_mutant(ptr_to_ptr, elem_dtype):
+    ptr = tl.load(ptr_to_ptr)
+    ptr = tl.cast(ptr, tl.pointer_type(tl.int32))
+    return ptr + 1
+
+
+_FLIP = {ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+
+def _mutate(func: ast.FunctionDef) -> int:
+    """Flip the first comparison; in a function with none, add 1 to the first random offset."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Compare) and type(node.ops[0]) in _FLIP:
+            node.ops[0] = _FLIP[type(node.ops[0])]()
+            return 1
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.rand", "tl.randint"):
+            node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
+            return 1
+    return 0
+
+
+def _substitutions() -> tuple:
+    if not MUTANT:
+        return SUBSTITUTIONS
+    REWRITES["mutate"] = _mutate
+    subs = []
+    for sub in SUBSTITUTIONS:
+        if sub.name == "_load_ptr":
+            sub = dataclasses.replace(sub, name="_load_ptr:mutant", replacement="__main__:_load_ptr_mutant")
+        elif sub.name in MRV2_SUBSTITUTES:
+            sub = dataclasses.replace(sub, name=f"{sub.name}:mutant", rewrites=(*sub.rewrites, ("mutate", 1)))
+        subs.append(sub)
+    return tuple(subs)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bit pattern (NaN and -0.0 compare as bits)."""
+    ints = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float64: torch.int64}
+    return t.view(ints[t.dtype]) if t.dtype in ints else t
+
+
+def _compare(run, case: dict, summary=None) -> dict:
+    """``run(**case)`` -> tuple of tensors, as vLLM ships the kernels and with our substitutes bound; ``summary``
+    of vLLM's outputs says what the case exercised."""
+    shipped = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
+    try:
+        bound = registry.install_substitutions("musa", _substitutions())
+        subbed = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
+    finally:
+        registry.uninstall()
+    return {"equal": all(torch.equal(_bits(a), _bits(b)) for a, b in zip(shipped, subbed)),
+            "outputs": len(shipped), "bound": len(bound), **(summary(*shipped) if summary else {})}
+
+
+# ------------------------------------------------------------------------------------------------ penalties
+def _penalties_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, dtype: torch.dtype) -> dict:
+    max_reqs = num_reqs + 3
+    per_req = 1 + k
+    idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    tokens = num_reqs * per_req
+    rep = 1.0 + torch.rand(max_reqs, generator=gen)
+    freq = torch.rand(max_reqs, generator=gen) - 0.5
+    pres = torch.rand(max_reqs, generator=gen) - 0.5
+    off = torch.rand(max_reqs, generator=gen) < 0.3  # some requests use no penalty: the kernel returns early
+    rep[off], freq[off], pres[off] = 1.0, 0.0, 0.0
+    freq[0] = 0.0  # one request with repetition penalty only
+    return dict(logits=(torch.randn(tokens, vocab, generator=gen) * 4).to(dtype),
+                expanded_idx_mapping=idx.repeat_interleave(per_req),
+                token_ids=torch.randint(0, vocab, (tokens,), generator=gen, dtype=torch.int32),
+                expanded_local_pos=torch.arange(per_req, dtype=torch.int32).repeat(num_reqs),
+                repetition_penalty=rep, frequency_penalty=freq, presence_penalty=pres,
+                prompt_bin_mask=torch.randint(-2**31, 2**31 - 1, (max_reqs, -(-vocab // 32)), generator=gen,
+                                              dtype=torch.int32),
+                output_bin_counts=torch.randint(0, 3, (max_reqs, vocab), generator=gen, dtype=torch.int32))
+
+
+def penalties_kernel() -> dict:
+    def run(**case):
+        penalties.apply_penalties(**case)
+        return (case["logits"],)
+
+    gen = torch.Generator().manual_seed(23)
+    shapes = [(1, 0, 1024, torch.float32), (5, 3, 1024, torch.bfloat16), (9, 5, 1000, torch.float32),
+              (16, 3, 1024, torch.float32)]
+    return {"cases": {f"reqs{r}_k{k}_vocab{v}_{str(d)[6:]}": _compare(run, _penalties_case(gen, r, k, v, d))
+                      for r, k, v, d in shapes}}
+
+
+# ------------------------------------------------------------------------------------------------ block tables
+def _block_tables(gen: torch.Generator, max_reqs: int, groups: int, block_size: int, max_blocks: int) -> object:
+    """A ``BlockTables`` with MRV2's tensors on CPU (its constructor needs UVA; the launch methods need only these)."""
+    bt = object.__new__(block_table.BlockTables)
+    tables = [torch.randint(0, 4096, (max_reqs, max_blocks), generator=gen, dtype=torch.int32) for _ in range(groups)]
+    bt.num_kv_cache_groups, bt.cp_size, bt.cp_rank, bt.cp_interleave, bt.device = groups, 1, 0, 1, "cpu"
+    bt.block_tables = [dataclasses.make_dataclass("Staged", ["gpu"])(t) for t in tables]
+    bt.num_blocks = dataclasses.make_dataclass("Uva", ["gpu"])(
+        torch.randint(0, max_blocks + 1, (groups, max_reqs), generator=gen, dtype=torch.int32))
+    bt.input_block_tables = [torch.full_like(t, -5) for t in tables]
+    bt.kernel_block_sizes = [block_size] * groups
+    bt.slot_mappings = torch.full((groups, 512), -7, dtype=torch.int64)
+    bt._keep = tables  # the pointer tables hold raw addresses
+    bt.init_block_table_layout_tensors()
+    return bt
+
+
+def block_tables() -> dict:
+    gen = torch.Generator().manual_seed(32)
+    out = {}
+    for max_reqs, groups, num_reqs, padded in ((8, 1, 3, 4), (16, 2, 11, 16), (32, 1, 32, 32)):
+        bt = _block_tables(gen, max_reqs, groups, 16, 64)
+        idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+        lens = torch.randint(1, 9, (num_reqs,), generator=gen)
+        qsl = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32)
+        used = bt.num_blocks.gpu[0, idx.long()].clamp(min=1) * 16  # positions inside each request's blocks
+        pos = torch.cat([torch.randint(0, int(u), (int(n),), generator=gen) for u, n in zip(used, lens)])
+
+        def run(idx, qsl, pos, bt=bt, padded=padded):
+            tables = bt.gather_block_tables(idx, num_reqs_padded=padded)
+            slots = bt.compute_slot_mappings(idx, qsl, pos, num_tokens_padded=int(qsl[-1]) + 4)
+            return (*[t.clone() for t in tables], slots.clone())
+
+        out[f"reqs{num_reqs}_groups{groups}"] = _compare(run, dict(idx=idx, qsl=qsl, pos=pos))
+    return {"cases": out}
+
+
+def staged_writes() -> dict:
+    """The multi-group staged write (``FusedStagedWriter.apply``'s launch) into two int32 tables."""
+    out = {}
+    for writes in (1, 5, 12):
+        def run(writes=writes):
+            tables = [torch.zeros(8, 64, dtype=torch.int32) for _ in range(2)]
+            ptrs = torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)
+            strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64)
+            g = torch.Generator().manual_seed(writes)
+            lens = torch.randint(1, 20, (writes,), generator=g)
+            contents = torch.randint(0, 1000, (int(lens.sum()),), generator=g, dtype=torch.int32)
+            buffer_utils._apply_write_kernel[(writes,)](
+                ptrs, strides, torch.randint(0, 8, (writes,), generator=g, dtype=torch.int32),
+                torch.randint(0, 40, (writes,), generator=g, dtype=torch.int32), contents,
+                lens.cumsum(0).to(torch.int32), torch.randint(0, 2, (writes,), generator=g, dtype=torch.int32),
+                BLOCK_SIZE=1024, MULTI_GROUP=True)
+            return tuple(tables)
+
+        out[f"writes{writes}"] = _compare(run, {})
+    return {"cases": out}
+
+
+# ------------------------------------------------------------------------------------------------ rejection
+def _rejection_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, draft_logits: bool,
+                    block: bool) -> dict:
+    max_reqs = num_reqs + 2
+    idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    drafts = torch.randint(0, k + 1, (num_reqs,), generator=gen)
+    counts = drafts + 1
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]).to(torch.int32)
+    logits = int(cu[-1])
+    local = torch.cat([torch.arange(int(c)) for c in counts]).to(torch.int32)
+    target = torch.randn(logits, vocab, generator=gen) * 3
+    sampled = torch.randint(0, vocab, (logits,), generator=gen, dtype=torch.int32)
+    agree = torch.rand(logits, generator=gen) < 0.6  # many drafts are the target's argmax: long accepted runs
+    sampled[1:][agree[:-1]] = target[:-1].argmax(-1)[agree[:-1]].to(torch.int32)
+    sampled[torch.rand(logits, generator=gen) < 0.05] = -1  # padded draft ids are rejected
+    temperature = torch.where(torch.rand(max_reqs, generator=gen) < 0.4, 0.0, 0.5 + torch.rand(max_reqs, generator=gen))
+    return dict(target_logits=target, draft_logits=torch.randn(max_reqs, k, vocab, generator=gen) * 3 if draft_logits
+                else None, draft_sampled=sampled, cu_num_logits=cu,
+                pos=torch.randint(0, 4000, (logits,), generator=gen), idx_mapping=idx,
+                expanded_idx_mapping=idx.repeat_interleave(counts), expanded_local_pos=local, temperature=temperature,
+                seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen), num_speculative_steps=k,
+                use_block_verification=block)
+
+
+def rejection_sample() -> dict:
+    def run(**case):
+        sampled, num_sampled = rejection.rejection_sample(**case)
+        written = torch.arange(sampled.shape[1]) < num_sampled[:, None]  # the rest of each row is never written
+        return torch.where(written, sampled, -9), num_sampled
+
+    gen = torch.Generator().manual_seed(57)
+    out = {}
+    for num_reqs, k, vocab, draft_logits, block in ((1, 3, 1024, False, False), (6, 3, 1024, False, False),
+                                                    (9, 5, 1000, True, False), (7, 3, 1024, True, True),
+                                                    (12, 4, 1024, False, True)):
+        case = _rejection_case(gen, num_reqs, k, vocab, draft_logits, block)
+        name = f"reqs{num_reqs}_k{k}_vocab{vocab}{'_draft_logits' if draft_logits else ''}{'_block' if block else ''}"
+        out[name] = _compare(run, case, lambda sampled, num: {
+            "accepted": int((num - 1).clamp(min=0).sum()), "rejected_rows": int((num <= case["cu_num_logits"].diff()
+                                                                                  - 1).sum())})
+    return {"cases": out}
+
+
+def gumbel_sample() -> dict:
+    """MRV2's sampler and probabilistic drafting draw through ``tl_rand32``, which the MUSA table rebinds in
+    ``gumbel`` too: the draws must stay vLLM's."""
+    def run(**case):
+        processed = case.get("output_processed_logits")
+        sampled = gumbel.gumbel_sample(**case)
+        return (sampled,) if processed is None else (sampled, processed)
+
+    gen = torch.Generator().manual_seed(61)
+    out = {}
+    for name, tokens, vocab, draft in (("target", 9, 1024, None), ("draft", 5, 1000, "scalar"),
+                                       ("draft_per_token", 12, 1024, "per_token")):
+        max_reqs = tokens + 2
+        case = dict(logits=torch.randn(tokens, vocab, generator=gen) * 2,
+                    expanded_idx_mapping=torch.randint(0, max_reqs, (tokens,), generator=gen, dtype=torch.int32),
+                    temperature=torch.where(torch.rand(max_reqs, generator=gen) < 0.3, 0.0, 0.8),
+                    seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
+                    pos=torch.randint(0, 4000, (tokens,), generator=gen), apply_temperature=draft is not None)
+        if draft:
+            case["output_processed_logits"] = torch.zeros(max_reqs, 3, vocab)
+            case["output_processed_logits_col"] = (torch.tensor(1) if draft == "scalar"
+                                                   else torch.randint(0, 3, (tokens,), generator=gen,
+                                                                      dtype=torch.int32))
+        out[name] = _compare(run, case)
+    return {"cases": out}
+
+
+# ------------------------------------------------------------------------------------------------ top-k / top-p
+def _tensor_range_in_interpreter() -> None:
+    """The interpreter turns ``tl.range`` into Python's ``range``, whose ints have no ``.to()`` (the top-k/top-p
+    kernel calls ``row_id.to(tl.int64)``); yield int32 interpreter tensors, as the compiler's loop variable is."""
+    import numpy as np
+    import triton.runtime.interpreter as interpreter
+
+    patch_core = interpreter._patch_lang_core
+
+    def patched(lang, scope):
+        patch_core(lang, scope)
+        plain = lang.range
+
+        def tensor_range(*args, **kwargs):
+            for i in plain(*args, **kwargs):
+                yield tl.tensor(interpreter.TensorHandle(np.array([i], dtype=np.int32), tl.int32), tl.int32)
+
+        scope.set_attr(lang, "range", tensor_range)
+
+    interpreter._patch_lang_core = patched
+
+
+def top_k_top_p() -> dict:
+    def run(logits, k, p):
+        return (topk_topp.apply_top_k_top_p_triton(logits, k, p),)
+
+    _tensor_range_in_interpreter()
+
+    gen = torch.Generator().manual_seed(71)
+    out = {}
+    for batch, vocab, use_k, use_p in ((8, 1024, True, True), (13, 1000, True, False), (9, 1024, False, True),
+                                       (8, 1024, True, True)):
+        logits = torch.randn(batch, vocab, generator=gen) * 3
+        logits[0, : vocab // 2] = float("-inf")  # a grammar-masked row: fewer finite values than k
+        k = torch.randint(1, 80, (batch,), generator=gen, dtype=torch.int32) if use_k else None
+        if use_k:
+            k[1] = vocab  # top-k off for one row
+            k[0] = vocab // 2 + 10
+        p = (0.5 + 0.5 * torch.rand(batch, generator=gen)) if use_p else None
+        if use_p:
+            p[2] = 1.0  # top-p off for one row
+        out[f"batch{batch}_vocab{vocab}{'_k' if use_k else ''}{'_p' if use_p else ''}_{len(out)}"] = _compare(
+            run, dict(logits=logits, k=k, p=p), lambda masked, before=logits: {
+                "newly_masked": int((masked.isinf() & ~before.isinf()).sum())})
+    return {"cases": out}
+
+
+if __name__ == "__main__":
+    print(json.dumps({name: globals()[name]() for name in sys.argv[1:] if not name.startswith("--")}))
