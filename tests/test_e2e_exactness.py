@@ -306,8 +306,8 @@ def test_the_bug_names_are_one_list_in_envs_the_injector_and_the_matrix():
     names = envs.BY_NAME[envs.INJECT_BUG_ENV].choices
     assert set(names) == set(bug_injection.BUGS) == set(matrix.BUGS) == set(load_e2e_script().INJECTABLE_BUGS)
     assert set(matrix.GROUPS["bugs"]) == {f"bug_{b}_{p}" for b in names for p in ("ctx_eagle", "attention", "partial")}
-    assert matrix.part_args("bug_stale_seq_lens_perfect") == [*matrix.PARTS["perfect"], "--inject-bug",
-                                                              "stale_seq_lens"]
+    assert matrix.part_args("bug_stale_seq_lens_perfect") == [
+        *matrix.PARTS["perfect"], "--variants", "nospec,eager_drafter,full_drafter", "--inject-bug", "stale_seq_lens"]
     assert matrix.part_args("bug_stale_seq_lens_tp2_perfect") is None and matrix.part_args("bug_nope_partial") is None
     table = matrix.bug_table({"bug_wrong_slot_attention": {"caught": True}, "bug_wrong_slot_partial": {"caught": False},
                               "bug_stale_seq_lens_partial": None})
