@@ -493,11 +493,24 @@ def test_the_design_checks_fail_on_nothing_and_on_one_difference():
     assert good.ok and good.count == 3
     for ours, designed in (([], [[1]]), (None, [[1]]), ([[1]], None), ([[1, 2]], [[1, 3]]), ([[1]], [[1], [2]])):
         assert not exactness.greedy_equals_design(ours, designed).ok
-    assert exactness.acceptance_as_designed([1.0, 1.0, 0.0], [1.0, 1.0, 0.0]).as_json() == {
-        "ok": True, "compared_positions": 3}
-    for measured, designed in (([1.0, 0.9, 0.0], [1.0, 1.0, 0.0]), ([1.0, 1.0], [1.0, 1.0, 0.0]), (None, [1.0]),
-                               ([1.0], None), ([], [])):
-        assert not exactness.acceptance_as_designed(measured, designed).ok
+
+
+def counts(drafts, per_position):
+    return {"drafts": drafts, "accepted_per_position": per_position}
+
+
+def test_designed_acceptance_allows_only_the_windows_a_requests_end_cuts():
+    """What the H100 measured for vLLM's own eager drafter passes; what an injected bug cost there fails."""
+    check = exactness.acceptance_as_designed
+    assert check(counts(120, [120, 120, 119]), [1.0, 1.0, 1.0], 10).as_json() == {"ok": True, "compared_positions": 3}
+    assert check(counts(160, [158, 158, 0]), [1.0, 1.0, 0.0], 10).ok
+    assert not check(counts(155, [108, 108, 107]), [1.0, 1.0, 1.0], 10).ok  # wrong_slot on the context pair
+    assert not check(counts(134, [116, 116, 115]), [1.0, 1.0, 1.0], 10).ok  # wrong_num_computed
+    assert not check(counts(160, [158, 158, 1]), [1.0, 1.0, 0.0], 10).ok  # a designed 0 accepts nothing
+    assert not check(counts(120, [120, 109, 120]), [1.0, 1.0, 1.0], 10).ok  # 11 short with 10 requests
+    for bad in ((None, [1.0], 1), (counts(0, []), [1.0], 1), (counts(5, [5]), None, 1), (counts(5, [5]), [1.0], 0),
+                (counts(5, [5, 5]), [1.0], 1), (counts(5, [5]), [0.5], 1)):
+        assert not check(*bad).ok
 
 
 def test_a_context_pair_is_judged_against_its_construction():
@@ -506,12 +519,12 @@ def test_a_context_pair_is_judged_against_its_construction():
     from portable_spec.harness.e2e.v1_checks import judge
 
     design = {"outputs": {0: [[7, 8]]}, "acceptance": [1.0, 1.0, 0.0]}
-    base = {"seed": 0, "use_v2_model_runner": False, "outputs": [[7, 8]], "acceptance_per_position": [1.0, 1.0, 0.0]}
-    rows = [{**base, "variant": "nospec", "acceptance_per_position": None}, {**base, "variant": "eager_drafter"}]
+    base = {"seed": 0, "use_v2_model_runner": False, "outputs": [[7, 8]], "acceptance_counts": counts(4, [4, 3, 0])}
+    rows = [{**base, "variant": "nospec", "acceptance_counts": None}, {**base, "variant": "eager_drafter"}]
     checks = judge(rows, [0], True, False, design=design).checks
     assert checks["nospec_s0_greedy_equals_design"] and checks["eager_drafter_s0_acceptance_as_designed"]
     drifted = [{**r, "outputs": [[7, 9]]} if r["variant"] == "nospec" else r for r in rows]
     assert not judge(drifted, [0], True, False, design=design).checks["nospec_s0_greedy_equals_design"]
-    low = [{**r, "acceptance_per_position": [1.0, 0.5, 0.0]} if r["variant"] == "eager_drafter" else r for r in rows]
+    low = [{**r, "acceptance_counts": counts(4, [4, 2, 0])} if r["variant"] == "eager_drafter" else r for r in rows]
     assert not judge(low, [0], True, False, design=design).checks["eager_drafter_s0_acceptance_as_designed"]
     assert not any("design" in name for name in judge(rows, [0], True, False).checks)  # f-chain pairs: none

@@ -157,18 +157,36 @@ def greedy_equals_design(outputs: Sequence[Sequence[int]] | None,
     return _per_prompt(outputs, designed, "compared_tokens", "tokens", "token", token)
 
 
-def acceptance_as_designed(acceptance_per_position: Sequence[float] | None,
-                           designed: Sequence[float] | None) -> Verdict:
-    """Every position's acceptance rate equals the designed one, exactly (greedy decoding of a constructed head)."""
+def acceptance_as_designed(counts: dict[str, Any] | None, designed: Sequence[float] | None,
+                           requests: int) -> Verdict:
+    """vLLM's accepted-token counts per position against the head's design (greedy decoding of a constructed head).
+
+    vLLM counts ``accepted_per_position[i]`` over ``drafts`` (every verified draft window), so a window that a
+    request's end cuts short (``max_tokens`` reached inside it, or drafts trimmed at ``max_model_len``: the context
+    prompt set has both) lowers a position's count although nothing was drafted wrong. The design holds for every
+    other window, so per position ``i``: a designed rate of 1 allows at most ``requests`` windows short of ``drafts``
+    (one cut window per request), a designed rate of 0 allows no accepted token. Measured on the H100 (2026-11-25):
+    vLLM's own eager drafter on the context pairs reaches [120, 120, 119] of 120 windows (EAGLE, K=3, 10 requests)
+    and [158, 158, 0] of 160 (DFlash [1, 1, 0]); an injected drafter bug costs far more (e.g. [108, 108, 107] of
+    155). The per-step oracle (``drafts_equal_per_step``) is the exact check; this one ties the runs to the design."""
     unit = "compared_positions"
-    if not acceptance_per_position or not designed:
-        return _fail(unit, "no acceptance recorded" if not acceptance_per_position else "no designed acceptance")
-    if len(acceptance_per_position) != len(designed):
-        return _fail(unit, _unequal_lengths("positions", acceptance_per_position, designed))
-    off = [(i, a, d) for i, (a, d) in enumerate(zip(acceptance_per_position, designed)) if a != d]
+    if not counts or not designed:
+        return _fail(unit, "no acceptance counts recorded" if not counts else "no designed acceptance")
+    drafts, per_position = counts.get("drafts") or 0, counts.get("accepted_per_position") or []
+    if drafts <= 0 or requests <= 0:
+        return _fail(unit, f"nothing drafted ({drafts} draft windows over {requests} requests)")
+    if len(per_position) != len(designed):
+        return _fail(unit, _unequal_lengths("positions", per_position, designed))
+    off = []
+    for i, (accepted, rate) in enumerate(zip(per_position, designed)):
+        if rate not in (0.0, 1.0):
+            return _fail(unit, f"position {i}: designed rate {rate} is neither 0 nor 1 (no exact bound)")
+        low, high = (max(0, drafts - requests), drafts) if rate == 1.0 else (0, 0)
+        if not low <= accepted <= high:
+            off.append((i, accepted, f"{low}..{high}"))
     if off:
-        return _fail(unit, f"position(s) off the design (position, measured, designed): {off}",
-                     len(designed) - len(off))
+        return _fail(unit, f"position(s) off the design (position, accepted, designed range over {drafts} windows): "
+                           f"{off}", len(designed) - len(off))
     return _passed(unit, len(designed))
 
 

@@ -98,7 +98,7 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
                         r.get("acceptance_counts"), _field(eager, "acceptance_counts")))
             if design is not None and name != "upstream_v1":
                 judged.record(prefix + exactness.DESIGN_ACCEPTANCE, exactness.acceptance_as_designed(
-                    r.get("acceptance_per_position"), design["acceptance"]))
+                    r.get("acceptance_counts"), design["acceptance"], len(r.get("outputs") or ())))
             if not greedy and greedy_continuations and seed in greedy_continuations:
                 judged.checks[prefix + "sampled_off_greedy"] = r["outputs"] != greedy_continuations[seed]
         full = _usable(by.get(("full_drafter", seed)))
