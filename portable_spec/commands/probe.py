@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
         report["stack"] = stack_report()
         substitutions = substitutions_bound_here()
-    if substitutions_for(platform.name, substitutions):
+    if [sub for sub in substitutions_for(platform.name) if sub in substitutions]:
         # What the platform's vLLM worker binds before it builds the model (PortableWorker.init_device).
         from portable_spec.vllm_adapter.tools.kernel_report import substitution_report
 
