@@ -29,6 +29,9 @@ VERIFY_JIT_BUDGET_ENV = "PORTABLE_SPEC_VERIFY_JIT_BUDGET_S"
 CUDA_HOME_ENV = "CUDA_HOME"
 STACK_EVERY_ENV = "PORTABLE_SPEC_STACK_EVERY_S"
 STACK_DIR_ENV = "PORTABLE_SPEC_STACK_DIR"
+VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
+VLLM_MUSA_DRAFT_WRAP_ENV = "VLLM_MUSA_DRAFT_FULL_WRAP"
+VLLM_MUSA_DFLASH_WRAP_ENV = "VLLM_MUSA_DFLASH_FULL_WRAP"
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,20 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(TORCHADA_CAP_ENV, "1900",
            "torchada's cap on live MUSA graph executables (read, not set): the live-graph budget the planner and the "
            "drafter prune to on MUSA. Non-numeric or 0: the default."),
+    EnvVar(VLLM_PLUGINS_ENV, "",
+           "vLLM's plugin filter (read, not set): the entry-point names vLLM loads, comma-separated, in every plugin "
+           "group. With vllm-musa installed, `VLLM_PLATFORM=musa` puts our layer on vllm-musa only with "
+           "`VLLM_PLUGINS=portable_spec,musa_custom_ops` (vllm-musa's platform plugin `musa` left out, its general "
+           "plugin kept); unset or naming `musa`, our probe steps aside and vllm-musa serves alone (one warning "
+           "says so). Without `musa_custom_ops` the probe fails in one line naming the value."),
+    EnvVar(VLLM_MUSA_DRAFT_WRAP_ENV, "0",
+           "vllm-musa's switch (read, not set; its default on MUSA is `0`): `1` has vllm-musa wrap the EAGLE/EAGLE-3/"
+           "MTP draft model in FULL graphs itself, and our drafter then steps aside for those methods (one line says "
+           "so). Only read on vllm-musa."),
+    EnvVar(VLLM_MUSA_DFLASH_WRAP_ENV, "1",
+           "vllm-musa's switch (read, not set; its default is on): anything but `0` has vllm-musa capture the "
+           "DFlash drafter in FULL graphs itself, and our DFlash drafter then steps aside (one line says so); `0` "
+           "leaves DFlash's drafter graphs to us. Only read on vllm-musa."),
     EnvVar(SIM_DEVICE_ENV, "",
            "Harness only: the device a simulation stands in for (`musa` with `VLLM_PLATFORM=musa`: the musa-sim "
            "engine lane); our platform probe then steps aside for the simulation's own plugin.", choices=("musa",),
@@ -167,6 +184,24 @@ def verify_jit_budget_s() -> float:
 
 def cuda_home() -> str | None:
     return raw(CUDA_HOME_ENV) or None
+
+
+def vllm_plugins(environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """``VLLM_PLUGINS`` as vLLM reads it (``vllm/envs.py``): None when unset, else the value split at commas, not
+    stripped (vLLM compares entry-point names with these items as they are; an empty value filters out every
+    plugin)."""
+    env = os.environ if environ is None else environ
+    return None if VLLM_PLUGINS_ENV not in env else env[VLLM_PLUGINS_ENV].split(",")
+
+
+def vllm_musa_draft_full_wrap() -> bool:
+    """Whether vllm-musa wraps the EAGLE-family draft model in FULL graphs itself (it compares with "1")."""
+    return raw(VLLM_MUSA_DRAFT_WRAP_ENV) == "1"
+
+
+def vllm_musa_dflash_full_wrap() -> bool:
+    """Whether vllm-musa captures the DFlash drafter in FULL graphs itself (anything but "0")."""
+    return raw(VLLM_MUSA_DFLASH_WRAP_ENV) != "0"
 
 
 def stack_sampling() -> tuple[float, str | None]:

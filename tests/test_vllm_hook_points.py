@@ -547,11 +547,27 @@ def _resolve(ref: str):
     return obj
 
 
-CENSUS_TARGETS = [(d.name, target) for d in CENSUS for target in (d.ours, *d.targets)]
+CENSUS_TARGETS = [(d.name, target, d.needs) for d in CENSUS for target in (d.ours, *d.targets)]
 
 
-@pytest.mark.parametrize("name,target", CENSUS_TARGETS, ids=[f"{n}|{t}" for n, t in CENSUS_TARGETS])
-def test_every_census_symbol_resolves_in_the_installed_vllm(name, target):
+@pytest.fixture
+def needs(request, tmp_path):
+    """For an entry that lives in a package not installable here (``Divergence.needs``): that package's stand-in on
+    the path (only ``vllm_musa``: the contract tests' stand-in, lane vllm-musa-contract)."""
+    package = request.param
+    if not package:
+        yield None
+        return
+    assert package == "vllm_musa", package
+    import vllm_musa_standin
+
+    with vllm_musa_standin.installed(tmp_path / "standin") as root:
+        yield root
+
+
+@pytest.mark.parametrize("name,target,needs", CENSUS_TARGETS, ids=[f"{n}|{t}" for n, t, _ in CENSUS_TARGETS],
+                         indirect=["needs"])
+def test_every_census_symbol_resolves_in_the_installed_vllm(name, target, needs):
     _resolve(target)  # ImportError / AttributeError: vLLM moved it (a hook's value may be None: it exists)
 
 
@@ -565,12 +581,14 @@ def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
         assert (d.kind == "subclass") <= bool(d.overrides), d.name
 
 
-@pytest.mark.parametrize("entry", [d for d in CENSUS if d.overrides], ids=lambda d: d.name)
-def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry):
-    """What our class (with its mixins that have no entry of their own) redefines of its vLLM bases: exactly the
-    census's list, so a silent override fails here."""
+@pytest.mark.parametrize("entry,needs", [(d, d.needs) for d in CENSUS if d.overrides],
+                         ids=[d.name for d in CENSUS if d.overrides], indirect=["needs"])
+def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry, needs):
+    """What our class (with its mixins that have no entry of their own, or all of them for ``through_mixins``)
+    redefines of its vLLM (or vendor) bases: exactly the census's list, so a silent override fails here."""
     ours = _resolve(entry.ours)
-    own_entries = {_resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass"}
+    own_entries = set() if entry.through_mixins else {
+        _resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass" and not d.needs}
     vllm_bases = [_resolve(entry.base)] if entry.base else [
         c for c in ours.__mro__ if c.__module__.startswith(("vllm.", "torch."))]
     assert vllm_bases, entry.name
@@ -581,6 +599,41 @@ def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry):
                 "device_control_env_var"}  # a platform's identity attributes, not behaviour
     redefined = {name for name in mine & upstream if (not name.startswith("__") or name == "__init__")} - identity
     assert redefined == set(entry.overrides), (entry.name, redefined ^ set(entry.overrides))
+
+
+def test_vllm_activates_one_oot_platform_and_filters_every_group_by_vllm_plugins():
+    """The two lines of vLLM 0.26.0 the composition with vllm-musa stands on (``platform/vllm_musa_stack.py``): two
+    out-of-tree probes that answer are refused, and ``VLLM_PLUGINS`` filters entry points by name in every group."""
+    import vllm.envs
+    import vllm.platforms
+    from vllm.plugins import load_plugins_by_group
+
+    resolve = inspect.getsource(vllm.platforms.resolve_current_platform_cls_qualname)
+    assert "platform_plugins = load_plugins_by_group(PLATFORM_PLUGINS_GROUP)" in resolve
+    assert "if len(activated_oot_plugins) >= 2:" in resolve and "Only one platform plugin can be activated" in resolve
+    assert resolve.index("activated_oot_plugins) >= 2") < resolve.index("len(activated_oot_plugins) == 1")
+    load = inspect.getsource(load_plugins_by_group)
+    assert "allowed_plugins = envs.VLLM_PLUGINS" in load
+    assert "if allowed_plugins is None or plugin.name in allowed_plugins:" in load  # any group, by entry-point name
+    assert 'os.environ["VLLM_PLUGINS"].split(",")' in inspect.getsource(vllm.envs)
+
+
+def test_vllm_musa_composition_targets_resolve_on_the_contract_standin(tmp_path):
+    """Our composed classes sit on vllm-musa's by name, in the method order the composition needs (the stand-in
+    stands for vllm-musa: lane vllm-musa-contract); vLLM 0.26.0's device gate is the one vllm-musa's build opens."""
+    import vllm_musa_standin
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin
+    from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
+
+    with vllm_musa_standin.installed(tmp_path / "standin"):
+        platform = _resolve("portable_spec.vllm_adapter.platform.vllm_musa_platform:PortableVllmMusaPlatform")
+        worker = _resolve("portable_spec.vllm_adapter.worker.vllm_musa_worker:PortableVllmMusaWorker")
+        assert platform.__mro__[0:2] == (platform, PortableSpecPlatformMixin)
+        assert platform.__mro__[3] is _resolve("vllm_musa.platform:MUSAPlatform")
+        assert worker.__mro__[1:4] == (PortableWorker, _resolve("vllm_musa.worker:MTGPUWorker"), Worker)
+    assert 'if self.device_config.device_type == "cuda":' in inspect.getsource(Worker.init_device)
 
 
 def test_each_census_entry_is_pinned_by_tests_that_exist():

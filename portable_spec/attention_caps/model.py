@@ -164,6 +164,9 @@ class BackendCaps:
     requires: tuple[str, ...] = ()
     """Python packages the kernels import; selection skips the row with "<pkg> not installed" when one is missing."""
     notes: tuple[str, ...] = field(default=())
+    vendor_class: str | None = None
+    """The class a vendor package registers over ``backend``'s ``AttentionBackendEnum`` member (vllm-musa's
+    ``register_backend``): what vLLM runs for this row on that vendor's stack."""
 
     @property
     def key(self) -> str:
@@ -179,7 +182,8 @@ class BackendCaps:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"platform": self.platform, "backend": self.backend, "class_path": self.class_path}
+        out: dict[str, Any] = {"platform": self.platform, "backend": self.backend, "class_path": self.class_path,
+                               "vendor_class": self.vendor_class}
         for name in CLAIM_FIELDS:
             out[name] = claim_to_json(getattr(self, name))
         out.update(requires=list(self.requires), device_dependent=self.device_dependent(), source=self.source,

@@ -4,7 +4,10 @@ CUDA and ROCm rows transcribe vLLM 0.26.0's backend classes (``vllm/v1/attention
 ``tests/test_attention_agreement.py`` (cpu lane) and ``tests/gpu/test_attention_verify.py`` (cuda lane) compare them
 claim by claim with the real classes, so a vLLM upgrade shows up as a failing test instead of silent drift.
 MUSA rows come from vllm-musa (``vllm_musa/v1/attention/backends/flash_attn.py``, MUSAFlashAttentionBackend) and
-upstream Triton; nobody here can run MUSA or ROCm, so those rows are declared-only.
+upstream Triton; nobody here can run MUSA or ROCm, so those rows are declared-only. A row whose class a vendor
+registers over vLLM's enum member names it (``vendor_class``); the vllm-musa backends the table does not cover are
+in ``VENDOR_BACKENDS_NOT_IN_TABLE`` with the reason (``tests/test_vllm_musa_contract.py`` checks both against
+``vllm_adapter/platform/vllm_musa_contract.py``).
 
 Row order within a platform is vLLM's selection priority (``platforms/cuda.py:83``, ``platforms/rocm.py:407``).
 """
@@ -161,6 +164,7 @@ TABLE: tuple[BackendCaps, ...] = (
         dtypes=_HALF, kv_cache_dtypes=_BASE_KV, kernel_block_sizes=_MULT16,
         non_causal=True, mm_prefix=MM_PREFIX_TEXT_ONLY, sinks=True, batch_invariance=True,
         per_head_quant_scales=False, graph_support="ALWAYS", requires=("mate",),
+        vendor_class="vllm_musa.v1.attention.backends.flash_attn.MUSAFlashAttentionBackend",
         source="vllm-musa (github.com/MooreThreads/vllm-musa) vllm_musa/v1/attention/backends/flash_attn.py "
                "MUSAFlashAttentionBackend (@register_backend(FLASH_ATTN); kernels from the mate package's "
                "flash_attn_interface)",
@@ -178,6 +182,16 @@ TABLE: tuple[BackendCaps, ...] = (
                  "descriptor helpers); the MUSA worker binds kernel substitutes first (portable-spec kernels lists "
                  "them; kernels --check-triton checks them against triton 3.2.0)",)),
 )
+
+VENDOR_BACKENDS_NOT_IN_TABLE: dict[str, dict[str, str]] = {
+    "musa": {
+        "TURBOQUANT": "a KV-cache quantization backend (turboquant_* cache dtypes only, no 'auto'): chosen by the "
+                      "cache dtype, not a drafter's attention; vllm-musa's own selection picks it",
+        "FLASHMLA": "MLA: the table covers standard attention (MLA is selected by vLLM's or vllm-musa's selector)",
+        "FLASHMLA_SPARSE": "sparse MLA: as FLASHMLA",
+    },
+}
+"""Backends a vendor registers that have no row here, and why (vllm-musa: ``register_attention_backends``)."""
 
 PLATFORMS: tuple[str, ...] = tuple(dict.fromkeys(row.platform for row in TABLE))
 DEVICES_HERE: tuple[str, ...] = ("cuda",)

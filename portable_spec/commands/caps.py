@@ -45,6 +45,8 @@ def render(payload: dict[str, Any]) -> str:
         lines.append(f"{row.platform} / {row.backend}  [{entry['verification']}]")
         lines.append(f"  class: {row.class_path or '(not shipped here)'}"
                      + (f"   requires: {', '.join(row.requires)}" if row.requires else ""))
+        if row.vendor_class:
+            lines.append(f"  vendor class: {row.vendor_class}")
         for name in CLAIM_FIELDS:
             lines.append(f"  {name.replace('_', ' ')}: {describe_claim(getattr(row, name))}")
         lines.append(f"  source: {row.source}")

@@ -1,5 +1,6 @@
-"""``portable-spec probe``: platform facts; on a device, a capture/replay check into the shared pool; on a platform
-with kernel substitutions (MUSA), which substitutes bind on this host's vLLM and why each exists."""
+"""``portable-spec probe``: platform facts; on a device, a capture/replay check into the shared pool; on MUSA, which
+stack this interpreter has (vllm-musa and its version, or our standalone class) and what our layer binds on top; on
+a platform with kernel substitutions (MUSA), which substitutes bind on this host's vLLM and why each exists."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from portable_spec.commands._common import INSTALL_VLLM, add_platform_flag, render_mapping
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
-from portable_spec.kernels import substitutions_for
+from portable_spec.kernels import SUBSTITUTIONS, substitutions_for
 from portable_spec.platforms import select_platform
 from portable_spec.probe import run_probe
 
@@ -56,11 +57,17 @@ def run(args: argparse.Namespace) -> int:
         raise PortableSpecError(f"probe --verify needs a GPU host (platform {platform.name!r} has no device to run "
                                 "attention kernels on): run it there, or drop --verify")
     report = run_probe(platform)
-    if substitutions_for(platform.name):
-        # What the platform's vLLM worker binds before it builds the model (MusaWorker.init_device).
+    substitutions = SUBSTITUTIONS
+    if platform.name == "musa":
+        from portable_spec.vllm_adapter.platform.vllm_musa_stack import stack_report, substitutions_bound_here
+
+        report["stack"] = stack_report()
+        substitutions = substitutions_bound_here()
+    if [sub for sub in substitutions_for(platform.name) if sub in substitutions]:
+        # What the platform's vLLM worker binds before it builds the model (PortableWorker.init_device).
         from portable_spec.vllm_adapter.tools.kernel_report import substitution_report
 
-        report["kernel_substitutions"] = substitution_report(platform.name)
+        report["kernel_substitutions"] = substitution_report(platform.name, substitutions)
     code, message = 0, None
     if args.verify:
         from portable_spec.attention_caps.checks import refutation_exit

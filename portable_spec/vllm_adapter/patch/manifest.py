@@ -41,6 +41,14 @@ class Divergence:
     """For a mixin: the vLLM class it is mixed into (a subclass's bases say it themselves)."""
     pinned_by: tuple[str, ...] = ()
     """Tests in ``tests/test_vllm_hook_points.py`` that pin the vLLM source this entry relies on."""
+    needs: str = ""
+    """A package besides vLLM that ``ours`` and ``targets`` live in (``vllm_musa``): the hook-point tests resolve
+    such an entry against the stand-in the contract tests build (lane vllm-musa-contract), since it is not
+    installable here."""
+    through_mixins: bool = False
+    """For a ``subclass`` composed of mixins that have entries of their own: ``overrides`` counts what the mixins
+    redefine of ``base`` too (the class itself adds no override; what it changes is that the mixins now sit on a
+    vendor's class)."""
 
 
 _A = "portable_spec.vllm_adapter"
@@ -99,6 +107,46 @@ CENSUS: tuple[Divergence, ...] = (
                    "get_device_capability", "get_device_communicator_cls", "get_device_name", "get_device_total_memory",
                    "get_static_graph_wrapper_cls", "is_sleep_mode_available", "manual_seed_all", "num_compute_units",
                    "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8")),
+    Divergence(
+        "platform plugin composed with vllm-musa", "entry point", f"{_A}.plugin.platform_probe:probe",
+        ("vllm.plugins:load_plugins_by_group", "vllm.platforms:resolve_current_platform_cls_qualname",
+         "vllm_musa:musa_platform_plugin", "vllm_musa:register_custom_ops"),
+        what="With vllm-musa installed, VLLM_PLATFORM=musa answers PortableVllmMusaPlatform when VLLM_PLUGINS keeps "
+             "vllm-musa's platform plugin out and its general plugin in (portable_spec,musa_custom_ops); unset or "
+             "naming 'musa', our probe steps aside (one warning) and vllm-musa serves alone; keeping ours but not "
+             "musa_custom_ops answers the error class (one line naming the value).",
+        why="vLLM activates one out-of-tree platform plugin and vllm-musa's answers on every MUSA host; VLLM_PLUGINS "
+            "is vLLM's filter of entry points by name, in every group.",
+        undone="Unset VLLM_PLUGINS (or VLLM_PLATFORM): vllm-musa's probe alone decides.",
+        upstream="vLLM's documented plugin mechanism; nothing to upstream.",
+        pinned_by=("test_vllm_activates_one_oot_platform_and_filters_every_group_by_vllm_plugins",),
+        needs="vllm_musa"),
+    Divergence(
+        "vllm-musa platform with our hooks", "subclass", f"{_A}.platform.vllm_musa_platform:PortableVllmMusaPlatform",
+        ("vllm_musa.platform:MUSAPlatform", "vllm.platforms.interface:Platform.apply_config_platform_defaults",
+         "vllm.platforms.interface:Platform.check_and_update_config",
+         "vllm.platforms.interface:Platform.get_global_graph_pool"),
+        what="vllm-musa's MUSAPlatform (resolved by name) under our mixins: capture plan and live-graph budget around "
+             "its check_and_update_config, our composed worker when worker_cls is auto, the one graph pool. It "
+             "also names the kernels vllm-musa patches (our substitutes for them are not bound) and the drafters "
+             "vllm-musa captures itself (ours steps aside).",
+        why="On a real MUSA host vLLM only runs through vllm-musa (its ops, MCCL, attention, patched vLLM build).",
+        undone="VLLM_PLUGINS without portable_spec, or unset (vllm-musa alone).",
+        upstream="vllm-musa is the upstream for MUSA; our hooks are for its drafter graphs and planner.",
+        overrides=("apply_config_platform_defaults", "check_and_update_config", "get_global_graph_pool"),
+        base="vllm_musa.platform:MUSAPlatform", through_mixins=True,
+        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa"),
+    Divergence(
+        "vllm-musa worker with ours", "subclass", f"{_A}.worker.vllm_musa_worker:PortableVllmMusaWorker",
+        ("vllm_musa.worker:MTGPUWorker", "vllm.v1.worker.gpu_worker:Worker.init_device"),
+        what="vllm-musa's MTGPUWorker (resolved by name) under PortableWorker.init_device: binds the MUSA "
+             "substitutes vllm-musa does not patch, each on its own (one that cannot bind is logged and left), and "
+             "builds our V1 runner for our drafter; the device type stays 'musa' (no MusaWorker trick).",
+        why="vllm-musa's worker does its device set-up; vLLM's device gate already accepts 'musa' in its build.",
+        undone="As for the platform: without the composed platform this worker is never named.",
+        upstream="vllm-musa's worker, unchanged beneath ours.",
+        overrides=("init_device",), base="vllm_musa.worker:MTGPUWorker",
+        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa"),
     Divergence(
         "worker: kernel substitutes and our V1 runner", "scoped override", f"{_A}.worker.gpu_worker:PortableWorker",
         ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_model_runner:GPUModelRunner"),
@@ -220,7 +268,8 @@ CENSUS: tuple[Divergence, ...] = (
              "outputs). The table lists every module and attribute.",
         why="MUSA's Triton 3.2 rejects some of vLLM's kernels; on CUDA fewer variants compile at boot.",
         undone="kernels.registry.uninstall() restores every original; a port with no substitutions binds none.",
-        upstream="vllm-musa patches kernels for MUSA in its own series (issue 26 composes with it)."),
+        upstream="vllm-musa patches kernels for MUSA in its own series: on vllm-musa our substitute for each kernel "
+                 "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top."),
     Divergence(
         "profiler scopes (bench only)", "scoped override", f"{_A}.harness_door.profile_scopes:installed",
         ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",),

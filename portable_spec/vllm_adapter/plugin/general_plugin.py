@@ -11,7 +11,7 @@ import logging
 
 from portable_spec import envs as our_envs
 from portable_spec.envs import DRAFT_GRAPH_ENV, PLATFORM_ENV, requested_platform
-from portable_spec.vllm_adapter.plugin.platform_probe import vllm_platform_qualname
+from portable_spec.vllm_adapter.plugin.platform_probe import leaves_musa_to_vllm_musa, vllm_platform_qualname
 
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -21,9 +21,11 @@ INSTALLED: list[str] = []
 
 
 def portable_spec_active() -> bool:
-    """True when our platform is selected or our drafter graphs are requested explicitly."""
+    """True when our platform is selected (not left to vllm-musa alone) or our drafter graphs are requested
+    explicitly."""
     name = requested_platform()
-    ours = name is not None and (vllm_platform_qualname(name) or "").startswith("portable_spec.")
+    ours = (name is not None and (vllm_platform_qualname(name) or "").startswith("portable_spec.")
+            and not leaves_musa_to_vllm_musa(name))
     # Compared, not validated: a bad value must not stop an engine on vLLM's own platform (our policy names it
     # where our drafter would run).
     return ours or our_envs.raw(DRAFT_GRAPH_ENV).lower() == "full"

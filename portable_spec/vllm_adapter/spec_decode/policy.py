@@ -3,7 +3,8 @@
 ``PORTABLE_SPEC_DRAFT_GRAPH``: ``full`` (default when our platform is selected), ``piecewise`` or ``none`` (leave the
 upstream drafter alone). ``speculative_config.enforce_eager`` and ``disable_padded_drafter_batch`` also leave the
 upstream drafter in charge, and so does a config our platform could make no capture plan for
-(``config_hook.plan_error``: vLLM's sizes were kept, so our drafter has no sizes of its own).
+(``config_hook.plan_error``: vLLM's sizes were kept, so our drafter has no sizes of its own), and so does a platform
+stack that captures this drafter in FULL graphs itself (vllm-musa with its draft wrap on: ``stack_captures_drafter``).
 
 LoRA (``lora_config`` set) declines every drafter graph kind, because each holds the draft forward. vLLM wraps the
 target's modules for LoRA before the drafter loads (``load_lora_model``, then ``drafter.load_model(self.model)``),
@@ -32,6 +33,17 @@ def requested_mode() -> str:
     return draft_graph() or "full"
 
 
+def stack_captures_drafter(method: str) -> str | None:
+    """Why the platform's own stack captures this drafter in FULL graphs itself (vllm-musa: ``drafter_left_to_stack``
+    on our class composed with it), or None. Two capture mechanisms on one draft model would fight over its forward,
+    so ours steps aside there."""
+    from vllm.platforms import current_platform
+
+    # Read on the class: vLLM's Platform.__getattr__ logs a warning for a name an instance lacks.
+    hook = getattr(type(current_platform), "drafter_left_to_stack", None)
+    return hook(method) if callable(hook) else None
+
+
 def draft_graph_mode(vllm_config: Any) -> str:
     """``full`` when our FULL drafter graphs apply to this config, else ``upstream`` (with the reason logged)."""
     spec = vllm_config.speculative_config
@@ -43,6 +55,8 @@ def draft_graph_mode(vllm_config: Any) -> str:
         reason = f"{DRAFT_GRAPH_ENV}={mode}"
     elif spec.method not in SUPPORTED_METHODS:
         reason = f"method {spec.method!r} (FULL drafter graphs cover {', '.join(SUPPORTED_METHODS)})"
+    elif (captured := stack_captures_drafter(spec.method)) is not None:
+        reason = captured
     elif spec.enforce_eager:
         reason = "speculative_config.enforce_eager=True"
     elif spec.disable_padded_drafter_batch:

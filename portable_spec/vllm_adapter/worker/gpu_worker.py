@@ -11,11 +11,13 @@ any model or drafter is built, so every kernel compiles once, as bound.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
+from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
 from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
@@ -39,10 +41,33 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
 
 
 def bind_kernel_substitutes() -> list[str]:
-    """Install and log the substitutes of the port this process's platform uses; returns their names."""
-    port = port_name_of(current_platform)
+    """Install and log the substitutes of the port this process's platform uses; returns their names. On a platform
+    stack that patches kernels itself (``substitutes_left_to_stack``, vllm-musa) see ``bind_over_stack``."""
+    port, label = port_name_of(current_platform), platform_label(current_platform)
+    # Read on the class: vLLM's Platform.__getattr__ logs a warning for a name an instance lacks.
+    left = getattr(type(current_platform), "substitutes_left_to_stack", None)
+    if left:
+        return bind_over_stack(port, label, type(current_platform).stack, left)
     install_substitutions(port)
-    return log_bound_substitutes(port, platform_label(current_platform))
+    return log_bound_substitutes(port, label)
+
+
+def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str]) -> list[str]:
+    """Our substitutes on a stack that patches kernels itself: each one whose kernel the stack patches is left to it
+    (one line), every other is bound on its own. One that cannot bind on the stack's vLLM (a kernel moved, or a
+    derived rewrite finds the stack's source changed) logs one warning and leaves the stack's kernel running: on a
+    stack that brings its own kernels, a substitute is an addition, never a reason to stop an engine."""
+    for sub in substitutions_for(port):
+        if sub.name in left:
+            logger.info("portable_spec[%s]: kernel substitute %s left to %s (%s)", label, sub.name, stack,
+                        left[sub.name])
+            continue
+        try:
+            install_substitutions(port, (sub,))
+        except PortableSpecError as exc:
+            logger.warning("portable_spec[%s]: kernel substitute %s not bound, %s's kernel stays (%s)", label,
+                           sub.name, stack, exc)
+    return log_bound_substitutes(port, label)
 
 
 class PortableWorker(Worker):
