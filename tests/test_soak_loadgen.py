@@ -116,7 +116,9 @@ def test_gauges_and_drain_read_the_servers_metrics(fake):
     outcomes, gauges = asyncio.run(loadgen.drive_with_gauges(endpoint(server), specs, 20, 0.01))
     assert all(o.ok for o in outcomes)
     assert gauges[metrics.WAITING].peak > 0 and gauges[metrics.RUNNING].peak == 8
-    assert asyncio.run(loadgen.wait_drained(endpoint(server), 2))["drained"]
+    drained = asyncio.run(loadgen.wait_drained(endpoint(server), 2))
+    assert drained["drained"] and drained["sentinel"] == "ok"
+    assert server.state.counters[metrics.PREFIX_CACHE_QUERIES + "{}"] == 12 * 4 + 3  # the sentinel was served
     leaky = fake(Misbehave(leak=True, only_variant=""), variant="eager_drafter")
     result = asyncio.run(loadgen.wait_drained(endpoint(leaky), 0.3, every_s=0.05))
     assert not result["drained"] and result["running"] == 1

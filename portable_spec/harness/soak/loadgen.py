@@ -228,18 +228,29 @@ async def watch_gauges(endpoint: Endpoint, every_s: float, stop: asyncio.Event) 
     return traces
 
 
+SENTINEL = RequestSpec("sentinel", "sentinel", {"prompt": [1, 9, 10], "max_tokens": 1, "temperature": 0.0,
+                                               "stream": False, "priority": 0, "return_token_ids": True,
+                                               "request_id": "soak-sentinel"}, 0.0, None, deadline_s=30.0)
+"""One token after the load. vLLM refreshes its gauges only when the engine steps; when the last requests left by
+client aborts, no step follows and the gauges keep the old counts. The sentinel's step publishes the scheduler's
+state after it finished, and shows the server still serves."""
+
+
 async def wait_drained(endpoint: Endpoint, within_s: float, every_s: float = 0.5) -> dict[str, Any]:
-    """After the load: poll until vLLM's running and waiting gauges are both 0 (requests finished or aborted were
-    freed). ``drained`` false after ``within_s`` is a hang or a leak."""
+    """After the load: one ``SENTINEL`` request, then poll until vLLM's running and waiting gauges are both 0
+    (requests finished or aborted were freed). ``drained`` false after ``within_s`` is a hang or a leak."""
     started, last = time.monotonic(), None
-    while time.monotonic() - started < within_s:
+    sentinel = await send(endpoint, SENTINEL, lambda: time.monotonic() - started)
+    served = {"sentinel": "ok" if sentinel.ok else f"{sentinel.error_kind}: {sentinel.error}"}
+    while sentinel.ok and time.monotonic() - started < within_s:
         sample = await scrape(endpoint)
         if sample is not None:
             last = {"running": sample.get(RUNNING), "waiting": sample.get(WAITING)}
             if last["running"] == 0 and last["waiting"] == 0:
-                return {"drained": True, "seconds": round(time.monotonic() - started, 2), **last}
+                return {"drained": True, "seconds": round(time.monotonic() - started, 2), **served, **last}
         await asyncio.sleep(every_s)
-    return {"drained": False, "seconds": round(within_s, 2), **(last or {"running": None, "waiting": None})}
+    return {"drained": False, "seconds": round(time.monotonic() - started, 2), **served,
+            **(last or {"running": None, "waiting": None})}
 
 
 async def drive_with_gauges(endpoint: Endpoint, requests: list[RequestSpec], wall_s: float, every_s: float,

@@ -140,7 +140,7 @@ class ServerProcess:
     def returncode(self) -> int | None:
         return self.proc.poll()
 
-    def stop(self, grace_s: float = 30.0) -> int | None:
+    def stop(self, grace_s: float = budget.STOP_GRACE_S) -> int | None:
         """SIGTERM (vLLM shuts its engine down), then SIGKILL to the group this object started."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
