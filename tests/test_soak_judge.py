@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from portable_spec.harness.soak import budget, conditions, judge, metrics, report, workload
+from portable_spec.harness.soak import budget, conditions, judge, logscan, metrics, report, workload
 from portable_spec.harness.soak.loadgen import Choice, Outcome
 from portable_spec.harness.soak.metrics import GaugeTrace, parse
 
@@ -179,8 +179,14 @@ def test_our_drafter_must_be_what_it_claims():
     facts = runs["full_drafter"].facts_after
     facts.update(runner=judge.V1_RUNNER, drafter="vllm.v1.spec_decode.eagle.EagleProposer", pointer_mismatches=2,
                  async_scheduling=False, replays={"first_fused": 0, "chain_fused": 0})
-    runs["full_drafter"].log["eager_keys"] = 1
+    runs["full_drafter"].log.update(logscan.scan_text(
+        "WARNING 11-25 00:00:00 [runner.py:248] portable_spec: draft key first:4 runs eagerly: capture failed\n"
+        "INFO 11-25 00:00:01 [policy.py:59] portable_spec: drafter left to upstream vLLM (enforce_eager)\n"
+        "INFO 11-25 00:00:02 [kernel_warmup.py:263] portable_spec: kernel warm-up: 5 steps (2 rounds, batches of "
+        "1,3 requests, K=3) in 2.00 s; 2 Triton compiles (x); drafter replays {}, 3 pointer mismatches\n"
+        "(EngineCore_DP0 pid=7) ERROR 11-25 00:00:03 [core.py:1] EngineCore died\n"))
     ours = rows(runs)["full_drafter"]
+    assert {"not_left_to_upstream", "no_pointer_mismatch_in_warmup", "no_error_lines_in_log"} <= set(failures(ours))
     assert {"v1_runner", "our_drafter", "no_pointer_mismatch", "async_scheduling_as_asked", "no_eager_draft_keys",
             "first_pass_graphs_replayed", "chain_graphs_replayed", "condition_draft_graph_replays"} <= set(
         failures(ours))

@@ -298,4 +298,27 @@ def test_each_server_gets_its_variants_environment_and_dev_mode():
     moe = servers.server_env(dataclasses.replace(spec("eager_drafter"), runner="auto"))
     assert "VLLM_USE_V2_MODEL_RUNNER" not in moe and moe["VLLM_PLATFORM"] == "cuda"
     taken: set[int] = set()
-    assert len({servers.free_port(taken) for _ in range(20)}) == 20
+    ports = {servers.free_port(taken) for _ in range(20)}
+    assert len(ports) == 20 and all(p in servers.PORTS for p in ports) and ports == taken
+
+
+def test_the_log_scan_reads_vllms_log_format():
+    import logging
+
+    from vllm import logger as vllm_logger
+    from vllm.logging_utils import NewLineFormatter
+
+    from portable_spec.harness.soak import logscan
+
+    source = inspect.getsource(vllm_logger)
+    assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and servers.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
+    prefixes = (VLLM / "utils/system_utils.py").read_text()  # what a worker process puts before its lines
+    assert 'prefix = f"({worker_name} pid={pid}) "' in prefixes
+    formatter = NewLineFormatter(vllm_logger._FORMAT, vllm_logger._DATE_FORMAT)
+    record = logging.LogRecord("vllm.v1.engine.core", logging.ERROR, "/x/core.py", 12, "EngineCore failed", None, None)
+    record.fileinfo = "core.py"
+    line = formatter.format(record)
+    for text in (line, f"(EngineCore_DP0 pid=4242) {line}"):
+        assert logscan.scan_text(text)["error_lines"] == 1, text
+    record.levelno, record.levelname = logging.INFO, "INFO"
+    assert logscan.scan_text(formatter.format(record))["error_lines"] == 0

@@ -18,7 +18,9 @@ from portable_spec.harness.soak import budget, driver, report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m portable_spec.harness.soak", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m portable_spec.harness.soak",
+        description="The serving soak (issue 22): vllm serve with our drafter and its references under a seeded load.")
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--pairs", default=",".join(driver.DEFAULT_PAIRS),
                         help="model-zoo pairs (default: %(default)s)")

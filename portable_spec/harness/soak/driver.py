@@ -149,6 +149,18 @@ async def wait_ready(live: Live, deadline: float, every_s: float = 1.0) -> dict[
 
 
 # ------------------------------------------------------------------------------------------------ the run
+def raise_open_file_limit() -> tuple[int, int]:
+    """The soft limit on open files up to the hard one: the client holds one socket per request in flight, and
+    eleven servers' bursts and queues can pass 1,024 (a common soft limit). Returns (before, after)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if wanted > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return soft, max(soft, wanted)
+
+
 def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Sequence[str] = DEFAULT_SYNC_PAIRS,
              n_requests: int = budget.REQUESTS, seed: int = 0, *, build: Callable[[str], dict[str, Any]] | None = None,
              oracle: Callable[[dict], tuple[Callable, Callable]] = zoo_oracle,
@@ -158,6 +170,7 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
     """The whole soak; returns the report (also written as ``OUTDIR/soak.json`` and ``soak_table.txt``)."""
     started = time.monotonic()
     outdir.mkdir(parents=True, exist_ok=True)
+    files_before, files_after = raise_open_file_limit()
     available, backend_version = structured or servers.structured_backend_available()
     if not available:
         say(f"[soak] structured output: {servers.STRUCTURED_BACKEND_MODULE} is not importable: the condition is "
@@ -200,7 +213,8 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
     result = report.assemble(pair_reports, status, failures, {
         "structured_output_backend": {"name": servers.STRUCTURED_BACKEND_MODULE, "available": available,
                                       "version": backend_version},
-        "pairs_asked": list(pairs), "sync_pairs": list(sync_pairs), "seed": seed, "phases": phases})
+        "pairs_asked": list(pairs), "sync_pairs": list(sync_pairs), "seed": seed, "phases": phases,
+        "open_file_limit": [files_before, files_after]})
     missing = report.missing_keys(result)
     if missing:
         result["status"], result["failures"] = "failed", [*result["failures"], *(f"report lacks {m}" for m in missing)]

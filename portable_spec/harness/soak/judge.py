@@ -211,6 +211,8 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
         checks["our_drafter"] = str(drafter.get("drafter")).startswith(OUR_DRAFTERS)
         checks["capture_logged"] = bool(run.log.get("capture_lines"))
         checks["no_eager_draft_keys"] = run.log.get("eager_keys") == 0
+        checks["not_left_to_upstream"] = not run.log.get("left_to_upstream")
+        checks["no_pointer_mismatch_in_warmup"] = run.log.get("warmup_pointer_mismatches", 0) == 0
         checks["no_pointer_mismatch"] = drafter.get("pointer_mismatches_during_load") == 0
         checks["first_pass_graphs_replayed"] = (drafter.get("first_pass_replays") or 0) > 0
         checks["chain_graphs_replayed"] = (drafter.get("chain_replays") or 0) > 0

@@ -18,6 +18,7 @@ WARMUP = "portable_spec: kernel warm-up"
 ERROR = re.compile(r"^(\(\w+ pid=\d+\) )?ERROR \d\d-\d\d |^Traceback \(most recent call last\)")
 JIT = "during inference:"
 ASYNC = re.compile(r"Asynchronous scheduling is (enabled|disabled)")
+WARMUP_MISMATCHES = re.compile(r"(\d+) pointer mismatches")
 EXAMPLES = 5
 
 
@@ -28,12 +29,14 @@ def scan_text(text: str) -> dict[str, Any]:
         return [line for line in lines if test(line)]
 
     errors = having(lambda line: ERROR.search(line))
+    warmups = having(lambda line: WARMUP in line)
     async_lines = [m.group(1) for line in lines if (m := ASYNC.search(line))]
     return {
         "capture_lines": [clipped(x) for x in having(lambda line: CAPTURE_LOG_PREFIX in line)],
         "eager_keys": len(having(lambda line: EAGER_KEY.search(line))),
         "left_to_upstream": [clipped(x) for x in having(lambda line: LEFT_TO_UPSTREAM in line)][:EXAMPLES],
-        "warmup_lines": [clipped(x) for x in having(lambda line: WARMUP in line)][:EXAMPLES],
+        "warmup_lines": [clipped(x) for x in warmups][:EXAMPLES],
+        "warmup_pointer_mismatches": sum(int(m.group(1)) for x in warmups if (m := WARMUP_MISMATCHES.search(x))),
         "error_lines": len(errors),
         "error_examples": [clipped(x) for x in errors[:EXAMPLES]],
         "jit_during_inference": len(having(lambda line: JIT in line)),

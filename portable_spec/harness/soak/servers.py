@@ -29,6 +29,8 @@ PROBE = "portable_spec.harness.soak.probe.SoakProbe"
 PROBE_METHOD = "portable_spec_soak_facts"
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 """vLLM 0.26.0 mounts ``/collective_rpc`` (and ``/server_info``) only in dev mode (``api_server.build_app``)."""
+PLAIN_LOG_ENV = {"NO_COLOR": "1"}
+"""Log lines without colour codes, as ``logscan`` reads them (vLLM's ``logger._use_color``)."""
 STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
 STRUCTURED_BACKEND_MODULE = "xgrammar"
 """What the backend imports; the GPU host has it staged (``shared/gpu-host/vllm-0.26.0-deps-cp312.txt``)."""
@@ -107,21 +109,33 @@ def server_env(spec: ServerSpec) -> dict[str, str]:
     from portable_spec.harness.e2e.parent import own_compile_cache, variant_env
 
     env = {**variant_env(spec.variant, spec.runner), **own_compile_cache(f"soak-{spec.pair}-{spec.name}"),
-           **DEV_MODE_ENV}
+           **DEV_MODE_ENV, **PLAIN_LOG_ENV}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     return env
 
 
+PORTS = range(20000, 32000)
+"""Where the servers listen: below Linux's ephemeral range (32768-60999 by default), from which the servers' own
+random ports (vLLM's distributed init, ZMQ) come, so none of those can take a port handed out here before its
+server binds it."""
+
+
 def free_port(taken: set[int] | None = None) -> int:
-    """A free localhost port, not one of ``taken`` (ports handed out earlier and not bound yet)."""
-    while True:
+    """A bindable localhost port from ``PORTS``, not one of ``taken`` (ports handed out earlier, not bound yet)."""
+    taken = set() if taken is None else taken
+    start = PORTS.start + (os.getpid() * 37) % len(PORTS)
+    for i in range(len(PORTS)):
+        port = PORTS.start + (start - PORTS.start + i) % len(PORTS)
+        if port in taken:
+            continue
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in (taken or set()):
-            if taken is not None:
-                taken.add(port)
-            return port
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise OSError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
 class ServerProcess:
