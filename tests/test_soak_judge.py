@@ -281,3 +281,14 @@ def test_the_aims_hit_on_the_zoos_own_construction():
             (stop,) = r.body["stop"]
             first = next(k for k in range(1, len(out) + 1) if stop in detokenize(out[:k]))
             assert 3 <= first < len(out) - budget.K
+
+
+def test_a_dflash_drafter_is_judged_on_its_block_graphs():
+    runs = good_runs()
+    for facts in (runs["full_drafter"].facts_before, runs["full_drafter"].facts_after):
+        facts["drafter"] = "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphDFlashProposer"
+    runs["full_drafter"].facts_after["replays"] = {"dflash_block": 0}
+    checks = rows(runs)["full_drafter"]["checks"]
+    assert checks["block_graphs_replayed"] is False and "first_pass_graphs_replayed" not in checks
+    runs["full_drafter"].facts_after["replays"] = {"dflash_block": 5}
+    assert rows(runs)["full_drafter"]["checks"]["block_graphs_replayed"]

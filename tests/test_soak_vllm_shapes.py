@@ -236,6 +236,9 @@ def test_the_scheduler_rules_the_budget_and_judge_rely_on():
     assert "if 0 < self.scheduler_config.long_prefill_token_threshold < num_new_tokens:" in source
     assert "num_new_tokens = min(num_new_tokens, token_budget)" in source
     assert "spec_token_ids = spec_token_ids[:num_scheduled_spec_tokens]" in source
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    assert "schedule" not in vars(AsyncScheduler)  # async scheduling schedules by the same rules
     update = inspect.getsource(Scheduler._update_request_with_output)
     assert "del new_token_ids[num_new:]" in update  # EOS, stop ids, max_tokens, max_model_len: trimmed exactly
     # the gauges are the state after a step (finished requests gone); an abort alone steps nothing: the sentinel
@@ -284,7 +287,8 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     assert facts["replays"] == {"first_fused": 3, "chain_fused": 6} and facts["pointer_mismatches"] == 0
     assert facts["drafter"] == "types.SimpleNamespace" and facts["platform"].endswith("CpuGraphTestPlatform")
     read = {key for key in judge.drafter_facts(judge.ServerRun("x", "v", "ours", True, True, facts_after=facts))}
-    derived = {"first_pass_replays", "chain_replays", "pointer_mismatches_during_load", "replays_after_load"}
+    derived = {"first_pass_replays", "chain_replays", "block_replays", "pointer_mismatches_during_load",
+               "replays_after_load"}
     assert read - derived <= set(facts)  # every key the judge reads is one the probe writes
 
 

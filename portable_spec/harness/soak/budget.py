@@ -15,6 +15,8 @@ step structure, and in vLLM 0.26.0 two things do:
   scheduled drafts to what fits. Every running request is capped at ``LONG_PREFILL_TOKEN_THRESHOLD`` tokens a step
   (prefill chunks) or needs ``1 + K`` (a decode), so ``MAX_NUM_BATCHED_TOKENS >= MAX_NUM_SEQS * max(threshold,
   1 + K)`` means no request is ever cut (``assert`` below), while long prompts are still chunked beside decodes.
+  The same bound admits a new seeded request's whole prompt in one step (at most ``MAX_NUM_SEQS - n`` others run,
+  each taking at most the threshold), so its prefill is never chunked either.
 
 Greedy output needs none of this: it is the same whatever the schedule (the zoo's targets win by 4 logits or more),
 so greedy requests are the ones that get preempted, chunked and cut at every length.
@@ -79,6 +81,8 @@ def sampled_blocks_bound() -> int:
 
 
 assert MAX_NUM_BATCHED_TOKENS >= MAX_NUM_SEQS * max(LONG_PREFILL_TOKEN_THRESHOLD, 1 + K)
+assert (MAX_NUM_BATCHED_TOKENS - (MAX_NUM_SEQS - SAMPLED_MAX_N) * max(LONG_PREFILL_TOKEN_THRESHOLD, 1 + K)
+        >= SAMPLED_MAX_N * SAMPLED_MAX_PROMPT)
 assert NUM_GPU_BLOCKS * BLOCK_SIZE >= MAX_MODEL_LEN + K
 assert sampled_blocks_bound() <= NUM_GPU_BLOCKS // 2
 

@@ -9,7 +9,7 @@ error event in a stream, a hang, a broken connection), a server that did not boo
 ``/health`` or kept requests after the load (not drained). The run is what it claims: the V1 runner, our platform and
 drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakProbe``), async
 scheduling as asked, our capture line logged, no draft key running eagerly, no input-pointer mismatch, our first-pass
-and chain graphs replayed during the load, no ERROR line in any server log, and on our servers every condition
+and chain graphs (DFlash: block graphs) replayed during the load, no ERROR line in any server log, and on our servers every condition
 counted above zero (``conditions.failing``).
 """
 
@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from portable_spec.draft.dispatcher import BLOCK
 from portable_spec.harness.e2e import exactness
 from portable_spec.harness.e2e.exactness import Verdict
 from portable_spec.harness.soak import budget, conditions, metrics
@@ -179,7 +180,9 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
     return {key: after.get(key) for key in ("runner", "drafter", "platform", "use_v2_model_runner",
                                             "async_scheduling", "scheduling_policy", "num_gpu_blocks",
                                             "long_prefill_token_threshold", "max_num_seqs", "capture_stats")} | {
-        "first_pass_replays": first, "chain_replays": chain, "pointer_mismatches_during_load": mismatched,
+        "first_pass_replays": first, "chain_replays": chain,
+        "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
+        "pointer_mismatches_during_load": mismatched,
         "replays_after_load": after.get("replays")}
 
 
@@ -214,8 +217,11 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
         checks["not_left_to_upstream"] = not run.log.get("left_to_upstream")
         checks["no_pointer_mismatch_in_warmup"] = run.log.get("warmup_pointer_mismatches", 0) == 0
         checks["no_pointer_mismatch"] = drafter.get("pointer_mismatches_during_load") == 0
-        checks["first_pass_graphs_replayed"] = (drafter.get("first_pass_replays") or 0) > 0
-        checks["chain_graphs_replayed"] = (drafter.get("chain_replays") or 0) > 0
+        if str(drafter.get("drafter")).endswith("DFlashProposer"):  # one block graph a step, no chain
+            checks["block_graphs_replayed"] = (drafter.get("block_replays") or 0) > 0
+        else:
+            checks["first_pass_graphs_replayed"] = (drafter.get("first_pass_replays") or 0) > 0
+            checks["chain_graphs_replayed"] = (drafter.get("chain_replays") or 0) > 0
         checks["seeded_equals_eager"] = seeded is not None and seeded.verdict().ok
         for name in conds:
             checks[f"condition_{name}"] = name not in conditions.failing(conds)
@@ -237,6 +243,7 @@ def judge_server(run: ServerRun, workload: Workload, nospec: ServerRun | None, e
     server_errors = sum(not x for x in (run.boot.get("ready", False), run.alive_at_end, run.healthy_at_end,
                                         run.drained.get("drained", False)))
     drafter = drafter_facts(run)
+    steps = _delta(run, metrics.ITERATIONS + "_count")
     checks = server_checks(run, drafter, greedy, seeded, conds, len(failed))
     mismatches = (len(greedy.mismatches) if greedy else 0) + (len(seeded.mismatches) if seeded else 0)
     return {
@@ -252,8 +259,9 @@ def judge_server(run: ServerRun, workload: Workload, nospec: ServerRun | None, e
                        "tpot": percentiles([t for o in run.outcomes if o.ok and (t := o.tpot_s) is not None])},
         "spec_decode": {"drafts": _delta(run, metrics.DRAFTS), "draft_tokens": _delta(run, metrics.DRAFT_TOKENS),
                         "accepted": _delta(run, metrics.ACCEPTED)} if run.speculative else None,
-        "engine_steps": (None if run.before is None or run.after is None else
-                         metrics.delta(run.before, run.after, metrics.ITERATIONS + "_count")),
+        "engine_steps": steps,
+        "first_pass_replays_per_step": (round(drafter["first_pass_replays"] / steps, 3)
+                                        if steps and drafter.get("first_pass_replays") is not None else None),
         "queued_trace": {k: g.as_json() for k, g in run.gauges.items()},
         "drafter": drafter, "boot": run.boot, "drained": run.drained, "log": run.log,
         "checks": checks, "failures": sorted(k for k, ok in checks.items() if not ok),

@@ -229,7 +229,7 @@ def _make(klass: str, rng: random.Random, prompts: _Prompts, greedy: Callable, d
     if klass == "structured":
         prompt = prompts.short()
         rf = {"type": "json_schema", "json_schema": {"name": "soak", "schema": STRUCTURED_SCHEMA}}
-        return (_greedy_body(prompt, 32, rng, ignore_eos=False, response_format=rf),
+        return (_greedy_body(prompt, 48, rng, ignore_eos=False, response_format=rf),
                 {"compare": "nospec", "aims": ("structured_output", "eos")})
     if klass in ("sampled_seeded", "sampled_unseeded"):
         seeded = klass == "sampled_seeded"
