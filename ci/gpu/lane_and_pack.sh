@@ -16,4 +16,6 @@ sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | 
 sed -n '/^ms per step, wall \/ off-CPU/,/^steps /p' "$work/console.log" | cut -c1-200
 sed -n '/^ms per step (inclusive) \/ calls per step/,/^$/p' "$work/console.log" | cut -c1-200
 grep "^scopes never seen" "$work/console.log" | cut -c1-400
+# the soak's table, when it printed one
+sed -n '/^pair\/server /,/^soak: /p' "$work/console.log" | cut -c1-260
 exit $rc

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2
-#   (default: all but bench and tp2). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
+#   (default: all but bench, tp2 and soak). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
 #   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
 #   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
 #   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
@@ -12,6 +12,10 @@
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
 #   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
 #   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts, MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec.harness.soak), every server
+#   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
+#   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
+#   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
@@ -51,6 +55,9 @@ for stage in "${stages[@]}"; do
     boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
+    soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
+              ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
+              | tee "$out/soak.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}
