@@ -11,7 +11,7 @@ import sys
 import types
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from portable_spec.capture_sizes import (
@@ -23,11 +23,32 @@ from portable_spec.capture_sizes import (
     vllm_spec_decode_sizes,
 )
 from portable_spec.platforms.musa import TORCHADA_DEFAULT_EXEC_CAP
+from version_span import needs
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---------------------------------------------------------------- vLLM's rules, checked against vLLM itself
+
+
+def pass_config(sp: bool):
+    """vLLM's PassConfig with sequence parallelism on or off. vLLM 0.33 has no sequence-parallelism pass (no
+    ``PassConfig.enable_sp``, no SP size filter): there only ``sp=False`` exists, and hypothesis drops the rest."""
+    from vllm.config import PassConfig
+
+    from portable_spec.vllm_adapter.patch import version_gate
+
+    has_sp_pass = version_gate.pick({"0.26.0": True, "0.33.0": False})
+    assume(has_sp_pass or not sp)
+    return PassConfig(enable_sp=sp) if has_sp_pass else PassConfig()
+
+
+def adjust_for_spec_decode(cc, uniform_decode_query_len: int, tp: int) -> None:
+    """vLLM's ``adjust_cudagraph_sizes_for_spec_decode`` (0.33 dropped its ``tensor_parallel_size``: no SP pass)."""
+    from portable_spec.vllm_adapter.patch import version_gate
+
+    args = version_gate.pick({"0.26.0": (uniform_decode_query_len, tp), "0.33.0": (uniform_decode_query_len,)})
+    cc.adjust_cudagraph_sizes_for_spec_decode(*args)
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,15 +69,17 @@ def vllm_set_cudagraph_sizes(num_spec: int, max_num_seqs: int, *, max_capture_si
     from vllm.config.compilation import CUDAGraphMode
 
     given_sizes = {} if user_sizes is None else {"cudagraph_capture_sizes": user_sizes}
-    cc = CompilationConfig(cudagraph_mode=CUDAGraphMode.FULL_DECODE_ONLY, pass_config=PassConfig(enable_sp=sp),
+    cc = CompilationConfig(cudagraph_mode=CUDAGraphMode.FULL_DECODE_ONLY, pass_config=pass_config(sp),
                            max_cudagraph_capture_size=max_capture_size, **given_sizes)
     sched = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=1 << 16, max_model_len=1 << 16,
                             is_encoder_decoder=False)
     self = types.SimpleNamespace(model_config=types.SimpleNamespace(enforce_eager=False), compilation_config=cc,
                                  scheduler_config=sched, parallel_config=_parallel_config(tp),
-                                 performance_mode="balanced", num_speculative_tokens=num_spec)
-    self.update_sizes_for_sequence_parallelism = types.MethodType(VllmConfig.update_sizes_for_sequence_parallelism,
-                                                                  self)
+                                 performance_mode="balanced", num_speculative_tokens=num_spec,
+                                 uniform_decode_query_len=1 + num_spec, speculative_config=None)  # 0.33 reads both
+    if hasattr(VllmConfig, "update_sizes_for_sequence_parallelism"):  # gone with 0.33's SP pass
+        self.update_sizes_for_sequence_parallelism = types.MethodType(
+            VllmConfig.update_sizes_for_sequence_parallelism, self)
     VllmConfig._set_cudagraph_sizes(self)
     return cc
 
@@ -75,6 +98,7 @@ def test_default_ladder_examples():
 @settings(max_examples=60, deadline=None)
 @given(num_spec=st.integers(0, 12), max_num_seqs=st.integers(1, 300),
        max_capture_size=st.none() | st.integers(1, 700))
+@needs("planner_mirrors_vllm_sizes")
 def test_ladder_and_default_max_match_vllm(vllm_platform, num_spec, max_num_seqs, max_capture_size):
     cc = vllm_set_cudagraph_sizes(num_spec, max_num_seqs, max_capture_size=max_capture_size)
     cap = max_capture_size or vllm_default_max_capture_size(num_spec, max_num_seqs)
@@ -89,9 +113,9 @@ def test_spec_decode_rounding_matches_vllm(vllm_platform, sizes, max_size, num_s
 
     sizes = sorted(s for s in sizes if s <= max_size) or [max_size]
     cc = CompilationConfig(cudagraph_capture_sizes=sizes, max_cudagraph_capture_size=sizes[-1],
-                           pass_config=PassConfig(enable_sp=sp))
+                           pass_config=pass_config(sp))
     try:
-        cc.adjust_cudagraph_sizes_for_spec_decode(1 + num_spec, tp)
+        adjust_for_spec_decode(cc, 1 + num_spec, tp)
     except ValueError:
         with pytest.raises(ValueError) as ours:
             vllm_spec_decode_sizes(sizes, sizes[-1], 1 + num_spec, tp, sp)
@@ -103,6 +127,7 @@ def test_spec_decode_rounding_matches_vllm(vllm_platform, sizes, max_size, num_s
 @settings(max_examples=80, deadline=None)
 @given(method=st.sampled_from(["eagle", "mtp"]), num_spec=st.integers(1, 9), max_num_seqs=st.integers(1, 300),
        tp=st.sampled_from([1, 2, 4, 8]), sp=st.booleans())
+@needs("planner_mirrors_vllm_sizes")
 def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_spec, max_num_seqs, tp, sp):
     """With the max vLLM hands our hook (after _set_cudagraph_sizes), the verify sizes are exactly vLLM's."""
     cc = vllm_set_cudagraph_sizes(num_spec, max_num_seqs, tp=tp, sp=sp)
@@ -113,7 +138,7 @@ def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_
             plan_capture_sizes(method, num_spec, max_num_seqs, **kwargs)
         return
     try:
-        cc.adjust_cudagraph_sizes_for_spec_decode(1 + num_spec, tp)
+        adjust_for_spec_decode(cc, 1 + num_spec, tp)
     except ValueError:
         with pytest.raises(ValueError):
             plan_capture_sizes(method, num_spec, max_num_seqs, max_capture_size=hook_max, **kwargs)
@@ -137,7 +162,7 @@ def test_planned_sizes_survive_vllm_unchanged(vllm_platform, method, num_spec, m
     sizes = list(plan.target_sizes)
     cc = vllm_set_cudagraph_sizes(num_spec, max_num_seqs, user_sizes=sizes, max_capture_size=sizes[-1], tp=tp,
                                   sp=sp)
-    cc.adjust_cudagraph_sizes_for_spec_decode(1 + num_spec, tp)
+    adjust_for_spec_decode(cc, 1 + num_spec, tp)
     assert cc.cudagraph_capture_sizes == sizes
     assert cc.max_cudagraph_capture_size == sizes[-1]
 

@@ -24,6 +24,8 @@ from pip_machine import machine, run_pip, stub_wheel, write_installed
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
 LANE = ROOT / "ci" / "lanes" / "cpu.sh"
+VENV_BUILD = ROOT / "ci" / "lanes" / "cpu_venv.sh"
+"""Builds each virtualenv of the lane (every vLLM of the span); the lane then installs the project into it."""
 SPDX_LICENSE = 'license = "Apache-2.0"'
 LICENSE_TABLE_WARNING = "`project.license` as a TOML table is deprecated"
 VLLM_CONFLICT = "vllm 0.26.0 requires torch==2.11.0"
@@ -69,20 +71,21 @@ def test_license_table_makes_setuptools_warn(tmp_path):
 # pip's conflict report.
 
 def lane_pip_installs() -> list[str]:
-    """The lane's pip install commands in order (continued lines joined; the helper's definition left out)."""
-    text = LANE.read_text().replace("\\\n", " ")
+    """The lane's pip install commands in order: the virtualenv's build, then the lane's own (continued lines joined;
+    the helper's definition left out)."""
+    text = (VENV_BUILD.read_text() + LANE.read_text()).replace("\\\n", " ")
     return [ln.strip() for ln in text.splitlines() if not ln.lstrip().startswith("#") and "pip_install()" not in ln
             and (re.match(r"\s*pip_install\s", ln) or re.search(r"-m pip install\s", ln))]
 
 
 def test_lane_installs_vllm_last_and_nothing_after_resolves_dependencies():
     steps = lane_pip_installs()
-    (at,) = [i for i, step in enumerate(steps) if "^vllm==" in step and "--dry-run" not in step]
+    (at,) = [i for i, step in enumerate(steps) if '"$vllm_pin"' in step and "--dry-run" not in step]
     assert all("--no-deps" in step for step in steps[at:]), steps[at:]
 
 
 def test_lane_build_fails_on_pip_errors():
-    text = LANE.read_text()
+    text = VENV_BUILD.read_text()
     guard = """grep -n '^ERROR:' "$venv/install.log\""""
     assert guard in text and text.index(guard) < text.index('touch "$venv/.complete"')
 

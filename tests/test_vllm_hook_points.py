@@ -1,5 +1,8 @@
-"""Every vLLM 0.26.0 symbol portable_spec hooks, checked against the installed vLLM: if vLLM moves or changes one,
-this fails here (cpu lane) instead of our override silently missing its target."""
+"""Every vLLM symbol portable_spec hooks, checked against the installed vLLM: if vLLM moves or changes one, this fails
+here (cpu lane) instead of our override silently missing its target. The cpu lane runs this module against every
+vLLM of the version span (``tests/version_span.py``): where a hooked symbol moved, the census and these tests say since
+when (``version_gate.pick``); a divergence that does not exist on a version (``Divergence.requires``) is skipped with
+the version gate's one-line reason."""
 
 from __future__ import annotations
 
@@ -10,8 +13,12 @@ import types
 import pytest
 import torch
 
+from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.patch.manifest import CENSUS
 from portable_spec.vllm_adapter.patch.overrides import HookPointMissing, overridden
+from version_span import needs
+
+V1_DRAFTER = needs("v1_full_drafter")
 
 
 def params(fn) -> list[str]:
@@ -23,9 +30,18 @@ def test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device():
 
     source = inspect.getsource(Worker.init_device)
     assert 'if self.device_config.device_type == "cuda":' in source  # the gate MusaWorker passes
-    assert "from vllm.v1.worker.gpu_model_runner import (\n                GPUModelRunner as GPUModelRunnerV1," \
-        in source
-    assert "GPUModelRunnerV1(self.vllm_config, self.device)" in source
+    # Where init_device builds the V1 runner, by a module lookup at call time (what PortableWorker swaps).
+    builder, lookup = version_gate.pick({
+        "0.26.0": ("init_device", "from vllm.v1.worker.gpu_model_runner import (\n                GPUModelRunner as "
+                                  "GPUModelRunnerV1,"),
+        "0.33.0": ("_make_model_runner", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner as "
+                                         "GPUModelRunnerV1")})
+    if builder != "init_device":  # init_device calls it (0.33: through _init_workspace_and_model_runner)
+        assert "self._init_workspace_and_model_runner()" in source
+        assert "self.model_runner: GPUModelRunner = self._make_model_runner()" in inspect.getsource(
+            Worker._init_workspace_and_model_runner)
+    built = inspect.getsource(getattr(Worker, builder))
+    assert lookup in built and "GPUModelRunnerV1(self.vllm_config, self.device)" in built
 
 
 def test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model():
@@ -115,6 +131,7 @@ def test_our_subclasses_override_only_what_we_mean_to():
     assert "self.query_start_loc = self._make_buffer(" in init
 
 
+@V1_DRAFTER
 def test_the_v1_runners_draft_prep_we_fold_into_the_first_pass():
     """``spec_decode.draft_prep`` does what vLLM 0.26.0's runner and proposer do before and in the first pass (padded drafter
     batch, EAGLE): the same kernels with the same arguments, the same backup tokens, the same hand-off, the same
@@ -272,11 +289,14 @@ def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_gra
     assert load.index("self.model = self.load_lora_model(") < load.index("self.drafter.load_model(self.model)")
     share = inspect.getsource(SpecDecodeBaseProposer._maybe_share_embeddings)
     assert "self.model.model.embed_tokens = target_embed_tokens" in share and "# MTP model" in share
-    assert "type(source_layer) is maybe_get_oot_by_class(VocabParallelEmbedding)" in inspect.getsource(
-        VocabParallelEmbeddingWithLoRA.can_replace_layer)
+    assert version_gate.pick({  # 0.28: subclasses of the plain embedding too (none of them an lm_head)
+        "0.26.0": "type(source_layer) is maybe_get_oot_by_class(VocabParallelEmbedding)",
+        "0.28.0": "return isinstance(source_layer, embedding_classes) and not isinstance(\n            source_layer, "
+                  "lm_head_classes\n        )"}) in inspect.getsource(VocabParallelEmbeddingWithLoRA.can_replace_layer)
     assert {"has_lora", "num_active_loras"} <= {f.name for f in dataclasses.fields(BatchDescriptor)}
 
 
+@V1_DRAFTER
 def test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step():
     """``DrafterGraphMixin._set_mtp_skip_topk``: the name of the flag, who sets it and when. vLLM's propose sets
     ``skip_topk`` False before the first pass's forward and True after it (before the chain), only for drafts that
@@ -300,8 +320,8 @@ def test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step():
     assert "if self.indexer and self.is_sparse and not self.skip_topk:" in inspect.getsource(
         MultiHeadLatentAttentionWrapper.forward)
     assert "self_attn.skip_topk = skip" in vllm_source("models/deepseek_v32/nvidia/mtp.py")
-    assert "if self.indexer is not None and not self.skip_topk:" in vllm_source(
-        "models/deepseek_v32/nvidia/attention.py")
+    assert "if self.indexer is not None and not self.skip_topk:" in vllm_source(version_gate.pick({
+        "0.26.0": "models/deepseek_v32/nvidia/attention.py", "0.28.0": "models/deepseek_v32/attention.py"}))
     assert "skip_topk=_skip_topk and not is_mtp_layer," in vllm_source("model_executor/models/deepseek_v2.py")
 
 
@@ -338,6 +358,7 @@ def test_drafter_forward_override_is_instance_level_and_reversible():
     assert "forward" not in model.__dict__
 
 
+@V1_DRAFTER
 def test_upstream_first_pass_alone_is_what_propose_with_one_token_runs():
     """The fused chain runs upstream's propose with K=1 for the first pass and continues from its state."""
     from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
@@ -365,9 +386,11 @@ def test_upstream_first_pass_alone_is_what_propose_with_one_token_runs():
         assert flag in init, flag
 
 
+@V1_DRAFTER
 def test_flash_attention_drafting_build_writes_no_persistent_buffer():
     """Why skipping FLASH_ATTN's per-step drafting build is safe: it is a fast build (no AOT schedule copied into
-    the persistent scheduler buffer)."""
+    the persistent scheduler buffer). From 0.28 the build also copies multimodal prefix ranges into persistent
+    buffers, only for rows that reach into a range: prefill rows, never the drafter's chain steps (decode rows)."""
     from vllm.v1.attention.backend import AttentionMetadataBuilder
 
     assert "fast_build=True" in inspect.getsource(AttentionMetadataBuilder.build_for_drafting)
@@ -378,7 +401,15 @@ def test_flash_attention_drafting_build_writes_no_persistent_buffer():
     assert "build_for_drafting" not in vars(FlashAttentionMetadataBuilder)
     build = inspect.getsource(FlashAttentionMetadataBuilder.build)
     assert "self.aot_schedule and not fast_build" in build
-    assert "if self.use_full_cuda_graph and scheduler_metadata is not None:" in build
+    # Where the build copies a schedule into the persistent buffer (0.28: a helper the build calls).
+    store = version_gate.pick({"0.26.0": "build", "0.28.0": "_store_scheduler_metadata"})
+    assert "if self.use_full_cuda_graph and scheduler_metadata is not None:" in inspect.getsource(
+        getattr(FlashAttentionMetadataBuilder, store))
+    if store != "build":  # 0.28: no schedule without aot_schedule, and the multimodal ranges only where one is hit
+        assert "if not aot_schedule:\n            return None" in inspect.getsource(
+            FlashAttentionMetadataBuilder._get_scheduler_metadata)
+        assert build.count("self._get_scheduler_metadata(") == build.count("aot_schedule=aot_schedule,") > 0
+        assert "if num_mm_tokens > 0:" in build and "decode rows only ever get an optimistic" in build
     # The one other persistent write in that build, which the fused chain's blockers exclude (R-SWA models).
     assert "self.rswa_window is not None" in build and "persistent_rswa_prefix_lens" in build
     from vllm.config import ModelConfig
@@ -394,12 +425,21 @@ def test_env_validation_reads_the_table_our_general_plugin_extends():
 
     assert isinstance(envs.environment_variables, dict) and "VLLM_PLUGINS" in envs.environment_variables
     assert '"VLLM_PLATFORM"' not in inspect.getsource(envs)  # vLLM gives it no meaning of its own
-    assert params(envs.validate_environ) == ["hard_fail"]
-    assert 'env.startswith("VLLM_") and env not in environment_variables' in inspect.getsource(envs.validate_environ)
+    from vllm.platforms.interface import Platform
+
+    # 0.33 moved the check onto the platform (a classmethod reading the same table).
+    validate, reads, called = version_gate.pick({
+        "0.26.0": (envs.validate_environ if hasattr(envs, "validate_environ") else None,
+                   'env.startswith("VLLM_") and env not in environment_variables',
+                   "envs.validate_environ(self.fail_on_environ_validation)"),
+        "0.33.0": (getattr(Platform, "validate_environ", None),
+                   'env.startswith("VLLM_") and env not in envs.environment_variables',
+                   "current_platform.validate_environ(self.fail_on_environ_validation)")})
+    assert params(validate)[-1:] == ["hard_fail"]
+    assert reads in inspect.getsource(validate)
     assert "for factor, getter in environment_variables.items():" in inspect.getsource(envs.compile_factors)
     assert "load_general_plugins()" in inspect.getsource(EngineArgs.__post_init__)
-    assert "envs.validate_environ(self.fail_on_environ_validation)" in inspect.getsource(
-        EngineArgs.create_engine_config)
+    assert called in inspect.getsource(EngineArgs.create_engine_config)
 
 
 # ---- the boot-time kernel warm-up (vllm_adapter.worker.kernel_warmup, warmup_plan) -----------------------------------------
@@ -423,6 +463,7 @@ def assigned_self_attributes(cls, methods, path: tuple[str, ...] = ()) -> set[st
     return names
 
 
+@V1_DRAFTER
 def test_warm_up_runs_before_the_worker_activates_the_jit_monitor():
     from vllm.config import ObservabilityConfig
     from vllm.v1.worker.gpu_worker import Worker
@@ -438,6 +479,7 @@ def test_warm_up_runs_before_the_worker_activates_the_jit_monitor():
         "warm_up_kernels(self)")
 
 
+@V1_DRAFTER
 def test_warm_up_puts_back_everything_a_v1_step_rebinds():
     """Every attribute the V1 step path assigns is restored by the warm-up, or is one it never reaches: a new one
     in a vLLM upgrade fails here."""
@@ -455,7 +497,8 @@ def test_warm_up_puts_back_everything_a_v1_step_rebinds():
                  "_sample", "_bookkeeping_sync", "_update_states_after_model_execute", "propose_draft_token_ids",
                  "_copy_valid_sampled_token_count", "_copy_draft_token_ids_to_cpu")
     never = {"calculate_kv_scales",  # a blocker: the warm-up does not run where the first forward sets KV scales
-             "_num_valid_draft_tokens"}  # the ngram_gpu drafter's branch
+             "_num_valid_draft_tokens",  # the ngram_gpu drafter's branch
+             "_pp_recv_work"}  # (0.28) pipeline parallel's pending receive: the warm-up declines PP
     assert assigned_self_attributes(GPUModelRunner, step_path) - never == set(RUNNER_STEP_STATE)
     batch_methods = [name for name, fn in vars(InputBatch).items() if inspect.isfunction(fn) and name != "__init__"]
     # add_request: the allowed-token mask, only for requests with allowed_token_ids (the warm-up's have none);
@@ -471,6 +514,7 @@ def test_warm_up_puts_back_everything_a_v1_step_rebinds():
     assert upstream <= set(DRAFTER_STEP_STATE)
 
 
+@V1_DRAFTER
 def test_the_kernel_arguments_the_warm_up_plan_models():
     """``warmup_plan``'s docstring: which arguments of each drafter/verify-path kernel vary with the batch."""
     from vllm.v1.core.sched.scheduler import Scheduler
@@ -497,8 +541,17 @@ def test_the_kernel_arguments_the_warm_up_plan_models():
     fits = inspect.getsource(GPUModelRunner._input_fits_in_drafter)
     assert "self.num_spec_tokens + (\n            1 if self.speculative_config.use_dflash() else 0" in fits
     # ... and the scheduler gives each request K lookahead slots (DFlash K+1): the warm-up's blocks do the same.
+    # 0.28 moved the count into VllmConfig.num_lookahead_tokens, which the scheduler reads.
+    from vllm.config import VllmConfig
+
     init = inspect.getsource(Scheduler.__init__)
-    assert "self.num_lookahead_tokens = self.num_spec_tokens + 1" in init.split("use_dflash()")[1].split("if ")[0]
+    counted_in, dflash_line = version_gate.pick({
+        "0.26.0": (Scheduler.__init__, "self.num_lookahead_tokens = self.num_spec_tokens + 1"),
+        "0.28.0": (getattr(VllmConfig, "num_lookahead_tokens", None), "return self.num_speculative_tokens + 1")})
+    if counted_in is not Scheduler.__init__:
+        assert "self.num_lookahead_tokens = vllm_config.num_lookahead_tokens" in init
+        counted_in = counted_in.fget
+    assert dflash_line in inspect.getsource(counted_in).split("use_dflash()")[1].split("if ")[0]
 
 
 def test_the_v1_runner_finishes_before_it_adds_and_samples_after_execute():
@@ -547,7 +600,7 @@ def _resolve(ref: str):
     return obj
 
 
-CENSUS_TARGETS = [(d.name, target, d.needs) for d in CENSUS for target in (d.ours, *d.targets)]
+CENSUS_TARGETS = [(d, target) for d in CENSUS for target in (d.ours, *d.targets_on())]
 
 
 @pytest.fixture
@@ -565,10 +618,19 @@ def needs(request, tmp_path):
         yield root
 
 
-@pytest.mark.parametrize("name,target,needs", CENSUS_TARGETS, ids=[f"{n}|{t}" for n, t, _ in CENSUS_TARGETS],
-                         indirect=["needs"])
-def test_every_census_symbol_resolves_in_the_installed_vllm(name, target, needs):
+@pytest.mark.parametrize("entry,target,needs", [(d, t, d.needs) for d, t in CENSUS_TARGETS],
+                         ids=[f"{d.name}|{t}" for d, t in CENSUS_TARGETS], indirect=["needs"])
+def test_every_census_symbol_resolves_in_the_installed_vllm(entry, target, needs):
+    if not entry.applies():
+        pytest.skip(version_gate.why_not(entry.requires))
     _resolve(target)  # ImportError / AttributeError: vLLM moved it (a hook's value may be None: it exists)
+
+
+def test_census_moves_name_span_versions_and_listed_targets():
+    for d in CENSUS:
+        assert not d.requires or d.requires in version_gate.FEATURES, d.name
+        for old, since, new in d.moved:
+            assert old in d.targets and since in version_gate.SPAN and new != old, d.name
 
 
 def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
@@ -586,6 +648,8 @@ def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
 def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry, needs):
     """What our class (with its mixins that have no entry of their own, or all of them for ``through_mixins``)
     redefines of its vLLM (or vendor) bases: exactly the census's list, so a silent override fails here."""
+    if not entry.applies():
+        pytest.skip(version_gate.why_not(entry.requires))
     ours = _resolve(entry.ours)
     own_entries = set() if entry.through_mixins else {
         _resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass" and not d.needs}
@@ -657,6 +721,7 @@ def test_every_override_in_our_code_is_in_the_census():
     assert [c for c in calls if c[1] not in listed] == []
 
 
+@V1_DRAFTER
 def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
     """``harness_door.draft_recorder`` wraps the one call of ``propose_draft_token_ids`` per step and stamps each row
     with the position its first draft goes to, from the runner's device ``num_computed_tokens`` (this step's,
@@ -695,6 +760,7 @@ def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
         output_processor)
 
 
+@V1_DRAFTER
 def test_the_injected_bugs_hook_where_the_drafter_calls():
     """Each injected bug (``harness_door.bug_injection``) wraps a function our drafter calls by attribute or global
     name lookup at request time, so the wrapper is what runs: the slot copy of every first pass, the step kernel's

@@ -15,6 +15,7 @@ import pytest
 from portable_spec.platforms.musa import MusaPlatform
 from portable_spec.vllm_adapter.plugin import general_plugin
 from portable_spec.vllm_adapter.plugin import platform_probe
+from portable_spec.vllm_adapter.patch.manifest import CENSUS
 
 PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_probe:probe"
 GENERAL_EP = "portable_spec.vllm_adapter.plugin.general_plugin:register"
@@ -163,19 +164,34 @@ def test_general_plugin_is_a_no_op_unless_selected(monkeypatch, vllm_envs):
     assert general_plugin.INSTALLED == ["general_plugin"]
 
 
+def validate_environ_target() -> str:
+    """Where vLLM's check of VLLM_* variables lives in the installed vLLM, as the census says (0.33 moved it onto the
+    platform class; it reads the same table)."""
+    (entry,) = [d for d in CENSUS if d.name == "general plugin: VLLM_PLATFORM declared"]
+    return next(target for target in entry.targets_on() if target.endswith("validate_environ"))
+
+
+def validate_environ(hard_fail: bool) -> None:
+    module, _, qualname = validate_environ_target().partition(":")
+    owner = importlib.import_module(module)
+    for name in qualname.split("."):
+        owner = getattr(owner, name)
+    owner(hard_fail=hard_fail)
+
+
 def test_general_plugin_makes_vllm_platform_a_known_vllm_variable(monkeypatch, vllm_envs):
     monkeypatch.setenv("VLLM_PLATFORM", "MUSA")
     with pytest.raises(ValueError, match="Unknown vLLM environment variable detected: VLLM_PLATFORM"):
-        vllm_envs.validate_environ(hard_fail=True)  # what every engine warns about without the plugin
+        validate_environ(hard_fail=True)  # what every engine warns about without the plugin
     general_plugin.register()
-    vllm_envs.validate_environ(hard_fail=True)
+    validate_environ(hard_fail=True)
     getter = vllm_envs.environment_variables["VLLM_PLATFORM"]
     general_plugin.register()
     assert vllm_envs.environment_variables["VLLM_PLATFORM"] is getter  # idempotent
     assert vllm_envs.VLLM_PLATFORM == "musa" and vllm_envs.compile_factors()["VLLM_PLATFORM"] == "musa"
     monkeypatch.setenv("VLLM_NOT_A_REAL_VAR", "1")  # the check itself is still live
     with pytest.raises(ValueError, match="Unknown vLLM environment variable detected: VLLM_NOT_A_REAL_VAR"):
-        vllm_envs.validate_environ(hard_fail=True)
+        validate_environ(hard_fail=True)
 
 
 def test_general_plugin_never_replaces_a_vllm_definition(monkeypatch, vllm_envs):
@@ -200,15 +216,16 @@ def test_general_plugin_declares_nothing_when_not_selected_by_vllm_platform(monk
 @pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
 def test_vllms_plugin_loader_silences_the_unknown_variable_check_musa_sim():
     """Through vLLM's own entry-point loader, as ``EngineArgs.__post_init__`` runs it before validation."""
-    proc = run_python(MUSA_SIM_PRELUDE + """
+    module, _, qualname = validate_environ_target().partition(":")
+    proc = run_python(MUSA_SIM_PRELUDE + f"""
     import os
-    import vllm.envs as envs
+    from {module} import {qualname.split(".")[0]}
     from vllm.plugins import load_general_plugins
     load_general_plugins()
-    envs.validate_environ(hard_fail=True)
+    {qualname}(hard_fail=True)
     os.environ["VLLM_NOT_A_REAL_VAR"] = "1"
     try:
-        envs.validate_environ(hard_fail=True)
+        {qualname}(hard_fail=True)
     except ValueError as exc:
         print(exc)
     """, {"VLLM_PLATFORM": "musa"})

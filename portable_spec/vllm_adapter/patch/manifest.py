@@ -49,6 +49,28 @@ class Divergence:
     """For a ``subclass`` composed of mixins that have entries of their own: ``overrides`` counts what the mixins
     redefine of ``base`` too (the class itself adds no override; what it changes is that the mixins now sit on a
     vendor's class)."""
+    requires: str = ""
+    """A ``version_gate`` feature this divergence belongs to: on a vLLM without it the divergence never happens (the
+    gate logs why), so its hook points are not checked there."""
+    moved: tuple[tuple[str, str, str], ...] = ()
+    """``(target, since, new target)``: from vLLM ``since`` on (a version of the span), ``target`` lives at ``new
+    target``."""
+
+    def applies(self, version: tuple[int, int, int] | None = None) -> bool:
+        """Whether this divergence exists on ``version`` (default: the installed vLLM)."""
+        from portable_spec.vllm_adapter.patch import version_gate
+
+        return not self.requires or version_gate.has(self.requires, version)
+
+    def targets_on(self, version: tuple[int, int, int] | None = None) -> tuple[str, ...]:
+        """``targets`` where ``version`` (default: the installed vLLM) has them."""
+        from portable_spec.vllm_adapter.patch import version_gate
+
+        where = {target: version_gate.pick({version_gate.SPAN[0]: target, **{since: new for old, since, new
+                                                                             in self.moved if old == target}},
+                                            version)
+                 for target in self.targets}
+        return tuple(where[target] for target in self.targets)
 
 
 _A = "portable_spec.vllm_adapter"
@@ -70,7 +92,8 @@ CENSUS: tuple[Divergence, ...] = (
             "fail_on_environ_validation); known variables also key vLLM's compile cache, which the platform changes.",
         undone="Only while our platform is selected; the key lives for the process.",
         upstream="Would go away if vLLM declared VLLM_PLATFORM itself.",
-        pinned_by=("test_env_validation_reads_the_table_our_general_plugin_extends",)),
+        pinned_by=("test_env_validation_reads_the_table_our_general_plugin_extends",),
+        moved=(("vllm.envs:validate_environ", "0.33.0", "vllm.platforms.interface:Platform.validate_environ"),)),
     Divergence(
         "platform classes: capture plan, worker, one pool", "subclass", f"{_A}.platform.base:PortableSpecPlatformMixin",
         ("vllm.platforms.interface:Platform.apply_config_platform_defaults",
@@ -179,7 +202,8 @@ CENSUS: tuple[Divergence, ...] = (
              "subclasses.",
         why="The runner builds its drafter by those module names.",
         undone="Restored when __init__ returns or raises.", upstream="A drafter-class hook would replace it.",
-        pinned_by=("test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model",)),
+        pinned_by=("test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model",),
+        requires="v1_full_drafter"),
     Divergence(
         "V1 runner: capture, warm-up, draft prep", "subclass", f"{_A}.worker.v1_model_runner:PortableV1ModelRunner",
         ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
@@ -195,7 +219,8 @@ CENSUS: tuple[Divergence, ...] = (
         overrides=("__init__", "capture_model", "propose_draft_token_ids"),
         pinned_by=("test_the_v1_runners_draft_prep_we_fold_into_the_first_pass",
                    "test_warm_up_runs_before_the_worker_activates_the_jit_monitor",
-                   "test_warm_up_puts_back_everything_a_v1_step_rebinds")),
+                   "test_warm_up_puts_back_everything_a_v1_step_rebinds"),
+        requires="v1_full_drafter"),
     Divergence(
         "EAGLE proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphEagleProposer",
         ("vllm.v1.spec_decode.eagle:EagleProposer",
@@ -213,7 +238,8 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
                    "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
                    "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
-                   "test_the_greedy_draft_sample_our_fused_graphs_record")),
+                   "test_the_greedy_draft_sample_our_fused_graphs_record"),
+        requires="v1_full_drafter"),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
         ("vllm.v1.spec_decode.dflash:DFlashProposer",
@@ -223,7 +249,8 @@ CENSUS: tuple[Divergence, ...] = (
         why="As for EAGLE: the V1 DFlash drafter has no FULL graphs.",
         undone="As for EAGLE.", upstream="As for EAGLE.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
-        pinned_by=("test_dflash_step_shape_we_rely_on",)),
+        pinned_by=("test_dflash_step_shape_we_rely_on",),
+        requires="v1_full_drafter"),
     Divergence(
         "MTP shared top-k indices: skip_topk per captured step", "instance override",
         f"{_A}.spec_decode.proposer:DrafterGraphMixin._set_mtp_skip_topk",
@@ -239,7 +266,8 @@ CENSUS: tuple[Divergence, ...] = (
         undone="Set back to False after capture, as vLLM builds MTP layers; at run time upstream's propose sets it "
                "around every forward a replay stands in for.",
         upstream="Not a vLLM change: vLLM's own setter, called as its eager path calls it.",
-        pinned_by=("test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step",)),
+        pinned_by=("test_mtp_skip_topk_is_a_python_branch_vllms_eager_propose_sets_per_step",),
+        requires="v1_full_drafter"),
     Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
         ("torch.nn:Module.__call__",),
@@ -248,14 +276,16 @@ CENSUS: tuple[Divergence, ...] = (
         why="proposer.model stays the real module for every isinstance check and attribute vLLM reads.",
         undone="ForwardReplay.uninstall() deletes the instance attribute.",
         upstream="Not a vLLM change: the module is ours to wrap once vLLM built it.",
-        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",)),
+        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",),
+        requires="v1_full_drafter"),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
         ("triton.knobs:runtime.jit_post_compile_hook",),
         what="Counts the Triton compiles the warm-up causes (chaining any hook already set).",
         why="The warm-up's log line says how many kernels it compiled.",
         undone="Restored when the warm-up ends.", upstream="Triton's documented hook.",
-        pinned_by=("test_triton_compile_counting_chains_and_restores_the_hook",)),
+        pinned_by=("test_triton_compile_counting_chains_and_restores_the_hook",),
+        requires="v1_full_drafter"),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",
@@ -288,7 +318,8 @@ CENSUS: tuple[Divergence, ...] = (
         undone="Bench/tests only: installed after boot by collective_rpc in the e2e child's greedy job "
                "(--record-drafts), removed before the engine's facts are read; never on the serve path.",
         upstream="Measurement only.",
-        pinned_by=("test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step",)),
+        pinned_by=("test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step",),
+        requires="v1_full_drafter"),
     Divergence(
         "injected drafter bugs (e2e harness only)", "scoped override",
         f"{_A}.harness_door.bug_injection:injected",
@@ -302,5 +333,6 @@ CENSUS: tuple[Divergence, ...] = (
         undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
                "set; unset, nothing is installed. Never on the serve path.",
         upstream="Fault injection only.",
-        pinned_by=("test_the_injected_bugs_hook_where_the_drafter_calls",)),
+        pinned_by=("test_the_injected_bugs_hook_where_the_drafter_calls",),
+        requires="v1_full_drafter"),
 )

@@ -19,8 +19,8 @@ class HookPointMissing(RuntimeError):
 def overridden(owner: Any, name: str, value: Any) -> Iterator[Any]:
     """Temporarily set ``owner.name = value``; yields the original."""
     if not hasattr(owner, name):
-        raise HookPointMissing(f"{getattr(owner, '__name__', owner)!r} has no attribute {name!r}; "
-                               "portable_spec supports vLLM 0.26.0 — pin vllm==0.26.0")
+        raise HookPointMissing(f"{getattr(owner, '__name__', owner)!r} has no attribute {name!r}; portable_spec "
+                               "checks vLLM 0.26.0, 0.28.0 and 0.33.0 (patch/version_gate.py) — pin vllm==0.26.0")
     original = getattr(owner, name)
     setattr(owner, name, value)
     try:

@@ -21,6 +21,7 @@ import logging
 from typing import Any
 
 from portable_spec.envs import draft_graph
+from portable_spec.vllm_adapter.patch import version_gate
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -87,6 +88,8 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
         _keep_vllm_sizes(state, platform_name, spec, exc)
         return None
     after = list(plan.target_sizes)
+    if state.get("user_sizes") is None:  # the planner chose from vLLM's default ladder: say where that is not vLLM's
+        version_gate.say_unsupported("planner_mirrors_vllm_sizes", logger)
     cc.cudagraph_capture_sizes = after
     cc.max_cudagraph_capture_size = after[-1]
     state["plan"] = plan.to_dict()

@@ -1,7 +1,7 @@
 """Our vLLM worker: binds our platform's kernel substitutes, then builds our V1 model runner (FULL drafter graphs) in
 place of vLLM's, for the V1 runner only.
 
-vLLM 0.26.0's ``Worker.init_device`` imports ``GPUModelRunner`` from ``vllm.v1.worker.gpu_model_runner`` inside the
+vLLM 0.26.0's (and 0.28.0's) ``Worker.init_device`` imports ``GPUModelRunner`` from ``vllm.v1.worker.gpu_model_runner`` inside the
 method, so swapping that module attribute for the duration of the one call reaches exactly that construction and
 nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) is untouched: it already has FULL draft graphs. Substitutes
 (``portable_spec.kernels``: MUSA's Triton-3.2 rewrites, CUDA's unspecialized spec-decode kernels) are bound before
@@ -22,6 +22,7 @@ from portable_spec.kernels import bound, install_substitutions, substitutions_fo
 from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
 from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
 from portable_spec.platforms.current import platform_label, port_name_of
+from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.patch.overrides import overridden
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -41,9 +42,13 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
 
 
 def bind_kernel_substitutes() -> list[str]:
-    """Install and log the substitutes of the port this process's platform uses; returns their names. On a platform
-    stack that patches kernels itself (``substitutes_left_to_stack``, vllm-musa) see ``bind_over_stack``."""
+    """Install and log the substitutes of the port this process's platform uses; returns their names. Where the
+    installed vLLM has no substitutes of that port (``version_gate``), one line says why and none are bound. On a
+    platform stack that patches kernels itself (``substitutes_left_to_stack``, vllm-musa) see ``bind_over_stack``."""
     port, label = port_name_of(current_platform), platform_label(current_platform)
+    gated = f"kernel_substitutes_{port}"
+    if gated in version_gate.FEATURES and version_gate.say_unsupported(gated, logger):
+        return []
     # Read on the class: vLLM's Platform.__getattr__ logs a warning for a name an instance lacks.
     left = getattr(type(current_platform), "substitutes_left_to_stack", None)
     if left:
@@ -74,7 +79,11 @@ class PortableWorker(Worker):
     def init_device(self) -> None:
         share_vllm_log_handlers()  # the worker process logs our capture lines: put them where vLLM's go
         bind_kernel_substitutes()
-        if self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full":
+        # On a vLLM without our V1 drafter (version_gate) one line says so wherever a drafter is configured, the
+        # runner vLLM picks (Model Runner V2 for every model from 0.29) or V1 alike.
+        spec = self.vllm_config.speculative_config is not None
+        if ((spec and version_gate.say_unsupported("v1_full_drafter", logger))
+                or self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full"):
             super().init_device()
             return
         from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner

@@ -1,0 +1,53 @@
+"""The tests the cpu lane runs against every other vLLM of the version span (issue 26): the one list.
+
+vLLM 0.26.0's virtualenv runs the whole suite; each ``ci/requirements-cpu-<version>.txt`` virtualenv runs these
+modules only: the adapter's unit tests that import vLLM, the config tests (the planner inside a real ``VllmConfig``,
+the runner vLLM picks), the plugin tests (entry points, vLLM's own resolver) and the hook points (the census checked
+against that vLLM). What a version cannot have is skipped with the version gate's one-line reason
+(``portable_spec.vllm_adapter.version_gate``), never left to fail.
+
+``python tests/version_span.py`` prints the paths (what ``ci/lanes/cpu.sh`` passes to pytest: naming the files,
+not selecting by marker, keeps a module the span does not run from being imported there at all).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MODULES = (
+    # hook points
+    "test_vllm_hook_points.py",
+    # config
+    "test_vllm_config.py",
+    "test_runner_choice.py",
+    "test_draft_graph_policy.py",
+    # plugin
+    "test_vllm_plugin.py",
+    "test_platform_registry.py",
+    # unit tests of the adapter and the version gate
+    "test_version_gate.py",
+    "test_adapter_logs.py",
+    "test_musa_worker_pool.py",
+    "test_capture_sizes.py",
+    "test_envs.py",
+    "test_layout.py",
+)
+
+
+def paths() -> list[str]:
+    """The modules as paths relative to the repository root."""
+    here = Path(__file__).resolve().parent
+    return [str((here / name).relative_to(here.parent)) for name in MODULES]
+
+
+def needs(feature: str):
+    """Skip a test where the installed vLLM lacks ``feature`` (``version_gate``), with the gate's one-line reason."""
+    import pytest
+
+    from portable_spec.vllm_adapter.patch import version_gate
+
+    return pytest.mark.skipif(not version_gate.has(feature), reason=version_gate.why_not(feature) or "")
+
+
+if __name__ == "__main__":
+    print(*paths())
