@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
-#   (default: all but bench, tp2 and soak). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
+#   real-shapes (default: all but bench, tp2, soak and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
 #   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
 #   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
 #   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
@@ -16,6 +16,10 @@
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
 #   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
+#   real-shapes: a designed real-shape pair through `vllm serve` (issue 24, python -m
+#   portable_spec.harness.real_shapes.smoke): one server per head, greedy outputs and acceptance per position against
+#   the design; REAL_SHAPES_PAIR (default llama8b_eagle3), REAL_SHAPES_HEADS (default perfect,partial),
+#   REAL_SHAPES_ENGINE (an e2e engine variant, default upstream_v1). Writes OUTDIR/real_shapes/smoke.json.
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
@@ -58,6 +62,9 @@ for stage in "${stages[@]}"; do
     soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
+    real-shapes) "$py" -m portable_spec.harness.real_shapes.smoke "$out/real_shapes" \
+              --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
+              --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}

@@ -12,6 +12,8 @@ One job per module:
 * ``memory``: the one-GPU memory plan (which kind a pair needs);
 * ``plugin``: puts the designed-weights loader (``vllm_adapter/harness_door/designed_loader.py``) on vLLM's plugin
   path for a run;
+* ``smoke``: the GPU smoke (``python -m portable_spec.harness.real_shapes.smoke OUT``, cuda lane stage
+  ``real-shapes``): ``vllm serve`` of a designed pair, outputs and acceptance against the design;
 * ``python -m portable_spec.harness.real_shapes``: the CLI (``build``, ``list``, ``plugin-env``; ``--json``).
 
 Two weight modes: ``dummy`` (``--load-format dummy``, vLLM's random weights: acceptance ~0) and ``designed``

@@ -138,14 +138,14 @@ def free_port(taken: set[int] | None = None) -> int:
     raise OSError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
 
 
-class ServerProcess:
-    """One ``vllm serve`` in its own process group (its engine core is a child process), output into ``log``."""
+class ProcessGroup:
+    """A command in its own process group (a server's engine core is a child process), output into ``log``."""
 
-    def __init__(self, spec: ServerSpec, port: int, log: Path) -> None:
-        self.spec, self.port, self.log = spec, port, log
+    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
         self._log = open(log, "w")
-        self.proc = subprocess.Popen(serve_command(spec, port), stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=server_env(spec), start_new_session=True)
+        self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -169,6 +169,14 @@ class ServerProcess:
         self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+class ServerProcess(ProcessGroup):
+    """One soak ``vllm serve``."""
+
+    def __init__(self, spec: ServerSpec, port: int, log: Path) -> None:
+        self.spec, self.port = spec, port
+        super().__init__(serve_command(spec, port), server_env(spec), log)
 
 
 def launch(spec: ServerSpec, port: int, log: Path) -> ServerProcess:

@@ -64,6 +64,7 @@ class DesignedWeightsLoader(BaseModelLoader):
                                     f"{type(model).__name__}")
         report = design.self_check(role, config, spec, variant, device, model_config.dtype,
                                    model_config.max_model_len, loaded=_loaded_tensors(params, role, spec))
+        share_vllm_log_handlers()  # in this process vLLM's logger has its handlers by now
         logger.info("real_shapes: designed %s weights (%s%s) written on %s in %.1f s: %s", role,
                     marker["family"], f", {variant} head" if variant else "", device,
                     time.perf_counter() - started, report)
