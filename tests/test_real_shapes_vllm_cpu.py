@@ -148,6 +148,13 @@ def _inject(bug: str):
     return patchers
 
 
+def _held(model, role: str, design) -> dict:
+    """What the loader's self-check reads from vLLM's parameters for ``role`` (one rank: whole tensors)."""
+    from portable_spec.vllm_adapter.harness_door.designed_loader import _loaded_tensors
+
+    return _loaded_tensors(dict(model.named_parameters()), role, design)
+
+
 def _check_pair(name: str, root: Path, engine_config, bug: str) -> dict[str, bool]:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader import get_model
@@ -176,6 +183,8 @@ def _check_pair(name: str, root: Path, engine_config, bug: str) -> dict[str, boo
                 except PortableSpecError as exc:
                     return {f"{name}: loader accepted the target": False, f"{name}: refusal": "miss" in str(exc)}
                 results[f"{name}: loader accepted the target"] = True
+                results[f"{name}: the loader checks vLLM's own target tensors"] = sorted(_held(tm, "target", design)) \
+                    == ["embed_tokens", "lm_head"]
                 hidden, aux = target_forward(tm, ids, pos)
                 greedy = tm.compute_logits(hidden).argmax(-1)
                 want = tables.f[ids]
@@ -186,6 +195,8 @@ def _check_pair(name: str, root: Path, engine_config, bug: str) -> dict[str, boo
             if not dm.has_own_lm_head:
                 dm.lm_head = tm.lm_head
             method = info["method"]
+            results[f"{name}/{variant}: the loader checks vLLM's own head tensors"] = sorted(
+                _held(dm, method, design)) == (["lm_head"] if method == "eagle3" else [])
             results[f"{name}/{variant}: draft class"] = type(dm).__name__ == {
                 "eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM"}[method]
             g = D.draft_successor(design, variant)
@@ -252,7 +263,7 @@ def runs(tmp_path_factory):
 
 def test_vllms_loader_and_modules_give_the_designed_tokens_and_drafts(runs):
     clean = runs["clean"]
-    assert len(clean) == 1 * 2 * len(PAIRS) + 3 * 2 * len(PAIRS) and all(clean.values()), clean
+    assert len(clean) == 3 * len(PAIRS) + 4 * 2 * len(PAIRS) and all(clean.values()), clean
     assert all(any(f"{n}: target greedy" in k for k in clean) for n in PAIRS)
 
 
@@ -272,7 +283,7 @@ def test_an_eagle3_head_without_the_hidden_subtraction_fails_only_its_chained_st
 def test_a_chained_step_without_its_own_kv_slot_misdrafts_on_the_eagle3_head_only(runs):
     failed = sorted(k for k, ok in runs["chain_without_own_slot"].items() if not ok)
     assert failed == sorted(f"llama8b_eagle3/{v}: chained drafts g at 16 steps" for v in D.VARIANTS), failed
-    assert len(runs["chain_without_own_slot"]) == 16  # EAGLE-1's layer adds nothing: no attention to miss
+    assert len(runs["chain_without_own_slot"]) == 22  # EAGLE-1's layer adds nothing: no attention to miss
 
 
 if __name__ == "__main__":
