@@ -285,6 +285,7 @@ def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
     assert "full_drafter_over_upstream_v1: c=1: 1.396x" in text
     assert "full_drafter_over_upstream_v1_best:" in text and "full_drafter_unfused_over_mrv2:" in text
     assert text.splitlines()[0].startswith("llama_eagle (attention), K=3, TP=1, NVIDIA H100")
+    assert "runner: nospec v1, upstream_v1 v1, full_drafter_unfused v1, full_drafter v1, mrv2 mrv2" in text
 
 
 def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():
