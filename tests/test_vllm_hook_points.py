@@ -358,6 +358,75 @@ def test_drafter_forward_override_is_instance_level_and_reversible():
     assert "forward" not in model.__dict__
 
 
+class _CompiledCall(torch.nn.Module):
+    """A draft model whose class replaces ``__call__`` the way vLLM's ``@support_torch_compile`` does: the call runs a
+    function of its own (the compiled code) and never reads ``self.forward``."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        raise AssertionError("the compiled call never runs forward")
+
+    def __call__(self, x):
+        self.calls += 1
+        return x * 2
+
+
+def test_drafter_replay_intercepts_a_model_whose_class_replaces_call():
+    """vLLM's MTP heads (``DeepSeekMTP``) are compiled at the class itself: an instance ``forward`` is never read, and
+    a replay hooked there never ran (the H100 context matrix of 2026-11-25: 9 MTP graphs captured, 0 replayed). The
+    replay must sit on the call, and what runs without one is the class's own call."""
+    from portable_spec.vllm_adapter.spec_decode.proposer import ForwardReplay
+
+    class Step:
+        outputs = torch.full((1, 2), 7.0)
+
+    class Runner:
+        def __init__(self):
+            self.replayed = []
+
+        def replay(self, key, pointers):
+            self.replayed.append(key)
+            return Step()
+
+    class Proposer:
+        def __init__(self):
+            self.graph_runner, self.announced = Runner(), None
+
+        def pending_key(self, kwargs):
+            key, self.announced = self.announced, None
+            return key
+
+    model, proposer = _CompiledCall(), Proposer()
+    graphs = ForwardReplay(model, proposer)
+    graphs.install()
+    assert graphs.installed and isinstance(model, _CompiledCall) and type(model).__name__ == "_CompiledCall"
+    x = torch.ones(1, 2)
+    assert torch.equal(model(x), x * 2) and model.calls == 1  # nothing announced: the class's own (compiled) call
+    proposer.announced = "key"
+    assert torch.equal(model(x=x), Step.outputs) and proposer.graph_runner.replayed == ["key"]
+    assert model.calls == 1 and torch.equal(graphs.last_output, Step.outputs)
+    assert torch.equal(graphs.eager_forward(x), x * 2) and model.calls == 2  # a capture records the compiled call
+    graphs.uninstall()
+    assert type(model) is _CompiledCall and not graphs.installed and model.__dict__.keys() >= {"calls"}
+    assert torch.equal(model(x), x * 2) and proposer.graph_runner.replayed == ["key"]
+
+
+def test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside():
+    """Which replay hook each draft class needs: vLLM's ``@support_torch_compile`` on ``DeepSeekMTP`` replaces its
+    ``__call__``; the EAGLE heads keep ``nn.Module.__call__`` (their inner model is the compiled one)."""
+    from vllm.model_executor.models.deepseek_mtp import DeepSeekMTP
+    from vllm.model_executor.models.llama_eagle import EagleLlamaForCausalLM
+    from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+
+    from portable_spec.vllm_adapter.spec_decode.proposer import calls_bypass_forward
+
+    assert calls_bypass_forward(DeepSeekMTP)
+    assert not calls_bypass_forward(EagleLlamaForCausalLM) and not calls_bypass_forward(Eagle3LlamaForCausalLM)
+
+
 @V1_DRAFTER
 def test_upstream_first_pass_alone_is_what_propose_with_one_token_runs():
     """The fused chain runs upstream's propose with K=1 for the first pass and continues from its state."""

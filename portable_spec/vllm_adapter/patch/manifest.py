@@ -270,13 +270,18 @@ CENSUS: tuple[Divergence, ...] = (
         requires="v1_full_drafter"),
     Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
-        ("torch.nn:Module.__call__",),
+        ("torch.nn:Module.__call__", "vllm.model_executor.models.deepseek_mtp:DeepSeekMTP.__call__"),
         what="The draft model's instance attribute 'forward' replays the captured graph for an announced key and "
-             "calls the class's forward otherwise.",
-        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads.",
-        undone="ForwardReplay.uninstall() deletes the instance attribute.",
+             "calls the class's forward otherwise; a draft class whose __call__ vLLM's @support_torch_compile "
+             "replaced (MTP heads) gets, on that instance only, a same-named subclass whose __call__ does the same "
+             "around the class's own (compiled) call.",
+        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads; a compiled "
+            "class's call never reads forward, so the replay must sit on the call there.",
+        undone="ForwardReplay.uninstall() deletes the instance attribute (and restores the instance's class).",
         upstream="Not a vLLM change: the module is ours to wrap once vLLM built it.",
-        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",),
+        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",
+                   "test_drafter_replay_intercepts_a_model_whose_class_replaces_call",
+                   "test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside"),
         requires="v1_full_drafter"),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
