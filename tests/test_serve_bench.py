@@ -146,6 +146,33 @@ def test_a_budget_stops_rounds_and_says_so(zoo_pair, tmp_path):
     assert any("rounds ran" in p for p in result["problems"])
 
 
+def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_path):
+    import os
+    import signal
+
+    launched, runs = [], []
+    launch = fake_launcher()
+
+    def keep(server, port, log):
+        launched.append(launch(server, port, log))
+        return launched[-1]
+
+    def client_then_term(argv, log, timeout_s):
+        runs.append(argv)
+        if len(runs) == 4:  # an outer `timeout` sends SIGTERM to the process group
+            os.kill(os.getpid(), signal.SIGTERM)
+        return client.run_client(argv, log, timeout_s)
+    hooks = Hooks(launch=keep, client=client_then_term, device=lambda: {"name": "cpu-test", "free_bytes": None},
+                  say=lambda line: None)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "phase_clock": False}), tmp_path, hooks)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert launched and not any(server.alive() for server in launched)
+    written = json.loads((tmp_path / "serve_bench.json").read_text())
+    assert written["status"] == "incomplete" and written["stopped_because"] == "interrupted (SystemExit)"
+
+
 # ------------------------------------------------------------------------------------------------ order
 @pytest.mark.parametrize("mode", ["together", "in_turn"])
 def test_every_round_visits_every_cell_once_and_the_first_variant_rotates(mode):

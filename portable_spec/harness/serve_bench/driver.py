@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -321,6 +323,10 @@ class Bench:
                     self.in_turn(specs)
             else:
                 self.in_turn(specs)
+        except (KeyboardInterrupt, SystemExit) as exc:  # an outer time limit: servers are stopped, keep the report
+            self.record["stopped_because"] = f"interrupted ({type(exc).__name__})"
+            self.finish()
+            raise
         finally:
             self.bar.close()
         return self.finish()
@@ -352,8 +358,20 @@ def _tail(log: Path, size: int = 20000) -> str:
 
 def run_serve_bench(pair: BenchPair, settings: Settings, outdir: str | Path,
                     hooks: Hooks | None = None) -> dict[str, Any]:
-    """The whole benchmark; returns the report (also ``OUTDIR/serve_bench.json``, ``.txt`` and ``.png``)."""
+    """The whole benchmark; returns the report (also ``OUTDIR/serve_bench.json``, ``.txt`` and ``.png``). SIGTERM
+    (an outer ``timeout``) becomes ``SystemExit`` meanwhile, so the servers, which run in sessions of their own, are
+    stopped and the report is written before the process ends."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     vllm_serve.raise_open_file_limit()
-    return Bench(pair, settings, outdir, hooks or Hooks()).run()
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_term) if on_main else None
+    try:
+        return Bench(pair, settings, outdir, hooks or Hooks()).run()
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
