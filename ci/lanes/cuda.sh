@@ -20,6 +20,8 @@
 #   portable_spec.harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
 #   SERVE_BENCH_MODE (zoo variant or weights label, default attention), SERVE_BENCH_VARIANTS (default
 #   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
+#   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
+#   portable_spec.harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
 #   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
 #   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
 #   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
@@ -68,6 +70,7 @@ for stage in "${stages[@]}"; do
     serve-bench) "$py" -m portable_spec.harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
               --mode "${SERVE_BENCH_MODE:-attention}" --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
               --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
+              --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
               --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
               --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
