@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
-#   (default: all but bench, tp2 and soak). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
+#   serve-bench (default: all but bench, tp2, soak and serve-bench). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
 #   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
 #   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
 #   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
@@ -16,6 +16,15 @@
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
 #   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
+#   serve-bench: `vllm serve` per variant driven by vLLM's own `vllm bench serve` (issue 24, python -m
+#   portable_spec.harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
+#   SERVE_BENCH_MODE (zoo variant or weights label, default attention), SERVE_BENCH_VARIANTS (default
+#   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
+#   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
+#   portable_spec.harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
+#   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
+#   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
+#   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
 # vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
@@ -58,6 +67,13 @@ for stage in "${stages[@]}"; do
     soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
+    serve-bench) "$py" -m portable_spec.harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
+              --mode "${SERVE_BENCH_MODE:-attention}" --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
+              --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
+              --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
+              --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
+              --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
+              --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}

@@ -307,10 +307,13 @@ CENSUS: tuple[Divergence, ...] = (
                  "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top."),
     Divergence(
         "profiler scopes (bench only)", "scoped override", f"{_A}.harness_door.profile_scopes:installed",
-        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",),
-        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown.",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",
+         "vllm.v1.engine.core:EngineCoreProc._process_engine_step"),
+        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown (and, in a "
+             "serving benchmark's server, the engine core's step, for the phase clock's busy time).",
         why="Attribution of host and device time per phase.",
-        undone="Only inside the bench's profiled pass; restored on exit. Never on the serve path.",
+        undone="Only inside the bench's profiled pass, or in a serving benchmark's server between its probe's start "
+               "and stop calls (harness/serve_bench/probe.py); restored on exit. Never on the serve path.",
         upstream="Measurement only."),
     Divergence(
         "per-step draft recorder (e2e harness only)", "scoped override",
