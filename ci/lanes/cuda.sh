@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
-#   serve-bench (default: all but bench, tp2, soak and serve-bench). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
-#   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
-#   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
-#   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
+#   serve-bench version-span (default: all but bench, tp2, soak, serve-bench and version-span). tp2 needs 2 GPUs
+#   (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the tensor-parallel matrix parts,
+#   the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS (model variants, default
+#   perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what vLLM
+#   0.26.0 needs on a host without multicast).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
 #   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
 #   BENCH_PAIR (zoo pair, default llama_eagle), BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
@@ -25,7 +26,12 @@
 #   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
 #   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
 #   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
-# vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
+#   version-span: what matters on another vLLM of the span (issue 26, ci/gpu/version_span.py, ~6 min): the version
+#   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
+#   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
+#   vLLM.
+# vLLM must be importable: VLLM_SITE (default /tmp/site, vLLM 0.26.0 on the project's GPU host, see DEVELOPERS.md) goes
+# first on PYTHONPATH; /tmp/site-<version> is where .gpu-wheels' install.sh puts another version.
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,7 +43,10 @@ py="${PYTHON:-python3}"
 # Install before PYTHONPATH points at the staged vLLM: the editable install (and its entry points, which vLLM's
 # plugin loader reads) must land in the interpreter's own site-packages.
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
-[[ -d /tmp/site ]] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+# Unset once read: vLLM warns about (or, strict, refuses) an environment variable VLLM_* it does not know.
+site="${VLLM_SITE:-/tmp/site}"; explicit="${VLLM_SITE:+yes}"; unset VLLM_SITE
+if [[ -d "$site" ]]; then export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+elif [[ -n "$explicit" ]]; then echo "VLLM_SITE=$site is no directory: install that vLLM first (bash .gpu-wheels/carry/install.sh)"; exit 2; fi
 "$py" -c "import importlib.metadata as m; assert any(e.name == 'portable_spec' for e in m.entry_points(group='vllm.platform_plugins'))" \
   || { echo "portable_spec's vLLM entry points are not installed"; exit 1; }
 export PYTHONUNBUFFERED=1 PORTABLE_SPEC_TEST_VLLM_PLATFORM=native
@@ -64,6 +73,7 @@ for stage in "${stages[@]}"; do
     boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
+    version-span) "$py" ci/gpu/version_span.py "$out" ${SPAN_PARTS:+--parts "$SPAN_PARTS"} 2>&1 | tee "$out/version_span.log" ;;
     soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
