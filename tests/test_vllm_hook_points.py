@@ -268,10 +268,29 @@ def test_the_greedy_draft_sample_our_fused_graphs_record():
     propose = inspect.getsource(SpecDecodeBaseProposer.propose)
     assert "input_ids = draft_token_ids_list[-1].int()" in propose
     assert "if self.use_heterogeneous_vocab:" in propose and "map_target_to_draft_ids(input_ids)" in propose
-    logits = inspect.getsource(Eagle3LlamaForCausalLM.compute_logits)
-    assert "targets = base + self.draft_id_to_target_id" in logits and "logits_new[:, targets] = logits" in logits
     assert 'name = name.replace("d2t", "draft_id_to_target_id")' in inspect.getsource(
         Eagle3LlamaForCausalLM.load_weights)
+
+
+def test_each_eagle3_head_our_d2t_gather_stands_for_scatters_its_draft_logits():
+    """``draft_sample.scatter_heads``: each one's ``compute_logits`` is the logits processor over its own lm_head,
+    then a -inf tensor of the target vocabulary with the draft logits written at ``arange + d2t``, which the d2t
+    gather reproduces (shown token for token in ``tests/test_eagle3_draft_vocabulary.py``); the heads' local argmax
+    (``get_top_tokens``) is an argmax, then the same map."""
+    from vllm.model_executor.models.interfaces import LocalArgmaxMixin
+
+    from portable_spec.vllm_adapter.spec_decode.draft_sample import scatter_heads
+
+    for head in scatter_heads():
+        source = inspect.getsource(head.compute_logits)
+        steps = ["logits = self.logits_processor(self.lm_head, hidden_states)",
+                 "base = torch.arange(self.config.draft_vocab_size, device=logits.device)",
+                 "targets = base + self.draft_id_to_target_id", 'float("-inf")', "logits_new[:, targets] = logits",
+                 "return logits_new"]
+        assert all(step in source for step in steps), head.__name__
+        assert [source.index(step) for step in steps] == sorted(source.index(step) for step in steps), head.__name__
+    top = inspect.getsource(LocalArgmaxMixin.get_top_tokens)
+    assert "top = top + d2t[top]" in top
 
 
 def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs():
@@ -856,3 +875,5 @@ def test_the_injected_bugs_hook_where_the_drafter_calls():
     prep = inspect.getsource(draft_prep.DraftPrepMixin.propose_with_prep)
     assert "self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])" in prep
     assert "hand_off_counts(runner, " in prep and "return self._run_fused_chain(" in prep
+    for body in (fused_chain.FusedChainMixin._fused_chain_body, fused_chain.FusedChainMixin._fused_first_body):
+        assert "= greedy_draft_tokens(self, self.draft_sample, " in inspect.getsource(body)  # a global lookup

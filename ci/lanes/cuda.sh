@@ -7,7 +7,8 @@
 #   perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what vLLM
 #   0.26.0 needs on a host without multicast).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
-#   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
+#   parts side by side on the GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's
+#   variants at once. The bench stage reads
 #   BENCH_PAIR (zoo pair, default llama_eagle), BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
 #   BENCH_CONCURRENCY, BENCH_REPEATS, BENCH_BOOT_TIMEOUT and BENCH_PROFILE_CONCURRENCY (default 1); its profile carries the per-step breakdown, printed
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
@@ -61,7 +62,8 @@ for stage in "${stages[@]}"; do
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
-    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} \
+              ${E2E_CONCURRENT:+--concurrent-variants} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     musa-sim-e2e) "$py" ci/gpu/musa_sim_e2e.py "$out/musa_sim" --parallel "${MUSA_SIM_PARALLEL:-4}" \
               ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} 2>&1 | tee "$out/musa_sim_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length

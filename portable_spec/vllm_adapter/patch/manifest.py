@@ -226,11 +226,19 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.eagle:EagleProposer",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
-         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._greedy_sample",
+         "vllm.model_executor.models.llama_eagle3:Eagle3LlamaForCausalLM.compute_logits",
+         "vllm.model_executor.models.qwen3_eagle3:Eagle3Qwen3ForCausalLM.compute_logits",
+         "vllm.model_executor.models.deepseek_eagle3:Eagle3DeepseekV2ForCausalLM.compute_logits"),
         what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
              "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
              "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
-             "first pass's state for it.",
+             "first pass's state for it. The fused graphs sample with vLLM's _greedy_sample, except for an EAGLE-3 "
+             "draft vocabulary (those heads' compute_logits scatters the draft logits through d2t into a -inf "
+             "target-vocabulary tensor): there they take the argmax over the draft logits and gather the target id "
+             "through d2t, the same token (spec_decode.draft_sample; a map that does not rise strictly keeps the "
+             "scatter).",
         why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
         undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
         upstream="Model Runner V2's speculator has FULL graphs of its own.",
@@ -238,7 +246,8 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
                    "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
                    "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
-                   "test_the_greedy_draft_sample_our_fused_graphs_record"),
+                   "test_the_greedy_draft_sample_our_fused_graphs_record",
+                   "test_each_eagle3_head_our_d2t_gather_stands_for_scatters_its_draft_logits"),
         requires="v1_full_drafter"),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
@@ -334,9 +343,10 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._get_slot_mapping",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._update_positions_dependent_metadata",
          f"{_A}.spec_decode.fused_chain:FusedChainMixin._run_fused_chain",
-         f"{_A}.spec_decode.draft_prep:hand_off_counts"),
-        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed wraps one of "
-             "these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
+         f"{_A}.spec_decode.draft_prep:hand_off_counts",
+         f"{_A}.spec_decode.fused_chain:greedy_draft_tokens"),
+        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed|d2t_unmapped "
+             "wraps one of these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
         why="Shows the e2e exactness checks catch each bug (issue 21, item 3).",
         undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
                "set; unset, nothing is installed. Never on the serve path.",

@@ -287,8 +287,12 @@ class DrafterGraphMixin:
         self._set_mtp_skip_topk(False)  # as vLLM builds MTP layers: they never start skipping the indexer
         if report.captured:
             self.graphs.install()
-        self.capture_stats = report.stats()
+        self.capture_stats = {**report.stats(), **self._capture_facts()}
         return self.capture_stats
+
+    def _capture_facts(self) -> dict[str, Any]:
+        """What a subclass adds to ``capture_stats`` (the e2e checks read it from each worker)."""
+        return {}
 
     def _before_capture(self) -> None:
         """Buffers and decisions a subclass needs before ``_graph_kinds`` (none by default)."""
@@ -326,6 +330,10 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         if self.draft_prep_off:
             logger.info("portable_spec: the runner's draft prep stays on vLLM's path (%s)",
                         "; ".join(self.draft_prep_off))
+
+    def _capture_facts(self) -> dict[str, Any]:
+        # How the fused graphs sample (``draft_sample``): vLLM's own greedy sample or the d2t gather.
+        return {"draft_sample": self.draft_sample if not self.fused_chain_off else None}
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         qsl = cad.query_start_loc.data_ptr()
