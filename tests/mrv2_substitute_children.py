@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import math
+import re
 import sys
 import types
 
@@ -62,15 +64,19 @@ def _load_ptr_mutant(ptr_to_ptr, elem_dtype):
 _FLIP = {ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
 
+_DRAWS = ("tl.rand", "tl.randint", "tl.philox")
+
+
 def _mutate(func: ast.FunctionDef) -> int:
-    """Flip the first comparison; in a function with none, add 1 to the first random offset."""
+    """In a function that draws random numbers, add 1 to the first draw's offset (its low counter word); in any
+    other, flip the first comparison."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in _DRAWS:
+            node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
+            return 1
     for node in ast.walk(func):
         if isinstance(node, ast.Compare) and type(node.ops[0]) in _FLIP:
             node.ops[0] = _FLIP[type(node.ops[0])]()
-            return 1
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.rand", "tl.randint"):
-            node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
             return 1
     return 0
 
@@ -180,24 +186,28 @@ def block_tables() -> dict:
 
 
 def staged_writes() -> dict:
-    """The multi-group staged write (``FusedStagedWriter.apply``'s launch) into two int32 tables."""
+    """The multi-group staged write (``FusedStagedWriter.apply``'s launch) into two int32 tables: one write per
+    request and group, each request in its own row (as vLLM stages them: no two programs write one cell, whose result
+    the GPU's order between programs would decide), up to the GPU test's largest shape (256 requests, 512 writes)."""
     out = {}
-    for writes in (1, 5, 12):
-        def run(writes=writes):
-            tables = [torch.zeros(8, 64, dtype=torch.int32) for _ in range(2)]
+    for reqs, rows, width in ((1, 8, 64), (5, 8, 64), (12, 16, 64), (256, 256, 128)):
+        def run(reqs=reqs, rows=rows, width=width):
+            tables = [torch.zeros(rows, width, dtype=torch.int32) for _ in range(2)]
             ptrs = torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)
             strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64)
-            g = torch.Generator().manual_seed(writes)
-            lens = torch.randint(1, 20, (writes,), generator=g)
+            g = torch.Generator().manual_seed(reqs)
+            order = torch.randperm(2 * reqs, generator=g)
+            row = torch.cat([torch.randperm(rows, generator=g)[:reqs] for _ in range(2)])[order].to(torch.int32)
+            lens = torch.randint(1, 20, (2 * reqs,), generator=g)
             contents = torch.randint(0, 1000, (int(lens.sum()),), generator=g, dtype=torch.int32)
-            buffer_utils._apply_write_kernel[(writes,)](
-                ptrs, strides, torch.randint(0, 8, (writes,), generator=g, dtype=torch.int32),
-                torch.randint(0, 40, (writes,), generator=g, dtype=torch.int32), contents,
-                lens.cumsum(0).to(torch.int32), torch.randint(0, 2, (writes,), generator=g, dtype=torch.int32),
-                BLOCK_SIZE=1024, MULTI_GROUP=True)
+            starts = torch.randint(0, width - 19, (2 * reqs,), generator=g, dtype=torch.int32)
+            group_ids = torch.arange(2).repeat_interleave(reqs)[order].to(torch.int32)
+            buffer_utils._apply_write_kernel[(2 * reqs,)](ptrs, strides, row, starts, contents,
+                                                          lens.cumsum(0).to(torch.int32), group_ids,
+                                                          BLOCK_SIZE=1024, MULTI_GROUP=True)
             return tuple(tables)
 
-        out[f"writes{writes}"] = _compare(run, {})
+        out[f"reqs{reqs}_groups2"] = _compare(run, {})
     return {"cases": out}
 
 
@@ -241,7 +251,30 @@ def rejection_sample() -> dict:
         out[name] = _compare(run, case, lambda sampled, num: {
             "accepted": int((num - 1).clamp(min=0).sum()), "rejected_rows": int((num <= case["cu_num_logits"].diff()
                                                                                   - 1).sum())})
+    for first_pos in (0, 5 * 2**32 + 9):  # positions past 2**32: the draw's Philox counter has a high word
+        case = _coin_flip_case(gen, 16, 3, 1024, first_pos)
+        out[f"coin_flips_pos{'_past_2**32' if first_pos else ''}"] = _compare(run, case, lambda sampled, num: {
+            "accepted": int((num - 1).clamp(min=0).sum()), "rejected_rows": int((num <= 3).sum())})
     return {"cases": out}
+
+
+def _coin_flip_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, first_pos: int) -> dict:
+    """Every request drafts ``k`` tokens (one-hot drafts, temperature 1), each of target probability exactly 1/2:
+    each acceptance is decided by its random draw alone (u < 1/2), so a substitute that draws other numbers at
+    these positions changes the accepted lengths."""
+    max_reqs = num_reqs + 2
+    idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    logits = num_reqs * (k + 1)
+    sampled = torch.randint(0, vocab, (logits,), generator=gen, dtype=torch.int32)
+    target = torch.zeros(logits, vocab)
+    target[torch.arange(logits - 1), sampled[1:].long()] = math.log(vocab - 1)  # p = (vocab-1)/(2*(vocab-1))
+    return dict(target_logits=target, draft_logits=None, draft_sampled=sampled,
+                cu_num_logits=torch.arange(0, logits + 1, k + 1, dtype=torch.int32),
+                pos=first_pos + torch.randint(0, 4000, (logits,), generator=gen), idx_mapping=idx,
+                expanded_idx_mapping=idx.repeat_interleave(k + 1),
+                expanded_local_pos=torch.arange(k + 1, dtype=torch.int32).repeat(num_reqs),
+                temperature=torch.ones(max_reqs), seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
+                num_speculative_steps=k, use_block_verification=False)
 
 
 def gumbel_sample() -> dict:
@@ -254,19 +287,23 @@ def gumbel_sample() -> dict:
 
     gen = torch.Generator().manual_seed(61)
     out = {}
+    # Drafting writes each token's processed logits to its (request, column) cell of output_processed_logits: one
+    # token per request (EAGLE), or per (request, column) with per-token columns (DFlash), as MRV2's speculator does.
     for name, tokens, vocab, draft in (("target", 9, 1024, None), ("draft", 5, 1000, "scalar"),
                                        ("draft_per_token", 12, 1024, "per_token")):
         max_reqs = tokens + 2
+        per_req = 3 if draft == "per_token" else 1
+        reqs = torch.randperm(max_reqs, generator=gen)[:tokens // per_req].to(torch.int32)
         case = dict(logits=torch.randn(tokens, vocab, generator=gen) * 2,
-                    expanded_idx_mapping=torch.randint(0, max_reqs, (tokens,), generator=gen, dtype=torch.int32),
+                    expanded_idx_mapping=(torch.randint(0, max_reqs, (tokens,), generator=gen, dtype=torch.int32)
+                                          if draft is None else reqs.repeat_interleave(per_req)),
                     temperature=torch.where(torch.rand(max_reqs, generator=gen) < 0.3, 0.0, 0.8),
                     seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
                     pos=torch.randint(0, 4000, (tokens,), generator=gen), apply_temperature=draft is not None)
         if draft:
             case["output_processed_logits"] = torch.zeros(max_reqs, 3, vocab)
             case["output_processed_logits_col"] = (torch.tensor(1) if draft == "scalar"
-                                                   else torch.randint(0, 3, (tokens,), generator=gen,
-                                                                      dtype=torch.int32))
+                                                   else torch.arange(3, dtype=torch.int32).repeat(tokens // 3))
         out[name] = _compare(run, case)
     return {"cases": out}
 
@@ -315,6 +352,39 @@ def top_k_top_p() -> dict:
         out[f"batch{batch}_vocab{vocab}{'_k' if use_k else ''}{'_p' if use_p else ''}_{len(out)}"] = _compare(
             run, dict(logits=logits, k=k, p=p), lambda masked, before=logits: {
                 "newly_masked": int((masked.isinf() & ~before.isinf()).sum())})
+    return {"cases": out}
+
+
+def _ptx_code(ptx: str) -> str:
+    """PTX without its debug information (source file names and line numbers differ for a derived kernel)."""
+    ptx = ptx.split(".section\t.debug")[0]
+    lines = (re.sub(r"\.loc\s.*|\.file\s.*|//.*", "", line).strip() for line in ptx.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def top_k_top_p_ptx() -> dict:
+    """The top-k/top-p substitute compiled for sm_90 by the running Triton (no GPU needed) at the Triton 3.2 check's
+    three launches: its PTX must be vLLM's, instruction for instruction (so it runs in vLLM's time; the form of
+    the rewrites decides that: the first H100 run's form, ``topk_int32_dividend.py``, compiles to other code)."""
+    from topk_int32_dividend import first_run_kernel
+
+    from portable_spec.kernels.triton_compile import compile_for_target
+    from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
+
+    out = {}
+    for case in (c for c in MRV2_KERNELS if c.attr == "_topk_topp_kernel"):
+        shipped = _ptx_code(compile_for_target(topk_topp._topk_topp_kernel, case.signature, case.constexprs).asm["ptx"])
+        try:
+            bound = registry.install_substitutions("musa", _substitutions())
+            ours = _ptx_code(compile_for_target(topk_topp._topk_topp_kernel, case.signature,
+                                                case.constexprs).asm["ptx"])
+        finally:
+            registry.uninstall()
+        signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
+                                              case.constexprs).asm["ptx"])
+        out[case.key.rpartition("[")[2].rstrip("]")] = {"equal": ours == shipped, "bound": len(bound),
+                                                        "ptx_lines": len(shipped.splitlines()),
+                                                        "int32_dividend_equal": signed == shipped}
     return {"cases": out}
 
 
