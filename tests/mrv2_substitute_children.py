@@ -16,6 +16,7 @@ import ast
 import dataclasses
 import json
 import math
+import os
 import re
 import sys
 import types
@@ -48,8 +49,10 @@ def _log1p(x):
 
 
 # The interpreter implements no libdevice function (vLLM's tldevice.log1p returns None there): both runs, vLLM's
-# kernels and ours, use this stand-in, so the comparison still sees every difference between the kernels.
-gumbel.tldevice = rejection.tldevice = types.SimpleNamespace(log1p=_log1p)
+# kernels and ours, use this stand-in, so the comparison still sees every difference between the kernels. The
+# compiler (ptx_identity, run without the interpreter) has libdevice: vLLM's own stays.
+if os.environ.get("TRITON_INTERPRET") == "1":
+    gumbel.tldevice = rejection.tldevice = types.SimpleNamespace(log1p=_log1p)
 # vLLM's CPU test platform has no compute-unit count; the top-k/top-p op sizes its grid with it.
 topk_topp.num_compute_units = lambda device_id=0: 4
 
@@ -362,29 +365,47 @@ def _ptx_code(ptx: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def top_k_top_p_ptx() -> dict:
-    """The top-k/top-p substitute compiled for sm_90 by the running Triton (no GPU needed) at the Triton 3.2 check's
-    three launches: its PTX must be vLLM's, instruction for instruction (so it runs in vLLM's time; the form of
-    the rewrites decides that: the first H100 run's form, ``topk_int32_dividend.py``, compiles to other code)."""
+def _ptx(case, substitutes: tuple | None = None) -> tuple[str, int]:
+    """``case``'s kernel compiled for sm_90 by the running Triton (no GPU needed), as vLLM ships it or with
+    ``substitutes`` bound: its PTX code and how many binding sites were bound."""
+    import importlib
+
+    from portable_spec.kernels.triton_compile import compile_for_target
+
+    bound = registry.install_substitutions("musa", substitutes) if substitutes is not None else []
+    try:
+        kernel = getattr(importlib.import_module(case.module), case.attr)
+        return _ptx_code(compile_for_target(kernel, case.signature, case.constexprs).asm["ptx"]), len(bound)
+    finally:
+        registry.uninstall()
+
+
+def ptx_identity() -> dict:
+    """Substitutes whose code must be vLLM's on the running Triton (3.6), compiled at the Triton 3.2 check's
+    launches: the top-k/top-p kernel with the MUSA table bound (its rewrites' form decides that: the first H100
+    run's, ``topk_int32_dividend.py``, compiles to other code), and gumbel sampling and the rejection kernel with
+    ``tl_rand32`` alone bound (>= 3.3 already draws with two 32-bit counter words). Equal PTX runs in vLLM's time and
+    computes vLLM's bits."""
     from topk_int32_dividend import first_run_kernel
 
     from portable_spec.kernels.triton_compile import compile_for_target
     from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
+    rand = tuple(s for s in _substitutions() if s.name.split(":")[0] == "tl_rand32")
     out = {}
-    for case in (c for c in MRV2_KERNELS if c.attr == "_topk_topp_kernel"):
-        shipped = _ptx_code(compile_for_target(topk_topp._topk_topp_kernel, case.signature, case.constexprs).asm["ptx"])
-        try:
-            bound = registry.install_substitutions("musa", _substitutions())
-            ours = _ptx_code(compile_for_target(topk_topp._topk_topp_kernel, case.signature,
-                                                case.constexprs).asm["ptx"])
-        finally:
-            registry.uninstall()
-        signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
-                                              case.constexprs).asm["ptx"])
-        out[case.key.rpartition("[")[2].rstrip("]")] = {"equal": ours == shipped, "bound": len(bound),
-                                                        "ptx_lines": len(shipped.splitlines()),
-                                                        "int32_dividend_equal": signed == shipped}
+    for case in MRV2_KERNELS:
+        name = case.key.removeprefix("mrv2/")
+        if case.attr == "_topk_topp_kernel":
+            shipped, _ = _ptx(case)
+            ours, bound = _ptx(case, _substitutions())
+            signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
+                                                  case.constexprs).asm["ptx"])
+            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
+                         "int32_dividend_equal": signed == shipped}
+        elif case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]"):
+            shipped, _ = _ptx(case)
+            ours, bound = _ptx(case, rand)
+            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines())}
     return {"cases": out}
 
 

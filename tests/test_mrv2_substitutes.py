@@ -5,8 +5,8 @@ Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``B
 ``compute_slot_mappings``, the multi-group staged write, ``rejection_sample``, ``gumbel_sample``,
 ``apply_top_k_top_p_triton``): once as vLLM ships them, once with the MUSA table bound through the registry, outputs
 compared bit for bit on several shapes. Then again with each substitute deliberately broken: the same comparison
-must see the difference, so it is not comparing vLLM with itself. The top-k/top-p substitute is also compiled for
-sm_90 (no GPU needed): its PTX must be vLLM's."""
+must see the difference, so it is not comparing vLLM with itself. The top-k/top-p substitute and the kernels that
+draw through ``tl_rand32`` are also compiled for sm_90 (no GPU needed): their PTX must be vLLM's."""
 
 from __future__ import annotations
 
@@ -56,16 +56,21 @@ def shipped_vs_mutants() -> dict:
     return _children("--mutant")
 
 
-def test_the_top_k_top_p_substitute_compiles_to_vllms_ptx():
-    """Compiled for sm_90 by the running Triton at the three launches, the substitute's PTX is vLLM's instruction
-    for instruction: it costs no time. The check bites: vllm-musa's form (the count cast to int32 before dividing)
-    and a broken substitute compile to other code."""
-    cases = _children(names=("top_k_top_p_ptx",), interpret=False)["top_k_top_p_ptx"]["cases"]
-    assert set(cases) == {"top-k+top-p", "top-k", "top-p"}, cases
-    assert all(c["equal"] and c["bound"] >= 20 and c["ptx_lines"] > 1000 for c in cases.values()), cases
-    assert not any(c["int32_dividend_equal"] for c in cases.values()), cases
-    mutants = _children("--mutant", names=("top_k_top_p_ptx",), interpret=False)["top_k_top_p_ptx"]["cases"]
-    assert not all(c["equal"] for c in mutants.values()), mutants
+def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
+    """Compiled for sm_90 by the running Triton (3.6), the top-k/top-p substitute at its three launches, and gumbel
+    sampling and the rejection kernel with ``tl_rand32`` rebound, are vLLM's PTX instruction for instruction: they
+    cost no time and compute vLLM's bits. The check bites: the first H100 run's top-k/top-p form (the count cast to
+    int32 before dividing) and broken substitutes compile to other code."""
+    cases = _children(names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    top = {k: c for k, c in cases.items() if "_topk_topp_kernel" in k}
+    rand = {k: c for k, c in cases.items() if "_topk_topp_kernel" not in k}
+    assert len(top) == 3 and len(rand) == 4, cases
+    assert all(c["equal"] and c["ptx_lines"] > 100 for c in cases.values()), cases
+    assert all(c["bound"] >= 20 for c in top.values()) and all(c["bound"] == 2 for c in rand.values()), cases
+    assert not any(c["int32_dividend_equal"] for c in top.values()), cases
+    mutants = _children("--mutant", names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    assert not all(c["equal"] for k, c in mutants.items() if k in top), mutants
+    assert not any(c["equal"] for k, c in mutants.items() if k in rand), mutants
 
 
 @pytest.mark.parametrize("child", CHILDREN)
