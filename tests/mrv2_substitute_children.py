@@ -1,11 +1,13 @@
-"""Child processes of tests/test_mrv2_substitutes.py (each prints one JSON line, NAME -> result): Model Runner V2's Triton kernels,
-run by the Triton interpreter through vLLM's own launch functions as vLLM ships them and again with our MUSA
-substitutes bound, outputs compared bit for bit.
+"""Child processes of tests/test_mrv2_substitutes.py (they print one JSON line, NAME -> result): Model Runner V2's
+Triton kernels, run by the Triton interpreter through vLLM's own launch functions as vLLM ships them and again with
+our MUSA substitutes bound, outputs compared bit for bit; ``ptx_identity`` (run without the interpreter) compiles
+some of them for sm_90 instead and compares the PTX.
 
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
 turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
-deliberately wrong one (derived entries get one more rewrite that flips their first comparison or shifts their
-first random offset; ``_load_ptr`` points one element further), so the comparison must report differences.
+deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
+function that draws none flips the first comparison; ``_load_ptr`` points one element further), so the comparison
+must report differences.
 
     python mrv2_substitute_children.py NAME... [--mutant]
 """
