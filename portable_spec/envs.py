@@ -99,9 +99,11 @@ VARIABLES: tuple[EnvVar, ...] = (
            "known drafter bug through `vllm_adapter/harness_door/bug_injection.py` to show the exactness checks "
            "catch it: `position_off_by_one` (chain draft positions one too far), `wrong_slot` (the last request's "
            "first-pass KV slots are padding), `stale_seq_lens` (chain steps read the previous step's `seq_lens`), "
-           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high). Unset: "
+           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high), `d2t_unmapped` "
+           "(the fused graphs skip an EAGLE-3 draft vocabulary's d2t map: draft ids, not target ids). Unset: "
            "nothing is installed. Never set in production.",
-           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed"), who="test"),
+           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed", "d2t_unmapped"),
+           who="test"),
     EnvVar(TRITON32_PYTHON_ENV, "",
            "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "
            "`--triton32-python` flag wins); `ci/lanes/triton32_venv.sh` builds one.", who="cli"),

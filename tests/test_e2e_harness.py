@@ -90,6 +90,23 @@ def test_each_failure_mode_fails_its_check(broken, failing):
     assert not all(checks.values())
 
 
+def test_the_expected_draft_sample_is_what_our_variant_captured():
+    """``--expect-draft-sample d2t_gather`` (the ``eagle3_d2t`` part): our variant's fused graphs took the d2t
+    gather (``capture_stats["draft_sample"]``); vLLM's sample, or no fact at all, fails."""
+    e2e = load_e2e_script()
+
+    def check(stats):
+        full = run("full_drafter", **{**GOOD_FULL, "capture_stats": stats})
+        return e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=True,
+                              draft_sample="d2t_gather").get("full_drafter_s0_draft_sample_d2t_gather")
+
+    assert check({"graphs": 9, "draft_sample": "d2t_gather"}) is True
+    assert check({"graphs": 9, "draft_sample": "vllm_greedy_sample"}) is False
+    assert check({"graphs": 9}) is False
+    assert "full_drafter_s0_draft_sample_d2t_gather" not in e2e.checks_for(
+        [run("nospec"), run("full_drafter", **GOOD_FULL)], [0], greedy=True, perfect=True)
+
+
 LOG_LINE = GOOD_FULL["log_excerpt"][0]
 
 

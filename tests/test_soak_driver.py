@@ -11,7 +11,7 @@ import pytest
 from portable_spec.harness.soak import __main__ as cli
 from portable_spec.harness.soak import conditions, driver
 
-from soak_fake_server import Misbehave, fake_build, fake_launcher, fake_oracle
+from soak_fake_server import DeadServer, Misbehave, fake_build, fake_launcher, fake_oracle
 
 FAST = driver.Deadlines(boot_s=10, load_wall_s=30, request_s=4, drain_s=2, total_s=120, metrics_every_s=0.02)
 
@@ -59,21 +59,12 @@ def test_every_misbehaviour_of_our_server_fails_the_soak_on_its_own_check(tmp_pa
 
 
 def test_a_server_that_never_boots_is_reported_not_hung(tmp_path):
-    class Dead:
-        returncode = 1
-
-        def alive(self):
-            return False
-
-        def stop(self):
-            return 1
-
     launch = fake_launcher()
     result = driver.run_soak(tmp_path, ["llama_ctx_eagle"], [], 24, 0, build=fake_build, oracle=fake_oracle,
                              runner=lambda pair: "v1", deadlines=FAST, structured=(True, "test"),
                              say=lambda line: None,
-                             launch=lambda spec, port, log: Dead() if spec.variant == "nospec" else launch(spec, port,
-                                                                                                            log))
+                             launch=lambda spec, port, log: (DeadServer() if spec.variant == "nospec"
+                                                             else launch(spec, port, log)))
     servers = result["pairs"]["llama_ctx_eagle"]["servers"]
     assert result["status"] == "failed" and "booted" in servers["nospec"]["failures"]
     assert "exited with 1" in servers["nospec"]["boot"]["error"]

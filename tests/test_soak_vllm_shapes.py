@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from portable_spec.harness import vllm_serve
 from portable_spec.harness.soak import budget, metrics, probe, servers, workload
 
 from soak_fake_server import fake_detokenize, fake_greedy
@@ -214,7 +215,7 @@ def test_collective_rpc_runs_a_method_named_by_string_in_dev_mode():
     assert 'body.get("method")' in rpc and '{"results": response}' in rpc
     build = inspect.getsource(__import__("vllm.entrypoints.openai.api_server", fromlist=["x"]).build_app)
     assert "if envs.VLLM_SERVER_DEV_MODE:" in build and "register_vllm_dev_api_routers(app)" in build
-    assert servers.DEV_MODE_ENV == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert vllm_serve.DEV_MODE_ENV == {"VLLM_SERVER_DEV_MODE": "1"}
 
     class Worker(probe.SoakProbe):
         pass
@@ -302,8 +303,8 @@ def test_each_server_gets_its_variants_environment_and_dev_mode():
     moe = servers.server_env(dataclasses.replace(spec("eager_drafter"), runner="auto"))
     assert "VLLM_USE_V2_MODEL_RUNNER" not in moe and moe["VLLM_PLATFORM"] == "cuda"
     taken: set[int] = set()
-    ports = {servers.free_port(taken) for _ in range(20)}
-    assert len(ports) == 20 and all(p in servers.PORTS for p in ports) and ports == taken
+    ports = {vllm_serve.free_port(taken) for _ in range(20)}
+    assert len(ports) == 20 and all(p in vllm_serve.PORTS for p in ports) and ports == taken
 
 
 def test_the_log_scan_reads_vllms_log_format():
@@ -315,7 +316,7 @@ def test_the_log_scan_reads_vllms_log_format():
     from portable_spec.harness.soak import logscan
 
     source = inspect.getsource(vllm_logger)
-    assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and servers.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
+    assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and vllm_serve.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
     prefixes = (VLLM / "utils/system_utils.py").read_text()  # what a worker process puts before its lines
     assert 'prefix = f"({worker_name} pid={pid}) "' in prefixes
     formatter = NewLineFormatter(vllm_logger._FORMAT, vllm_logger._DATE_FORMAT)

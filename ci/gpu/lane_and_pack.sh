@@ -19,4 +19,6 @@ sed -n '/^ms per step (inclusive) \/ calls per step/,/^$/p' "$work/console.log" 
 grep "^scopes never seen" "$work/console.log" | cut -c1-400
 # the soak's table, when it printed one
 sed -n '/^pair\/server /,/^soak: /p' "$work/console.log" | cut -c1-260
+# the serving benchmark's table, when it printed one
+sed -n '/^serve bench: .*K=/,/^serve bench: \(complete\|incomplete\)/p' "$work/console.log" | cut -c1-220 | head -80
 exit $rc

@@ -44,6 +44,10 @@ PARTS: dict[str, list[str]] = {
     "partial": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1,2", "--tolerance-pts", "1",
                 "--variants", "nospec,eager_drafter,full_drafter"],
     "eagle3": ["--pair", "llama_eagle3", "--variant", "perfect", "--variants", "nospec,eager_drafter,full_drafter"],
+    # The published EAGLE-3 shape: a draft vocabulary (855 of 1024 ids) with its d2t map; our fused graphs must take
+    # the argmax over the draft vocabulary and gather the target id (``draft_sample``) and draft what vLLM drafts.
+    "eagle3_d2t": ["--pair", "llama_eagle3", "--variant", "d2t", "--variants", "nospec,eager_drafter,full_drafter",
+                   "--expect-draft-sample", "d2t_gather"],
     # MoE target: vLLM picks the V1 runner by itself.
     "moe": ["--pair", "mixtral_eagle", "--variant", "perfect", "--runner", "auto",
             "--variants", "nospec,eager_drafter,full_drafter"],
@@ -85,6 +89,9 @@ BUGS = BY_NAME[INJECT_BUG_ENV].choices
 BUG_BASES = ("ctx_eagle", "attention", "partial")
 """The parts every injected bug runs on (``--parts bugs``): the context pair, which should catch every bug in its
 greedy output too, and two f-chain pairs (any TP=1 part may also be named, ``bug_<bug>_<part>``)."""
+OWN_BUG_BASES = {"d2t_unmapped": ("eagle3_d2t",)}
+"""Bugs that exist only on one kind of head, with the parts they run on instead (a head without a draft vocabulary
+never takes the d2t gather, so the bug could not fire there)."""
 
 
 def bug_part(name: str) -> list[str] | None:
@@ -96,7 +103,8 @@ def bug_part(name: str) -> list[str] | None:
     return None
 
 
-BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS for base in BUG_BASES}
+BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS
+             for base in OWN_BUG_BASES.get(bug, BUG_BASES)}
 ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS, **{name: part.args() for name, part in MRV2_PARTS.items()}}
 GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "bugs": list(BUG_PARTS), "mrv2": list(MRV2_PARTS)}
 

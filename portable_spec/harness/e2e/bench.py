@@ -118,13 +118,13 @@ class _NoBar:
         pass
 
 
-def progress_bar(total: int) -> Any:
+def progress_bar(total: int, desc: str = "bench e2e") -> Any:
     """A progress bar over boots, timed passes and profiles when tqdm is installed."""
     try:
         from tqdm import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, desc="bench e2e", unit="step")
+    return tqdm(total=total, desc=desc, unit="step")
 
 
 

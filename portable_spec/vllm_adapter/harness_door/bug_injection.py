@@ -25,6 +25,9 @@ it perturbed (``Injection.fired``): a bug that never fired proves nothing, and t
   too high, so the runner's next step computes its ``num_computed_tokens`` (positions, slots, ``seq_lens``) one
   too far. Its drafts go to another position (the per-step oracle's position stamp); a context-sensitive target's
   greedy output changes.
+- ``d2t_unmapped`` (``spec_decode.fused_chain``'s call of ``draft_sample.greedy_draft_tokens`` where the fused graphs
+  take the d2t gather): the graphs sample the EAGLE-3 draft vocabulary's argmax and never map it, so every draft is a
+  draft id, not a target id. Fires only on a head with a draft vocabulary (the zoo's ``llama_eagle3`` ``d2t``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from portable_spec.vllm_adapter.patch.overrides import overridden
 
 BASE_PROPOSER = "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer"
 FUSED_CHAIN = "portable_spec.vllm_adapter.spec_decode.fused_chain:FusedChainMixin"
+FUSED_CHAIN_MODULE = "portable_spec.vllm_adapter.spec_decode.fused_chain"
 DRAFT_PREP = "portable_spec.vllm_adapter.spec_decode.draft_prep"
 PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: the KV-cache write skips the row
 
@@ -106,6 +110,22 @@ def _wrong_num_computed(owner: Any, fired: Callable[[], None]) -> contextlib.Abs
     return overridden(owner, "hand_off_counts", hand_off_counts)
 
 
+def _d2t_unmapped(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    from portable_spec.vllm_adapter.spec_decode.draft_sample import GATHER
+
+    original = vars(owner)["greedy_draft_tokens"]
+
+    @functools.wraps(original)
+    def greedy_draft_tokens(proposer: Any, mode: str, hidden_states: Any) -> Any:
+        if mode != GATHER:
+            return original(proposer, mode, hidden_states)
+        fired()
+        model = proposer.model
+        return model.logits_processor(model.lm_head, hidden_states).argmax(dim=-1)
+
+    return overridden(owner, "greedy_draft_tokens", greedy_draft_tokens)
+
+
 @dataclass(frozen=True)
 class InjectedBug:
     name: str
@@ -134,6 +154,10 @@ BUGS: dict[str, InjectedBug] = {bug.name: bug for bug in (
                 "draft_prep.hand_off_counts: the count hand-off to the runner's next step",
                 "drafts_equal_eager_per_step (position stamps) on every pair; greedy_equals_nospec on "
                 "context-sensitive targets"),
+    InjectedBug("d2t_unmapped", FUSED_CHAIN_MODULE, "greedy_draft_tokens", _d2t_unmapped,
+                "fused_chain: the d2t gather after the draft vocabulary's argmax",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on an EAGLE-3 head with a draft "
+                "vocabulary (the eagle3_d2t part)"),
 )}
 
 

@@ -232,11 +232,19 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.eagle:EagleProposer",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
-         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._greedy_sample",
+         "vllm.model_executor.models.llama_eagle3:Eagle3LlamaForCausalLM.compute_logits",
+         "vllm.model_executor.models.qwen3_eagle3:Eagle3Qwen3ForCausalLM.compute_logits",
+         "vllm.model_executor.models.deepseek_eagle3:Eagle3DeepseekV2ForCausalLM.compute_logits"),
         what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
              "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
              "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
-             "first pass's state for it.",
+             "first pass's state for it. The fused graphs sample with vLLM's _greedy_sample, except for an EAGLE-3 "
+             "draft vocabulary (those heads' compute_logits scatters the draft logits through d2t into a -inf "
+             "target-vocabulary tensor): there they take the argmax over the draft logits and gather the target id "
+             "through d2t, the same token (spec_decode.draft_sample; a map that does not rise strictly keeps the "
+             "scatter).",
         why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
         undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
         upstream="Model Runner V2's speculator has FULL graphs of its own.",
@@ -244,7 +252,8 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
                    "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
                    "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
-                   "test_the_greedy_draft_sample_our_fused_graphs_record"),
+                   "test_the_greedy_draft_sample_our_fused_graphs_record",
+                   "test_each_eagle3_head_our_d2t_gather_stands_for_scatters_its_draft_logits"),
         requires="v1_full_drafter"),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
@@ -276,13 +285,18 @@ CENSUS: tuple[Divergence, ...] = (
         requires="v1_full_drafter"),
     Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
-        ("torch.nn:Module.__call__",),
+        ("torch.nn:Module.__call__", "vllm.model_executor.models.deepseek_mtp:DeepSeekMTP.__call__"),
         what="The draft model's instance attribute 'forward' replays the captured graph for an announced key and "
-             "calls the class's forward otherwise.",
-        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads.",
-        undone="ForwardReplay.uninstall() deletes the instance attribute.",
+             "calls the class's forward otherwise; a draft class whose __call__ vLLM's @support_torch_compile "
+             "replaced (MTP heads) gets, on that instance only, a same-named subclass whose __call__ does the same "
+             "around the class's own (compiled) call.",
+        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads; a compiled "
+            "class's call never reads forward, so the replay must sit on the call there.",
+        undone="ForwardReplay.uninstall() deletes the instance attribute (and restores the instance's class).",
         upstream="Not a vLLM change: the module is ours to wrap once vLLM built it.",
-        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",),
+        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",
+                   "test_drafter_replay_intercepts_a_model_whose_class_replaces_call",
+                   "test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside"),
         requires="v1_full_drafter"),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
@@ -308,10 +322,13 @@ CENSUS: tuple[Divergence, ...] = (
                  "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top."),
     Divergence(
         "profiler scopes (bench only)", "scoped override", f"{_A}.harness_door.profile_scopes:installed",
-        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",),
-        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown.",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",
+         "vllm.v1.engine.core:EngineCoreProc._process_engine_step"),
+        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown (and, in a "
+             "serving benchmark's server, the engine core's step, for the phase clock's busy time).",
         why="Attribution of host and device time per phase.",
-        undone="Only inside the bench's profiled pass; restored on exit. Never on the serve path.",
+        undone="Only inside the bench's profiled pass, or in a serving benchmark's server between its probe's start "
+               "and stop calls (harness/serve_bench/probe.py); restored on exit. Never on the serve path.",
         upstream="Measurement only."),
     Divergence(
         "per-step draft recorder (e2e harness only)", "scoped override",
@@ -347,9 +364,10 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._get_slot_mapping",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._update_positions_dependent_metadata",
          f"{_A}.spec_decode.fused_chain:FusedChainMixin._run_fused_chain",
-         f"{_A}.spec_decode.draft_prep:hand_off_counts"),
-        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed wraps one of "
-             "these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
+         f"{_A}.spec_decode.draft_prep:hand_off_counts",
+         f"{_A}.spec_decode.fused_chain:greedy_draft_tokens"),
+        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed|d2t_unmapped "
+             "wraps one of these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
         why="Shows the e2e exactness checks catch each bug (issue 21, item 3).",
         undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
                "set; unset, nothing is installed. Never on the serve path.",
