@@ -120,6 +120,15 @@ def test_each_failure_mode_fails_its_check(broken, failing):
     assert not all(checks.values())
 
 
+def test_where_vllm_has_no_count_the_count_check_is_left_out_and_says_why():
+    judged = checks_of(rows(mrv2_sizes={"counted": False, "live_graphs": None}))
+    assert "ours_platform_mrv2_s0_live_graphs_counted_exactly" not in judged.checks and all(judged.checks.values())
+    assert judged.evidence["ours_platform_mrv2_s0_live_graphs_counted_exactly"] == {
+        "not_applicable": "no count on this vLLM"}
+    assert checks_of(rows(mrv2_sizes={"counted": True, "live_graphs": None})).checks[
+        "ours_platform_mrv2_s0_live_graphs_counted_exactly"] is False
+
+
 def test_a_missing_or_crashed_engine_fails_and_nothing_is_judged_on_nothing():
     without_builtin = [r for r in rows() if r["variant"] != BUILTIN_MRV2]
     checks = checks_of(without_builtin).checks

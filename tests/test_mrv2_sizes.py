@@ -163,6 +163,7 @@ def test_under_mrv2_the_hook_keeps_vllms_sizes_and_says_why_once(vllm_platform, 
     state = cfg.additional_config["portable_spec"]
     assert "plan" not in state  # no plan for our drafter: it does not run under MRV2
     assert state["mrv2"]["sizes"] == sizes and state["mrv2"]["dropped"] == [] and state["mrv2"]["live_graphs"] > 0
+    assert state["mrv2"]["counted"] is True
     lines = left_lines(caplog)
     assert len(lines) == 1, lines
     assert "draft decode steps run 1 token per request" in lines[0] and "multiples of 1+K=4" in lines[0]
@@ -209,6 +210,7 @@ def test_where_the_count_does_not_hold_no_size_is_dropped(vllm_platform, models,
     cfg = engine_config(models, "eagle", 3, 8, compilation_config={"cudagraph_mode": "FULL"})
     state = cfg.additional_config["portable_spec"]["mrv2"]
     assert state["dropped"] == [] and state["live_graph_limit"] is None
+    assert state["counted"] is False and state["live_graphs"] is None and state["graphs"] == {}  # no guessed count
 
 
 def test_this_module_is_in_the_version_span():

@@ -75,7 +75,11 @@ def ours_checks(judged: Judgement, ours: dict[str, Any], builtin: dict[str, Any]
         ours.get("capture_sizes"), (builtin or {}).get("capture_sizes"), "compared_sizes", "capture sizes",
         "builtin MRV2"))
     checks[prefix + "one_line_says_why"] = left_lines(ours) == 1
-    planned, captured = (ours.get("mrv2_sizes") or {}).get("live_graphs"), captured_graphs(ours)
+    sizes = ours.get("mrv2_sizes") or {}
+    if sizes.get("counted") is False:  # a vLLM whose managers the count does not mirror (version_gate): no count
+        judged.evidence[prefix + "live_graphs_counted_exactly"] = {"not_applicable": "no count on this vLLM"}
+        return
+    planned, captured = sizes.get("live_graphs"), captured_graphs(ours)
     checks[prefix + "live_graphs_counted_exactly"] = bool(captured) and planned == captured
     judged.evidence[prefix + "live_graphs_counted_exactly"] = {"planned": planned, "captured": captured}
 

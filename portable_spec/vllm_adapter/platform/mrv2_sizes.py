@@ -44,9 +44,10 @@ def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_l
     stored in ``state[STATE_KEY]``. Logs the decision once per engine and each pruning warning once."""
     spec, cc = vllm_config.speculative_config, vllm_config.compilation_config
     first = STATE_KEY not in state
-    limit = live_graph_limit
-    if limit is not None and version_gate.say_unsupported("mrv2_graph_budget", logger):
-        limit = None
+    counted = version_gate.has("mrv2_graph_budget")  # the count mirrors this vLLM's managers
+    limit = live_graph_limit if counted else None
+    if live_graph_limit is not None and not counted:
+        version_gate.say_unsupported("mrv2_graph_budget", logger)
     target_pieces = pieces(vllm_config.model_config, vllm_config.parallel_config) or 1
     draft_config = getattr(spec, "draft_model_config", None)
     draft_pieces = (pieces(draft_config, vllm_config.parallel_config) if draft_config is not None else 0) \
@@ -62,17 +63,20 @@ def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_l
     new = [w for w in budget.warnings if w not in said]
     # A re-run on a replaced config starts from the pruned list: keep what the first run dropped and said.
     stored = {**budget.to_dict(), "dropped": sorted({*earlier.get("dropped", []), *budget.dropped}),
-              "warnings": [*said, *new], "platform": platform_name}
+              "warnings": [*said, *new], "platform": platform_name, "counted": counted}
+    if not counted:  # a count mirrored from another vLLM's managers would be a guess: record none
+        stored.update(graphs={}, live_graphs=None)
     state[STATE_KEY] = stored
     state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *new]))
     share_vllm_log_handlers()  # config time: our lines go where vLLM's go, as the worker's do later
     if first:
         q = 1 + spec.num_speculative_tokens
-        logger.info("portable_spec[%s]: %s K=%d: %s %s (%d live graphs: %s; limit %s). Why: it rounds them per "
-                    "graph kind itself, its verify pass and first draft pass to multiples of 1+K=%d, while its draft "
-                    "decode steps run 1 token per request and need the sizes below %d that our V1 plan would drop",
-                    platform_name, spec.method, spec.num_speculative_tokens, LEFT_TO_MRV2, list(budget.sizes),
-                    budget.live_graphs, ", ".join(f"{k} {v}" for k, v in budget.graphs.items()), limit, q, q)
+        graphs = (f"{budget.live_graphs} live graphs: " + ", ".join(f"{k} {v}" for k, v in budget.graphs.items())
+                  if counted else "live graphs not counted on this vLLM")
+        logger.info("portable_spec[%s]: %s K=%d: %s %s (%s; limit %s). Why: it rounds them per graph kind itself, "
+                    "its verify pass and first draft pass to multiples of 1+K=%d, while its draft decode steps run 1 "
+                    "token per request and need the sizes below %d that our V1 plan would drop", platform_name,
+                    spec.method, spec.num_speculative_tokens, LEFT_TO_MRV2, list(budget.sizes), graphs, limit, q, q)
     for warning in new:
         logger.warning("portable_spec[%s]: %s", platform_name, warning)
     return stored
