@@ -22,6 +22,7 @@ DRAFT_CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
 WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
 SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
+SIM_TORCHADA_GRAPHS_ENV = "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS"
 FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
 INJECT_BUG_ENV = "PORTABLE_SPEC_INJECT_BUG"
 TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
@@ -82,6 +83,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(SIM_DEVICE_ENV, "",
            "Harness only: the device a simulation stands in for (`musa` with `VLLM_PLATFORM=musa`: the musa-sim "
            "engine lane); our platform probe then steps aside for the simulation's own plugin.", choices=("musa",),
+           who="test"),
+    EnvVar(SIM_TORCHADA_GRAPHS_ENV, "off",
+           "Harness only (musa-sim): `on` simulates torchada's graph aliasing in every musa-sim process: "
+           "`torch.cuda.CUDAGraph` and `torch.cuda.graph` become the simulated `torch.musa`'s MUSAGraph and graph, "
+           "so the graphs vLLM records through `torch.cuda` itself (Model Runner V2's target and speculator graphs, "
+           "vLLM's piecewise graphs) keep the MUSA rules and count against the simulated live-graph cap, as on "
+           "MUSA. The musa-sim Model Runner V2 variants set it; the V1 ones leave it off.", choices=("on", "off"),
            who="test"),
     EnvVar(FAIL_CAPTURE_ENV, "",
            "Fault injection: `RANK:KIND:REQS[,...]` (RANK may be `*`) makes the drafter's capture of that key raise "
@@ -147,6 +155,12 @@ def requested_platform(environ: Mapping[str, str] | None = None) -> str | None:
 def simulated_device() -> str | None:
     """The lower-cased ``PORTABLE_SPEC_SIM_DEVICE`` (the device a harness simulation stands in for), or None."""
     return raw(SIM_DEVICE_ENV).lower() or None
+
+
+def sim_torchada_graphs() -> bool:
+    """Whether a musa-sim process simulates torchada's aliasing of ``torch.cuda``'s graph API
+    (``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on``)."""
+    return raw(SIM_TORCHADA_GRAPHS_ENV).lower() == "on"
 
 
 def draft_graph() -> str | None:

@@ -16,12 +16,17 @@ from portable_spec.harness.e2e.configs import VARIANTS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_e2e_script():
-    spec = importlib.util.spec_from_file_location("v1_drafter_e2e", ROOT / "ci/gpu/v1_drafter_e2e.py")
+def load_script(name: str):
+    """A ``ci/gpu/<name>.py`` script, imported as module ``name`` (its ``main`` guarded, so nothing runs)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"ci/gpu/{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["v1_drafter_e2e"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_e2e_script():
+    return load_script("v1_drafter_e2e")
 
 
 STEPS = [[[5, [3, 4, 5]], [9, [7, 8, 9]], [13, [11, 12, 13]], [17, [15, 16, 17]]]]
@@ -297,6 +302,7 @@ def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
     assert "full_drafter_over_upstream_v1: c=1: 1.396x" in text
     assert "full_drafter_over_upstream_v1_best:" in text and "full_drafter_unfused_over_mrv2:" in text
     assert text.splitlines()[0].startswith("llama_eagle (attention), K=3, TP=1, NVIDIA H100")
+    assert "runner: nospec v1, upstream_v1 v1, full_drafter_unfused v1, full_drafter v1, mrv2 mrv2" in text
 
 
 def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():

@@ -788,6 +788,21 @@ def test_vllm_musa_composition_targets_resolve_on_the_contract_standin(tmp_path)
     assert 'if self.device_config.device_type == "cuda":' in inspect.getsource(Worker.init_device)
 
 
+def test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute():
+    """Model Runner V2's graph managers ask vLLM's platform for their pool (so our platforms put MRV2's graphs in the
+    port's one pool) and look ``torch.cuda.CUDAGraph``/``torch.cuda.graph`` up at each capture (so torchada's
+    aliasing, and musa-sim's simulation of it, reaches them); the runner keeps its manager as ``cudagraph_manager``
+    and its speculator as ``speculator`` (what the e2e facts read)."""
+    from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    init, capture = inspect.getsource(CudaGraphManager.__init__), inspect.getsource(CudaGraphManager.capture)
+    assert "self.pool = current_platform.get_global_graph_pool()" in init
+    assert "torch.cuda.CUDAGraph()" in capture and "torch.cuda.graph(" in capture and "self.pool" in capture
+    runner = inspect.getsource(GPUModelRunner)
+    assert "self.cudagraph_manager = ModelCudaGraphManager(" in runner and "self.speculator = " in runner
+
+
 def test_each_census_entry_is_pinned_by_tests_that_exist():
     names = set(globals())
     for d in CENSUS:

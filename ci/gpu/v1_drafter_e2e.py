@@ -23,17 +23,16 @@ which checks caught it, and which of them the matrix had before the per-step ora
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
-from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
+from portable_spec.harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
+                                              run_variant, run_variants)
 from portable_spec.harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
 
 __all__ = ["checks_for", "per_seed_rows"]  # what tests/test_e2e_harness.py reads from this script
@@ -41,13 +40,7 @@ INJECTABLE_BUGS = BY_NAME[INJECT_BUG_ENV].choices
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("outdir")
-    parser.add_argument("--pair", default="llama_eagle")
-    parser.add_argument("--variant", default="perfect")
-    parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--variants", default="nospec,upstream_v1,eager_drafter,full_drafter")
+    parser = part_parser("nospec,upstream_v1,eager_drafter,full_drafter")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
@@ -125,12 +118,7 @@ def main() -> int:
         result["log_excerpt"] = log_excerpt(log)
         return result
 
-    if args.concurrent:
-        with ThreadPoolExecutor(max_workers=len(variants)) as pool:
-            outcomes = list(pool.map(run_one, variants))
-    else:
-        outcomes = [run_one(variant) for variant in variants]
-    for result in outcomes:
+    for result in run_variants(run_one, variants, args.concurrent):
         for row in per_seed_rows(result, seeds):
             results.append(row)
             print(json.dumps({k: row.get(k) for k in (

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
-#   serve-bench version-span (default: all but bench, tp2, soak, serve-bench and version-span). tp2 needs 2 GPUs
-#   (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the tensor-parallel matrix parts,
-#   the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS (model variants, default
-#   perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what vLLM
-#   0.26.0 needs on a host without multicast).
-#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
-#   parts side by side on the GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's
-#   variants at once. The bench stage reads
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
+#   soak serve-bench version-span (default: all but bench, mrv2-bench, tp2, soak, serve-bench and version-span). tp2
+#   needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the tensor-parallel
+#   matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS (model variants,
+#   default perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what
+#   vLLM 0.26.0 needs on a host without multicast).
+#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py (E2E_PARTS=mrv2: issue 23's
+#   Model Runner V2 parts, MRV2 on our CUDA platform vs on vLLM's); E2E_PARALLEL=N runs N parts side by side on the
+#   GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's variants at once. The
+#   bench stage reads
 #   BENCH_PAIR (zoo pair, default llama_eagle), BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
 #   BENCH_CONCURRENCY, BENCH_REPEATS, BENCH_BOOT_TIMEOUT and BENCH_PROFILE_CONCURRENCY (default 1); its profile carries the per-step breakdown, printed
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
 #   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
-#   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts, MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts (musa_sim_mrv2_eagle,musa_sim_mrv2_dflash,
+#   musa_sim_mrv2_budget: under Model Runner V2), MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   mrv2-bench: MRV2 on our CUDA platform vs MRV2 on vLLM's, interleaved, per pair (ci/gpu/mrv2_bench.sh: its
+#   MRV2_BENCH_* knobs; key ours_platform_mrv2_over_builtin_mrv2).
 #   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec.harness.soak), every server
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
@@ -72,6 +76,7 @@ for stage in "${stages[@]}"; do
               --num-spec "${BENCH_K:-3}" --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" --concurrency "${BENCH_CONCURRENCY:-1,4,16,64}" \
               --repeats "${BENCH_REPEATS:-5}" 2>&1 | tee "$out/bench_e2e.log" ;;
+    mrv2-bench) bash ci/gpu/mrv2_bench.sh "$out" 2>&1 | tee "$out/mrv2_bench.log" ;;
     boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;

@@ -102,21 +102,27 @@ CENSUS: tuple[Divergence, ...] = (
              "rewrites cudagraph_capture_sizes to the planner's (multiples of 1+K, DFlash block-aligned, pruned to "
              "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; a plan "
              "it cannot make keeps vLLM's sizes (one warning; the drafter stays on vLLM's path), and with "
-             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; sets worker_cls to our "
-             "worker when the user left it on auto.",
+             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; under Model Runner V2 it "
+             "keeps vLLM's sizes (one line says why: MRV2's draft decode steps need the sizes below 1+K) and only "
+             "drops the largest where MRV2's target and speculator graphs together exceed a live-graph limit "
+             "(platform/mrv2_sizes.py); sets worker_cls to our worker when the user left it on auto.",
         why="vLLM keeps one capture-size list for target and drafter and no drafter plan.",
         undone="Unset VLLM_PLATFORM (vLLM's own class); a user's explicit --worker-cls is kept.",
         upstream="Model Runner V2 plans its speculator's sizes itself; the V1 runner has no such hook.",
         overrides=("apply_config_platform_defaults", "check_and_update_config"),
-        base="vllm.platforms.interface:Platform", pinned_by=("test_forward_context_and_platform_hooks",)),
+        base="vllm.platforms.interface:Platform",
+        pinned_by=("test_forward_context_and_platform_hooks",
+                   "test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute")),
     Divergence(
         "platform classes: shared graph pool", "subclass", f"{_A}.platform.base:SharedPoolMixin",
         ("vllm.platforms.interface:Platform.get_global_graph_pool",),
-        what="vLLM's global graph pool is our port's one pool per device, so vLLM's graphs and our drafter's share it.",
+        what="vLLM's global graph pool is our port's one pool per device, so vLLM's graphs and our drafter's share "
+             "it (Model Runner V2's managers take it too: every graph they capture lands in the port's pool).",
         why="Private pools broke replay on torch_musa 2.9 (vllm-musa MUSA-0109) and waste memory anywhere.",
         undone="Unset VLLM_PLATFORM.", upstream="Nothing to upstream (vLLM asks the platform for the pool).",
         overrides=("get_global_graph_pool",), base="vllm.platforms.interface:Platform",
-        pinned_by=("test_forward_context_and_platform_hooks",)),
+        pinned_by=("test_forward_context_and_platform_hooks",
+                   "test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute")),
     Divergence(
         "MUSA platform start-up methods", "subclass", f"{_A}.platform.musa:PortableMusaPlatform",
         ("vllm.platforms.interface:Platform.manual_seed_all", "vllm.platforms.interface:Platform.num_compute_units",
@@ -337,6 +343,21 @@ CENSUS: tuple[Divergence, ...] = (
         upstream="Measurement only.",
         pinned_by=("test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step",),
         requires="v1_full_drafter"),
+    Divergence(
+        "torchada's graph aliasing, simulated (musa-sim harness only)", "instance override",
+        "portable_spec.harness.musa_sim:alias_torch_cuda_graphs",
+        ("torch.cuda:CUDAGraph", "torch.cuda:graph", "vllm.v1.worker.gpu.cudagraph_utils:CudaGraphManager.capture"),
+        what="With PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on a musa-sim process rebinds torch.cuda.CUDAGraph and "
+             "torch.cuda.graph to the simulated torch.musa's MUSAGraph and graph, so the graphs vLLM records "
+             "through torch.cuda itself (Model Runner V2's CudaGraphManager.capture, vLLM's piecewise wrappers) "
+             "keep the MUSA rules and count against the simulated live-graph cap.",
+        why="On MUSA torchada aliases torch.cuda to torch.musa, so MRV2's target and speculator graphs are MUSAGraphs "
+            "under torchada's cap; the musa-sim MRV2 parts must see them as such (issue 23).",
+        undone="Harness only: a musa-sim process keeps it for its life, as torchada's aliasing is (tests undo it "
+               "with the returned restore function); the V1 musa-sim variants leave it off; never on the serve "
+               "path (the musa-sim plugin exists only on the harness's PYTHONPATH).",
+        upstream="Simulation only: torchada itself does this on MUSA.",
+        pinned_by=("test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute",)),
     Divergence(
         "injected drafter bugs (e2e harness only)", "scoped override",
         f"{_A}.harness_door.bug_injection:injected",
