@@ -335,7 +335,7 @@ def test_each_bug_swaps_only_its_hook_point_and_restores_it(name):
     with bug_injection.injected(name) as injection:
         during = hook_points()
         assert {n for n in before if during[n] is not before[n]} == {name}
-        assert injection.report() == {"name": name, "fired": {}}
+        assert injection.report() == {"name": name, "fired": {}, "replays_with_bug": {}}
     assert hook_points() == before
 
 

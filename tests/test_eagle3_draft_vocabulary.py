@@ -319,7 +319,32 @@ def test_the_injected_d2t_bug_fires_on_our_path_and_the_comparison_catches_it(d2
     capturing, model = d2t_capturing
     with bug_injection.injected("d2t_unmapped") as injection:
         ours, upstream = draft_both_ways(capturing, 4, model=model)
-    assert injection.fired["d2t_unmapped"] >= capturing[0].graph_k  # at capture and in every fused replay
+    # The recording 'graphs' rerun the wrapper from Python at every fused replay (a device graph would not).
+    assert injection.fired["d2t_unmapped"] >= capturing[0].graph_k
     with pytest.raises(AssertionError):
         assert_same_drafting(ours, upstream, 4, 4 * capturing[0].verify_len)
     assert set(ours.drafts.flatten().tolist()) <= set(range(len(DRAFT_IDS)))  # draft ids, never mapped
+
+
+def test_the_d2t_bug_baked_into_graphs_at_capture_fires_when_they_replay(d2t_capturing):
+    """On a device the wrapper runs once, while a fused graph is recorded, and never at replay: the injection marks
+    the kinds captured with it, and only their replays after boot count as fires (the e2e child's
+    ``injected_bug_fired``; the H100 run of ``bug_d2t_unmapped_eagle3_d2t`` reported it unfired)."""
+    from portable_spec.vllm_adapter.harness_door import bug_injection
+
+    capturing, model = d2t_capturing
+    proposer = capturing[0]
+    proposer.model, proposer.block_size = model, 16
+    with bug_injection.injected("d2t_unmapped") as injection:
+        proposer.capture_graphs()
+        injection.start_counting()  # as the e2e child does after boot
+        runner = proposer.graph_runner
+        for step in runner.captured.values():
+            step.graph.body = lambda: None  # a device graph replays its kernels, not the Python that recorded them
+        assert injection.report()["fired"] == {}  # captured with the bug, never replayed: no evidence yet
+        first = next(key for key in runner.captured if key.step == FIRST_FUSED)
+        assert runner.replay(first) is not None
+        runner.count_replays(CHAIN_FUSED, proposer.graph_k - 1)
+    report = injection.report()
+    assert report["replays_with_bug"] == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}
+    assert report["fired"] == {"d2t_unmapped": proposer.graph_k} and injection.fired == {}
