@@ -22,6 +22,7 @@ DRAFT_CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
 WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
 SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
+SIM_TORCHADA_GRAPHS_ENV = "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS"
 FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
 INJECT_BUG_ENV = "PORTABLE_SPEC_INJECT_BUG"
 TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
@@ -83,6 +84,13 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Harness only: the device a simulation stands in for (`musa` with `VLLM_PLATFORM=musa`: the musa-sim "
            "engine lane); our platform probe then steps aside for the simulation's own plugin.", choices=("musa",),
            who="test"),
+    EnvVar(SIM_TORCHADA_GRAPHS_ENV, "off",
+           "Harness only (musa-sim): `on` simulates torchada's graph aliasing in every musa-sim process: "
+           "`torch.cuda.CUDAGraph` and `torch.cuda.graph` become the simulated `torch.musa`'s MUSAGraph and graph, "
+           "so the graphs vLLM records through `torch.cuda` itself (Model Runner V2's target and speculator graphs, "
+           "vLLM's piecewise graphs) keep the MUSA rules and count against the simulated live-graph cap, as on "
+           "MUSA. The musa-sim Model Runner V2 variants set it; the V1 ones leave it off.", choices=("on", "off"),
+           who="test"),
     EnvVar(FAIL_CAPTURE_ENV, "",
            "Fault injection: `RANK:KIND:REQS[,...]` (RANK may be `*`) makes the drafter's capture of that key raise "
            "on that rank, as an uncapturable operation would. Never set in production.", who="test"),
@@ -91,9 +99,11 @@ VARIABLES: tuple[EnvVar, ...] = (
            "known drafter bug through `vllm_adapter/harness_door/bug_injection.py` to show the exactness checks "
            "catch it: `position_off_by_one` (chain draft positions one too far), `wrong_slot` (the last request's "
            "first-pass KV slots are padding), `stale_seq_lens` (chain steps read the previous step's `seq_lens`), "
-           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high). Unset: "
+           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high), `d2t_unmapped` "
+           "(the fused graphs skip an EAGLE-3 draft vocabulary's d2t map: draft ids, not target ids). Unset: "
            "nothing is installed. Never set in production.",
-           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed"), who="test"),
+           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed", "d2t_unmapped"),
+           who="test"),
     EnvVar(TRITON32_PYTHON_ENV, "",
            "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "
            "`--triton32-python` flag wins); `ci/lanes/triton32_venv.sh` builds one.", who="cli"),
@@ -145,6 +155,12 @@ def requested_platform(environ: Mapping[str, str] | None = None) -> str | None:
 def simulated_device() -> str | None:
     """The lower-cased ``PORTABLE_SPEC_SIM_DEVICE`` (the device a harness simulation stands in for), or None."""
     return raw(SIM_DEVICE_ENV).lower() or None
+
+
+def sim_torchada_graphs() -> bool:
+    """Whether a musa-sim process simulates torchada's aliasing of ``torch.cuda``'s graph API
+    (``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on``)."""
+    return raw(SIM_TORCHADA_GRAPHS_ENV).lower() == "on"
 
 
 def draft_graph() -> str | None:

@@ -1,11 +1,13 @@
-"""Child processes of tests/test_mrv2_substitutes.py (each prints one JSON line, NAME -> result): Model Runner V2's Triton kernels,
-run by the Triton interpreter through vLLM's own launch functions as vLLM ships them and again with our MUSA
-substitutes bound, outputs compared bit for bit.
+"""Child processes of tests/test_mrv2_substitutes.py (they print one JSON line, NAME -> result): Model Runner V2's
+Triton kernels, run by the Triton interpreter through vLLM's own launch functions as vLLM ships them and again with
+our MUSA substitutes bound, outputs compared bit for bit; ``ptx_identity`` (run without the interpreter) compiles
+some of them for sm_90 instead and compares the PTX.
 
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
 turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
-deliberately wrong one (derived entries get one more rewrite that flips their first comparison or shifts their
-first random offset; ``_load_ptr`` points one element further), so the comparison must report differences.
+deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
+function that draws none flips the first comparison; ``_load_ptr`` points one element further), so the comparison
+must report differences.
 
     python mrv2_substitute_children.py NAME... [--mutant]
 """
@@ -15,6 +17,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import math
+import os
+import re
 import sys
 import types
 
@@ -46,8 +51,10 @@ def _log1p(x):
 
 
 # The interpreter implements no libdevice function (vLLM's tldevice.log1p returns None there): both runs, vLLM's
-# kernels and ours, use this stand-in, so the comparison still sees every difference between the kernels.
-gumbel.tldevice = rejection.tldevice = types.SimpleNamespace(log1p=_log1p)
+# kernels and ours, use this stand-in, so the comparison still sees every difference between the kernels. The
+# compiler (ptx_identity, run without the interpreter) has libdevice: vLLM's own stays.
+if os.environ.get("TRITON_INTERPRET") == "1":
+    gumbel.tldevice = rejection.tldevice = types.SimpleNamespace(log1p=_log1p)
 # vLLM's CPU test platform has no compute-unit count; the top-k/top-p op sizes its grid with it.
 topk_topp.num_compute_units = lambda device_id=0: 4
 
@@ -62,15 +69,19 @@ def _load_ptr_mutant(ptr_to_ptr, elem_dtype):
 _FLIP = {ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
 
+_DRAWS = ("tl.rand", "tl.randint", "tl.philox")
+
+
 def _mutate(func: ast.FunctionDef) -> int:
-    """Flip the first comparison; in a function with none, add 1 to the first random offset."""
+    """In a function that draws random numbers, add 1 to the first draw's offset (its low counter word); in any
+    other, flip the first comparison."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in _DRAWS:
+            node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
+            return 1
     for node in ast.walk(func):
         if isinstance(node, ast.Compare) and type(node.ops[0]) in _FLIP:
             node.ops[0] = _FLIP[type(node.ops[0])]()
-            return 1
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.rand", "tl.randint"):
-            node.args[1] = ast.BinOp(left=node.args[1], op=ast.Add(), right=ast.Constant(1))
             return 1
     return 0
 
@@ -180,24 +191,28 @@ def block_tables() -> dict:
 
 
 def staged_writes() -> dict:
-    """The multi-group staged write (``FusedStagedWriter.apply``'s launch) into two int32 tables."""
+    """The multi-group staged write (``FusedStagedWriter.apply``'s launch) into two int32 tables: one write per
+    request and group, each request in its own row (as vLLM stages them: no two programs write one cell, whose result
+    the GPU's order between programs would decide), up to the GPU test's largest shape (256 requests, 512 writes)."""
     out = {}
-    for writes in (1, 5, 12):
-        def run(writes=writes):
-            tables = [torch.zeros(8, 64, dtype=torch.int32) for _ in range(2)]
+    for reqs, rows, width in ((1, 8, 64), (5, 8, 64), (12, 16, 64), (256, 256, 128)):
+        def run(reqs=reqs, rows=rows, width=width):
+            tables = [torch.zeros(rows, width, dtype=torch.int32) for _ in range(2)]
             ptrs = torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)
             strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64)
-            g = torch.Generator().manual_seed(writes)
-            lens = torch.randint(1, 20, (writes,), generator=g)
+            g = torch.Generator().manual_seed(reqs)
+            order = torch.randperm(2 * reqs, generator=g)
+            row = torch.cat([torch.randperm(rows, generator=g)[:reqs] for _ in range(2)])[order].to(torch.int32)
+            lens = torch.randint(1, 20, (2 * reqs,), generator=g)
             contents = torch.randint(0, 1000, (int(lens.sum()),), generator=g, dtype=torch.int32)
-            buffer_utils._apply_write_kernel[(writes,)](
-                ptrs, strides, torch.randint(0, 8, (writes,), generator=g, dtype=torch.int32),
-                torch.randint(0, 40, (writes,), generator=g, dtype=torch.int32), contents,
-                lens.cumsum(0).to(torch.int32), torch.randint(0, 2, (writes,), generator=g, dtype=torch.int32),
-                BLOCK_SIZE=1024, MULTI_GROUP=True)
+            starts = torch.randint(0, width - 19, (2 * reqs,), generator=g, dtype=torch.int32)
+            group_ids = torch.arange(2).repeat_interleave(reqs)[order].to(torch.int32)
+            buffer_utils._apply_write_kernel[(2 * reqs,)](ptrs, strides, row, starts, contents,
+                                                          lens.cumsum(0).to(torch.int32), group_ids,
+                                                          BLOCK_SIZE=1024, MULTI_GROUP=True)
             return tuple(tables)
 
-        out[f"writes{writes}"] = _compare(run, {})
+        out[f"reqs{reqs}_groups2"] = _compare(run, {})
     return {"cases": out}
 
 
@@ -241,7 +256,30 @@ def rejection_sample() -> dict:
         out[name] = _compare(run, case, lambda sampled, num: {
             "accepted": int((num - 1).clamp(min=0).sum()), "rejected_rows": int((num <= case["cu_num_logits"].diff()
                                                                                   - 1).sum())})
+    for first_pos in (0, 5 * 2**32 + 9):  # positions past 2**32: the draw's Philox counter has a high word
+        case = _coin_flip_case(gen, 16, 3, 1024, first_pos)
+        out[f"coin_flips_pos{'_past_2**32' if first_pos else ''}"] = _compare(run, case, lambda sampled, num: {
+            "accepted": int((num - 1).clamp(min=0).sum()), "rejected_rows": int((num <= 3).sum())})
     return {"cases": out}
+
+
+def _coin_flip_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, first_pos: int) -> dict:
+    """Every request drafts ``k`` tokens (one-hot drafts, temperature 1), each of target probability exactly 1/2:
+    each acceptance is decided by its random draw alone (u < 1/2), so a substitute that draws other numbers at
+    these positions changes the accepted lengths."""
+    max_reqs = num_reqs + 2
+    idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    logits = num_reqs * (k + 1)
+    sampled = torch.randint(0, vocab, (logits,), generator=gen, dtype=torch.int32)
+    target = torch.zeros(logits, vocab)
+    target[torch.arange(logits - 1), sampled[1:].long()] = math.log(vocab - 1)  # p = (vocab-1)/(2*(vocab-1))
+    return dict(target_logits=target, draft_logits=None, draft_sampled=sampled,
+                cu_num_logits=torch.arange(0, logits + 1, k + 1, dtype=torch.int32),
+                pos=first_pos + torch.randint(0, 4000, (logits,), generator=gen), idx_mapping=idx,
+                expanded_idx_mapping=idx.repeat_interleave(k + 1),
+                expanded_local_pos=torch.arange(k + 1, dtype=torch.int32).repeat(num_reqs),
+                temperature=torch.ones(max_reqs), seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
+                num_speculative_steps=k, use_block_verification=False)
 
 
 def gumbel_sample() -> dict:
@@ -254,19 +292,23 @@ def gumbel_sample() -> dict:
 
     gen = torch.Generator().manual_seed(61)
     out = {}
+    # Drafting writes each token's processed logits to its (request, column) cell of output_processed_logits: one
+    # token per request (EAGLE), or per (request, column) with per-token columns (DFlash), as MRV2's speculator does.
     for name, tokens, vocab, draft in (("target", 9, 1024, None), ("draft", 5, 1000, "scalar"),
                                        ("draft_per_token", 12, 1024, "per_token")):
         max_reqs = tokens + 2
+        per_req = 3 if draft == "per_token" else 1
+        reqs = torch.randperm(max_reqs, generator=gen)[:tokens // per_req].to(torch.int32)
         case = dict(logits=torch.randn(tokens, vocab, generator=gen) * 2,
-                    expanded_idx_mapping=torch.randint(0, max_reqs, (tokens,), generator=gen, dtype=torch.int32),
+                    expanded_idx_mapping=(torch.randint(0, max_reqs, (tokens,), generator=gen, dtype=torch.int32)
+                                          if draft is None else reqs.repeat_interleave(per_req)),
                     temperature=torch.where(torch.rand(max_reqs, generator=gen) < 0.3, 0.0, 0.8),
                     seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
                     pos=torch.randint(0, 4000, (tokens,), generator=gen), apply_temperature=draft is not None)
         if draft:
             case["output_processed_logits"] = torch.zeros(max_reqs, 3, vocab)
             case["output_processed_logits_col"] = (torch.tensor(1) if draft == "scalar"
-                                                   else torch.randint(0, 3, (tokens,), generator=gen,
-                                                                      dtype=torch.int32))
+                                                   else torch.arange(3, dtype=torch.int32).repeat(tokens // 3))
         out[name] = _compare(run, case)
     return {"cases": out}
 
@@ -315,6 +357,57 @@ def top_k_top_p() -> dict:
         out[f"batch{batch}_vocab{vocab}{'_k' if use_k else ''}{'_p' if use_p else ''}_{len(out)}"] = _compare(
             run, dict(logits=logits, k=k, p=p), lambda masked, before=logits: {
                 "newly_masked": int((masked.isinf() & ~before.isinf()).sum())})
+    return {"cases": out}
+
+
+def _ptx_code(ptx: str) -> str:
+    """PTX without its debug information (source file names and line numbers differ for a derived kernel)."""
+    ptx = ptx.split(".section\t.debug")[0]
+    lines = (re.sub(r"\.loc\s.*|\.file\s.*|//.*", "", line).strip() for line in ptx.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _ptx(case, substitutes: tuple | None = None) -> tuple[str, int]:
+    """``case``'s kernel compiled for sm_90 by the running Triton (no GPU needed), as vLLM ships it or with
+    ``substitutes`` bound: its PTX code and how many binding sites were bound."""
+    import importlib
+
+    from portable_spec.kernels.triton_compile import compile_for_target
+
+    bound = registry.install_substitutions("musa", substitutes) if substitutes is not None else []
+    try:
+        kernel = getattr(importlib.import_module(case.module), case.attr)
+        return _ptx_code(compile_for_target(kernel, case.signature, case.constexprs).asm["ptx"]), len(bound)
+    finally:
+        registry.uninstall()
+
+
+def ptx_identity() -> dict:
+    """Substitutes whose code must be vLLM's on the running Triton (3.6), compiled at the Triton 3.2 check's
+    launches: the top-k/top-p kernel with the MUSA table bound (its rewrites' form decides that: the first H100
+    run's, ``topk_int32_dividend.py``, compiles to other code), and gumbel sampling and the rejection kernel with
+    ``tl_rand32`` alone bound (>= 3.3 already draws with two 32-bit counter words). Equal PTX runs in vLLM's time and
+    computes vLLM's bits."""
+    from topk_int32_dividend import first_run_kernel
+
+    from portable_spec.kernels.triton_compile import compile_for_target
+    from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
+
+    rand = tuple(s for s in _substitutions() if s.name.split(":")[0] == "tl_rand32")
+    out = {}
+    for case in MRV2_KERNELS:
+        name = case.key.removeprefix("mrv2/")
+        if case.attr == "_topk_topp_kernel":
+            shipped, _ = _ptx(case)
+            ours, bound = _ptx(case, _substitutions())
+            signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
+                                                  case.constexprs).asm["ptx"])
+            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
+                         "int32_dividend_equal": signed == shipped}
+        elif case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]"):
+            shipped, _ = _ptx(case)
+            ours, bound = _ptx(case, rand)
+            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines())}
     return {"cases": out}
 
 

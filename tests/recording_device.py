@@ -69,7 +69,7 @@ class RecordingDevice:
         return Graph()
 
     @contextlib.contextmanager
-    def graph(self, graph, pool=None, stream=None):
+    def graph(self, graph, pool=None, stream=None, capture_error_mode="global"):
         self.capturing = graph
         try:
             yield

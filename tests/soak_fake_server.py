@@ -32,6 +32,56 @@ def fake_greedy(prompt: list[int], n: int) -> list[int]:
     return seq[len(prompt):]
 
 
+def prompt_ids(prompt: list[int] | str) -> list[int]:
+    """Token prompts as they are; a text prompt (``vllm bench serve`` sends text) one made-up token per character."""
+    return [8 + ord(ch) % 1016 for ch in prompt] if isinstance(prompt, str) else list(prompt)
+
+
+def ticking_clock() -> tuple[Any, list[float]]:
+    """A ``PhaseClock`` whose wall and CPU time advance only when ``now[0]`` does."""
+    from portable_spec.harness.e2e.phase_clock import PhaseClock
+
+    now = [0.0]
+    return PhaseClock(wall=lambda: now[0], cpu=lambda: now[0]), now
+
+
+class DeadServer:
+    """A launched server process that exited at once."""
+
+    returncode = 1
+
+    def alive(self) -> bool:
+        return False
+
+    def stop(self) -> int:
+        return 1
+
+
+def fake_clock_summary() -> dict[str, Any]:
+    """What the serve bench's probe answers after a clock run: the real ``served_summary`` of two made-up steps."""
+    from portable_spec.harness.serve_bench.probe import served_summary
+    from portable_spec.vllm_adapter.harness_door.profile_scopes import ENGINE_STEP, OUTPUT, STEP
+
+    clock, now = ticking_clock()
+    for _ in range(2):
+        with clock.scope(ENGINE_STEP):
+            with clock.scope(STEP):
+                now[0] += 0.001
+                with clock.scope("gpu_model_runner: forward"):
+                    now[0] += 0.004
+            with clock.scope(OUTPUT):
+                now[0] += 0.002
+    return served_summary(clock)
+
+
+def fake_profile_summary() -> dict[str, Any]:
+    from profile_events import sample_breakdown
+
+    out = sample_breakdown()
+    out.pop("per_step", None)
+    return out
+
+
 def fake_detokenize(ids: list[int]) -> str:
     return "".join(chr(97 + t % 26) + chr(65 + (t // 26) % 26) for t in ids)
 
@@ -84,16 +134,20 @@ class FakeVllm:
         self.spec, self.port, self.log = spec, port, log
         self.misbehave = misbehave or Misbehave()
         self.state = State()
-        config = json.loads((Path(spec.generation_config) / "generation_config.json").read_text())
+        genconfig = getattr(spec, "generation_config", None)  # the serve bench's servers have none
+        config = (json.loads((Path(genconfig) / "generation_config.json").read_text()) if genconfig
+                  else {"eos_token_id": [2]})
         self.eos_ids = set(config["eos_token_id"])
-        self.step = 1 if spec.variant == "nospec" else 1 + budget.K
+        self.k = getattr(spec.pair, "k", budget.K)  # a serve-bench server carries its pair, a soak one its name
+        self.step = 1 if spec.variant == "nospec" else 1 + self.k
+        self.measuring: str | None = None
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
         self.ready.wait(10)
         lines = ["INFO 11-25 00:00:00 [vllm.py:1] Asynchronous scheduling is "
-                 f"{'enabled' if spec.async_scheduling else 'disabled'}."]
+                 f"{'enabled' if getattr(spec, 'async_scheduling', True) else 'disabled'}."]
         if spec.role == "ours":
             lines.append("INFO 11-25 00:00:01 [runner.py:227] portable_spec: drafter FULL graphs: 9 captured in "
                          "0.04 s, 56.0 MiB, sizes {'first_fused': [4, 8]}, 0 failed")
@@ -147,7 +201,8 @@ class FakeVllm:
             elif method == "GET" and path == "/metrics":
                 await self._send(writer, 200, self._metrics().encode(), "text/plain")
             elif method == "POST" and path == "/collective_rpc":
-                await self._send(writer, 200, json.dumps({"results": [self._facts()]}).encode())
+                answer = self._rpc(json.loads(body).get("method", ""))
+                await self._send(writer, 200, json.dumps({"results": [answer]}).encode())
             elif method == "POST" and path == "/v1/completions":
                 await self._completion(writer, json.loads(body))
             else:
@@ -170,7 +225,7 @@ class FakeVllm:
 
     # -- the made-up engine --------------------------------------------------------------------------------
     def _choice(self, body: dict[str, Any], index: int, rid: str) -> dict[str, Any]:
-        prompt, max_tokens = body["prompt"], body["max_tokens"]
+        prompt, max_tokens = prompt_ids(body["prompt"]), body["max_tokens"]
         if body.get("response_format"):
             text = '{"color":"red","size":"S"}'
             return {"token_ids": [300 + i for i in range(6)], "text": text, "finish_reason": "stop",
@@ -199,7 +254,7 @@ class FakeVllm:
         return {"token_ids": tokens, "text": text, "finish_reason": finish, "stop_reason": stop_reason}
 
     def _account(self, body: dict[str, Any], choices: list[dict[str, Any]]) -> None:
-        prompt = body["prompt"]
+        prompt = prompt_ids(body["prompt"])
         cached = 0
         if len(prompt) > 160:
             key = tuple(prompt[:160])
@@ -218,11 +273,11 @@ class FakeVllm:
             self.state.inc(metrics.REQUEST_SUCCESS, finished_reason=c["finish_reason"])
             if self.spec.variant != "nospec":
                 self.state.inc(metrics.DRAFTS, steps - 1)
-                self.state.inc(metrics.DRAFT_TOKENS, (steps - 1) * budget.K)
+                self.state.inc(metrics.DRAFT_TOKENS, (steps - 1) * self.k)
                 self.state.inc(metrics.ACCEPTED, len(c["token_ids"]) - steps)
             if self.spec.role == "ours":
                 self.state.replays["first_fused"] += steps - 1
-                self.state.replays["chain_fused"] += (steps - 1) * (budget.K - 1)
+                self.state.replays["chain_fused"] += (steps - 1) * (self.k - 1)
 
     async def _completion(self, writer: asyncio.StreamWriter, body: dict[str, Any]) -> None:
         rid = body.get("request_id", "")
@@ -241,7 +296,7 @@ class FakeVllm:
                 await asyncio.sleep(3600)
             choices = [self._choice(body, i, rid) for i in range(body.get("n", 1))]
             self._account(body, choices)
-            usage = {"prompt_tokens": len(body["prompt"]),
+            usage = {"prompt_tokens": len(prompt_ids(body["prompt"])),
                      "completion_tokens": sum(len(c["token_ids"]) for c in choices)}
             if not body.get("stream"):
                 steps = sum(1 + math.ceil(max(len(c["token_ids"]) - 1, 0) / self.step) for c in choices)
@@ -281,18 +336,35 @@ class FakeVllm:
             self.state.in_flight -= 1
             self.slots.release()
 
+    def _rpc(self, method: str) -> dict[str, Any]:
+        """The soak's facts, or the serve bench probe's measurements (a real ``PhaseClock`` and ``step_attribution``
+        summary over made-up steps: the driver reads the same shapes a served engine answers with)."""
+        if method.startswith("portable_spec_bench_"):
+            kind, action = method[len("portable_spec_bench_"):].rsplit("_", 1)
+            if action == "start":
+                if self.measuring:
+                    return {"error": f"a {self.measuring} measurement is already running"}
+                self.measuring = kind
+                return {"kind": kind, "installed": 20, "skipped": []}
+            if self.measuring != kind:
+                return {"error": f"no {kind} measurement is running"}
+            self.measuring = None
+            return fake_clock_summary() if kind == "clock" else fake_profile_summary()
+        return self._facts()
+
     def _facts(self) -> dict[str, Any]:
         ours = self.spec.role == "ours"
-        drafter = (None if self.spec.variant == "nospec" else
+        drafter = (None if self.spec.variant in ("nospec", "mrv2") else
                    "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphEagleProposer" if ours
                    else "vllm.v1.spec_decode.eagle.EagleProposer")
         return {"runner": ("portable_spec.vllm_adapter.worker.v1_model_runner.PortableV1ModelRunner" if ours
                            else "vllm.v1.worker.gpu_model_runner.GPUModelRunner"),
                 "drafter": drafter, "replays": dict(self.state.replays) if ours else None,
                 "pointer_mismatches": 0 if ours else None,
-                "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant == "nospec"
+                "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant in ("nospec", "upstream_v1", "mrv2")
                              else "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"),
-                "use_v2_model_runner": False, "async_scheduling": self.spec.async_scheduling,
+                "use_v2_model_runner": self.spec.variant == "mrv2",
+                "async_scheduling": getattr(self.spec, "async_scheduling", True),
                 "scheduling_policy": "priority", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
                 "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD,
                 "max_num_seqs": budget.MAX_NUM_SEQS}

@@ -83,8 +83,9 @@ def stop_at_host_check(monkeypatch):
     (("--timeout", "-5"), "--timeout must be >= 1 (got -5): pass --timeout 1 or more (seconds)"),
     (("--num-spec", "0"), "--num-spec must be >= 1 (got 0): pass --num-spec 1 or more"),
     (("--variants", ","), "unknown engine variant(s) (none given); pass --variants with names from "
-                          "cuda_triton_full_drafter, eager_drafter, full_drafter, full_drafter_unfused, mrv2, "
-                          "musa_sim_budget, musa_sim_full_drafter, nospec, platform_only, upstream_v1"),
+                          "builtin_mrv2, builtin_mrv2_triton, cuda_triton_full_drafter, eager_drafter, full_drafter, "
+                          "full_drafter_unfused, mrv2, musa_sim_budget, musa_sim_full_drafter, musa_sim_mrv2, "
+                          "musa_sim_mrv2_budget, nospec, ours_platform_mrv2, platform_only, upstream_v1"),
     (("--tp", "0"), "--tp must be >= 1 (got 0): pass --tp 1 or 2"),
     (("--profile-concurrency", "0"), "--profile-concurrency must be >= 1 (got 0): pass --profile-concurrency 1 or "
                                      "more"),

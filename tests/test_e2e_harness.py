@@ -16,12 +16,17 @@ from portable_spec.harness.e2e.configs import VARIANTS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_e2e_script():
-    spec = importlib.util.spec_from_file_location("v1_drafter_e2e", ROOT / "ci/gpu/v1_drafter_e2e.py")
+def load_script(name: str):
+    """A ``ci/gpu/<name>.py`` script, imported as module ``name`` (its ``main`` guarded, so nothing runs)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"ci/gpu/{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["v1_drafter_e2e"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_e2e_script():
+    return load_script("v1_drafter_e2e")
 
 
 STEPS = [[[5, [3, 4, 5]], [9, [7, 8, 9]], [13, [11, 12, 13]], [17, [15, 16, 17]]]]
@@ -83,6 +88,23 @@ def test_each_failure_mode_fails_its_check(broken, failing):
     checks = e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=True)
     assert checks[failing] is False
     assert not all(checks.values())
+
+
+def test_the_expected_draft_sample_is_what_our_variant_captured():
+    """``--expect-draft-sample d2t_gather`` (the ``eagle3_d2t`` part): our variant's fused graphs took the d2t
+    gather (``capture_stats["draft_sample"]``); vLLM's sample, or no fact at all, fails."""
+    e2e = load_e2e_script()
+
+    def check(stats):
+        full = run("full_drafter", **{**GOOD_FULL, "capture_stats": stats})
+        return e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=True,
+                              draft_sample="d2t_gather").get("full_drafter_s0_draft_sample_d2t_gather")
+
+    assert check({"graphs": 9, "draft_sample": "d2t_gather"}) is True
+    assert check({"graphs": 9, "draft_sample": "vllm_greedy_sample"}) is False
+    assert check({"graphs": 9}) is False
+    assert "full_drafter_s0_draft_sample_d2t_gather" not in e2e.checks_for(
+        [run("nospec"), run("full_drafter", **GOOD_FULL)], [0], greedy=True, perfect=True)
 
 
 LOG_LINE = GOOD_FULL["log_excerpt"][0]
@@ -280,6 +302,7 @@ def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
     assert "full_drafter_over_upstream_v1: c=1: 1.396x" in text
     assert "full_drafter_over_upstream_v1_best:" in text and "full_drafter_unfused_over_mrv2:" in text
     assert text.splitlines()[0].startswith("llama_eagle (attention), K=3, TP=1, NVIDIA H100")
+    assert "runner: nospec v1, upstream_v1 v1, full_drafter_unfused v1, full_drafter v1, mrv2 mrv2" in text
 
 
 def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():

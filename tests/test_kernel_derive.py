@@ -115,9 +115,26 @@ def unsigned_counts(out_ptr, x_ptr, k_ptr, T: tl.constexpr):
 
 
 @triton.jit
-def draws(out_ptr, seed, pos_ptr):
+def draws(out_ptr, bits_ptr, seed, pos_ptr):
     pos = tl.load(pos_ptr)
-    tl.store(out_ptr, tl.rand(seed, pos) + tl.randint(seed, pos + 7).to(tl.float32))
+    later = pos + 7
+    tl.store(out_ptr, tl.rand(seed, pos))
+    tl.store(bits_ptr, tl.randint(seed, later))
+
+
+@triton.jit
+def low_word_draws(out_ptr, bits_ptr, seed, pos_ptr):  # the form before rand-offsets-two-words: the low 32 bits only
+    pos = tl.load(pos_ptr)
+    later = pos + 7
+    tl.store(out_ptr, tl.rand(seed, pos.to(tl.uint32)))
+    tl.store(bits_ptr, tl.randint(seed, later.to(tl.uint32)))
+
+
+def _draws(kernel, seed: int, pos: torch.Tensor) -> tuple[int, int]:
+    """The kernel's uniform draw at ``pos`` (as its float32 bits) and its integer draw at ``pos + 7``."""
+    out, bits = torch.zeros(1, dtype=torch.float32), torch.zeros(1, dtype=torch.int32)
+    kernel[(1,)](out, bits, seed, pos)
+    return int(out.view(torch.int32).item()), int(bits.item())
 
 
 def _scalar(kernel, *args, dtype=torch.int32, **constexprs):
@@ -140,23 +157,37 @@ def test_short_circuit_turns_constexpr_ands_into_compile_time_choices():
                         == _scalar(constexpr_guards, xs, FLAG=flag, OTHER=other)), (flag, other, x)
 
 
-def test_unsigned_counts_divide_as_int32_and_the_ternary_flips():
+def test_unsigned_counts_divide_by_a_uint32_divisor_and_the_ternary_flips():
     _interpreted()
-    derived = derive(unsigned_counts, {"int32-unsigned-division": 1, "flip-integer-ternary": 1})
+    derived = derive(unsigned_counts, {"unsigned-divisor": 1, "flip-integer-ternary": 1})
     source = inspect.getsource(derived.fn)
-    assert "(count + T - 1).to(tl.int32) // T" in source and "-2.5 if count <= k else 1.5" in source
-    for count, k in ((0, 0), (7, 3), (4096, 5000), (9000, 1)):
-        args = (torch.tensor([count], dtype=torch.int32), torch.tensor([k], dtype=torch.int32))
+    assert "(count + T - 1) // tl.cast(T, tl.uint32)" in source and "-2.5 if count <= k else 1.5" in source
+    for count, k in ((0, 0), (7, 3), (4096, 5000), (9000, 1), (2**31 + 5, 3)):
+        args = (torch.tensor([count], dtype=torch.int64).to(torch.int32), torch.tensor([k], dtype=torch.int32))
         assert _scalar(derived, *args, T=4096) == _scalar(unsigned_counts, *args, T=4096), (count, k)
 
 
-def test_random_offsets_pass_their_low_32_bits_and_draw_the_same_numbers():
-    """Triton >= 3.3 (the interpreter's) draws from an int64 offset's two 32-bit halves: below 2**32 the uint32
-    offset draws the same numbers."""
+@pytest.mark.parametrize("dtype, seed, pos", [
+    (torch.int64, 0, 0), (torch.int64, 12345, 4095), (torch.int64, -2**40, 2**31 + 5),
+    (torch.int64, 7, 2**32 + 3), (torch.int64, 99, 5 * 2**40 + 11), (torch.int64, -3, -2**35 - 1),
+    (torch.int64, 11, -1), (torch.int32, 5, -9), (torch.int32, 5, 2**31 - 8)])
+def test_random_offsets_pass_both_32_bit_words_and_draw_the_same_numbers(dtype, seed, pos):
+    """Triton >= 3.3 (the interpreter's) draws from an int64 offset's two 32-bit halves as Philox counter words (an
+    int32 offset: its bits and a zero word); the derived draw passes both explicitly, so it matches at every offset.
+    The low word alone (the earlier form) matches below 2**32 only."""
     _interpreted()
-    derived = derive(draws, {"rand-offsets-uint32": 2})
-    assert inspect.getsource(derived.fn).count(".to(tl.uint32)") == 2
-    for seed, pos in ((0, 0), (12345, 4095), (-2**40, 2**31 + 5)):
-        p = torch.tensor([pos], dtype=torch.int64)
-        assert (_scalar(derived, seed, p, dtype=torch.float32)
-                == _scalar(draws, seed, p, dtype=torch.float32)), (seed, pos)
+    derived = derive(draws, {"rand-offsets-two-words": 2})
+    source = inspect.getsource(derived.fn)
+    assert source.count("tl.philox(") == 2 and "tl.rand(" not in source and "tl.randint(" not in source
+    p = torch.tensor([pos], dtype=dtype)
+    shipped = _draws(draws, seed, p)
+    assert _draws(derived, seed, p) == shipped, (seed, pos)
+    low = _draws(low_word_draws, seed, p)
+    high_words = [dtype == torch.int64 and not 0 <= offset < 2**32 for offset in (pos, pos + 7)]
+    assert [a != b for a, b in zip(low, shipped)] == high_words, (seed, pos, low, shipped)
+
+
+def test_a_random_offset_that_is_an_expression_is_not_rewritten():
+    """The offset is read five times in the two-word form: only a plain name is rewritten (else the count fails)."""
+    with pytest.raises(DerivationError, match="rand-offsets-two-words changed 0 place"):
+        derive(low_word_draws, {"rand-offsets-two-words": 2})

@@ -384,6 +384,33 @@ def test_eagle3_head_advances_its_state_along_f(built):
     assert torch.allclose(prenorm, emb[[f[t] for t in every]], atol=1e-3)
 
 
+def test_eagle3_d2t_head_is_the_perfect_head_over_a_draft_vocabulary(built):
+    """The published EAGLE-3 shape: a draft vocabulary (every token f can produce, rising: 855 of 1024 ids), its own
+    lm_head (the target's rows there), a ``d2t`` map (int64, non-zero offsets that change along the vocabulary);
+    scattered into the target vocabulary as vLLM does, its logits are the perfect head's."""
+    _, pairs = built
+    info, perfect = pairs["llama_eagle3", "d2t"], pairs["llama_eagle3", "perfect"]
+    raw = load_file(f"{info['draft']}/model.safetensors")
+    dw, pw, tw = _weights(info["draft"]), _weights(perfect["draft"]), _weights(info["target"])
+    ids = zoo.draft_vocabulary()
+    cfg = json.loads(open(f"{info['draft']}/config.json").read())
+    assert cfg["draft_vocab_size"] == len(ids) == info["expected"]["draft_vocab_size"] == 855 < cfg["vocab_size"]
+    assert ids == sorted(set(info["expected"]["f"]) - {-1})  # exactly what the target can produce
+    assert raw["d2t"].dtype == torch.int64 and raw["d2t"].tolist() == zoo.d2t_offsets(ids)
+    assert len(set(raw["d2t"].tolist())) > 1 and min(raw["d2t"].tolist()) > 0
+    assert torch.equal(dw["lm_head.weight"], tw["lm_head.weight"][ids])
+    assert {k: v for k, v in dw.items() if k not in ("lm_head.weight", "d2t")}.keys() == pw.keys()
+    assert all(torch.equal(dw[k], pw[k]) for k in pw)
+    state = torch.randn(64, zoo.HIDDEN, generator=torch.Generator().manual_seed(0))
+    scattered = torch.full((64, zoo.VOCAB), float("-inf"))
+    scattered[:, torch.arange(len(ids)) + raw["d2t"]] = state @ dw["lm_head.weight"].t()
+    full = state @ tw["lm_head.weight"].t()
+    assert torch.equal(scattered[:, ids], full[:, ids]) and scattered.argmax(-1).tolist() == full.argmax(-1).tolist()
+    for bad in ([], [3, 3], [5, 4], [-1, 2]):
+        with pytest.raises(PortableSpecError, match="strictly rising"):
+            zoo.d2t_offsets(bad)
+
+
 def test_dflash_head_predicts_f_of_the_bonus_at_every_mask_slot(built):
     _, pairs = built
     info = pairs["qwen3_dflash", "perfect"]
@@ -655,8 +682,14 @@ def _vllm_cpu_check(zoo_dir: str) -> dict[str, bool]:
                     "dflash": "DFlashQwen3ForCausalLM"}[method]
                 if not dm.has_own_embed_tokens:  # what the proposer's load_model does
                     dm.model.embed_tokens = tm.model.embed_tokens
-                results[f"{key}: lm_head shared"] = not getattr(dm, "has_own_lm_head", False)
-                dm.lm_head = tm.lm_head
+                if variant == "d2t":  # its own lm_head over the draft vocabulary, and the d2t map vLLM loaded
+                    results[f"{key}: own lm_head and d2t"] = (
+                        dm.has_own_lm_head and dm.lm_head.org_vocab_size == dm.config.draft_vocab_size
+                        == len(zoo.draft_vocabulary()) and dm.draft_id_to_target_id.tolist()
+                        == zoo.d2t_offsets(zoo.draft_vocabulary()))
+                else:
+                    results[f"{key}: lm_head shared"] = not getattr(dm, "has_own_lm_head", False)
+                    dm.lm_head = tm.lm_head
                 if method == "eagle3":
                     tm.set_aux_hidden_state_layers(tuple(dm.config.eagle_aux_hidden_state_layer_ids))
                 if method == "dflash":

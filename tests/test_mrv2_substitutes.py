@@ -5,7 +5,8 @@ Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``B
 ``compute_slot_mappings``, the multi-group staged write, ``rejection_sample``, ``gumbel_sample``,
 ``apply_top_k_top_p_triton``): once as vLLM ships them, once with the MUSA table bound through the registry, outputs
 compared bit for bit on several shapes. Then again with each substitute deliberately broken: the same comparison
-must see the difference, so it is not comparing vLLM with itself."""
+must see the difference, so it is not comparing vLLM with itself. The top-k/top-p substitute and the kernels that
+draw through ``tl_rand32`` are also compiled for sm_90 (no GPU needed): their PTX must be vLLM's."""
 
 from __future__ import annotations
 
@@ -28,14 +29,18 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
 }
 
 
-def _children(*flags: str) -> dict:
+def _children(*flags: str, names: tuple[str, ...] = CHILDREN, interpret: bool = True) -> dict:
+    """Run the children ``names`` in one process: under the Triton interpreter, or (``interpret=False``) with the
+    compiler only, which compiles for a GPU target without one."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run Triton kernels on CPU")
     env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": "",
            "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(__file__)),
                                                      os.environ.get("PYTHONPATH", "")) if p)}
+    if not interpret:
+        env.pop("TRITON_INTERPRET")
     proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "mrv2_substitute_children.py"),
-                           *CHILDREN, *flags], capture_output=True, text=True, env=env, timeout=900)
+                           *names, *flags], capture_output=True, text=True, env=env, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1])
@@ -51,6 +56,23 @@ def shipped_vs_mutants() -> dict:
     return _children("--mutant")
 
 
+def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
+    """Compiled for sm_90 by the running Triton (3.6), the top-k/top-p substitute at its three launches, and gumbel
+    sampling and the rejection kernel with ``tl_rand32`` rebound, are vLLM's PTX instruction for instruction: they
+    cost no time and compute vLLM's bits. The check bites: the first H100 run's top-k/top-p form (the count cast to
+    int32 before dividing) and broken substitutes compile to other code."""
+    cases = _children(names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    top = {k: c for k, c in cases.items() if "_topk_topp_kernel" in k}
+    rand = {k: c for k, c in cases.items() if "_topk_topp_kernel" not in k}
+    assert len(top) == 3 and len(rand) == 4, cases
+    assert all(c["equal"] and c["ptx_lines"] > 100 for c in cases.values()), cases
+    assert all(c["bound"] >= 20 for c in top.values()) and all(c["bound"] == 2 for c in rand.values()), cases
+    assert not any(c["int32_dividend_equal"] for c in top.values()), cases
+    mutants = _children("--mutant", names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    assert not all(c["equal"] for k, c in mutants.items() if k in top), mutants
+    assert not any(c["equal"] for k, c in mutants.items() if k in rand), mutants
+
+
 @pytest.mark.parametrize("child", CHILDREN)
 def test_the_substitutes_are_bitwise_vllms_kernels(shipped_vs_substituted, child):
     cases = shipped_vs_substituted[child]["cases"]
@@ -59,14 +81,18 @@ def test_the_substitutes_are_bitwise_vllms_kernels(shipped_vs_substituted, child
 
 
 def test_the_cases_exercise_what_the_substitutes_change(shipped_vs_substituted):
-    """Rejection sampling accepts and rejects drafts (greedy, probabilistic, block verification); top-k/top-p masks
-    (top-k only, top-p only, both); the block tables are padded and span two KV cache groups."""
+    """Rejection sampling accepts and rejects drafts (greedy, probabilistic, block verification, fair coin flips at
+    positions past 2**32); top-k/top-p masks (top-k only, top-p only, both); the block tables are padded and span
+    two KV cache groups; the staged write reaches 512 writes."""
     rejection = shipped_vs_substituted["rejection_sample"]["cases"]
     assert sum(c["accepted"] for c in rejection.values()) > 10 and all(c["rejected_rows"] for c in rejection.values())
     assert {"reqs7_k3_vocab1024_draft_logits_block", "reqs12_k4_vocab1024_block"} <= set(rejection)
     top = shipped_vs_substituted["top_k_top_p"]["cases"]
     assert all(c["newly_masked"] > 0 for c in top.values()) and {"_k_1", "_p_2"} <= {k[-4:] for k in top}
     assert "reqs11_groups2" in shipped_vs_substituted["block_tables"]["cases"]
+    assert "reqs256_groups2" in shipped_vs_substituted["staged_writes"]["cases"]  # the GPU test's largest launch
+    coin_flips = rejection["coin_flips_pos_past_2**32"]  # every acceptance decided by a draw past 2**32
+    assert coin_flips["accepted"] > 5 and coin_flips["rejected_rows"] > 5, coin_flips
 
 
 @pytest.mark.parametrize("substitute", sorted(COVERS))

@@ -57,7 +57,8 @@ def test_engine_arguments_merge_the_variants_with_the_tensor_parallel_switches()
 
 
 def test_parts_are_the_issues_and_agree_with_the_planner():
-    assert set(PARTS) == {"musa_sim_eagle", "musa_sim_eagle_attention", "musa_sim_dflash", "musa_sim_budget"}
+    assert set(PARTS) == {"musa_sim_eagle", "musa_sim_eagle_attention", "musa_sim_dflash", "musa_sim_budget",
+                          "musa_sim_mrv2_eagle", "musa_sim_mrv2_dflash", "musa_sim_mrv2_budget"}
     eagle, dflash, budget = PARTS["musa_sim_eagle"], PARTS["musa_sim_dflash"], PARTS["musa_sim_budget"]
     assert (eagle.pair, eagle.k, eagle.max_num_seqs) == ("llama_eagle", 3, 8)
     assert "cuda_triton_full_drafter" in eagle.variants and "nospec" in eagle.variants
@@ -70,8 +71,33 @@ def test_parts_are_the_issues_and_agree_with_the_planner():
     assert budget.live_graph_limit == MUSA_SIM_BUDGET_CAP and eagle.live_graph_limit == 1900
 
 
+def test_the_mrv2_parts_run_mrv2_on_the_musa_path_and_their_budget_agrees_with_the_count():
+    """The MRV2 budget part's cap keeps exactly the sizes the MRV2 count keeps for vLLM's 11 default sizes."""
+    from portable_spec.capture_sizes.mrv2 import mrv2_budget
+    from portable_spec.capture_sizes.vllm_rules import vllm_default_ladder, vllm_default_max_capture_size
+    from portable_spec.harness.e2e.configs import MUSA_SIM_MRV2_BUDGET_CAP
+
+    mrv2 = {name: part for name, part in PARTS.items() if part.mrv2}
+    assert set(mrv2) == {"musa_sim_mrv2_eagle", "musa_sim_mrv2_dflash", "musa_sim_mrv2_budget"}
+    assert all(p.reference == "builtin_mrv2_triton" for p in mrv2.values())
+    assert not any(p.mrv2 for name, p in PARTS.items() if name not in mrv2)
+    budget = PARTS["musa_sim_mrv2_budget"]
+    sizes = vllm_default_ladder(vllm_default_max_capture_size(budget.k, budget.max_num_seqs))
+    counted = mrv2_budget(sizes, method="eagle", num_spec=budget.k, max_num_seqs=budget.max_num_seqs, mode="FULL",
+                          live_graph_limit=MUSA_SIM_MRV2_BUDGET_CAP)
+    assert counted.sizes == budget.capture_sizes and counted.dropped and budget.pruned
+    assert counted.live_graphs == budget.live_graph_limit == MUSA_SIM_MRV2_BUDGET_CAP
+    for name in ("musa_sim_mrv2", "musa_sim_mrv2_budget"):
+        assert VARIANTS[name].env["PORTABLE_SPEC_SIM_TORCHADA_GRAPHS"] == "on"
+        assert "VLLM_USE_V2_MODEL_RUNNER" not in VARIANTS[name].env  # vLLM picks the runner; the checks assert it
+    assert VARIANTS["musa_sim_mrv2_budget"].engine_args == {"compilation_config": {"cudagraph_mode": "FULL"}}
+    assert "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS" not in VARIANTS["musa_sim_full_drafter"].env
+
+
 @pytest.mark.parametrize("kwargs,match", [({"variants": ("nospec", "bogus")}, "unknown engine variant"),
-                                          ({"variants": ("nospec", "full_drafter")}, "boots no musa-sim variant")])
+                                          ({"variants": ("nospec", "full_drafter")}, "boots no musa-sim variant"),
+                                          ({"variants": ("musa_sim_full_drafter", "musa_sim_mrv2")},
+                                           "mixes runners")])
 def test_a_malformed_part_fails_in_one_line(kwargs, match):
     base = dict(name="p", pair="llama_eagle", model_variant="perfect", k=3, seeds=(0,), description="")
     with pytest.raises(ValueError, match=match):
@@ -111,7 +137,8 @@ def log_lines(label="musa-sim"):
 def row(variant, seed, **extra):
     base = {"variant": variant, "seed": seed, "outputs": copy.deepcopy(OUTPUTS[seed]), "use_v2_model_runner": False,
             "acceptance_per_position": K3,
-            "acceptance_counts": {"drafts": 4, "accepted": 12, "accepted_per_position": [4, 4, 4]}}
+            "acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 12,
+                                  "accepted_per_position": [4, 4, 4]}}
     if variant == "cuda_triton_full_drafter":
         base.update(platform="portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform",
                     attention_backends=["TRITON_ATTN"], draft_attention_backends=["TRITON_ATTN"],
@@ -160,8 +187,9 @@ BROKEN = [
     ({"log_excerpt": log_lines("musa")}, "log_names_musa_sim_class_and_worker"),
     ({"log_excerpt": log_lines()[1:]}, "log_names_platform_plugin"),
     ({"outputs": [[5, 6, 7], [8, 9, 11]]}, "greedy_equals_nospec"),
-    ({"acceptance_counts": {"drafts": 4, "accepted": 11, "accepted_per_position": [4, 4, 3]}},
+    ({"acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 11, "accepted_per_position": [4, 4, 3]}},
      "acceptance_equals_cuda_platform"),
+    ({"acceptance_counts": None}, "acceptance_equals_cuda_platform"),
     ({"replays": {"first": 3}}, "chain_graphs_replayed"),
     ({"replays": {"chain_fused": 3}}, "first_pass_graphs_replayed"),
     ({"pointer_mismatches": 1}, "no_pointer_mismatch"),
@@ -179,11 +207,16 @@ BROKEN = [
 ]
 
 
+def assert_fails(part_name, rows, name):
+    """``name`` is false, and so the part fails."""
+    checks = check(part_name, rows)
+    assert checks[name] is False
+    assert not all(checks.values())
+
+
 @pytest.mark.parametrize("broken,failing", BROKEN, ids=[f for _, f in BROKEN])
 def test_each_failure_mode_fails_its_check(broken, failing):
-    checks = check("musa_sim_eagle", eagle_rows(**broken))
-    assert checks[f"musa_sim_full_drafter_s0_{failing}"] is False
-    assert not all(checks.values())
+    assert_fails("musa_sim_eagle", eagle_rows(**broken), f"musa_sim_full_drafter_s0_{failing}")
 
 
 def test_a_crashed_variant_or_comparison_fails_the_part():
@@ -242,3 +275,165 @@ def test_the_dflash_part_is_judged_by_its_block_graphs_and_sizes():
     checks = check(part.name, bad, expected=expected)
     assert checks["musa_sim_full_drafter_s0_block_graphs_replayed"] is False
     assert checks["musa_sim_full_drafter_s0_capture_sizes"] is False
+
+
+# ------------------------------------------------------------------------------------------------ Model Runner V2
+POOL = [0, 7]
+MRV2_SIZES = [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+
+
+def mrv2_managers(sizes=MRV2_SIZES, pool=POOL):
+    full = [4, 8, 16, 24, 32]  # FULL_AND_PIECEWISE: uniform (1+K)-token graphs up to 8 requests
+    return {"target": {"mode": "FULL_AND_PIECEWISE", "full_sizes": full, "pool": pool,
+                       "graph_pools": [pool] * len(full)},
+            "draft_prefill": {"mode": "FULL_AND_PIECEWISE", "full_sizes": full, "pool": pool,
+                              "graph_pools": [pool] * len(full)},
+            "draft_decode": {"mode": "FULL_DECODE_ONLY", "full_sizes": [1, 2, 4, 8], "pool": pool,
+                             "graph_pools": [pool] * 4}}
+
+
+def mrv2_row(variant, seed, **extra):
+    """A correct MRV2 row: 14 FULL graphs and 11 * (5 + 2) piecewise ones, 91 live graphs in all."""
+    base = row(variant, seed)
+    for key in ("capture_stats", "replays", "pointer_mismatches", "drafter_graphs", "drafter_live_graph_limit",
+                "drafter_port", "capture_plan"):
+        base.pop(key, None)
+    base.update(use_v2_model_runner=True, runner_kind="mrv2", capture_sizes=list(MRV2_SIZES),
+                mrv2_managers=mrv2_managers(), mrv2_full_graphs=14, vllm_graphs=77, one_pool=True,
+                platform_pool=POOL, port_pool=POOL, attention_backends=["TRITON_ATTN"],
+                draft_attention_backends=["TRITON_ATTN"])
+    if variant == "builtin_mrv2_triton":
+        base.update(platform="vllm.platforms.cuda.NvmlCudaPlatform", port_pool=None, platform_pool=[0, 1])
+    if variant.startswith("musa_sim"):
+        base.update(log_excerpt=[line for line in log_lines() if "drafter FULL graphs" not in line],
+                    mrv2_sizes={"sizes": list(MRV2_SIZES), "live_graphs": 91, "live_graph_limit": 1900},
+                    simulation={"label": "musa-sim", "calls": {"MUSAGraph": 91, "graph": 91, "graph_pool_handle": 1,
+                                                               "MUSAGraph.replay": 300},
+                                "live_graphs": 91, "live_graph_cap": 1900, "torch_cuda_aliased": True})
+    base.update(extra)
+    return base
+
+
+def mrv2_rows(**broken):
+    part = PARTS["musa_sim_mrv2_eagle"]
+    return [mrv2_row(v, s, **(broken if v == "musa_sim_mrv2" else {})) for v in part.variants for s in part.seeds]
+
+
+def test_every_mrv2_check_passes_for_a_correct_run():
+    checks = check("musa_sim_mrv2_eagle", mrv2_rows())
+    assert checks and all(checks.values()), [k for k, v in checks.items() if not v]
+    for name in ("musa_sim_mrv2_s1_acceptance_equals_builtin_mrv2", "musa_sim_mrv2_s0_mrv2_runner",
+                 "musa_sim_mrv2_s0_graphs_captured_through_simulated_musa", "musa_sim_mrv2_s2_draft_decode_graphs_captured",
+                 "musa_sim_mrv2_s0_capture_sizes_left_to_mrv2", "builtin_mrv2_triton_s0_platform_is_vllms_cuda",
+                 "musa_sim_mrv2_s0_log_names_substitute_find_seq_idx"):
+        assert name in checks, name
+    assert not any("v1_runner" in name or "drafter_capture" in name for name in checks)
+
+
+def sim(**changes):
+    base = {"label": "musa-sim", "calls": {"MUSAGraph": 91, "graph": 91, "graph_pool_handle": 1,
+                                           "MUSAGraph.replay": 300}, "live_graphs": 91, "live_graph_cap": 1900,
+            "torch_cuda_aliased": True}
+    calls = changes.pop("calls", {})
+    return {**base, **changes, "calls": {**base["calls"], **calls}}
+
+
+MRV2_BROKEN = [
+    ({"runner_kind": "v1"}, "mrv2_runner"),
+    ({"use_v2_model_runner": False}, "mrv2_runner"),
+    ({"worker": "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker"}, "worker_is_musa_worker"),
+    ({"draft_attention_backends": []}, "attention_is_triton_attn"),
+    ({"substitutes_bound": []}, "substitutes_bound"),
+    ({"mrv2_managers": {k: v for k, v in mrv2_managers().items() if k != "draft_decode"}},
+     "draft_decode_graphs_captured"),
+    ({"mrv2_managers": {**mrv2_managers(), "target": {**mrv2_managers()["target"], "full_sizes": []}}},
+     "target_graphs_captured"),
+    ({"simulation": sim(torch_cuda_aliased=False)}, "torch_cuda_graphs_aliased_to_simulated_musa"),
+    ({"simulation": sim(calls={"MUSAGraph": 14, "graph": 14}, live_graphs=14)},
+     "graphs_captured_through_simulated_musa"),  # only some of MRV2's graphs went through the simulation
+    ({"simulation": sim(calls={"MUSAGraph.replay": 0})}, "graphs_replayed_through_simulated_musa"),
+    ({"mrv2_managers": mrv2_managers(pool=[0, 9])}, "graphs_in_our_one_pool"),
+    ({"port_pool": None}, "graphs_in_our_one_pool"),
+    ({"one_pool": False}, "graphs_in_our_one_pool"),
+    ({"simulation": sim(calls={"graph_pool_handle": 2})}, "graphs_in_our_one_pool"),
+    ({"mrv2_sizes": {"live_graphs": 77, "live_graph_limit": 1900}}, "live_graphs_counted_exactly"),
+    ({"mrv2_sizes": {"live_graphs": 91, "live_graph_limit": 2048}}, "live_graph_limit_planned"),
+    ({"simulation": sim(live_graph_cap=None)}, "live_graphs_within_limit"),
+    ({"capture_sizes": [4, 8, 16, 32, 64]}, "capture_sizes_left_to_mrv2"),
+    ({"outputs": [[5, 6, 7], [8, 9, 11]]}, "greedy_equals_nospec"),
+    ({"acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 12, "accepted_per_position": [4, 3, 5]}},
+     "acceptance_equals_builtin_mrv2"),
+    ({"log_excerpt": log_lines()[1:]}, "log_names_platform_plugin"),
+]
+
+
+@pytest.mark.parametrize("broken,failing", MRV2_BROKEN, ids=[f for _, f in MRV2_BROKEN])
+def test_each_mrv2_failure_mode_fails_its_check(broken, failing):
+    assert_fails("musa_sim_mrv2_eagle", mrv2_rows(**broken), f"musa_sim_mrv2_s0_{failing}")
+
+
+def test_the_mrv2_comparison_must_be_mrv2_on_vllms_platform_with_triton_attn():
+    part = PARTS["musa_sim_mrv2_eagle"]
+    for broken, failing in [({"runner_kind": "v1"}, "mrv2_runner"),
+                            ({"platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"},
+                             "platform_is_vllms_cuda"),
+                            ({"attention_backends": ["FLASH_ATTN"]}, "attention_is_triton_attn"),
+                            ({"mrv2_managers": {}}, "draft_prefill_graphs_captured")]:
+        rows = [mrv2_row(v, s, **(broken if v == "builtin_mrv2_triton" else {})) for v in part.variants
+                for s in part.seeds]
+        assert check(part.name, rows)[f"builtin_mrv2_triton_s0_{failing}"] is False, failing
+    missing = [r for r in mrv2_rows() if r["variant"] != "builtin_mrv2_triton"]
+    checks = check(part.name, missing)
+    assert checks["builtin_mrv2_triton_s0_ran"] is False and "musa_sim_mrv2_s0_acceptance_equals_builtin_mrv2" \
+        not in checks
+
+
+def mrv2_budget_row(seed, **extra):
+    warning = ("26 live graphs of Model Runner V2 exceed the live-graph limit 12: dropped the largest capture sizes "
+               "[16, 24, 32, 40, 48, 56, 64], now 12 live graphs (target 4, draft_prefill 4, draft_decode 4)")
+    managers = {name: {"mode": "FULL", "full_sizes": [1, 2, 4, 8], "pool": POOL, "graph_pools": [POOL] * 4}
+                for name in ("target", "draft_prefill")}
+    managers["draft_decode"] = {"mode": "FULL_DECODE_ONLY", "full_sizes": [1, 2, 4, 8], "pool": POOL,
+                                "graph_pools": [POOL] * 4}
+    facts = dict(capture_sizes=[1, 2, 4, 8], mrv2_managers=managers, mrv2_full_graphs=12, vllm_graphs=0,
+                 mrv2_sizes={"sizes": [1, 2, 4, 8], "live_graphs": 12, "live_graph_limit": 12},
+                 plan_warnings=[warning], log_excerpt=log_lines()[:-1] + [f"WARNING portable_spec[musa-sim]: {warning}"],
+                 simulation=sim(calls={"MUSAGraph": 12, "graph": 12}, live_graphs=12, live_graph_cap=12))
+    return mrv2_row("musa_sim_mrv2_budget", seed, **{**facts, **extra})
+
+
+MRV2_BUDGET_BROKEN = [
+    ({"plan_warnings": []}, "sizes_pruned_with_warning"),
+    ({"capture_sizes": [1, 2, 4, 8, 16]}, "capture_sizes"),
+    # the speculator's graphs were not counted by the budget: it would have let them past the cap
+    ({"mrv2_sizes": {"live_graphs": 4, "live_graph_limit": 12}}, "live_graphs_counted_exactly"),
+    ({"vllm_graphs": 5, "simulation": sim(calls={"MUSAGraph": 17, "graph": 17}, live_graphs=17, live_graph_cap=12)},
+     "live_graphs_within_limit"),
+    ({"mrv2_sizes": {"live_graphs": 12, "live_graph_limit": 1900}}, "live_graph_limit_planned"),
+]
+
+
+def test_the_mrv2_budget_part_counts_target_and_speculator_graphs_together():
+    ok = check("musa_sim_mrv2_budget", [mrv2_budget_row(0), mrv2_budget_row(1)], expected=K3)
+    assert all(ok.values()), [k for k, v in ok.items() if not v]
+
+
+@pytest.mark.parametrize("broken,failing", MRV2_BUDGET_BROKEN, ids=[f for _, f in MRV2_BUDGET_BROKEN])
+def test_each_mrv2_budget_failure_fails_its_check(broken, failing):
+    checks = check("musa_sim_mrv2_budget", [mrv2_budget_row(0, **broken), mrv2_budget_row(1)], expected=K3)
+    assert checks[f"musa_sim_mrv2_budget_s0_{failing}"] is False
+
+
+def test_the_mrv2_dflash_part_needs_the_query_blocks_graphs():
+    part = PARTS["musa_sim_mrv2_dflash"]
+    query = {"mode": "FULL_DECODE_ONLY", "full_sizes": [9, 18, 36, 72], "pool": POOL, "graph_pools": [POOL] * 4}
+    managers = {"target": mrv2_managers()["target"], "draft_query": query}
+    expected = [1.0] + [0.0] * 7
+    rows = [mrv2_row(v, 0, mrv2_managers=managers, acceptance_per_position=expected) for v in part.variants]
+    checks = check(part.name, rows, expected=expected)
+    assert checks["musa_sim_mrv2_s0_draft_query_graphs_captured"] and "musa_sim_mrv2_s0_draft_decode_graphs_captured" \
+        not in checks
+    assert all(checks.values()), [k for k, v in checks.items() if not v]
+    no_query = [mrv2_row(v, 0, mrv2_managers={"target": managers["target"]}, acceptance_per_position=expected)
+                for v in part.variants]
+    assert check(part.name, no_query, expected=expected)["musa_sim_mrv2_s0_draft_query_graphs_captured"] is False

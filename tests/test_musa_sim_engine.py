@@ -26,7 +26,8 @@ from portable_spec.vllm_adapter.plugin import platform_probe
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
 SIM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
-SWITCHES = ("VLLM_PLATFORM", platform_probe.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH")
+SWITCHES = ("VLLM_PLATFORM", platform_probe.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH",
+            "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS")
 
 pytestmark = pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
 
@@ -154,6 +155,26 @@ def test_each_sim_process_gets_the_simulated_musa_port_once():
     """, {"TORCHADA_GRAPH_EXEC_CAP": "77"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["PORT"] == "musa-sim SimulatedMusa 77 True True MUSAGraph"
+
+
+@pytest.mark.parametrize("switch,aliased", [("on", "True True"), ("off", "False False"), (None, "False False")])
+def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_process(switch, aliased):
+    """``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on`` (the musa-sim Model Runner V2 variants): the process's
+    ``torch.cuda.CUDAGraph``/``graph`` are its simulated torch.musa's, as torchada makes them on MUSA; off or unset
+    (the V1 variants), torch.cuda is left alone."""
+    from pathlib import Path
+
+    proc = run_python("""
+        import torch
+        from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+        from portable_spec.platforms.current import device_port
+        MusaSimPlatform(); MusaSimPlatform()
+        sim = device_port("musa").device_module
+        print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
+    """, {"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+          **({"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tagged(proc.stdout)["ALIASED"] == aliased
 
 
 def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from portable_spec.harness.soak import __main__ as cli
-from portable_spec.harness.soak import conditions, driver
+from portable_spec.harness.soak import conditions, driver, workload
 
-from soak_fake_server import Misbehave, fake_build, fake_launcher, fake_oracle
+from soak_fake_server import DeadServer, Misbehave, fake_build, fake_launcher, fake_oracle
 
 FAST = driver.Deadlines(boot_s=10, load_wall_s=30, request_s=4, drain_s=2, total_s=120, metrics_every_s=0.02)
 
@@ -32,14 +32,15 @@ def test_a_soak_on_well_behaved_servers_passes_with_every_condition_counted(tmp_
         assert row["mismatches"] == 0 and row["errors"] == 0
         assert all(isinstance(v, int) and v > 0 for v in row["conditions"].values())
         assert set(conditions.CONDITIONS) == set(row["conditions"])
-        assert row["compared"]["greedy_vs_nospec"]["tokens"] > 0 and row["compared"]["seeded_vs_eager"]["tokens"] > 0
+        assert row["compared"]["greedy_vs_nospec"]["tokens"] > 0 and row["compared"]["seeded_solo_vs_eager"]["tokens"] > 0
         assert row["latency_ms"]["ttft"]["p50"] is not None and row["latency_ms"]["tpot"]["p99"] is not None
     assert not servers["full_drafter_sync"]["async_scheduling"]
     written = json.loads((tmp_path / "soak.json").read_text())
     assert written["status"] == "passed" and written["budget"]["num_gpu_blocks"] > 0
     assert "llama_ctx_eagle/full_drafter" in (tmp_path / "soak_table.txt").read_text()
     requests = json.loads((tmp_path / "soak_requests_llama_ctx_eagle.json").read_text())
-    assert len(requests["nospec"]) == 40
+    solo = [r for r in requests["nospec"] if r["rid"].endswith(workload.SOLO_SUFFIX)]
+    assert len(requests["nospec"]) == 40 + len(solo) and solo  # the load, then the seeded requests alone
 
 
 def test_every_misbehaviour_of_our_server_fails_the_soak_on_its_own_check(tmp_path):
@@ -59,21 +60,12 @@ def test_every_misbehaviour_of_our_server_fails_the_soak_on_its_own_check(tmp_pa
 
 
 def test_a_server_that_never_boots_is_reported_not_hung(tmp_path):
-    class Dead:
-        returncode = 1
-
-        def alive(self):
-            return False
-
-        def stop(self):
-            return 1
-
     launch = fake_launcher()
     result = driver.run_soak(tmp_path, ["llama_ctx_eagle"], [], 24, 0, build=fake_build, oracle=fake_oracle,
                              runner=lambda pair: "v1", deadlines=FAST, structured=(True, "test"),
                              say=lambda line: None,
-                             launch=lambda spec, port, log: Dead() if spec.variant == "nospec" else launch(spec, port,
-                                                                                                            log))
+                             launch=lambda spec, port, log: (DeadServer() if spec.variant == "nospec"
+                                                             else launch(spec, port, log)))
     servers = result["pairs"]["llama_ctx_eagle"]["servers"]
     assert result["status"] == "failed" and "booted" in servers["nospec"]["failures"]
     assert "exited with 1" in servers["nospec"]["boot"]["error"]

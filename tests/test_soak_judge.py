@@ -72,8 +72,11 @@ def good_runs() -> dict[str, judge.ServerRun]:
     eager = [outcome("g", [5, 6, 7]), outcome("s", [8, 8]),
              outcome("t", [4, 5, 6], finish="stop", stop="xy", text="ab")]
     ours = copy.deepcopy(eager)
-    return {"nospec": run("nospec", nospec), "eager_drafter": run("eager_drafter", eager),
+    runs = {"nospec": run("nospec", nospec), "eager_drafter": run("eager_drafter", eager),
             "full_drafter": run("full_drafter", ours, role="ours")}
+    for r in runs.values():  # the seeded request again, alone after the load (Workload.solo_requests)
+        r.solo_outcomes = [outcome("s" + workload.SOLO_SUFFIX, [8, 3])]
+    return runs
 
 
 def rows(runs: dict[str, judge.ServerRun], structured: bool = True, plan: workload.Workload = PLAN) -> dict:
@@ -98,7 +101,8 @@ def test_a_fabricated_run_that_did_everything_passes_except_the_conditions_this_
     ours = out["full_drafter"]
     assert ours["mismatches"] == 0 and ours["errors"] == 0
     assert ours["compared"]["greedy_vs_nospec"]["tokens"] == 3 + 2  # the stop request compares its common prefix
-    assert ours["compared"]["seeded_vs_eager"]["tokens"] == 2
+    assert ours["compared"]["seeded_solo_vs_eager"]["tokens"] == 2
+    assert ours["compared"]["seeded_in_load_vs_eager_reported"]["tokens"] == 2
     assert ours["conditions"]["preempted"] == 3 and ours["conditions"]["prefix_cache_hits"] == 40
     assert ours["conditions"]["chunked_prefill"] == 2 and ours["conditions"]["queued"] == 4
     assert ours["conditions"]["draft_graph_replays"] == 21 and ours["conditions"]["stop_string"] == 1
@@ -117,20 +121,30 @@ def test_a_greedy_mismatch_fails_and_names_the_request():
     assert example["rid"] == "g" and "token 1: 99 vs 6" in example["detail"]
 
 
-def test_a_seeded_sample_must_equal_the_eager_drafters():
+def test_a_seeded_sample_sent_alone_must_equal_the_eager_drafters():
+    runs = good_runs()
+    runs["full_drafter"].solo_outcomes[0].choices[0].token_ids = [8, 9]
+    ours = rows(runs)["full_drafter"]
+    assert ours["mismatches"] == 1 and "seeded_solo_equals_eager" in failures(ours)
+    assert "from the eager drafter" in ours["compared"]["seeded_solo_vs_eager"]["examples"][0]["detail"]
+
+
+def test_a_seeded_sample_under_load_is_reported_not_judged():
+    """Under load a sampled token depends on the batch it shared (vLLM's own eager drafter with and without async
+    scheduling differed on 4 of 22 seeded requests on the H100): reported beside the solo comparison, no failure."""
     runs = good_runs()
     runs["full_drafter"].outcomes[1].choices[0].token_ids = [8, 9]
     ours = rows(runs)["full_drafter"]
-    assert ours["mismatches"] == 1 and "seeded_equals_eager" in failures(ours)
-    assert "from the eager drafter" in ours["compared"]["seeded_vs_eager"]["examples"][0]["detail"]
+    assert ours["mismatches"] == 0 and failures(ours) == [f for f in rows(good_runs())["full_drafter"]["failures"]]
+    assert len(ours["compared"]["seeded_in_load_vs_eager_reported"]["examples"]) == 1
 
 
 def test_comparisons_that_compared_nothing_fail():
     runs = good_runs()
-    runs["eager_drafter"].outcomes = [o for o in runs["eager_drafter"].outcomes if o.rid != "s"]
+    runs["eager_drafter"].solo_outcomes = []
     ours = rows(runs)["full_drafter"]
-    assert "seeded_equals_eager" in failures(ours)
-    assert ours["compared"]["seeded_vs_eager"]["uncompared"] == 1
+    assert "seeded_solo_equals_eager" in failures(ours)
+    assert ours["compared"]["seeded_solo_vs_eager"]["uncompared"] == 1
 
 
 @pytest.mark.parametrize("ours,ok", [

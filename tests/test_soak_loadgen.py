@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from portable_spec.harness import vllm_serve
 from portable_spec.harness.soak import http, loadgen, metrics, servers, workload
 
 from soak_fake_server import FakeVllm, Misbehave, fake_detokenize, fake_greedy
@@ -26,7 +27,7 @@ def fake(tmp_path):
         genconfig.mkdir(exist_ok=True)
         (genconfig / "generation_config.json").write_text('{"eos_token_id": [2]}')
         spec = servers.ServerSpec("p", variant, True, "/t", "/d", "eagle", "v1", str(genconfig))
-        server = FakeVllm(spec, servers.free_port(), tmp_path / f"{variant}.log",
+        server = FakeVllm(spec, vllm_serve.free_port(), tmp_path / f"{variant}.log",
                           misbehave or Misbehave(only_variant=""))
         made.append(server)
         return server

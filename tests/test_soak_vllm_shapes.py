@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from portable_spec.harness import vllm_serve
 from portable_spec.harness.soak import budget, metrics, probe, servers, workload
 
 from soak_fake_server import fake_detokenize, fake_greedy
@@ -214,7 +215,7 @@ def test_collective_rpc_runs_a_method_named_by_string_in_dev_mode():
     assert 'body.get("method")' in rpc and '{"results": response}' in rpc
     build = inspect.getsource(__import__("vllm.entrypoints.openai.api_server", fromlist=["x"]).build_app)
     assert "if envs.VLLM_SERVER_DEV_MODE:" in build and "register_vllm_dev_api_routers(app)" in build
-    assert servers.DEV_MODE_ENV == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert vllm_serve.DEV_MODE_ENV == {"VLLM_SERVER_DEV_MODE": "1"}
 
     class Worker(probe.SoakProbe):
         pass
@@ -302,8 +303,8 @@ def test_each_server_gets_its_variants_environment_and_dev_mode():
     moe = servers.server_env(dataclasses.replace(spec("eager_drafter"), runner="auto"))
     assert "VLLM_USE_V2_MODEL_RUNNER" not in moe and moe["VLLM_PLATFORM"] == "cuda"
     taken: set[int] = set()
-    ports = {servers.free_port(taken) for _ in range(20)}
-    assert len(ports) == 20 and all(p in servers.PORTS for p in ports) and ports == taken
+    ports = {vllm_serve.free_port(taken) for _ in range(20)}
+    assert len(ports) == 20 and all(p in vllm_serve.PORTS for p in ports) and ports == taken
 
 
 def test_the_log_scan_reads_vllms_log_format():
@@ -315,7 +316,7 @@ def test_the_log_scan_reads_vllms_log_format():
     from portable_spec.harness.soak import logscan
 
     source = inspect.getsource(vllm_logger)
-    assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and servers.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
+    assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and vllm_serve.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
     prefixes = (VLLM / "utils/system_utils.py").read_text()  # what a worker process puts before its lines
     assert 'prefix = f"({worker_name} pid={pid}) "' in prefixes
     formatter = NewLineFormatter(vllm_logger._FORMAT, vllm_logger._DATE_FORMAT)
@@ -326,3 +327,31 @@ def test_the_log_scan_reads_vllms_log_format():
         assert logscan.scan_text(text)["error_lines"] == 1, text
     record.levelno, record.levelname = logging.INFO, "INFO"
     assert logscan.scan_text(formatter.format(record))["error_lines"] == 0
+
+
+def test_error_lines_after_vllms_shutdown_are_the_stops_not_the_loads():
+    """The soak stops its servers with SIGTERM (abort, timeout 0): the API server then logs the engine's exit as an
+    ERROR (the H100 soak of 2026-11-25, after '[shutdown] API server: shutdown triggered'). Only lines before vLLM's
+    first shutdown line count; an error before it still fails."""
+    from portable_spec.harness.soak import logscan
+
+    launcher = (VLLM / "entrypoints/launcher.py").read_text()
+    assert "[shutdown] API server: shutdown triggered" in launcher and logscan.SHUTDOWN == "[shutdown]"
+    load = "(APIServer pid=1) INFO 11-25 17:03:37 [loggers.py:310] Engine 000: Running: 0 reqs"
+    stop = "(APIServer pid=1) INFO 11-25 17:03:46 [launcher.py:100] [shutdown] API server: shutdown triggered"
+    dead = "(APIServer pid=1) ERROR 11-25 17:03:46 [async_llm.py:704] AsyncLLM output_handler failed."
+    scanned = logscan.scan_text("\n".join([load, stop, dead, dead]))
+    assert scanned["error_lines"] == 0 and scanned["error_lines_after_shutdown"] == 2
+    assert logscan.scan_text("\n".join([load, dead, stop]))["error_lines"] == 1
+
+
+def test_the_seeded_requests_go_again_alone_without_prefix_hits_or_aborts():
+    plan = workload.build("llama_ctx_eagle", 0, 96, fake_greedy, fake_detokenize)
+    seeded = [r for r in plan.requests if r.compare == "eager"]
+    solo = plan.solo_requests()
+    assert seeded and len(solo) == len(seeded)
+    for r, s in zip(seeded, solo):
+        assert s.rid == r.rid + workload.SOLO_SUFFIX and s.compare == "eager" and s.abort_after_chunks == 0
+        assert s.body["cache_salt"] == s.rid and s.body["stream"] is False
+        assert {k: v for k, v in s.body.items() if k not in ("cache_salt", "stream")} == \
+            {k: v for k, v in r.body.items() if k not in ("stream", "stream_options")}

@@ -97,7 +97,8 @@ def signed_division(out_ptr, T: tl.constexpr):
     count = tl.zeros((), dtype=tl.uint32)
     count += tl.load(out_ptr).to(tl.uint32)
     both_unsigned = count // count
-    tl.store(out_ptr, (count + T - 1).to(tl.int32) // T + both_unsigned.to(tl.int32))
+    unsigned_divisor = (count + T - 1) // tl.cast(T, tl.uint32)  # the unsigned-divisor rewrite's form
+    tl.store(out_ptr, (count + T - 1).to(tl.int32) // T + both_unsigned.to(tl.int32) + unsigned_divisor.to(tl.int32))
 
 
 @pytest.mark.parametrize("kernel, rule, code", [

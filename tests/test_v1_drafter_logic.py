@@ -67,13 +67,13 @@ def runner_buffers() -> types.SimpleNamespace:
                                           vocab_size=VOCAB))
 
 
-def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch):
+def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch, variant="perfect"):
     import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
 
     monkeypatch.setattr(base, "PIN_MEMORY", False)  # no pinned-memory allocator on a CPU-only host
-    pair = build_pair(pair_name, tmp_path_factory.mktemp("zoo"), variant="perfect")
+    pair = build_pair(pair_name, tmp_path_factory.mktemp("zoo"), variant=variant)
     cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=MAX_REQS, max_model_len=512,
                      speculative_config=pair["speculative_config"]).create_engine_config()
     with set_current_vllm_config(cfg):
@@ -518,6 +518,11 @@ def capturing(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels):
     """An EAGLE proposer ready for ``capture_graphs`` on a recording device installed as our 'cuda' port; vLLM's
     draft-prep and step kernels (``vllm_kernels``) bound to the names vLLM's proposer calls them by, where our
     draft prep finds them too."""
+    return capturing_proposer(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels, "llama_eagle")
+
+
+def capturing_proposer(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels, pair, variant="perfect"):
+    """``capturing`` for the zoo's ``pair`` / ``variant``: (proposer, its draft attention builder, the device)."""
     import vllm.v1.spec_decode.llm_base_proposer as base
 
     import portable_spec.platforms.current as mixin
@@ -526,7 +531,7 @@ def capturing(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels):
     for name, kernel in vllm_kernels.items():
         monkeypatch.setattr(base, name, kernel)
 
-    proposer = make_proposer(FullGraphEagleProposer, "llama_eagle", tmp_path_factory, monkeypatch)
+    proposer = make_proposer(FullGraphEagleProposer, pair, tmp_path_factory, monkeypatch, variant)
     proposer.graphs, proposer.graph_runner = None, None
     proposer.model = TensorDraft(proposer.hidden_states.shape[1])
     proposer._draft_attn_layer_names = {"draft.layers.0.attn"}  # what load_model records
@@ -737,8 +742,11 @@ def verify_step(runner, proposer, n, ragged=False):
         block_table_tensor=table[:n], slot_mapping=torch.arange(MAX_TOKENS, dtype=torch.int64) + 500)
     hidden = torch.randint(0, 4, (MAX_TOKENS, proposer.hidden_states.shape[1]),
                            generator=gen).to(proposer.hidden_states.dtype)
+    # EAGLE-3: the target's aux hidden states (three layers), which the runner concatenates for the draft.
+    runner.use_aux_hidden_state_outputs = proposer.method == "eagle3"
+    aux = [hidden + layer for layer in range(3)] if runner.use_aux_hidden_state_outputs else None
     scheduler_output = types.SimpleNamespace(total_num_scheduled_tokens=tokens, num_spec_tokens_to_schedule=k)
-    return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, None, meta, cad, None)
+    return (scheduler_output, sampled, types.SimpleNamespace(all_greedy=True), hidden, None, aux, meta, cad, None)
 
 
 def draft_both_ways(capturing, num_reqs, ragged=False, model=None):
@@ -903,7 +911,8 @@ def test_the_comparison_with_vllms_drafting_catches_each_bug_in_ours(capturing, 
 class DraftVocabularyDraft(MixingDraft):
     """An EAGLE-3 draft with a draft vocabulary, as vLLM models it: ``Eagle3LlamaForCausalLM.compute_logits`` itself
     (vLLM's code) scatters the logits over the draft's 16 ids into the target's vocabulary through its ``d2t`` map
-    (``draft_id_to_target_id``: draft id j is target id 2j+1, so a lost map shows as an even id)."""
+    (``draft_id_to_target_id``: draft id j is target id 2j+1, so a lost map shows as an even id). Not a subclass of
+    vLLM's head, so our graphs record vLLM's sample (the d2t gather: ``tests/test_eagle3_draft_vocabulary.py``)."""
 
     DRAFT_VOCAB = 16
 
@@ -926,20 +935,25 @@ def test_an_eagle3_draft_vocabulary_is_exact_in_the_fused_graphs(capturing):
     fused first pass and chain (no blocker for it) draft what vLLM's runner drafts, in the target's vocabulary."""
     proposer, _, _ = capturing
     ours, upstream = draft_both_ways(capturing, 4, model=DraftVocabularyDraft(proposer.hidden_states.shape[1]))
+    assert proposer.draft_sample == "vllm_greedy_sample"
     assert proposer.fused_chain_off == [] and ours.replays == {FIRST_FUSED: 1, CHAIN_FUSED: proposer.graph_k - 1}
     assert_same_drafting(ours, upstream, 4, 4 * (1 + proposer.graph_k))
     assert {t % 2 for t in ours.drafts.flatten().tolist()} == {1}  # every draft went through the map
 
 
-@pytest.mark.parametrize("flag", ["use_local_argmax_reduction", "use_heterogeneous_vocab"])
-def test_a_draft_sampled_otherwise_than_compute_logits_keeps_its_sample_out_of_our_graphs(eagle, flag, caplog):
-    """vLLM samples with ``model.get_top_tokens`` (local argmax reduction) or maps ids into and out of a draft
-    vocabulary (heterogeneous vocabularies): the fused graphs, which record ``compute_logits`` + argmax and feed the
-    sampled id back, decline (one log line); the per-forward graphs, exact under any mapping, serve."""
+def test_heterogeneous_vocabularies_keep_their_sample_out_of_our_graphs(eagle, caplog):
+    """vLLM maps ids into and out of a draft vocabulary each step (heterogeneous vocabularies): the fused graphs,
+    which feed the sampled id back as the next input id, decline (one log line); the per-forward graphs, exact under
+    any mapping, serve. vLLM's local argmax reduction does not decline: the graphs record its ``get_top_tokens``
+    (``draft_sample``; drafted against vLLM's in ``tests/test_eagle3_draft_vocabulary.py``)."""
     eagle.draft_attn_groups = [attention_group("FLASH_ATTN")]
-    setattr(eagle, flag, True)
+    eagle.use_local_argmax_reduction = True
+    eagle._init_fused_chain(MAX_REQS)
+    assert eagle.fused_chain_off == [] and eagle.draft_sample == "vllm_greedy_sample"
+    eagle.use_heterogeneous_vocab = True
     with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
         eagle._init_fused_chain(MAX_REQS)
+    flag = "use_heterogeneous_vocab"
     assert eagle.fused_chain_off == [f"draft vocabulary mapping ({flag})"]
     assert [r.getMessage() for r in caplog.records] == [
         f"portable_spec: chain steps replay the forward only (draft vocabulary mapping ({flag}))"]

@@ -268,10 +268,29 @@ def test_the_greedy_draft_sample_our_fused_graphs_record():
     propose = inspect.getsource(SpecDecodeBaseProposer.propose)
     assert "input_ids = draft_token_ids_list[-1].int()" in propose
     assert "if self.use_heterogeneous_vocab:" in propose and "map_target_to_draft_ids(input_ids)" in propose
-    logits = inspect.getsource(Eagle3LlamaForCausalLM.compute_logits)
-    assert "targets = base + self.draft_id_to_target_id" in logits and "logits_new[:, targets] = logits" in logits
     assert 'name = name.replace("d2t", "draft_id_to_target_id")' in inspect.getsource(
         Eagle3LlamaForCausalLM.load_weights)
+
+
+def test_each_eagle3_head_our_d2t_gather_stands_for_scatters_its_draft_logits():
+    """``draft_sample.scatter_heads``: each one's ``compute_logits`` is the logits processor over its own lm_head,
+    then a -inf tensor of the target vocabulary with the draft logits written at ``arange + d2t``, which the d2t
+    gather reproduces (shown token for token in ``tests/test_eagle3_draft_vocabulary.py``); the heads' local argmax
+    (``get_top_tokens``) is an argmax, then the same map."""
+    from vllm.model_executor.models.interfaces import LocalArgmaxMixin
+
+    from portable_spec.vllm_adapter.spec_decode.draft_sample import scatter_heads
+
+    for head in scatter_heads():
+        source = inspect.getsource(head.compute_logits)
+        steps = ["logits = self.logits_processor(self.lm_head, hidden_states)",
+                 "base = torch.arange(self.config.draft_vocab_size, device=logits.device)",
+                 "targets = base + self.draft_id_to_target_id", 'float("-inf")', "logits_new[:, targets] = logits",
+                 "return logits_new"]
+        assert all(step in source for step in steps), head.__name__
+        assert [source.index(step) for step in steps] == sorted(source.index(step) for step in steps), head.__name__
+    top = inspect.getsource(LocalArgmaxMixin.get_top_tokens)
+    assert "top = top + d2t[top]" in top
 
 
 def test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs():
@@ -356,6 +375,75 @@ def test_drafter_forward_override_is_instance_level_and_reversible():
     assert isinstance(model, torch.nn.Linear) and torch.equal(graphs.last_output, model(x))
     graphs.uninstall()
     assert "forward" not in model.__dict__
+
+
+class _CompiledCall(torch.nn.Module):
+    """A draft model whose class replaces ``__call__`` the way vLLM's ``@support_torch_compile`` does: the call runs a
+    function of its own (the compiled code) and never reads ``self.forward``."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        raise AssertionError("the compiled call never runs forward")
+
+    def __call__(self, x):
+        self.calls += 1
+        return x * 2
+
+
+def test_drafter_replay_intercepts_a_model_whose_class_replaces_call():
+    """vLLM's MTP heads (``DeepSeekMTP``) are compiled at the class itself: an instance ``forward`` is never read, and
+    a replay hooked there never ran (the H100 context matrix of 2026-11-25: 9 MTP graphs captured, 0 replayed). The
+    replay must sit on the call, and what runs without one is the class's own call."""
+    from portable_spec.vllm_adapter.spec_decode.proposer import ForwardReplay
+
+    class Step:
+        outputs = torch.full((1, 2), 7.0)
+
+    class Runner:
+        def __init__(self):
+            self.replayed = []
+
+        def replay(self, key, pointers):
+            self.replayed.append(key)
+            return Step()
+
+    class Proposer:
+        def __init__(self):
+            self.graph_runner, self.announced = Runner(), None
+
+        def pending_key(self, kwargs):
+            key, self.announced = self.announced, None
+            return key
+
+    model, proposer = _CompiledCall(), Proposer()
+    graphs = ForwardReplay(model, proposer)
+    graphs.install()
+    assert graphs.installed and isinstance(model, _CompiledCall) and type(model).__name__ == "_CompiledCall"
+    x = torch.ones(1, 2)
+    assert torch.equal(model(x), x * 2) and model.calls == 1  # nothing announced: the class's own (compiled) call
+    proposer.announced = "key"
+    assert torch.equal(model(x=x), Step.outputs) and proposer.graph_runner.replayed == ["key"]
+    assert model.calls == 1 and torch.equal(graphs.last_output, Step.outputs)
+    assert torch.equal(graphs.eager_forward(x), x * 2) and model.calls == 2  # a capture records the compiled call
+    graphs.uninstall()
+    assert type(model) is _CompiledCall and not graphs.installed and model.__dict__.keys() >= {"calls"}
+    assert torch.equal(model(x), x * 2) and proposer.graph_runner.replayed == ["key"]
+
+
+def test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside():
+    """Which replay hook each draft class needs: vLLM's ``@support_torch_compile`` on ``DeepSeekMTP`` replaces its
+    ``__call__``; the EAGLE heads keep ``nn.Module.__call__`` (their inner model is the compiled one)."""
+    from vllm.model_executor.models.deepseek_mtp import DeepSeekMTP
+    from vllm.model_executor.models.llama_eagle import EagleLlamaForCausalLM
+    from vllm.model_executor.models.llama_eagle3 import Eagle3LlamaForCausalLM
+
+    from portable_spec.vllm_adapter.spec_decode.proposer import calls_bypass_forward
+
+    assert calls_bypass_forward(DeepSeekMTP)
+    assert not calls_bypass_forward(EagleLlamaForCausalLM) and not calls_bypass_forward(Eagle3LlamaForCausalLM)
 
 
 @V1_DRAFTER
@@ -701,6 +789,21 @@ def test_vllm_musa_composition_targets_resolve_on_the_contract_standin(tmp_path)
     assert 'if self.device_config.device_type == "cuda":' in inspect.getsource(Worker.init_device)
 
 
+def test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute():
+    """Model Runner V2's graph managers ask vLLM's platform for their pool (so our platforms put MRV2's graphs in the
+    port's one pool) and look ``torch.cuda.CUDAGraph``/``torch.cuda.graph`` up at each capture (so torchada's
+    aliasing, and musa-sim's simulation of it, reaches them); the runner keeps its manager as ``cudagraph_manager``
+    and its speculator as ``speculator`` (what the e2e facts read)."""
+    from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    init, capture = inspect.getsource(CudaGraphManager.__init__), inspect.getsource(CudaGraphManager.capture)
+    assert "self.pool = current_platform.get_global_graph_pool()" in init
+    assert "torch.cuda.CUDAGraph()" in capture and "torch.cuda.graph(" in capture and "self.pool" in capture
+    runner = inspect.getsource(GPUModelRunner)
+    assert "self.cudagraph_manager = ModelCudaGraphManager(" in runner and "self.speculator = " in runner
+
+
 def test_each_census_entry_is_pinned_by_tests_that_exist():
     names = set(globals())
     for d in CENSUS:
@@ -788,3 +891,5 @@ def test_the_injected_bugs_hook_where_the_drafter_calls():
     prep = inspect.getsource(draft_prep.DraftPrepMixin.propose_with_prep)
     assert "self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])" in prep
     assert "hand_off_counts(runner, " in prep and "return self._run_fused_chain(" in prep
+    for body in (fused_chain.FusedChainMixin._fused_chain_body, fused_chain.FusedChainMixin._fused_first_body):
+        assert "= greedy_draft_tokens(self, self.draft_sample, " in inspect.getsource(body)  # a global lookup

@@ -10,7 +10,8 @@ timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log
 rc=$?
 echo "lane exit $rc" >> "$work/console.log"
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
-grep -E "^=== |^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over" "$work/console.log" | cut -c1-400 | tail -60
+grep -E "^=== |^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|_over_builtin_mrv2|^runner: " "$work/console.log" \
+  | cut -c1-400 | tail -60
 # the bench's per-step breakdown table, when it printed one
 sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | cut -c1-200
 sed -n '/^ms per step, wall \/ off-CPU/,/^steps /p' "$work/console.log" | cut -c1-200
@@ -18,4 +19,6 @@ sed -n '/^ms per step (inclusive) \/ calls per step/,/^$/p' "$work/console.log" 
 grep "^scopes never seen" "$work/console.log" | cut -c1-400
 # the soak's table, when it printed one
 sed -n '/^pair\/server /,/^soak: /p' "$work/console.log" | cut -c1-260
+# the serving benchmark's table, when it printed one
+sed -n '/^serve bench: .*K=/,/^serve bench: \(complete\|incomplete\)/p' "$work/console.log" | cut -c1-220 | head -80
 exit $rc

@@ -10,7 +10,8 @@ upstream V1 (PIECEWISE drafter) and no speculation, on generated tiny model pair
            [--allow-jit]   (do not fail when our variant JIT-compiles a kernel during inference; by default it
            fails: our runner warms the drafter/verify kernels at boot. Upstream variants' JIT events are reported only)
            [--inject-bug NAME]   (TP=1: our variant runs with a known drafter bug, PORTABLE_SPEC_INJECT_BUG; the
-           run passes when an exactness check catches it)
+           run passes when an exactness check catches it)  [--expect-draft-sample d2t_gather]   (our fused graphs
+           must sample that way: the d2t gather on an EAGLE-3 head with a draft vocabulary)
 
 Each engine variant boots once, in its own child process, and runs every seed's prompts; under greedy decoding every
 speculative variant records each step's drafts per request (``harness_door.draft_recorder``). Writes
@@ -22,31 +23,24 @@ which checks caught it, and which of them the matrix had before the per-step ora
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
 from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
-from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
-from portable_spec.harness.e2e.v1_checks import bug_outcome, checks_for, judge, mean_acceptance
+from portable_spec.harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
+                                              run_variant, run_variants)
+from portable_spec.harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
 
 __all__ = ["checks_for", "per_seed_rows"]  # what tests/test_e2e_harness.py reads from this script
 INJECTABLE_BUGS = BY_NAME[INJECT_BUG_ENV].choices
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("outdir")
-    parser.add_argument("--pair", default="llama_eagle")
-    parser.add_argument("--variant", default="perfect")
-    parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--variants", default="nospec,upstream_v1,eager_drafter,full_drafter")
+    parser = part_parser("nospec,upstream_v1,eager_drafter,full_drafter")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
     parser.add_argument("--max-tokens", type=int, default=48)
@@ -68,6 +62,9 @@ def main() -> int:
                         help="boot the variants at once (needs --kv-cache-bytes: no memory profiling)")
     parser.add_argument("--fail-capture", default=None, metavar="RANK:KIND:REQS",
                         help=f"inject a capture failure into our variant ({FAIL_CAPTURE_ENV})")
+    parser.add_argument("--expect-draft-sample", default=None, choices=DRAFT_SAMPLES,
+                        help="how our variant's fused graphs must sample (capture_stats' draft_sample): e.g. "
+                             "d2t_gather for an EAGLE-3 head with a draft vocabulary")
     parser.add_argument("--inject-bug", default=None, choices=INJECTABLE_BUGS,
                         help=f"run our variant with this drafter bug ({INJECT_BUG_ENV}; TP=1): passes when caught")
     add_parallel_flags(parser)
@@ -121,12 +118,7 @@ def main() -> int:
         result["log_excerpt"] = log_excerpt(log)
         return result
 
-    if args.concurrent:
-        with ThreadPoolExecutor(max_workers=len(variants)) as pool:
-            outcomes = list(pool.map(run_one, variants))
-    else:
-        outcomes = [run_one(variant) for variant in variants]
-    for result in outcomes:
+    for result in run_variants(run_one, variants, args.concurrent):
         for row in per_seed_rows(result, seeds):
             results.append(row)
             print(json.dumps({k: row.get(k) for k in (
@@ -136,11 +128,11 @@ def main() -> int:
                   flush=True)
     # Perfect heads accept everything under greedy decoding; when sampling, only with probabilistic draft sampling
     # (the EAGLE head's draft distribution then equals the target's: p / q == 1).
-    perfect = design is None and args.variant == "perfect" and pair["method"] != "dflash" and (
+    perfect = design is None and args.variant in ("perfect", "d2t") and pair["method"] != "dflash" and (
         greedy or (pair["method"] == "eagle" and args.draft_sample_method == "probabilistic"))
     judged = judge(results, seeds, greedy, perfect=perfect, k=args.k, greedy_continuations=continuations, tp=args.tp,
                    fail_capture=args.fail_capture, require_no_jit=not args.allow_jit, tolerance_pts=args.tolerance_pts,
-                   inject_bug=args.inject_bug, design=design)
+                   inject_bug=args.inject_bug, design=design, draft_sample=args.expect_draft_sample)
     checks = judged.checks
     injected = None
     if args.inject_bug:

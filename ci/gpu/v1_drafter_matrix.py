@@ -5,6 +5,9 @@
                   RMSNorm fusion off, as a host without multicast needs)
     --parts bugs  every injected bug (``--inject-bug``) on every part in ``BUG_BASES``; one of them:
                   ``bug_<bug>_<part>``, e.g. ``bug_wrong_slot_attention`` (any TP=1 part may be named as the base)
+    --parts mrv2  issue 23's Model Runner V2 parts (``portable_spec/harness/e2e/mrv2_parts.py``: mrv2_perfect,
+                  mrv2_eagle3, mrv2_dflash, mrv2_ctx_eagle, mrv2_ctx_eagle3, mrv2_ctx_dflash), each through
+                  ci/gpu/mrv2_e2e.py: MRV2 on our CUDA platform vs MRV2 on vLLM's and no speculation
 
 Each part runs ci/gpu/v1_drafter_e2e.py with one configuration (its variants one after another, every seed inside
 one boot) and writes its JSON into OUTDIR. Parts run ``--parallel`` at a time: each engine gets a fixed KV cache
@@ -27,9 +30,11 @@ import time
 from pathlib import Path
 
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
+from portable_spec.harness.e2e.mrv2_parts import PARTS as MRV2_PARTS
 from portable_spec.harness.e2e.parent import own_compile_cache
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
+MRV2_E2E = str(Path(__file__).with_name("mrv2_e2e.py"))
 KV_CACHE_BYTES = 1 << 30
 PARTS: dict[str, list[str]] = {
     # 100%-acceptance EAGLE pair: every position must stay at 100% under FULL graphs.
@@ -39,6 +44,10 @@ PARTS: dict[str, list[str]] = {
     "partial": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1,2", "--tolerance-pts", "1",
                 "--variants", "nospec,eager_drafter,full_drafter"],
     "eagle3": ["--pair", "llama_eagle3", "--variant", "perfect", "--variants", "nospec,eager_drafter,full_drafter"],
+    # The published EAGLE-3 shape: a draft vocabulary (855 of 1024 ids) with its d2t map; our fused graphs must take
+    # the argmax over the draft vocabulary and gather the target id (``draft_sample``) and draft what vLLM drafts.
+    "eagle3_d2t": ["--pair", "llama_eagle3", "--variant", "d2t", "--variants", "nospec,eager_drafter,full_drafter",
+                   "--expect-draft-sample", "d2t_gather"],
     # MoE target: vLLM picks the V1 runner by itself.
     "moe": ["--pair", "mixtral_eagle", "--variant", "perfect", "--runner", "auto",
             "--variants", "nospec,eager_drafter,full_drafter"],
@@ -80,6 +89,9 @@ BUGS = BY_NAME[INJECT_BUG_ENV].choices
 BUG_BASES = ("ctx_eagle", "attention", "partial")
 """The parts every injected bug runs on (``--parts bugs``): the context pair, which should catch every bug in its
 greedy output too, and two f-chain pairs (any TP=1 part may also be named, ``bug_<bug>_<part>``)."""
+OWN_BUG_BASES = {"d2t_unmapped": ("eagle3_d2t",)}
+"""Bugs that exist only on one kind of head, with the parts they run on instead (a head without a draft vocabulary
+never takes the d2t gather, so the bug could not fire there)."""
 
 
 def bug_part(name: str) -> list[str] | None:
@@ -91,13 +103,29 @@ def bug_part(name: str) -> list[str] | None:
     return None
 
 
-BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS for base in BUG_BASES}
-ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS}
-GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "bugs": list(BUG_PARTS)}
+BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS
+             for base in OWN_BUG_BASES.get(bug, BUG_BASES)}
+ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS, **{name: part.args() for name, part in MRV2_PARTS.items()}}
+GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "bugs": list(BUG_PARTS), "mrv2": list(MRV2_PARTS)}
 
 
 def part_args(name: str) -> list[str] | None:
     return ALL_PARTS.get(name) or bug_part(name)
+
+
+def part_script(name: str) -> str:
+    """The driver a part runs: the Model Runner V2 parts have their own (other variants, other checks)."""
+    return MRV2_E2E if name in MRV2_PARTS else E2E
+
+
+def build_mrv2_pairs(parts: list[str]) -> None:
+    """Generate the Model Runner V2 parts' models once, before any part starts: parts sharing a target (the Llama
+    pairs) never write one model directory together."""
+    from portable_spec.harness.model_zoo import build_pair
+
+    for name in dict.fromkeys(p for p in parts if p in MRV2_PARTS):
+        part = MRV2_PARTS[name]
+        build_pair(part.pair, Path("/tmp/portable_spec_zoo"), variant=part.model_variant, num_speculative_tokens=part.k)
 
 
 def last_line(log: Path, prefix: str) -> str | None:
@@ -131,18 +159,19 @@ def main() -> int:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL_PARTS])}")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
+    build_mrv2_pairs(parts)
     pending, running, failed, bug_outcomes = list(parts), {}, [], {}
     while pending or running:
         while pending and len(running) < max(args.parallel, 1):
             part = pending.pop(0)
-            cmd = [sys.executable, E2E, str(out), *part_args(part)]
+            cmd = [sys.executable, part_script(part), str(out), *part_args(part)]
             env = dict(os.environ)
             if args.parallel > 1:
                 cmd += ["--kv-cache-bytes", str(KV_CACHE_BYTES)]
                 env.update(own_compile_cache(part))
             if args.concurrent_variants:
                 cmd += ["--concurrent"]
-            print(f"=== v1 drafter matrix: {part} started ===", flush=True)
+            print(f"=== e2e matrix: {part} started ===", flush=True)
             log = open(out / f"matrix_{part}.log", "w")
             running[part] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())
         time.sleep(2)

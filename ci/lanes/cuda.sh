@@ -1,26 +1,46 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
-#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench tp2 soak
-#   real-shapes (default: all but bench, tp2, soak and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench
-#   (default all) runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2
-#   benchmark of TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom
-#   all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
-#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py; E2E_PARALLEL=N runs N
-#   parts side by side on the GPU (default 3; correctness only, never timing). The bench stage reads
+#   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
+#   soak serve-bench version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak, serve-bench, version-span
+#   and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all)
+#   runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of
+#   TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the
+#   all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
+#   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py (E2E_PARTS=mrv2: issue 23's
+#   Model Runner V2 parts, MRV2 on our CUDA platform vs on vLLM's); E2E_PARALLEL=N runs N parts side by side on the
+#   GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's variants at once. The
+#   bench stage reads
 #   BENCH_PAIR (zoo pair, default llama_eagle), BENCH_MODEL_VARIANT (attention|perfect|partial), BENCH_VARIANTS, BENCH_K (speculative tokens, default 3),
 #   BENCH_CONCURRENCY, BENCH_REPEATS, BENCH_BOOT_TIMEOUT and BENCH_PROFILE_CONCURRENCY (default 1); its profile carries the per-step breakdown, printed
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
 #   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
-#   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts, MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts (musa_sim_mrv2_eagle,musa_sim_mrv2_dflash,
+#   musa_sim_mrv2_budget: under Model Runner V2), MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   mrv2-bench: MRV2 on our CUDA platform vs MRV2 on vLLM's, interleaved, per pair (ci/gpu/mrv2_bench.sh: its
+#   MRV2_BENCH_* knobs; key ours_platform_mrv2_over_builtin_mrv2).
 #   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec.harness.soak), every server
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
 #   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
+#   serve-bench: `vllm serve` per variant driven by vLLM's own `vllm bench serve` (issue 24, python -m
+#   portable_spec.harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
+#   SERVE_BENCH_MODE (zoo variant or weights label, default attention), SERVE_BENCH_VARIANTS (default
+#   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
+#   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
+#   portable_spec.harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
+#   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
+#   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
+#   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
+#   version-span: what matters on another vLLM of the span (issue 26, ci/gpu/version_span.py, ~6 min): the version
+#   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
+#   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
+#   vLLM.
 #   real-shapes: a designed real-shape pair through `vllm serve` (issue 24, python -m
 #   portable_spec.harness.real_shapes.smoke): one server per head, greedy outputs and acceptance per position against
 #   the design; REAL_SHAPES_PAIR (default llama8b_eagle3), REAL_SHAPES_HEADS (default perfect,partial),
 #   REAL_SHAPES_ENGINE (an e2e engine variant, default upstream_v1). Writes OUTDIR/real_shapes/smoke.json.
-# vLLM 0.26.0 must be importable (on the project's GPU host: PYTHONPATH=/tmp/site, see DEVELOPERS.md).
+# vLLM must be importable: VLLM_SITE (default /tmp/site, vLLM 0.26.0 on the project's GPU host, see DEVELOPERS.md) goes
+# first on PYTHONPATH; /tmp/site-<version> is where .gpu-wheels' install.sh puts another version.
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -32,7 +52,10 @@ py="${PYTHON:-python3}"
 # Install before PYTHONPATH points at the staged vLLM: the editable install (and its entry points, which vLLM's
 # plugin loader reads) must land in the interpreter's own site-packages.
 "$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
-[[ -d /tmp/site ]] && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+# Unset once read: vLLM warns about (or, strict, refuses) an environment variable VLLM_* it does not know.
+site="${VLLM_SITE:-/tmp/site}"; explicit="${VLLM_SITE:+yes}"; unset VLLM_SITE
+if [[ -d "$site" ]]; then export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+elif [[ -n "$explicit" ]]; then echo "VLLM_SITE=$site is no directory: install that vLLM first (bash .gpu-wheels/carry/install.sh)"; exit 2; fi
 "$py" -c "import importlib.metadata as m; assert any(e.name == 'portable_spec' for e in m.entry_points(group='vllm.platform_plugins'))" \
   || { echo "portable_spec's vLLM entry points are not installed"; exit 1; }
 export PYTHONUNBUFFERED=1 PORTABLE_SPEC_TEST_VLLM_PLATFORM=native
@@ -47,7 +70,8 @@ for stage in "${stages[@]}"; do
     verify) "$py" -m portable_spec probe --platform cuda --verify --json > "$out/attention_verify.json" ;;
     draft)  "$py" ci/gpu/draft_suite.py "$out" 2>&1 | tee "$out/draft_suite.log" ;;
     boot)   "$py" ci/gpu/vllm_boot.py "$out" 2>&1 | tee "$out/vllm_boot.log" ;;
-    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
+    e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} \
+              ${E2E_CONCURRENT:+--concurrent-variants} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     musa-sim-e2e) "$py" ci/gpu/musa_sim_e2e.py "$out/musa_sim" --parallel "${MUSA_SIM_PARALLEL:-4}" \
               ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} 2>&1 | tee "$out/musa_sim_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length
@@ -56,12 +80,21 @@ for stage in "${stages[@]}"; do
               --num-spec "${BENCH_K:-3}" --variants "${BENCH_VARIANTS:-nospec,upstream_v1,full_drafter_unfused,full_drafter,mrv2}" \
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" --concurrency "${BENCH_CONCURRENCY:-1,4,16,64}" \
               --repeats "${BENCH_REPEATS:-5}" 2>&1 | tee "$out/bench_e2e.log" ;;
+    mrv2-bench) bash ci/gpu/mrv2_bench.sh "$out" 2>&1 | tee "$out/mrv2_bench.log" ;;
     boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
+    version-span) "$py" ci/gpu/version_span.py "$out" ${SPAN_PARTS:+--parts "$SPAN_PARTS"} 2>&1 | tee "$out/version_span.log" ;;
     soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
+    serve-bench) "$py" -m portable_spec.harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
+              --mode "${SERVE_BENCH_MODE:-attention}" --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
+              --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
+              --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
+              --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
+              --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
+              --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
     real-shapes) "$py" -m portable_spec.harness.real_shapes.smoke "$out/real_shapes" \
               --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
               --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;

@@ -179,6 +179,10 @@ def render_e2e(report: dict) -> str:
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
+    runners = [f"{row['variant']} {row.get('runner_kind') or ('mrv2' if row.get('use_v2_model_runner') else 'v1')}"
+               for row in report["results"] if "use_v2_model_runner" in row]
+    if runners:  # which runner each engine built (vLLM picks it for the MRV2 variants)
+        lines.append("runner: " + ", ".join(runners))
     from portable_spec.harness.e2e.breakdown_report import breakdowns_of, clock_section, clocks_of, render_table
 
     table = render_table(breakdowns_of(report))

@@ -155,6 +155,9 @@ class DraftGraphRunner:
         self.replays: Counter = Counter()
         self.pointer_mismatches = 0
         self.report: CaptureReport | None = None
+        self.capturing: DraftKey | None = None
+        """The key whose graph is being recorded right now (None outside a capture): what a hook that runs only at
+        capture, whose effect is baked into the graph and replayed without Python, can attribute itself to."""
 
     # ---- capture ---------------------------------------------------------------------------------------------
     def graph_keys(self) -> list[DraftKey]:
@@ -237,7 +240,11 @@ class DraftGraphRunner:
         graph = platform.new_graph()
         with platform.capture(graph, pool=self.pool):
             maybe_fail_capture(key, self.rank)
-            outputs = call.run()
+            self.capturing = key
+            try:
+                outputs = call.run()
+            finally:
+                self.capturing = None
         return CapturedStep(key, graph, call.input_ptrs, outputs)
 
     def _go_eager(self, key: DraftKey, why: str, report: CaptureReport, warn: bool = True) -> None:

@@ -28,7 +28,11 @@ The construction (why the answers are known):
   embedding of the last verified token), attention is zeroed, and the MLP is an exact lookup table
   (``intermediate_size == V``; gate/up rows are token embeddings, so only the matching row is non-zero) that adds
   ``e_f(t) - e_t`` to the residual: the draft state advances along ``f`` each step and the shared lm_head
-  predicts the next token. 100% acceptance.
+  predicts the next token. 100% acceptance. The ``d2t`` variant has the shape of published EAGLE-3 heads: a draft
+  vocabulary smaller than the target's (the 855 tokens f can produce, sorted: :func:`draft_vocabulary`), its own
+  lm_head over them (the target's rows at those ids) and the ``d2t`` map (draft id i -> target id i + d2t[i]:
+  :func:`d2t_offsets`, non-zero and not constant), so vLLM scatters its logits into the target vocabulary. Same
+  100% acceptance.
 * DFlash head (``DFlashDraftModel``, Qwen3 target): context K/V are zero (``fc == 0``); every head's query and key
   live in the lowest-frequency RoPE pair, so a mask query scores +181 on the bonus token and -181 on mask tokens;
   V is the identity and o_proj passes it on once per GQA group, so every mask slot outputs ``e_mask + e_bonus`` and
@@ -61,6 +65,7 @@ any pair for any prompt, :func:`context_prompts` prompts with expected outputs (
 ragged prefills, one ending at ``max_model_len``).
 
 Entry points: :func:`build_pair`, :func:`expected_continuation`, :func:`expected_output`, :func:`load_expected`,
+:func:`draft_vocabulary` and :func:`d2t_offsets` (an EAGLE-3 draft vocabulary and its map, for any head's builder),
 :func:`simulate_greedy_spec_decode`, :func:`context_prompts`, and ``python -m portable_spec.harness.model_zoo OUTDIR``.
 """
 
@@ -101,7 +106,7 @@ DFLASH_TARGET_LAYERS = [1, 2]
 DFLASH_QK_NORM = 4.0  # attention score on the bonus token: 128 * 4 * 4 / sqrt(128) ~ 181
 DFLASH_ROPE_THETA = 1_000_000.0
 EAGLE_ATTN_QK = 16.0  # query/key scale of the attention variant: score gap to any other position >= 0.17 * 16**2
-VARIANTS = ("perfect", "partial", "attention")
+VARIANTS = ("perfect", "partial", "attention", "d2t")
 assert NUM_KV_HEADS * HEAD_DIM == HIDDEN and NUM_HEADS % NUM_KV_HEADS == 0
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|mask|>")
@@ -117,7 +122,7 @@ MANIFEST = "zoo_manifest.json"
 # pair name -> (target family, speculative method, supported variants)
 PAIRS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "llama_eagle": ("llama", "eagle", ("perfect", "partial", "attention")),
-    "llama_eagle3": ("llama", "eagle3", ("perfect",)),
+    "llama_eagle3": ("llama", "eagle3", ("perfect", "d2t")),
     "mixtral_eagle": ("mixtral", "eagle", ("perfect", "partial", "attention")),
     "qwen3_dflash": ("qwen3", "dflash", ("perfect",)),
     "llama_ctx_eagle": ("llama_ctx", "eagle", ("perfect",)),
@@ -536,8 +541,27 @@ def eagle_attention_weights(seed: int = 0) -> dict[str, Any]:
     return w
 
 
-def eagle3_weights(seed: int = 0) -> dict[str, Any]:
-    """EAGLE-3 head (midlayer naming): fc keeps one aux copy; the MLP is an exact e_t -> e_f(t) - e_t lookup."""
+def draft_vocabulary(seed: int = 0) -> list[int]:
+    """The ``d2t`` head's draft vocabulary: every token f can produce (the printable cycle), in target-id order."""
+    return sorted(zoo_function(seed).cycle)
+
+
+def d2t_offsets(draft_to_target: Sequence[int]) -> list[int]:
+    """A published EAGLE-3 head's ``d2t`` tensor for a draft vocabulary: ``d2t[i] = target id of draft id i - i``
+    (vLLM maps draft id i to ``i + d2t[i]``). The ids must rise strictly, as in published heads (built from a sorted
+    token set): then ties between draft logits break to the same token in both vocabularies."""
+    ids = list(draft_to_target)
+    if not ids or ids[0] < 0 or any(b <= a for a, b in zip(ids, ids[1:])):
+        raise PortableSpecError("model_zoo: a draft vocabulary is a non-empty, strictly rising list of target ids "
+                                "(sort it and drop duplicates)")
+    return [t - i for i, t in enumerate(ids)]
+
+
+def eagle3_weights(seed: int = 0, *, draft_vocab: Sequence[int] | None = None,
+                   logit: float = LOGIT) -> dict[str, Any]:
+    """EAGLE-3 head (midlayer naming): fc keeps one aux copy; the MLP is an exact e_t -> e_f(t) - e_t lookup.
+    ``draft_vocab`` (rising target ids): the head gets its own lm_head over those ids (the target's rows there, at
+    winning logit ``logit``) and the ``d2t`` map (int64, as published heads store it)."""
     torch = _torch()
     emb = embeddings(seed)
     f = zoo_function(seed).f
@@ -555,6 +579,10 @@ def eagle3_weights(seed: int = 0) -> dict[str, Any]:
     w["midlayer.mlp.gate_proj.weight"] = emb * has_image * (LOGIT / HIDDEN)  # 16 on the matching row, 0 elsewhere
     w["midlayer.mlp.up_proj.weight"] = emb * has_image / HIDDEN  # 1 on the matching row
     w["midlayer.mlp.down_proj.weight"] = ((image - emb) * has_image).t().contiguous() / LOGIT
+    if draft_vocab is not None:
+        offsets = d2t_offsets(draft_vocab)
+        w["lm_head.weight"] = lm_head(seed, logit)[torch.tensor(list(draft_vocab))].contiguous()
+        w["d2t"] = torch.tensor(offsets, dtype=torch.int64)
     return w
 
 
@@ -636,8 +664,9 @@ def target_config(family: str) -> dict[str, Any]:
 
 
 def draft_config(method: str, k: int = DEFAULT_NUM_SPECULATIVE_TOKENS, variant: str = "perfect",
-                 family: str | None = None) -> dict[str, Any]:
-    """The draft head's config.json; ``family`` a context family for its heads (the MTP head is the target's)."""
+                 family: str | None = None, draft_vocab_size: int = VOCAB) -> dict[str, Any]:
+    """The draft head's config.json; ``family`` a context family for its heads (the MTP head is the target's);
+    ``draft_vocab_size`` an EAGLE-3 head's draft vocabulary (smaller than the target's with a ``d2t`` map)."""
     if family in CONTEXT_FAMILIES:
         from portable_spec.harness.context_zoo import build, models
 
@@ -647,7 +676,7 @@ def draft_config(method: str, k: int = DEFAULT_NUM_SPECULATIVE_TOKENS, variant: 
         return {**_base_config("llama", "LlamaForCausalLM", 1), "mlp_bias": False}
     if method == "eagle3":
         cfg = _base_config("llama", "LlamaForCausalLMEagle3", 1, intermediate=VOCAB)
-        return {**cfg, "mlp_bias": False, "draft_vocab_size": VOCAB,
+        return {**cfg, "mlp_bias": False, "draft_vocab_size": draft_vocab_size,
                 "eagle_aux_hidden_state_layer_ids": EAGLE3_AUX_LAYERS}
     if method == "dflash":
         cfg = _base_config("qwen3", "DFlashDraftModel", 1, rope_theta=DFLASH_ROPE_THETA)
@@ -673,8 +702,9 @@ def _save(path: Path, weights: dict[str, Any], config: dict[str, Any], manifest:
     tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"),
-              metadata={"format": "pt"})
+    # Floating weights in bf16; integer ones (an EAGLE-3 head's d2t map) keep their dtype.
+    save_file({k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in weights.items()},
+              str(tmp / "model.safetensors"), metadata={"format": "pt"})
     _write_json(tmp / "config.json", config)
     if with_tokenizer:
         _write_tokenizer(tmp, seed)
@@ -748,10 +778,11 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
     if family in CONTEXT_FAMILIES:
         return _build_context_draft(name, target, outdir, seed, num_speculative_tokens, target_logit)
     fn = zoo_function(seed)
+    draft_vocab = draft_vocabulary(seed) if variant == "d2t" else None
     if method == "eagle":
         weights, g = eagle_weights(variant, seed), (partial_draft_function(seed) if variant == "partial" else fn.f)
     elif method == "eagle3":
-        weights, g = eagle3_weights(seed), fn.f
+        weights, g = eagle3_weights(seed, draft_vocab=draft_vocab, logit=target_logit), fn.f
     else:
         weights, g = dflash_weights(seed), fn.f
     on_cycle = fn.cycle
@@ -766,14 +797,16 @@ def build_pair(name: str, outdir: str | os.PathLike, *, variant: str = "perfect"
         "target_top_probability_t1": top_probability(target_logit),
         "mask_token_id": MASK_ID,
         "eos_token_id": EOS_ID,
+        "draft_vocab_size": VOCAB if draft_vocab is None else len(draft_vocab),
     }
     draft = Path(outdir) / f"{family}_{method}_head_{variant}{_logit_suffix(target_logit)}"
     manifest = {"zoo_version": ZOO_VERSION, "role": "draft", "pair": name, "family": family, "method": method,
                 "variant": variant, "seed": seed, "num_speculative_tokens": num_speculative_tokens,
                 "target": target.name, "expected": expected}
     if not _fresh(draft, manifest):
-        _save(draft, weights, draft_config(method, num_speculative_tokens, variant), manifest, seed=seed,
-              with_tokenizer=False)
+        _save(draft, weights, draft_config(method, num_speculative_tokens, variant,
+                                           draft_vocab_size=expected["draft_vocab_size"]),
+              manifest, seed=seed, with_tokenizer=False)
     return {
         "pair": name,
         "variant": variant,

@@ -5,13 +5,17 @@ It drives MUSA code paths on an NVIDIA GPU and enforces the MUSA rules we know o
 labelled ``musa-sim``: it proves our MUSA code path is exercised, never that anything works on MUSA hardware.
 It is injected into a platform (``MusaPlatform(device_module=SimulatedMusa())``); no fake ``torch_musa`` package is
 installed and ``sys.modules`` is left alone.
+
+``alias_torch_cuda_graphs`` adds torchada's one graph-related job: on MUSA, torchada makes ``torch.cuda.CUDAGraph``
+and ``torch.cuda.graph`` MUSA's, so graphs vLLM records through ``torch.cuda`` itself (Model Runner V2's managers,
+vLLM's piecewise wrappers) are MUSAGraphs, under the same rules and the same live-executable cap as ours.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -31,6 +35,9 @@ class SimulatedMusa:
     def __init__(self, backing: Any = None, live_graph_cap: int | None = None,
                  capability: tuple[int, int] = (3, 1)) -> None:
         self._cuda = torch.cuda if backing is None else backing
+        # The backing's own graph API, taken before any aliasing: an aliased torch.cuda must not call back into us.
+        self._backing_graph_class = getattr(self._cuda, "CUDAGraph", None)
+        self._backing_graph = getattr(self._cuda, "graph", None)
         self.capability = capability  # MUSA numbering (3.1: MTT S5000); never the backing GPU's
         self.calls: list[str] = []
         self.live_graph_cap = live_graph_cap
@@ -45,7 +52,7 @@ class SimulatedMusa:
                 if args or kwargs:
                     raise TypeError(f"MUSAGraph() takes no arguments (got {args}, {sorted(kwargs)}); "
                                     "torch_musa has no keep_graph")
-                self._graph = sim._cuda.CUDAGraph()
+                self._graph = sim._backing_graph_class()
 
             def replay(self) -> None:
                 sim._record("MUSAGraph.replay")
@@ -156,7 +163,24 @@ class SimulatedMusa:
         if self.live_graph_cap is not None and self.live_graphs >= self.live_graph_cap:
             raise MusaSimError(f"musa-sim: live graph executables would exceed the cap {self.live_graph_cap} "
                                "(on MUSA: illegal memory access at capture_end)")
-        with self._cuda.graph(musa_graph._graph, pool=pool, stream=stream,
-                              capture_error_mode=capture_error_mode):
+        with self._backing_graph(musa_graph._graph, pool=pool, stream=stream,
+                                 capture_error_mode=capture_error_mode):
             yield musa_graph
         self.live_graphs += 1
+
+
+def alias_torch_cuda_graphs(sim: SimulatedMusa, cuda: Any = None) -> Callable[[], None]:
+    """torchada's graph aliasing, simulated: ``cuda.CUDAGraph`` and ``cuda.graph`` (default ``torch.cuda``) become
+    ``sim``'s MUSAGraph and graph, so every graph recorded through ``torch.cuda`` goes through the simulation (its
+    MUSA rules, its live-executable cap, its call counts). Process-wide, as torchada's is; returns the function that
+    restores the originals (tests use it; a musa-sim process keeps the aliasing). Idempotent for one ``sim``."""
+    cuda = torch.cuda if cuda is None else cuda
+    saved = {name: getattr(cuda, name) for name in ("CUDAGraph", "graph")}
+    if saved["CUDAGraph"] is sim.MUSAGraph:
+        return lambda: None
+    cuda.CUDAGraph, cuda.graph = sim.MUSAGraph, sim.graph
+
+    def restore() -> None:
+        for name, value in saved.items():
+            setattr(cuda, name, value)
+    return restore

@@ -13,8 +13,11 @@ device facts read through ``torch.musa`` — here ``SimulatedMusa``, which enfor
 without ``keep_graph``, capture under ``inference_mode``, the live-executable cap) on every drafter graph and hands
 out the ONE pool vLLM's graphs and ours share.
 
-Not simulated: torchada. vLLM's own target graphs call ``torch.cuda.CUDAGraph``/``torch.cuda.graph`` directly (on
-MUSA torchada aliases those to MUSAGraph); here they are CUDA graphs on the CUDA device, captured into the same pool.
+torchada is not simulated, except, with ``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on``, its aliasing of ``torch.cuda``'s
+graph API (``musa_sim.alias_torch_cuda_graphs``). Off (the V1 variants), vLLM's own graphs, which call
+``torch.cuda.CUDAGraph``/``torch.cuda.graph`` directly, are CUDA graphs on the CUDA device, captured into the same
+pool. On (the Model Runner V2 variants), they are the simulated MUSAGraphs, as torchada makes them on MUSA: MRV2's
+target and speculator graphs then keep the MUSA rules and count against the simulated live-graph cap.
 
 Every process vLLM starts instantiates its platform once (``vllm.platforms.current_platform``), so the simulated
 ``torch.musa`` is installed as the MUSA port there, before anything asks the port for a device function.
@@ -22,7 +25,8 @@ Every process vLLM starts instantiates its platform once (``vllm.platforms.curre
 
 from __future__ import annotations
 
-from portable_spec.harness.musa_sim import LABEL, SimulatedMusa
+from portable_spec.envs import sim_torchada_graphs
+from portable_spec.harness.musa_sim import LABEL, SimulatedMusa, alias_torch_cuda_graphs
 from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
 from portable_spec.platforms.current import install_device_port, installed_port
 from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
@@ -38,6 +42,8 @@ def install_musa_sim_port() -> MusaPlatform:
         return port
     port = MusaPlatform(device_module=SimulatedMusa(live_graph_cap=musa_live_graph_limit()), label=LABEL)
     install_device_port(port)
+    if sim_torchada_graphs():
+        alias_torch_cuda_graphs(port.device_module)
     return port
 
 

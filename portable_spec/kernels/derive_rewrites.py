@@ -17,22 +17,26 @@ Each expresses the same program without one construct an older Triton front end 
   (with ``None`` pointers: "'NoneType' object has no attribute 'type'") or fails MLIR's dominance check ("operand
   #0 does not dominate this use"). A conditional expression on a constexpr selects its branch at compile time in
   every Triton, which is what >= 3.3 does with the ``and``.
-- ``int32-unsigned-division``: ``(n + T - 1) // T`` -> ``(n + T - 1).to(tl.int32) // T`` where ``n`` is a uint32
+- ``unsigned-divisor``: ``(n + T - 1) // T`` -> ``(n + T - 1) // tl.cast(T, tl.uint32)`` where ``n`` is a uint32
   count (assigned from ``tl.zeros(..., dtype=tl.uint32)``). Triton >= 3.2 gives an int literal the other operand's
   type; older front ends (MUSA's) make it int32 and refuse to divide uint32 by int32 ("Cannot use /, #, or % with
   triton.language.uint32 and triton.language.int32 because they have different signedness"; vllm-musa patches these
-  lines). The counts are below 2**31, where both divisions agree.
+  lines). A uint32 divisor is what >= 3.2 builds from the literal, so the division stays unsigned: on Triton 3.6 the
+  derived top-k/top-p kernel compiles to vLLM's PTX line for line. (Casting the dividend to int32 instead, as
+  vllm-musa does, makes a signed division that changes the loop code around it: 1.08-1.12x vLLM's time on an H100.)
 - ``flip-integer-ternary``: ``a if n > k else b`` -> ``b if n <= k else a`` where ``n`` is an unsigned count
   (integers: the negated comparison is exact). Triton 3.2's ``TritonGPUCombineTensorSelectAndIf`` pass moves a select
   on condition ``c`` into a later ``if`` on the same ``c`` and breaks dominance ("operand #0 does not dominate this
   use"); the top-k/top-p kernel selects its pivot on ``n > k`` and then branches on ``n > k`` (vllm-musa rewrites
   the same lines). On the negated comparison the select's condition is another value, which the pass leaves alone.
-- ``rand-offsets-uint32``: ``tl.rand(seed, offset)`` -> ``tl.rand(seed, offset.to(tl.uint32))`` (also
-  ``tl.randint``). Triton 3.2 draws from an int64 offset with a 64-bit Philox whose result is a block of one
-  element, not a scalar (so ``u`` in a branch no longer matches the other branch: "the else block redefines it as
-  <[1], int1>"), and other numbers. Triton >= 3.3 draws from the offset's two 32-bit halves; for offsets in
-  [0, 2**32) (positions, vocabulary indices) the high half is 0 and the low half is the uint32 offset, so passing it
-  gives >= 3.3's numbers on both.
+- ``rand-offsets-two-words``: ``tl.rand(seed, offset)`` -> ``tl.uint_to_uniform_float(tl.philox(seed, lo, hi, 0,
+  0)[0])`` with ``lo`` the offset's low 32 bits and ``hi`` its high 32 bits (0 for an offset of 32 bits or fewer);
+  ``tl.randint`` likewise without the float conversion. Triton 3.2 draws from an int64 offset with a 64-bit Philox
+  whose result is a block of one element, not a scalar (so ``u`` in a branch no longer matches the other branch: "the
+  else block redefines it as <[1], int1>"), and other numbers. Triton >= 3.3 draws from the offset's two 32-bit
+  halves as Philox counter words; passing both halves explicitly as uint32 draws exactly those numbers on both, for
+  every offset (positions past 2**32 and negative int64 values included). The offset must be a plain name (it is
+  read five times).
 """
 
 from __future__ import annotations
@@ -140,7 +144,7 @@ class _ShortCircuit(_Counting):
         return ast.copy_location(ast.IfExp(test=first, body=body, orelse=ast.Constant(False)), node)
 
 
-class _SignedDivision(_Counting):
+class _UnsignedDivisor(_Counting):
     def __init__(self, unsigned: set[str]) -> None:
         self.unsigned = unsigned
 
@@ -149,8 +153,8 @@ class _SignedDivision(_Counting):
         if not divides_unsigned_by_signed(node, self.unsigned):
             return node
         self.changed += 1
-        node.left = ast.Call(func=ast.Attribute(value=node.left, attr="to", ctx=ast.Load()),
-                             args=[ast.parse("tl.int32", mode="eval").body], keywords=[])
+        node.right = ast.Call(func=ast.parse("tl.cast", mode="eval").body,
+                              args=[node.right, ast.parse("tl.uint32", mode="eval").body], keywords=[])
         return node
 
 
@@ -172,15 +176,26 @@ class _FlipTernary(_Counting):
         return ast.copy_location(ast.IfExp(test=flipped, body=node.orelse, orelse=node.body), node)
 
 
-class _RandOffsets(_Counting):
+_TWO_WORDS = ("tl.philox({seed}, {o}.to(tl.uint32), ({o} >> 32).to(tl.uint32)"
+              " if tl.constexpr({o}.dtype.primitive_bitwidth) > 32 else {o}.to(tl.uint32) * 0,"
+              " {o}.to(tl.uint32) * 0, {o}.to(tl.uint32) * 0)[0]")
+"""Triton >= 3.3's ``randint4x`` draw, spelled out: Philox on the offset's low and high 32-bit words (a zero high
+word for an offset of 32 bits or fewer) and two zero words, the first of the four results."""
+
+
+class _RandTwoWords(_Counting):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
-        if ast.unparse(node.func) not in ("tl.rand", "tl.randint") or len(node.args) != 2:
+        name = ast.unparse(node.func)
+        if name not in ("tl.rand", "tl.randint") or len(node.args) != 2 or node.keywords:
             return node
+        seed, offset = node.args
+        if not isinstance(offset, ast.Name):
+            return node  # not counted: derive fails on the count, naming the kernel
         self.changed += 1
-        node.args[1] = ast.Call(func=ast.Attribute(value=node.args[1], attr="to", ctx=ast.Load()),
-                                args=[ast.parse("tl.uint32", mode="eval").body], keywords=[])
-        return node
+        draw = _TWO_WORDS.format(seed=ast.unparse(seed), o=offset.id)
+        text = f"tl.uint_to_uniform_float({draw})" if name == "tl.rand" else draw
+        return ast.copy_location(ast.parse(text, mode="eval").body, node)
 
 
 def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
@@ -193,7 +208,7 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
     "unannotate-assignments": lambda func: _run(_Unannotate(), func),
     "split-boolean-chains": lambda func: _run(_SplitChains(), func),
     "short-circuit-constexpr-and": lambda func: _run(_ShortCircuit(constexpr_parameters(func)), func),
-    "int32-unsigned-division": lambda func: _run(_SignedDivision(unsigned_names(func)), func),
+    "unsigned-divisor": lambda func: _run(_UnsignedDivisor(unsigned_names(func)), func),
     "flip-integer-ternary": lambda func: _run(_FlipTernary(unsigned_names(func)), func),
-    "rand-offsets-uint32": lambda func: _run(_RandOffsets(), func),
+    "rand-offsets-two-words": lambda func: _run(_RandTwoWords(), func),
 }

@@ -152,8 +152,9 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         platforms=("musa",),
         reason=("MRV2's rejection kernel draws u = tl.rand(seed, position) with an int64 position: Triton 3.2's "
                 "64-bit Philox returns a block of one there (a scalar in >= 3.3), so the branches that use u "
-                "disagree in shape; drawing from the position's low 32 bits gives >= 3.3's scalar and numbers"),
-        rewrites=(("rand-offsets-uint32", 1),),
+                "disagree in shape; drawing with the position's two 32-bit halves as Philox counter words gives "
+                ">= 3.3's scalar and numbers for every position"),
+        rewrites=(("rand-offsets-two-words", 1),),
     ),
     Substitution(
         name="_rejection_kernel",
@@ -170,8 +171,9 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         reason=(f"the top-k/top-p sampler (V1's and MRV2's, batches of 8 or more) tests 'TOPP_ENABLED and ...': {_AND} "
                 "and its conditional expression next to an if on the same condition trips MLIR's dominance check "
                 "('operand #0 does not dominate this use'); it also divides uint32 counts by int constants, which "
-                "older front ends (MUSA's) refuse (vllm-musa patches all three)"),
-        rewrites=(("flip-integer-ternary", 1), ("int32-unsigned-division", 4)),
+                "older front ends (MUSA's) refuse (vllm-musa patches all three). Substituted, it compiles to vLLM's "
+                "PTX on Triton 3.6"),
+        rewrites=(("flip-integer-ternary", 1), ("unsigned-divisor", 4)),
     ),
     _batch_agnostic("eagle_prepare_next_token_padded_kernel", ("utils", "llm_base_proposer"),
                     ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),

@@ -18,8 +18,11 @@ from collections.abc import Callable
 import pytest
 import torch
 from kernel_timing import BAR, SHAPE_CAP, check_bar, compare_graphs, graph, per_launch_us, write_report
+from version_span import needs
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+# The substitutes are derived from vLLM 0.26.0's kernels: on a later vLLM none are bound (the version gate's reason).
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+              needs("kernel_substitutes_musa")]
 
 VOCAB, K, BLOCK = 1024, 3, 16
 BATCHES = (1, 64, 256)
@@ -127,6 +130,35 @@ def _block_tables(groups: int, gen: torch.Generator):
     return bt
 
 
+def _staged_writes(gen: torch.Generator, reqs: int, groups: int, rows: int, width: int) -> dict:
+    """One staged write per request and KV cache group, as ``FusedStagedWriter.apply`` launches them (group ids,
+    rows, starts, contents, cumulative lengths; the groups' writes interleaved). Each request owns its row, so no two
+    programs write one cell: with overlapping writes the GPU's order between programs decides the result (the first
+    H100 run of this test drew such writes and found vLLM's and the substitute's tables unequal at 256 requests)."""
+    n = groups * reqs
+    order = torch.randperm(n, generator=gen)
+    row = torch.cat([torch.randperm(rows, generator=gen)[:reqs] for _ in range(groups)])[order]
+    lens = torch.randint(1, 9, (n,), generator=gen)
+    return {"groups": torch.arange(groups).repeat_interleave(reqs)[order].to(torch.int32),
+            "rows": row.to(torch.int32), "starts": torch.randint(0, width - 8, (n,), generator=gen, dtype=torch.int32),
+            "contents": torch.randint(0, 60000, (int(lens.sum()),), generator=gen, dtype=torch.int32),
+            "cu_lens": lens.cumsum(0).to(torch.int32)}
+
+
+def _written(writes: dict, groups: int, rows: int, width: int) -> list[torch.Tensor]:
+    """The tables ``writes`` leave behind when applied to zeroed tables one after another (on the CPU)."""
+    tables = [torch.zeros(rows, width, dtype=torch.int32) for _ in range(groups)]
+    written = torch.zeros(groups, rows, width, dtype=torch.bool)
+    ends = writes["cu_lens"].tolist()
+    for w, end in enumerate(ends):
+        g, r, s = int(writes["groups"][w]), int(writes["rows"][w]), int(writes["starts"][w])
+        begin = ends[w - 1] if w else 0
+        assert not written[g, r, s:s + end - begin].any(), "overlapping staged writes"
+        written[g, r, s:s + end - begin] = True
+        tables[g][r, s:s + end - begin] = writes["contents"][begin:end]
+    return tables
+
+
 def test_block_table_substitute_is_bitwise_and_as_fast():
     """``_load_ptr`` in ``gather_block_tables`` and ``compute_slot_mappings`` (one and two KV cache groups, tables
     filled by ``apply_staged_writes``), and in the fused staged write that fills two groups' tables."""
@@ -155,21 +187,19 @@ def test_block_table_substitute_is_bitwise_and_as_fast():
         tables = [torch.zeros(256, 128, dtype=torch.int32, device="cuda") for _ in range(2)]
         ptrs = torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64, device="cuda")
         strides = torch.tensor([t.stride(0) for t in tables], dtype=torch.int64, device="cuda")
-        writes = 2 * reqs
-        lens = torch.randint(1, 9, (writes,), generator=gen)
-        args = [torch.randint(0, 256, (writes,), generator=gen, dtype=torch.int32),
-                torch.randint(0, 100, (writes,), generator=gen, dtype=torch.int32),
-                torch.randint(0, 60000, (int(lens.sum()),), generator=gen, dtype=torch.int32),
-                lens.cumsum(0).to(torch.int32), torch.arange(writes, dtype=torch.int32) % 2]
-        args = [a.cuda() for a in args]
+        writes = _staged_writes(gen, reqs, groups=2, rows=256, width=128)
+        expected = [e.cuda() for e in _written(writes, groups=2, rows=256, width=128)]
+        args = [writes[k].cuda() for k in ("rows", "starts", "contents", "cu_lens", "groups")]
 
-        def launch(ptrs=ptrs, strides=strides, args=args, writes=writes):  # idempotent: timed as is
-            buffer_utils._apply_write_kernel[(writes,)](ptrs, strides, *args, BLOCK_SIZE=1024, MULTI_GROUP=True)
+        def launch(ptrs=ptrs, strides=strides, args=args, n=2 * reqs):  # idempotent: timed as is
+            buffer_utils._apply_write_kernel[(n,)](ptrs, strides, *args, BLOCK_SIZE=1024, MULTI_GROUP=True)
 
-        def write(tables=tables, launch=launch):  # compared from zeroed tables: a missed write shows
+        def write(tables=tables, launch=launch, expected=expected):  # from zeroed tables: a missed write shows
             for t in tables:
                 t.zero_()
             launch()
+            torch.cuda.synchronize()
+            assert all(torch.equal(t, e) for t, e in zip(tables, expected)), "the staged write missed its cells"
             return tuple(tables)
 
         rows.append(_measure("block_tables", {"launch": "fused_staged_write", "groups": 2, "reqs": reqs}, write,
@@ -194,7 +224,7 @@ def test_block_table_substitute_is_bitwise_and_as_fast():
 
 
 # ------------------------------------------------------------------------------------------------ rejection
-def _rejection_case(gen: torch.Generator, reqs: int, greedy: float, draft_logits: bool) -> dict:
+def _rejection_case(gen: torch.Generator, reqs: int, greedy: float, draft_logits: bool, first_pos: int = 0) -> dict:
     b = _batch(gen, reqs)
     target = torch.randn(b["logits"], VOCAB, generator=gen) * 3
     sampled = torch.randint(0, VOCAB, (b["logits"],), generator=gen, dtype=torch.int32)
@@ -204,7 +234,7 @@ def _rejection_case(gen: torch.Generator, reqs: int, greedy: float, draft_logits
     case = dict(target_logits=target.to(torch.bfloat16),
                 draft_logits=torch.randn(b["max_reqs"], K, VOCAB, generator=gen) * 3 if draft_logits else None,
                 draft_sampled=sampled, cu_num_logits=torch.arange(0, b["logits"] + 1, K + 1, dtype=torch.int32),
-                pos=torch.randint(0, 4000, (b["logits"],), generator=gen), idx_mapping=b["idx"],
+                pos=first_pos + torch.randint(0, 4000, (b["logits"],), generator=gen), idx_mapping=b["idx"],
                 expanded_idx_mapping=b["expanded"], expanded_local_pos=b["local"], temperature=temperature,
                 seed=torch.randint(-2**62, 2**62, (b["max_reqs"],), generator=gen))
     return {k: v.cuda() if torch.is_tensor(v) else v for k, v in case.items()}
@@ -212,15 +242,17 @@ def _rejection_case(gen: torch.Generator, reqs: int, greedy: float, draft_logits
 
 def test_rejection_substitute_is_bitwise_and_as_fast():
     """``rejection_sample`` end to end (its six kernels; ``_rejection_kernel`` and the ``tl_rand32`` its resampling
-    and acceptance draw through are substituted): greedy, sampled with one-hot drafts, sampled with draft logits."""
+    and acceptance draw through are substituted): greedy, sampled with one-hot drafts, sampled with draft logits, and
+    sampled at positions past 2**32 (the acceptance draw's Philox counter then has a high word)."""
     import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection
 
     gen = torch.Generator().manual_seed(13)
     rows = []
-    for mode, greedy, draft_logits in (("greedy", 1.0, False), ("sampled", 0.0, False),
-                                       ("sampled_draft_logits", 0.0, True)):
+    for mode, greedy, draft_logits, first_pos in (("greedy", 1.0, False, 0), ("sampled", 0.0, False, 0),
+                                                  ("sampled_draft_logits", 0.0, True, 0),
+                                                  ("sampled_pos_past_2**32", 0.0, False, 5 * 2**32 + 9)):
         for reqs in BATCHES:
-            case = _rejection_case(gen, reqs, greedy, draft_logits)
+            case = _rejection_case(gen, reqs, greedy, draft_logits, first_pos)
 
             def run(case=case):
                 sampled, num_sampled = rejection.rejection_sample(**case, num_speculative_steps=K)
@@ -233,7 +265,10 @@ def test_rejection_substitute_is_bitwise_and_as_fast():
 
 def test_gumbel_sampling_stays_bitwise_with_tl_rand32_rebound():
     """MUSA's table rebinds ``tl_rand32`` in ``gumbel`` too (Triton resolves it there for the sampler): target
-    sampling and probabilistic drafting draw the same tokens."""
+    sampling and probabilistic drafting draw the same tokens. Drafting maps each token to its own request, as MRV2's
+    speculator does: tokens of one request would all write that request's processed-logits row, and the GPU's order
+    between programs would decide which one stays (the first H100 run of this test drew such tokens and found the
+    outputs unequal at 64 draft tokens)."""
     import vllm.v1.worker.gpu.sample.gumbel as gumbel
 
     gen = torch.Generator().manual_seed(17)
@@ -241,9 +276,12 @@ def test_gumbel_sampling_stays_bitwise_with_tl_rand32_rebound():
     for mode in ("target", "draft"):
         for reqs in BATCHES:
             b = _batch(gen, reqs)
-            tokens = b["logits"] if mode == "target" else reqs
+            # Drafting samples one token per request (each writes its request's row of the processed logits);
+            # the target samples 1 + K per request.
+            mapping = b["expanded"] if mode == "target" else b["idx"]
+            tokens = len(mapping)
             case = dict(logits=(torch.randn(tokens, VOCAB, generator=gen) * 2).to(torch.bfloat16),
-                        expanded_idx_mapping=b["expanded"][:tokens], temperature=torch.full((b["max_reqs"],), 0.8),
+                        expanded_idx_mapping=mapping, temperature=torch.full((b["max_reqs"],), 0.8),
                         seed=torch.randint(-2**62, 2**62, (b["max_reqs"],), generator=gen),
                         pos=torch.randint(0, 4000, (tokens,), generator=gen))
             case = {k: v.cuda() for k, v in case.items()}
@@ -261,13 +299,13 @@ def test_gumbel_sampling_stays_bitwise_with_tl_rand32_rebound():
 
 
 # ------------------------------------------------------------------------------------------------ top-k / top-p
-def test_top_k_top_p_substitute_is_bitwise_and_as_fast():
-    """``apply_top_k_top_p_triton`` (MRV2 calls it for 8 rows or more): top-k, top-p and both. The op masks in place,
-    so every launch first restores the logits (``reset_us``: the restore alone, the same in both graphs)."""
+def top_k_top_p_cases():
+    """The top-k/top-p launches timed here: ``(shape, run, restore)`` per mode (top-k, top-p, both) and batch (8,
+    64, 256 rows); ``run`` restores the logits and calls ``apply_top_k_top_p_triton`` (which masks in place),
+    ``restore`` only restores them. Also used by ``bench/results/2026-11-25-triton32-check-mrv2-fix/gpu_probe.py``."""
     import vllm.v1.sample.ops.topk_topp_triton as topk_topp
 
     gen = torch.Generator().manual_seed(19)
-    rows = []
     for mode in ("top_k", "top_p", "both"):
         for reqs in (8, 64, 256):
             pristine = (torch.randn(reqs, VOCAB, generator=gen) * 3).to(torch.bfloat16).cuda()
@@ -279,8 +317,15 @@ def test_top_k_top_p_substitute_is_bitwise_and_as_fast():
                 logits.copy_(pristine)
                 return (topk_topp.apply_top_k_top_p_triton(logits, k, p),)
 
-            row = _measure("top_k_top_p", {"mode": mode, "rows": reqs}, run)
-            reset = graph(lambda logits=logits, pristine=pristine: logits.copy_(pristine), LAUNCHES)
-            row["reset_us"] = round(per_launch_us(reset, LAUNCHES), 3)
-            rows.append(row)
+            yield {"mode": mode, "rows": reqs}, run, lambda logits=logits, pristine=pristine: logits.copy_(pristine)
+
+
+def test_top_k_top_p_substitute_is_bitwise_and_as_fast():
+    """``apply_top_k_top_p_triton`` (MRV2 calls it for 8 rows or more): top-k, top-p and both. The op masks in place,
+    so every launch first restores the logits (``reset_us``: the restore alone, the same in both graphs)."""
+    rows = []
+    for shape, run, restore in top_k_top_p_cases():
+        row = _measure("top_k_top_p", shape, run)
+        row["reset_us"] = round(per_launch_us(graph(restore, LAUNCHES), LAUNCHES), 3)
+        rows.append(row)
     _record("_topk_topp_kernel", rows)

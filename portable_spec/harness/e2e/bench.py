@@ -1,6 +1,7 @@
 """``portable-spec bench e2e``: the same model and prompts through V1 without speculation, upstream V1 (PIECEWISE
-drafter), V1 + our FULL drafter and Model Runner V2, at several concurrencies; output tok/s, TPOT, acceptance
-length; JSON + PNG. A benchmark, not a test: it asserts nothing, it reports."""
+drafter), V1 + our FULL drafter and Model Runner V2 (also as vLLM picks it, on vLLM's platform and on ours:
+``builtin_mrv2``, ``ours_platform_mrv2``), at several concurrencies; output tok/s, TPOT, acceptance length, the
+ratios of ``configs.RATIOS``; JSON + PNG. A benchmark, not a test: it asserts nothing, it reports."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.harness.e2e.configs import BASELINES, OURS
+from portable_spec.harness.e2e.configs import RATIOS
 from portable_spec.harness.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
@@ -117,26 +118,25 @@ class _NoBar:
         pass
 
 
-def progress_bar(total: int) -> Any:
+def progress_bar(total: int, desc: str = "bench e2e") -> Any:
     """A progress bar over boots, timed passes and profiles when tqdm is installed."""
     try:
         from tqdm import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, desc="bench e2e", unit="step")
+    return tqdm(total=total, desc=desc, unit="step")
 
 
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Output tok/s per variant and concurrency, and each of our variants' ratio to upstream V1 and to MRV2: of the
-    medians (the headline) and of the best passes (how far noise could move it)."""
+    """Output tok/s per variant and concurrency, and each ratio of ``configs.RATIOS`` whose two variants ran (our
+    drafter over upstream V1 and over MRV2; MRV2 on our platform over MRV2 on vLLM's): of the medians (the headline)
+    and of the best passes (how far noise could move it)."""
     table = {r["variant"]: {b["concurrency"]: b for b in r.get("bench", []) if "output_tok_s" in b} for r in rows}
     summary: dict[str, Any] = {"output_tok_s": {v: {c: b["output_tok_s"] for c, b in t.items()} for v, t in table.items()}}
-    for ours in OURS:
-        for other in BASELINES:
-            if ours not in table or other not in table:
-                continue
+    for ours, other in RATIOS:
+        if ours in table and other in table:
             common = [c for c in table[ours] if c in table[other]]
             summary[f"{ours}_over_{other}"] = {
                 c: round(table[ours][c]["output_tok_s"] / table[other][c]["output_tok_s"], 3) for c in common}
@@ -147,6 +147,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+PLOT_BASES = ("upstream_v1", "builtin_mrv2", "mrv2")
+"""What the plot's third panel divides every variant by: the first of these that ran."""
+
+
 def pair_label(report: dict[str, Any]) -> str:
     """Which models a report ran: the generated pair and its variant, or the operator's checkpoints."""
     variant = report.get("model_variant")
@@ -154,8 +158,9 @@ def pair_label(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """Output tok/s, TPOT, and throughput relative to upstream V1 (the issue's bars at 1.25x and 1.0x); below them
-    the per-step breakdown of every profiled variant (``breakdown_report``)."""
+    """Output tok/s, TPOT, and throughput relative to upstream V1 (the issue's bars at 1.25x and 1.0x) or, in a run
+    without it, to MRV2 on vLLM's platform (bars at 0.98x and 1.0x: issue 23's no-regression bound); below them the
+    per-step breakdown of every profiled variant (``breakdown_report``)."""
     try:
         import matplotlib
 
@@ -172,7 +177,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     if breakdowns:
         draw(fig.add_subplot(2, 1, 2), breakdowns, report.get("profile_concurrency") or 1)
     rows = {row["variant"]: [b for b in row.get("bench") or [] if "output_tok_s" in b] for row in report["results"]}
-    base = {b["concurrency"]: b["output_tok_s"] for b in rows.get("upstream_v1", [])}
+    base_name = next((v for v in PLOT_BASES if rows.get(v)), "upstream_v1")
+    base = {b["concurrency"]: b["output_tok_s"] for b in rows.get(base_name, [])}
     for variant, bench in rows.items():
         if not bench:
             continue
@@ -184,9 +190,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
                    if b["concurrency"] in base]
             axes[2].plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=variant)
     if base:
-        for level in (1.0, 1.25):
+        for level in ((1.0, 1.25) if base_name == "upstream_v1" else (0.98, 1.0)):
             axes[2].axhline(level, color="grey", linestyle="--", linewidth=0.8)
-    labels = ("output tok/s (median of passes)", "TPOT (ms)", "output tok/s / upstream V1")
+    labels = ("output tok/s (median of passes)", "TPOT (ms)", f"output tok/s / {base_name}")
     for ax, label in zip(axes, labels):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrency")

@@ -169,7 +169,7 @@ def boot_and_run(args: argparse.Namespace, injection: Injection | None) -> None:
         return
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
     if injection is not None:
-        injection.fired.clear()  # count what the requests' steps perturbed, not the boot's warm-up
+        injection.start_counting()  # the requests' steps (and replays of graphs captured with it), not the boot's
 
     def run_seed(seed: int) -> dict[str, Any]:
         return greedy_run(llm, seed, args, SamplingParams, TokensPrompt)

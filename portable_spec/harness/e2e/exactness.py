@@ -14,6 +14,8 @@ Python: ``tests/test_e2e_exactness.py`` feeds each one missing, empty, unequal a
   equal the eager drafter's (``compared_drafts``: the draft tokens whose acceptance was counted).
 - ``every_position_accepted``: every per-position acceptance rate is 1.0 (``compared_positions``).
 - ``within_tolerance``: per position, |ours - eager| acceptance within a tolerance in points (``compared_positions``).
+- ``every_one_is`` / ``same_list``: every recorded value is the expected one (each captured graph's pool is our
+  port's), and a list equals another run's (the capture sizes Model Runner V2 ended with on vLLM's platform).
 - ``greedy_equals_design`` / ``acceptance_as_designed``: against the zoo's construction instead of another run —
   the target's greedy output is what its weights were built to give (``model_zoo.expected_output``), and the
   per-position acceptance is the designed one (the context DFlash head: ``[1, 1, 0, ...]``).
@@ -116,12 +118,15 @@ def drafts_equal_per_step(steps: Sequence[Sequence[Any]] | None, eager: Sequence
 COUNTERS = ("drafts", "draft_tokens", "accepted")
 
 
-def acceptance_counts_equal(counts: dict[str, Any] | None, eager: dict[str, Any] | None) -> Verdict:
-    """vLLM's spec-decode counter deltas equal the eager drafter's: drafts, draft tokens, accepted, and accepted per
-    position (whole lists, equal length)."""
+def acceptance_counts_equal(counts: dict[str, Any] | None, eager: dict[str, Any] | None,
+                            reference: str = "eager") -> Verdict:
+    """vLLM's spec-decode counter deltas equal the reference run's (the eager drafter's; ``reference`` names another,
+    e.g. MRV2 on vLLM's platform): drafts, draft tokens, accepted, and accepted per position (whole lists, equal
+    length)."""
     unit = "compared_drafts"
     if not counts or not eager:
-        return _fail(unit, "no acceptance counts" if not counts else "no eager acceptance counts to compare with")
+        return _fail(unit, "no acceptance counts" if not counts else f"no {reference} acceptance counts to compare "
+                                                                      "with")
     missing = [k for k in (*COUNTERS, "accepted_per_position") if counts.get(k) is None or eager.get(k) is None]
     if missing:
         return _fail(unit, f"counter(s) missing: {', '.join(missing)}")
@@ -133,8 +138,33 @@ def acceptance_counts_equal(counts: dict[str, Any] | None, eager: dict[str, Any]
         return _fail(unit, _unequal_lengths("positions", ours or [], ref))
     differ = [f"{k}: {counts[k]} vs {eager[k]}" for k in (*COUNTERS, "accepted_per_position") if counts[k] != eager[k]]
     if differ:
-        return _fail(unit, "; ".join(differ) + " in the eager run")
+        return _fail(unit, "; ".join(differ) + f" in the {reference} run")
     return _passed(unit, compared)
+
+
+def every_one_is(values: Sequence[Any] | None, expected: Any, unit: str, what: str) -> Verdict:
+    """Every one of ``values`` equals ``expected`` (e.g. each captured graph's pool is our port's pool); fails when
+    there are no values, or nothing to compare them with."""
+    if expected is None:
+        return _fail(unit, f"no expected {what} to compare with")
+    if not values:
+        return _fail(unit, f"no {what} recorded")
+    off = [(i, v) for i, v in enumerate(values) if v != expected]
+    if off:
+        return _fail(unit, f"{len(off)} of {len(values)} differ from {expected!r}, e.g. (index, {what}) {off[:3]}",
+                     len(values) - len(off))
+    return _passed(unit, len(values))
+
+
+def same_list(ours: Sequence[Any] | None, reference: Sequence[Any] | None, unit: str, what: str,
+              reference_name: str) -> Verdict:
+    """``ours`` equals ``reference`` item by item (e.g. the capture sizes an engine ended with); fails on a missing
+    or empty side."""
+    if not ours or not reference:
+        return _fail(unit, f"no {what}" if not ours else f"no {what} in the {reference_name} run to compare with")
+    if list(ours) != list(reference):
+        return _fail(unit, f"{what} {list(ours)} vs {list(reference)} in the {reference_name} run")
+    return _passed(unit, len(ours))
 
 
 def every_position_accepted(acceptance_per_position: Sequence[float] | None) -> Verdict:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from portable_spec.envs import INJECT_BUG_ENV
@@ -61,6 +64,27 @@ def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
     result["log"] = log.name
     result["jit_during_inference"] = jit_events(log)
     return result
+
+
+def part_parser(default_variants: str) -> argparse.ArgumentParser:
+    """The flags every e2e part driver takes: where results go, the zoo pair and its variant, K, seeds, variants."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("outdir")
+    parser.add_argument("--pair", default="llama_eagle")
+    parser.add_argument("--variant", default="perfect")
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--variants", default=default_variants)
+    return parser
+
+
+def run_variants(run_one: Callable[[str], dict[str, Any]], variants: list[str], concurrent: bool) -> list[dict]:
+    """``run_one(variant)`` for each variant, in order: all at once (``concurrent``, a thread each: the engines boot
+    together) or one after another."""
+    if not concurrent:
+        return [run_one(variant) for variant in variants]
+    with ThreadPoolExecutor(max_workers=max(len(variants), 1)) as pool:
+        return list(pool.map(run_one, variants))
 
 
 def per_seed_rows(result: dict, seeds: list[int]) -> list[dict]:

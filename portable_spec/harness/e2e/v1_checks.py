@@ -19,6 +19,8 @@ from portable_spec.harness.e2e import exactness
 from portable_spec.harness.e2e.exactness import Verdict
 
 SPECULATIVE = ("upstream_v1", "eager_drafter", "full_drafter")
+DRAFT_SAMPLES = ("d2t_gather", "vllm_greedy_sample")
+"""How our fused graphs sample (``capture_stats["draft_sample"]``, from ``spec_decode.draft_sample``)."""
 
 
 class Judgement:
@@ -64,13 +66,15 @@ def rank_checks(judged: Judgement, full: dict, seed: int, tp: int, fail_capture:
 def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *, k: int = 3,
           greedy_continuations: dict[int, list[list[int]]] | None = None, tp: int = 1,
           fail_capture: str | None = None, require_no_jit: bool = True, tolerance_pts: float | None = None,
-          inject_bug: str | None = None, design: dict[str, Any] | None = None) -> Judgement:
+          inject_bug: str | None = None, design: dict[str, Any] | None = None,
+          draft_sample: str | None = None) -> Judgement:
     """Every check of one configuration. ``greedy_continuations`` (sampled runs): each seed's greedy outputs; a
     sampled run whose outputs all equal them did not really sample (a target too peaked for its temperature), and
     fails ``sampled_off_greedy``. ``inject_bug``: the bug our variant ran with (``harness_door.bug_injection``);
     its wrappers must have fired. ``design`` (greedy runs of a constructed pair): ``outputs`` per seed (the target's
     greedy output by construction, which the no-speculation run must give) and ``acceptance`` (per position, which
-    our variant and the eager drafter must give exactly)."""
+    our variant and the eager drafter must give exactly). ``draft_sample``: how our variant's fused graphs must
+    sample (one of ``DRAFT_SAMPLES``)."""
     by = {(r["variant"], r.get("seed")): r for r in results}
     asked = {r["variant"] for r in results}
     judged = Judgement()
@@ -106,7 +110,7 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
             judged.checks[f"full_drafter_s{seed}_worker_facts"] = "runner" in full  # else nothing below is judged
         if full is not None and "runner" in full:
             full_checks(judged, full, seed, perfect=perfect, k=k, tp=tp, fail_capture=fail_capture,
-                        require_no_jit=require_no_jit, inject_bug=inject_bug)
+                        require_no_jit=require_no_jit, inject_bug=inject_bug, draft_sample=draft_sample)
     if tolerance_pts is not None:
         judged.record(exactness.TOLERANCE, exactness.within_tolerance(
             mean_acceptance(results, "full_drafter"), mean_acceptance(results, "eager_drafter"), tolerance_pts))
@@ -114,7 +118,8 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
 
 
 def full_checks(judged: Judgement, full: dict, seed: int, *, perfect: bool, k: int, tp: int,
-                fail_capture: str | None, require_no_jit: bool, inject_bug: str | None) -> None:
+                fail_capture: str | None, require_no_jit: bool, inject_bug: str | None,
+                draft_sample: str | None = None) -> None:
     """Our variant is what it claims: our platform, graphs captured and replayed, its log line, and so on."""
     prefix = f"full_drafter_s{seed}_"
     checks = judged.checks
@@ -131,6 +136,9 @@ def full_checks(judged: Judgement, full: dict, seed: int, *, perfect: bool, k: i
     checks[prefix + "log_shows_capture"] = any(
         CAPTURE_LOG_PREFIX in line and " s, " in line and "MiB" in line for line in full.get("log_excerpt", []))
     checks[prefix + f"tensor_parallel_{tp}"] = full.get("tensor_parallel_size") == tp
+    if draft_sample:
+        checks[prefix + f"draft_sample_{draft_sample}"] = (full.get("capture_stats") or {}).get(
+            "draft_sample") == draft_sample
     if require_no_jit:
         checks[prefix + "no_jit_during_inference"] = full.get("jit_during_inference") == []
     if tp > 1 or fail_capture:

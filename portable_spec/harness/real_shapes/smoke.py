@@ -106,21 +106,13 @@ def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     return {key: minus(after[key], before[key]) for key in after}
 
 
-async def _healthy(port: int) -> bool:
-    from portable_spec.harness.soak.http import fetch
-
-    try:
-        return (await fetch("127.0.0.1", port, "GET", "/health", timeout_s=5)).status == 200
-    except Exception:  # noqa: BLE001 (refused, reset, timed out, half an answer: not up yet)
-        return False
-
-
 def server_command(pair_dir: Path, head: str, k: int, port: int, max_model_len: int) -> list[str]:
     from portable_spec.harness.real_shapes.build import serve_args
 
-    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *serve_args(pair_dir, head, k),
-            "--port", str(port), "--served-model-name", SERVED, "--max-model-len", str(max_model_len),
-            "--max-num-seqs", "16"]
+    from portable_spec.harness.vllm_serve import serve_command
+
+    return serve_command([*serve_args(pair_dir, head, k), "--port", str(port), "--served-model-name", SERVED,
+                          "--max-model-len", str(max_model_len), "--max-num-seqs", "16"])
 
 
 def server_env(pair: str, engine: str, moe: bool) -> dict[str, str]:
@@ -129,25 +121,27 @@ def server_env(pair: str, engine: str, moe: bool) -> dict[str, str]:
     from portable_spec.harness.e2e.parent import own_compile_cache, variant_env
     from portable_spec.harness.real_shapes.plugin import plugin_env
     from portable_spec.harness.runtime_plugin import pythonpath_first
+    from portable_spec.harness.vllm_serve import PLAIN_LOG_ENV
 
     env = {**variant_env(engine, "auto" if moe else "v1"), **own_compile_cache(f"real-shapes-{pair}-{engine}"),
-           "NO_COLOR": "1"}
+           **PLAIN_LOG_ENV}
     env["PYTHONPATH"] = pythonpath_first(Path(__file__).resolve().parents[3], env)
     env.update(plugin_env(environ=env))
     return env
 
 
 def launch_server(command: list[str], env: dict[str, str], log: Path):
-    from portable_spec.harness.soak.servers import ProcessGroup
+    """``command`` in a process group of its own (``vllm_serve.ServerProcess``, as the soak and the serving bench)."""
+    from portable_spec.harness.vllm_serve import ServerProcess
 
-    return ProcessGroup(command, env, log)
+    return ServerProcess(command, env, log)
 
 
 def run_head(out: Path, pair_dir: Path, head: str, engine: str, k: int, max_tokens: int, seed: int,
              launch: Callable[..., Any] = launch_server, port: int | None = None) -> dict[str, Any]:
     """Boot one server with ``head``, send the prompts, judge; the server is stopped whatever happens."""
     from portable_spec.harness.real_shapes.build import load
-    from portable_spec.harness.soak.servers import free_port
+    from portable_spec.harness.vllm_serve import free_port
 
     info = load(pair_dir)
     _, design = D.read_marker(info["target"])
@@ -177,8 +171,10 @@ def run_head(out: Path, pair_dir: Path, head: str, engine: str, k: int, max_toke
 
 
 async def _wait_healthy(server: Any, port: int, deadline: float) -> bool:
+    from portable_spec.harness.vllm_serve import health
+
     while time.monotonic() < deadline and server.alive():
-        if await _healthy(port):
+        if await health("127.0.0.1", port):
             return True
         await asyncio.sleep(2)
     return False

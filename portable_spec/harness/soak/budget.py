@@ -37,9 +37,11 @@ computed prefill exceeded it: those vLLM split into chunks."""
 MAX_NUM_BATCHED_TOKENS = 1024
 """Token budget per step: >= ``MAX_NUM_SEQS * max(LONG_PREFILL_TOKEN_THRESHOLD, 1 + K)`` (see the module text)."""
 BLOCK_SIZE = 16
-NUM_GPU_BLOCKS = 160
-"""KV-cache blocks (``--num-gpu-blocks-override``): 2,560 tokens, so eight running requests with the workload's
-300-900-token prompts do not fit and vLLM preempts; one ``MAX_MODEL_LEN`` request (64 blocks) always fits."""
+NUM_GPU_BLOCKS = 128
+"""KV-cache blocks (``--num-gpu-blocks-override``): 2,048 tokens, so eight running requests with the workload's
+300-900-token prompts do not fit and vLLM preempts (at 160 blocks the H100 run of 2026-11-25 saw 0 preemptions on
+llama_ctx_eagle: prefix-cache hits shrink the long prompts); one ``MAX_MODEL_LEN`` request (64 blocks) always fits,
+and the seeded requests hold at most half (``sampled_blocks_bound``)."""
 KV_CACHE_MEMORY_BYTES = 1 << 30
 """``--kv-cache-memory-bytes``: set only so vLLM skips memory profiling (other servers share the GPU); the block
 count above decides the cache's size."""

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from portable_spec.harness import vllm_serve
 from portable_spec.harness.soak import budget, judge, loadgen, logscan, report, servers, workload
-from portable_spec.harness.soak.http import ProtocolError, fetch
 from portable_spec.harness.soak.loadgen import Endpoint, Outcome
 from portable_spec.harness.soak.servers import ServerSpec
 
@@ -70,9 +70,12 @@ class Live:
 # ------------------------------------------------------------------------------------------------ planning
 def zoo_build(zoo_dir: Path) -> Callable[[str], dict[str, Any]]:
     def build(name: str) -> dict[str, Any]:
-        from portable_spec.harness.model_zoo import build_pair
+        from portable_spec.harness import model_zoo
 
-        return build_pair(name, zoo_dir, variant="perfect", num_speculative_tokens=budget.K)
+        # A sharp zoo target (winning logit 16) samples its greedy output up to ~1e-4 a token, so seeded requests
+        # would never leave greedy (condition sampled_off_greedy); the context pairs are soft by construction.
+        logit = model_zoo.LOGIT if name in model_zoo.CONTEXT_PAIRS else model_zoo.SOFT_LOGIT
+        return model_zoo.build_pair(name, zoo_dir, variant="perfect", num_speculative_tokens=budget.K, target_logit=logit)
     return build
 
 
@@ -117,50 +120,19 @@ def prepare(pairs: Sequence[str], sync_pairs: Sequence[str], outdir: Path, n_req
 
 # ------------------------------------------------------------------------------------------------ reading servers
 async def health(endpoint: Endpoint, timeout_s: float = 5.0) -> bool:
-    try:
-        return (await fetch(endpoint.host, endpoint.port, "GET", "/health", timeout_s=timeout_s)).status == 200
-    except (asyncio.TimeoutError, ConnectionError, OSError, ProtocolError):
-        return False
+    return await vllm_serve.health(endpoint.host, endpoint.port, timeout_s)
 
 
 async def probe_facts(endpoint: Endpoint, timeout_s: float = 60.0) -> dict[str, Any] | None:
     """Our worker extension's reading (``probe.SoakProbe``) through vLLM's dev-mode ``/collective_rpc``."""
-    try:
-        response = await fetch(endpoint.host, endpoint.port, "POST", "/collective_rpc",
-                               {"method": servers.PROBE_METHOD, "timeout": timeout_s}, timeout_s=timeout_s + 5)
-        results = response.json().get("results") if response.status == 200 else None
-    except (asyncio.TimeoutError, ConnectionError, OSError, ProtocolError, ValueError):
-        return None
-    return results[0] if isinstance(results, list) and results and isinstance(results[0], dict) else None
+    return await vllm_serve.collective_rpc(endpoint.host, endpoint.port, servers.PROBE_METHOD, timeout_s=timeout_s)
 
 
 async def wait_ready(live: Live, deadline: float, every_s: float = 1.0) -> dict[str, Any]:
-    started = time.monotonic()
-    while time.monotonic() < deadline:
-        if not live.handle.alive():
-            return {"ready": False, "error": f"exited with {live.handle.returncode} while booting",
-                    "seconds": round(time.monotonic() - started, 1), "port": live.port, "log": live.log.name}
-        if await health(live.endpoint, timeout_s=2.0):
-            return {"ready": True, "seconds": round(time.monotonic() - started, 1), "port": live.port,
-                    "log": live.log.name}
-        await asyncio.sleep(every_s)
-    return {"ready": False, "error": "no /health within the boot deadline", "port": live.port, "log": live.log.name,
-            "seconds": round(time.monotonic() - started, 1)}
+    return await vllm_serve.wait_healthy(live.handle, live.endpoint.host, live.port, live.log.name, deadline, every_s)
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def raise_open_file_limit() -> tuple[int, int]:
-    """The soft limit on open files up to the hard one: the client holds one socket per request in flight, and
-    eleven servers' bursts and queues can pass 1,024 (a common soft limit). Returns (before, after)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
-    if wanted > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-    return soft, max(soft, wanted)
-
-
 def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Sequence[str] = DEFAULT_SYNC_PAIRS,
              n_requests: int = budget.REQUESTS, seed: int = 0, *, build: Callable[[str], dict[str, Any]] | None = None,
              oracle: Callable[[dict], tuple[Callable, Callable]] = zoo_oracle,
@@ -170,7 +142,7 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
     """The whole soak; returns the report (also written as ``OUTDIR/soak.json`` and ``soak_table.txt``)."""
     started = time.monotonic()
     outdir.mkdir(parents=True, exist_ok=True)
-    files_before, files_after = raise_open_file_limit()
+    files_before, files_after = vllm_serve.raise_open_file_limit()
     available, backend_version = structured or servers.structured_backend_available()
     if not available:
         say(f"[soak] structured output: {servers.STRUCTURED_BACKEND_MODULE} is not importable: the condition is "
@@ -180,7 +152,7 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
     say(f"[soak] planned {sum(len(s.workload.requests) for s in setups)} requests per server set over "
         f"{len(setups)} pair(s); {sum(len(s.specs) for s in setups)} servers")
     ports: set[int] = set()
-    lives = {s.name: [Live(spec, servers.free_port(ports), None, outdir / f"soak_{s.name}_{spec.name}.log")
+    lives = {s.name: [Live(spec, vllm_serve.free_port(ports), None, outdir / f"soak_{s.name}_{spec.name}.log")
                       for spec in s.specs] for s in setups}
     all_lives = [live for group in lives.values() for live in group]
     phases: dict[str, float] = {"prepare_s": round(time.monotonic() - started, 1)}
@@ -207,7 +179,7 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
                          "method": setup.info.get("method")},
             "servers": rows}
         (outdir / f"soak_requests_{setup.name}.json").write_text(json.dumps(
-            {name: [o.as_json() for o in run.outcomes] for name, run in runs.items()}))
+            {name: [o.as_json() for o in [*run.outcomes, *run.solo_outcomes]] for name, run in runs.items()}))
     status, failures = judge.status(pair_reports)
     phases["total_s"] = round(time.monotonic() - started, 1)
     result = report.assemble(pair_reports, status, failures, {
@@ -270,8 +242,20 @@ async def _serve_and_load(setups: list[PairSetup], lives: dict[str, list[Live]],
     drains = await asyncio.gather(*(loadgen.wait_drained(x.endpoint, deadlines.drain_s) for x in up))
     afters = await asyncio.gather(*(loadgen.scrape(x.endpoint) for x in up))
     facts = await asyncio.gather(*(probe_facts(x.endpoint) for x in up))
+    phases["after_s"] = round(time.monotonic() - t, 1)
+    t = time.monotonic()
+    await asyncio.gather(*(solo(live, plans[live.spec.pair]) for live in up))
+    phases["solo_s"] = round(time.monotonic() - t, 1)
+    say(f"[soak] solo: {sum(len(x.run.solo_outcomes) for x in up)} seeded requests sent one at a time, "
+        f"{phases['solo_s']:.0f} s")
     healthy = await asyncio.gather(*(health(x.endpoint) for x in up))
     for live, drained, after, fact, ok in zip(up, drains, afters, facts, healthy):
         live.run.drained, live.run.after, live.run.facts_after = drained, after, fact
         live.run.healthy_at_end, live.run.alive_at_end = ok, live.handle.alive()
-    phases["after_s"] = round(time.monotonic() - t, 1)
+
+
+async def solo(live: Live, plan: workload.Workload) -> None:
+    """The seeded requests again, one at a time (after the load's metrics were read, so they count nowhere else)."""
+    start = time.monotonic()
+    for spec in plan.solo_requests():
+        live.run.solo_outcomes.append(await loadgen.send(live.endpoint, spec, lambda: time.monotonic() - start))

@@ -16,6 +16,10 @@ EAGER_KEY = re.compile(r"portable_spec: draft key .* runs eagerly")
 LEFT_TO_UPSTREAM = "portable_spec: drafter left to upstream vLLM"
 WARMUP = "portable_spec: kernel warm-up"
 ERROR = re.compile(r"^(\(\w+ pid=\d+\) )?ERROR \d\d-\d\d |^Traceback \(most recent call last\)")
+SHUTDOWN = "[shutdown]"
+"""vLLM 0.26.0's shutdown lines: the soak stops servers with SIGTERM (``mode=abort timeout=0s``), after which the API
+server's output handler logs the engine's exit as ``EngineDeadError``; errors from then on are the stop's, not the
+load's."""
 JIT = "during inference:"
 ASYNC = re.compile(r"Asynchronous scheduling is (enabled|disabled)")
 WARMUP_MISMATCHES = re.compile(r"(\d+) pointer mismatches")
@@ -23,7 +27,9 @@ EXAMPLES = 5
 
 
 def scan_text(text: str) -> dict[str, Any]:
-    lines = text.splitlines()
+    every_line = text.splitlines()
+    stop = next((i for i, line in enumerate(every_line) if SHUTDOWN in line), len(every_line))
+    lines, after_stop = every_line[:stop], every_line[stop:]
 
     def having(test: Any) -> list[str]:
         return [line for line in lines if test(line)]
@@ -38,6 +44,7 @@ def scan_text(text: str) -> dict[str, Any]:
         "warmup_lines": [clipped(x) for x in warmups][:EXAMPLES],
         "warmup_pointer_mismatches": sum(int(m.group(1)) for x in warmups if (m := WARMUP_MISMATCHES.search(x))),
         "error_lines": len(errors),
+        "error_lines_after_shutdown": sum(bool(ERROR.search(line)) for line in after_stop),
         "error_examples": [clipped(x) for x in errors[:EXAMPLES]],
         "jit_during_inference": len(having(lambda line: JIT in line)),
         "async_scheduling": async_lines[-1] == "enabled" if async_lines else None,

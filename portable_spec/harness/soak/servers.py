@@ -12,25 +12,16 @@ worker's runner, drafter and graph counters through the ``probe.SoakProbe`` exte
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from portable_spec.harness import vllm_serve
 from portable_spec.harness.soak import budget
 
 SERVED_MODEL = "soak"
 PROBE = "portable_spec.harness.soak.probe.SoakProbe"
 PROBE_METHOD = "portable_spec_soak_facts"
-DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
-"""vLLM 0.26.0 mounts ``/collective_rpc`` (and ``/server_info``) only in dev mode (``api_server.build_app``)."""
-PLAIN_LOG_ENV = {"NO_COLOR": "1"}
-"""Log lines without colour codes, as ``logscan`` reads them (vLLM's ``logger._use_color``)."""
 STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
 STRUCTURED_BACKEND_MODULE = "xgrammar"
 """What the backend imports; the GPU host has it staged (``shared/gpu-host/vllm-0.26.0-deps-cp312.txt``)."""
@@ -97,90 +88,17 @@ def serve_args(spec: ServerSpec, port: int) -> list[str]:
 
 
 def serve_command(spec: ServerSpec, port: int) -> list[str]:
-    """``vllm serve`` as this interpreter runs it (the console script's module: on the GPU host vLLM lies on
-    ``PYTHONPATH``, its ``vllm`` script on no ``PATH``)."""
-    return [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *serve_args(spec, port)]
+    """``vllm serve`` as this interpreter runs it (``vllm_serve.serve_command``)."""
+    return vllm_serve.serve_command(serve_args(spec, port))
 
 
 def server_env(spec: ServerSpec) -> dict[str, str]:
-    """The e2e variant's environment (its platform and runner switches, isolation) without the offline engine's
-    ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``vllm serve`` always runs its engine core in a process of its own), a
-    compile cache of its own and dev mode."""
-    from portable_spec.harness.e2e.parent import own_compile_cache, variant_env
-
-    env = {**variant_env(spec.variant, spec.runner), **own_compile_cache(f"soak-{spec.pair}-{spec.name}"),
-           **DEV_MODE_ENV, **PLAIN_LOG_ENV}
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    return env
+    """The e2e variant's server environment (``vllm_serve.server_env``) with a compile cache per soak server."""
+    return vllm_serve.server_env(spec.variant, spec.runner, f"soak-{spec.pair}-{spec.name}")
 
 
-PORTS = range(20000, 32000)
-"""Where the servers listen: below Linux's ephemeral range (32768-60999 by default), from which the servers' own
-random ports (vLLM's distributed init, ZMQ) come, so none of those can take a port handed out here before its
-server binds it."""
-
-
-def free_port(taken: set[int] | None = None) -> int:
-    """A bindable localhost port from ``PORTS``, not one of ``taken`` (ports handed out earlier, not bound yet)."""
-    taken = set() if taken is None else taken
-    start = PORTS.start + (os.getpid() * 37) % len(PORTS)
-    for i in range(len(PORTS)):
-        port = PORTS.start + (start - PORTS.start + i) % len(PORTS)
-        if port in taken:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        taken.add(port)
-        return port
-    raise OSError(f"no free port in {PORTS.start}-{PORTS.stop - 1}")
-
-
-class ProcessGroup:
-    """A command in its own process group (a server's engine core is a child process), output into ``log``."""
-
-    def __init__(self, command: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._log = open(log, "w")
-        self.proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.proc.poll()
-
-    def stop(self, grace_s: float = budget.STOP_GRACE_S) -> int | None:
-        """SIGTERM (vLLM shuts its engine down), then SIGKILL to the group this object started."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the engine core, if it outlived the server
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-
-class ServerProcess(ProcessGroup):
-    """One soak ``vllm serve``."""
-
-    def __init__(self, spec: ServerSpec, port: int, log: Path) -> None:
-        self.spec, self.port = spec, port
-        super().__init__(serve_command(spec, port), server_env(spec), log)
-
-
-def launch(spec: ServerSpec, port: int, log: Path) -> ServerProcess:
-    return ServerProcess(spec, port, log)
+def launch(spec: ServerSpec, port: int, log: Path) -> vllm_serve.ServerProcess:
+    return vllm_serve.ServerProcess(serve_command(spec, port), server_env(spec), log)
 
 
 def structured_backend_available() -> tuple[bool, str]:
@@ -195,10 +113,3 @@ def structured_backend_available() -> tuple[bool, str]:
     except importlib.metadata.PackageNotFoundError:
         return True, "unknown version"
 
-
-def wait_until(predicate: Any, deadline: float, every_s: float = 1.0) -> bool:
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every_s)
-    return False

@@ -59,6 +59,9 @@ def valid_structured(text: str) -> bool:
             and all(value[k] in props[k]["enum"] for k in props))
 
 
+SOLO_SUFFIX = ":solo"
+
+
 @dataclass(frozen=True)
 class RequestSpec:
     rid: str
@@ -101,6 +104,16 @@ class Workload:
 
     def generation_config(self) -> dict[str, Any]:
         return {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, *self.eos_ids], "pad_token_id": 0}
+
+    def solo_requests(self) -> list[RequestSpec]:
+        """The seeded sampled requests again, for one at a time after the load (``SOLO_SUFFIX`` on the id, a
+        ``cache_salt`` of their own so no prefix-cache hit changes the prefill's shape, never aborted): under load
+        a sampled token depends on what else shares the step (the target's logits are not batch-invariant; vLLM's
+        own eager drafter with and without async scheduling gave different seeded outputs on the H100), so our
+        drafter's sampled output can equal the eager drafter's only where both see the same batches."""
+        return [RequestSpec(r.rid + SOLO_SUFFIX, r.klass, {**r.body, "stream": False, "cache_salt": r.rid + SOLO_SUFFIX},
+                            0.0, "eager", r.match, 0, r.deadline_s, ("seeded_solo",))
+                for r in self.requests if r.compare == "eager"]
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -7,7 +7,9 @@ Each bug imitates a mistake at the place it would naturally be made in our draft
 or method swapped for a wrapper through ``patch.overrides.overridden`` (scoped, reversible, refuses a missing
 attribute, so a renamed hook point fails loudly instead of injecting nothing), restored when the block ends. Methods
 vLLM's proposer defines are wrapped on vLLM's class and act only on our proposers. Every wrapper counts the calls
-it perturbed (``Injection.fired``): a bug that never fired proves nothing, and the e2e check says so.
+it perturbed (``Injection.fired``): a bug that never fired proves nothing, and the e2e check says so. A wrapper that
+runs while our graph runner records a graph (``DraftGraphRunner.capturing``) is baked into that graph and never runs
+again from Python: it marks the step kind as holding the bug, and every later replay of that kind counts as a fire.
 
 - ``position_off_by_one`` (``spec_decode.fused_chain``: the chain's first positions, which the fused first pass
   leaves in ``chain_positions`` and the unfused path takes from the sampled rows): the chain starts one position
@@ -25,6 +27,10 @@ it perturbed (``Injection.fired``): a bug that never fired proves nothing, and t
   too high, so the runner's next step computes its ``num_computed_tokens`` (positions, slots, ``seq_lens``) one
   too far. Its drafts go to another position (the per-step oracle's position stamp); a context-sensitive target's
   greedy output changes.
+- ``d2t_unmapped`` (``spec_decode.fused_chain``'s call of ``draft_sample.greedy_draft_tokens`` where the fused graphs
+  take the d2t gather): the graphs sample the EAGLE-3 draft vocabulary's argmax and never map it, so every draft is a
+  draft id, not a target id. Fires only on a head with a draft vocabulary (the zoo's ``llama_eagle3`` ``d2t``), and
+  only at capture (inside the FIRST_FUSED / CHAIN_FUSED graphs): it counts through those graphs' replays.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ import contextlib
 import functools
 import importlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from portable_spec.vllm_adapter.patch.overrides import overridden
 
 BASE_PROPOSER = "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer"
 FUSED_CHAIN = "portable_spec.vllm_adapter.spec_decode.fused_chain:FusedChainMixin"
+FUSED_CHAIN_MODULE = "portable_spec.vllm_adapter.spec_decode.fused_chain"
 DRAFT_PREP = "portable_spec.vllm_adapter.spec_decode.draft_prep"
 PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: the KV-cache write skips the row
 
@@ -106,14 +113,31 @@ def _wrong_num_computed(owner: Any, fired: Callable[[], None]) -> contextlib.Abs
     return overridden(owner, "hand_off_counts", hand_off_counts)
 
 
+def _d2t_unmapped(owner: Any, fired: Callable[..., None]) -> contextlib.AbstractContextManager:
+    from portable_spec.vllm_adapter.spec_decode.draft_sample import GATHER
+
+    original = vars(owner)["greedy_draft_tokens"]
+
+    @functools.wraps(original)
+    def greedy_draft_tokens(proposer: Any, mode: str, hidden_states: Any) -> Any:
+        if mode != GATHER:
+            return original(proposer, mode, hidden_states)
+        fired(proposer)
+        model = proposer.model
+        return model.logits_processor(model.lm_head, hidden_states).argmax(dim=-1)
+
+    return overridden(owner, "greedy_draft_tokens", greedy_draft_tokens)
+
+
 @dataclass(frozen=True)
 class InjectedBug:
     name: str
     owner: str
     """``module`` or ``module:Class`` whose attribute ``attr`` is swapped (it must define ``attr`` itself)."""
     attr: str
-    install: Callable[[Any, Callable[[], None]], contextlib.AbstractContextManager]
-    """``install(owner, fired)``: the scoped override of ``owner.attr`` (``fired()`` counts a perturbed call)."""
+    install: Callable[[Any, Callable[..., None]], contextlib.AbstractContextManager]
+    """``install(owner, fired)``: the scoped override of ``owner.attr`` (``fired()`` counts a perturbed call;
+    ``fired(proposer)`` also sees whether the call was recorded into a graph ``proposer`` is capturing)."""
     imitates: str
     """The place in our drafter the bug would naturally be."""
     should_fail: str
@@ -134,6 +158,10 @@ BUGS: dict[str, InjectedBug] = {bug.name: bug for bug in (
                 "draft_prep.hand_off_counts: the count hand-off to the runner's next step",
                 "drafts_equal_eager_per_step (position stamps) on every pair; greedy_equals_nospec on "
                 "context-sensitive targets"),
+    InjectedBug("d2t_unmapped", FUSED_CHAIN_MODULE, "greedy_draft_tokens", _d2t_unmapped,
+                "fused_chain: the d2t gather after the draft vocabulary's argmax",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on an EAGLE-3 head with a draft "
+                "vocabulary (the eagle3_d2t part)"),
 )}
 
 
@@ -149,10 +177,41 @@ def resolve_owner(spec: str) -> Any:
 class Injection:
     name: str
     fired: Counter
-    """Calls the wrapper perturbed, by bug name; ``fired.clear()`` after boot counts only the requests'."""
+    """Calls the wrapper perturbed from Python, by bug name; ``start_counting()`` after boot counts only the
+    requests'."""
+    baked: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
+    """id(graph runner) -> (the runner, the step kinds whose graphs were captured with the bug in them)."""
+    replays_before: dict[int, Counter] = field(default_factory=dict)
+    """Each baked runner's replay counts when counting started."""
+
+    def record(self, proposer: Any = None) -> None:
+        """One perturbed call: baked into the graph being captured by ``proposer``'s runner, or run from Python."""
+        runner = getattr(proposer, "graph_runner", None)
+        key = getattr(runner, "capturing", None)
+        if key is None:
+            self.fired[self.name] += 1
+            return
+        self.baked.setdefault(id(runner), (runner, set()))[1].add(key.step)
+
+    def start_counting(self) -> None:
+        """Forget the boot's fires (warm-ups, captures' dummy runs); graphs keep the bug they were captured with."""
+        self.fired.clear()
+        self.replays_before = {rid: Counter(runner.replays) for rid, (runner, _) in self.baked.items()}
+
+    def baked_replays(self) -> Counter:
+        """Replays, since counting started, of graphs captured with the bug in them, by step kind."""
+        out: Counter = Counter()
+        for rid, (runner, kinds) in self.baked.items():
+            before = self.replays_before.get(rid, Counter())
+            for kind in kinds:
+                out[kind] += runner.replays[kind] - before[kind]
+        return +out
 
     def report(self) -> dict[str, Any]:
-        return {"name": self.name, "fired": dict(self.fired)}
+        replayed = self.baked_replays()
+        fired = Counter(self.fired)
+        fired[self.name] += sum(replayed.values())
+        return {"name": self.name, "fired": dict(+fired), "replays_with_bug": dict(replayed)}
 
 
 @contextlib.contextmanager
@@ -168,9 +227,5 @@ def injected(name: str | None) -> Iterator[Injection | None]:
     if bug.attr not in vars(owner):
         raise AttributeError(f"{bug.owner} does not define {bug.attr}: the hook point moved; update {__name__}")
     injection = Injection(name, Counter())
-
-    def fired() -> None:
-        injection.fired[name] += 1
-
-    with bug.install(owner, fired):
+    with bug.install(owner, injection.record):
         yield injection

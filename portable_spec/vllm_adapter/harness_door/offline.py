@@ -81,9 +81,10 @@ class runner_scopes:
     which of our hooks were installed and which skipped. Diagnostics only: if vLLM moves the switch or a hooked
     method, the profile simply lacks those scopes (and says which)."""
 
-    def __init__(self, factory: Any = None, details: bool = False) -> None:
+    def __init__(self, factory: Any = None, details: bool = False, extra: tuple[Any, ...] = ()) -> None:
         self.factory = factory  # makes each scope (default: torch's record_function); see profile_scopes.installed
         self.details = details  # also the detail scopes (``profile_scopes.DETAIL_HOOKS``: for the phase clock)
+        self.extra = extra  # more ``ScopeHook``s (``profile_scopes.SERVED_HOOKS`` in a served engine core)
 
     def __enter__(self) -> dict[str, list[str]]:
         import torch
@@ -99,7 +100,8 @@ class runner_scopes:
             self.module = vllm_utils
             self.saved = self.module._PROFILER_FUNC
             self.module._PROFILER_FUNC = self.factory or torch.profiler.record_function
-        self.hooks = installed(HOOKS + DETAIL_HOOKS if self.details else HOOKS, factory=self.factory)
+        hooks = HOOKS + DETAIL_HOOKS if self.details else HOOKS
+        self.hooks = installed(hooks + tuple(self.extra), factory=self.factory)
         return self.hooks.__enter__()
 
     def __exit__(self, *exc: Any) -> None:

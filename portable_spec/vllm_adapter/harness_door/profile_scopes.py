@@ -99,6 +99,13 @@ DETAIL_HOOKS = (
 )
 
 
+ENGINE_STEP = f"{DETAIL_PREFIX}engine EngineCoreProc._process_engine_step"
+SERVED_HOOKS = (ScopeHook("vllm.v1.engine.core", "EngineCoreProc._process_engine_step", ENGINE_STEP),)
+"""For a ``vllm serve`` engine core (``harness/serve_bench/probe.py``): one engine step of its busy loop, timed
+inclusive, so the served phase clock divides by the time the engine was busy and not by idle waits for requests.
+It encloses whole steps (region switches included), which is sound: a region opens and closes inside it."""
+
+
 class _Region(threading.local):
     scope: Any = None  # the open record_function of this thread's region
     name: str | None = None

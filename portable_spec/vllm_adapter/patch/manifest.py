@@ -102,21 +102,27 @@ CENSUS: tuple[Divergence, ...] = (
              "rewrites cudagraph_capture_sizes to the planner's (multiples of 1+K, DFlash block-aligned, pruned to "
              "the live-graph budget) and stores the drafter's plan in additional_config['portable_spec']; a plan "
              "it cannot make keeps vLLM's sizes (one warning; the drafter stays on vLLM's path), and with "
-             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; sets worker_cls to our "
-             "worker when the user left it on auto.",
+             "PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise the plan needs no drafter size; under Model Runner V2 it "
+             "keeps vLLM's sizes (one line says why: MRV2's draft decode steps need the sizes below 1+K) and only "
+             "drops the largest where MRV2's target and speculator graphs together exceed a live-graph limit "
+             "(platform/mrv2_sizes.py); sets worker_cls to our worker when the user left it on auto.",
         why="vLLM keeps one capture-size list for target and drafter and no drafter plan.",
         undone="Unset VLLM_PLATFORM (vLLM's own class); a user's explicit --worker-cls is kept.",
         upstream="Model Runner V2 plans its speculator's sizes itself; the V1 runner has no such hook.",
         overrides=("apply_config_platform_defaults", "check_and_update_config"),
-        base="vllm.platforms.interface:Platform", pinned_by=("test_forward_context_and_platform_hooks",)),
+        base="vllm.platforms.interface:Platform",
+        pinned_by=("test_forward_context_and_platform_hooks",
+                   "test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute")),
     Divergence(
         "platform classes: shared graph pool", "subclass", f"{_A}.platform.base:SharedPoolMixin",
         ("vllm.platforms.interface:Platform.get_global_graph_pool",),
-        what="vLLM's global graph pool is our port's one pool per device, so vLLM's graphs and our drafter's share it.",
+        what="vLLM's global graph pool is our port's one pool per device, so vLLM's graphs and our drafter's share "
+             "it (Model Runner V2's managers take it too: every graph they capture lands in the port's pool).",
         why="Private pools broke replay on torch_musa 2.9 (vllm-musa MUSA-0109) and waste memory anywhere.",
         undone="Unset VLLM_PLATFORM.", upstream="Nothing to upstream (vLLM asks the platform for the pool).",
         overrides=("get_global_graph_pool",), base="vllm.platforms.interface:Platform",
-        pinned_by=("test_forward_context_and_platform_hooks",)),
+        pinned_by=("test_forward_context_and_platform_hooks",
+                   "test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute")),
     Divergence(
         "MUSA platform start-up methods", "subclass", f"{_A}.platform.musa:PortableMusaPlatform",
         ("vllm.platforms.interface:Platform.manual_seed_all", "vllm.platforms.interface:Platform.num_compute_units",
@@ -226,11 +232,19 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.eagle:EagleProposer",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.propose",
-         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass"),
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._greedy_sample",
+         "vllm.model_executor.models.llama_eagle3:Eagle3LlamaForCausalLM.compute_logits",
+         "vllm.model_executor.models.qwen3_eagle3:Eagle3Qwen3ForCausalLM.compute_logits",
+         "vllm.model_executor.models.deepseek_eagle3:Eagle3DeepseekV2ForCausalLM.compute_logits"),
         what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
              "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
              "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
-             "first pass's state for it.",
+             "first pass's state for it. The fused graphs sample with vLLM's _greedy_sample, except for an EAGLE-3 "
+             "draft vocabulary (those heads' compute_logits scatters the draft logits through d2t into a -inf "
+             "target-vocabulary tensor): there they take the argmax over the draft logits and gather the target id "
+             "through d2t, the same token (spec_decode.draft_sample; a map that does not rise strictly keeps the "
+             "scatter).",
         why="vLLM 0.26.0's V1 drafter runs PIECEWISE at best.",
         undone="PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise; per step, anything not captured runs upstream's code.",
         upstream="Model Runner V2's speculator has FULL graphs of its own.",
@@ -238,7 +252,8 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_proposer_chain_loop_shape_we_rely_on", "test_our_subclasses_override_only_what_we_mean_to",
                    "test_upstream_first_pass_alone_is_what_propose_with_one_token_runs",
                    "test_a_ragged_first_pass_is_told_on_the_host_and_replays_only_where_mixed_batches_are_exact",
-                   "test_the_greedy_draft_sample_our_fused_graphs_record"),
+                   "test_the_greedy_draft_sample_our_fused_graphs_record",
+                   "test_each_eagle3_head_our_d2t_gather_stands_for_scatters_its_draft_logits"),
         requires="v1_full_drafter"),
     Divergence(
         "DFlash proposer: FULL graphs", "subclass", f"{_A}.spec_decode.proposer:FullGraphDFlashProposer",
@@ -270,13 +285,18 @@ CENSUS: tuple[Divergence, ...] = (
         requires="v1_full_drafter"),
     Divergence(
         "draft model forward", "instance override", f"{_A}.spec_decode.proposer:ForwardReplay",
-        ("torch.nn:Module.__call__",),
+        ("torch.nn:Module.__call__", "vllm.model_executor.models.deepseek_mtp:DeepSeekMTP.__call__"),
         what="The draft model's instance attribute 'forward' replays the captured graph for an announced key and "
-             "calls the class's forward otherwise.",
-        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads.",
-        undone="ForwardReplay.uninstall() deletes the instance attribute.",
+             "calls the class's forward otherwise; a draft class whose __call__ vLLM's @support_torch_compile "
+             "replaced (MTP heads) gets, on that instance only, a same-named subclass whose __call__ does the same "
+             "around the class's own (compiled) call.",
+        why="proposer.model stays the real module for every isinstance check and attribute vLLM reads; a compiled "
+            "class's call never reads forward, so the replay must sit on the call there.",
+        undone="ForwardReplay.uninstall() deletes the instance attribute (and restores the instance's class).",
         upstream="Not a vLLM change: the module is ours to wrap once vLLM built it.",
-        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",),
+        pinned_by=("test_drafter_forward_override_is_instance_level_and_reversible",
+                   "test_drafter_replay_intercepts_a_model_whose_class_replaces_call",
+                   "test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside"),
         requires="v1_full_drafter"),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
@@ -302,10 +322,13 @@ CENSUS: tuple[Divergence, ...] = (
                  "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top."),
     Divergence(
         "profiler scopes (bench only)", "scoped override", f"{_A}.harness_door.profile_scopes:installed",
-        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",),
-        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown.",
+        ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model",
+         "vllm.v1.engine.core:EngineCoreProc._process_engine_step"),
+        what="Wraps the runners' phase methods in profiler scopes for the bench's per-step breakdown (and, in a "
+             "serving benchmark's server, the engine core's step, for the phase clock's busy time).",
         why="Attribution of host and device time per phase.",
-        undone="Only inside the bench's profiled pass; restored on exit. Never on the serve path.",
+        undone="Only inside the bench's profiled pass, or in a serving benchmark's server between its probe's start "
+               "and stop calls (harness/serve_bench/probe.py); restored on exit. Never on the serve path.",
         upstream="Measurement only."),
     Divergence(
         "per-step draft recorder (e2e harness only)", "scoped override",
@@ -320,6 +343,21 @@ CENSUS: tuple[Divergence, ...] = (
         upstream="Measurement only.",
         pinned_by=("test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step",),
         requires="v1_full_drafter"),
+    Divergence(
+        "torchada's graph aliasing, simulated (musa-sim harness only)", "instance override",
+        "portable_spec.harness.musa_sim:alias_torch_cuda_graphs",
+        ("torch.cuda:CUDAGraph", "torch.cuda:graph", "vllm.v1.worker.gpu.cudagraph_utils:CudaGraphManager.capture"),
+        what="With PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on a musa-sim process rebinds torch.cuda.CUDAGraph and "
+             "torch.cuda.graph to the simulated torch.musa's MUSAGraph and graph, so the graphs vLLM records "
+             "through torch.cuda itself (Model Runner V2's CudaGraphManager.capture, vLLM's piecewise wrappers) "
+             "keep the MUSA rules and count against the simulated live-graph cap.",
+        why="On MUSA torchada aliases torch.cuda to torch.musa, so MRV2's target and speculator graphs are MUSAGraphs "
+            "under torchada's cap; the musa-sim MRV2 parts must see them as such (issue 23).",
+        undone="Harness only: a musa-sim process keeps it for its life, as torchada's aliasing is (tests undo it "
+               "with the returned restore function); the V1 musa-sim variants leave it off; never on the serve "
+               "path (the musa-sim plugin exists only on the harness's PYTHONPATH).",
+        upstream="Simulation only: torchada itself does this on MUSA.",
+        pinned_by=("test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute",)),
     Divergence(
         "designed-weights model loader (real-shape harness only)", "subclass",
         f"{_A}.harness_door.designed_loader:DesignedWeightsLoader",
@@ -341,9 +379,10 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._get_slot_mapping",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._update_positions_dependent_metadata",
          f"{_A}.spec_decode.fused_chain:FusedChainMixin._run_fused_chain",
-         f"{_A}.spec_decode.draft_prep:hand_off_counts"),
-        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed wraps one of "
-             "these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
+         f"{_A}.spec_decode.draft_prep:hand_off_counts",
+         f"{_A}.spec_decode.fused_chain:greedy_draft_tokens"),
+        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed|d2t_unmapped "
+             "wraps one of these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
         why="Shows the e2e exactness checks catch each bug (issue 21, item 3).",
         undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
                "set; unset, nothing is installed. Never on the serve path.",

@@ -92,6 +92,15 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
         "runs vllm-musa's own kernel patches",
         until="0.27.0"),
     Feature(
+        "mrv2_graph_budget",
+        "the live-graph budget's count of Model Runner V2's target and speculator graphs (capture_sizes/mrv2.py "
+        "mirrors vLLM 0.26.0's graph managers): under a live-graph limit, MRV2's largest capture sizes are dropped "
+        "until its graphs fit",
+        "vLLM 0.28 added variable-length decode graphs and a fused multi-step draft graph to Model Runner V2, so a "
+        "count mirrored from 0.26.0's managers would not bound what it captures: no capture size is dropped for "
+        "MRV2's graphs (its sizes stay vLLM's)",
+        until="0.27.0"),
+    Feature(
         "planner_mirrors_vllm_sizes",
         "the capture-size planner's mirror of vLLM's own size rules (capture_sizes/vllm_rules.py: default ladder, "
         "default max, sequence-parallel filter): with no sizes given, its target list is the one vLLM would pick",

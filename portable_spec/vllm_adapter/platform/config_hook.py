@@ -8,7 +8,8 @@ Two hooks, because vLLM runs ``VllmConfig.__post_init__`` again on every ``datac
 - ``record_user_sizes`` runs from ``apply_config_platform_defaults``, *before* vLLM fills in its default list, and
   records whether the user chose the sizes (only the first time: later runs see our own list);
 - ``apply_capture_plan`` runs from ``check_and_update_config``, after vLLM computed the sizes; it is idempotent and
-  keeps the list sorted with ``sizes[-1] == max_cudagraph_capture_size``.
+  keeps the list sorted with ``sizes[-1] == max_cudagraph_capture_size``. Under Model Runner V2 it leaves vLLM's
+  sizes to MRV2, pruned only to a live-graph budget (``mrv2_sizes``: why, in one log line).
 
 Neither hook ever stops an engine vLLM would boot: with our drafter graphs off the plan does not require the
 drafter's FULL sizes, and a plan the planner cannot make leaves vLLM's sizes, says why once, and keeps the drafter on
@@ -22,6 +23,7 @@ from typing import Any
 
 from portable_spec.envs import draft_graph
 from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -68,6 +70,12 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
     spec = vllm_config.speculative_config
     cc = vllm_config.compilation_config
     if spec is None or spec.method not in PLANNED_METHODS:
+        return None
+    if vllm_config.use_v2_model_runner:
+        # Model Runner V2 captures its own graphs, our drafter does not run: its sizes stay vLLM's (mrv2_sizes).
+        if cc.cudagraph_capture_sizes and cc.cudagraph_mode:
+            leave_sizes_to_mrv2(vllm_config, _state(vllm_config), live_graph_limit=live_graph_limit,
+                                platform_name=platform_name)
         return None
     if not cc.cudagraph_capture_sizes or cc.cudagraph_mode is None or not cc.cudagraph_mode.has_full_cudagraphs():
         logger.info("portable_spec: no FULL graphs configured (mode %s); capture sizes left as they are",

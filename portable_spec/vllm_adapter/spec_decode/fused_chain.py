@@ -1,6 +1,7 @@
 """Fused draft steps for the V1 EAGLE drafter. Each chain step is ONE graph replay holding the draft forward, the
-greedy sample (logits + argmax), the write of the sampled token into a persistent ``[requests, K]`` draft buffer at
-the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden states).
+greedy sample (``spec_decode.draft_sample``), the write of the sampled token into a persistent ``[requests, K]`` draft
+buffer at the device-side ``current_draft_step``, and the in-place update of the next step's inputs (token ids, hidden
+states).
 The first pass, at verify shape, is ONE graph replay too (``first_fused``): the runner's draft prep and the first
 pass's inputs (``spec_decode.draft_prep``), the forward, the gather of each request's sampled row, the greedy sample into
 column 0 of the draft buffer, and the chain's first inputs (token ids, hidden states, the positions vLLM's step
@@ -19,11 +20,14 @@ to ``propose``: upstream's first pass (``super().propose(1)``, replaying no grap
 and the chain continues from there.
 
 At tensor parallel the graph holds the draft's vocab-parallel lm_head and its TP group's logits all-gather (vLLM's
-graph-safe pynccl path, as in the target's graphs), so every rank samples the same token from the same logits.
+graph-safe pynccl path, as in the target's graphs; with local argmax reduction, vLLM's all-gather of each shard's
+best value and id), so every rank samples the same token from the same logits.
 
-Applies only where that is exact (greedy draft sampling as vLLM does it, ``vocab_flags``; plain EAGLE/EAGLE3 inputs;
-and a draft attention backend whose drafting metadata build writes nothing a replay reads, so skipping it is safe);
-anything else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward`` turns fusion off.
+Applies only where that is exact (greedy draft sampling as vLLM does it, ``vocab_flags``: an EAGLE-3 draft
+vocabulary with its ``d2t`` map and vLLM's local argmax reduction are in, heterogeneous vocabularies out; plain
+EAGLE/EAGLE3 inputs; and a draft attention backend whose drafting metadata build writes nothing a replay reads, so
+skipping it is safe); anything else runs upstream's loop with per-forward graphs. ``PORTABLE_SPEC_DRAFT_CHAIN=forward``
+turns fusion off.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import torch
 
 from portable_spec.draft.dispatcher import CHAIN_FUSED
 from portable_spec.envs import DRAFT_CHAIN_ENV as CHAIN_ENV, draft_chain
+from portable_spec.vllm_adapter.spec_decode.draft_sample import VLLM, choose_draft_sample, greedy_draft_tokens
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -73,24 +78,19 @@ def fused_chain_blockers(proposer: Any) -> list[str]:
     return reasons
 
 
-VOCAB_FLAGS = ("use_local_argmax_reduction", "use_heterogeneous_vocab")
+VOCAB_FLAGS = ("use_heterogeneous_vocab",)
 
 
 def vocab_flags(proposer: Any) -> list[str]:
-    """The vLLM switches under which the draft's greedy sample is not ``compute_logits`` + argmax over target ids
-    (empty: it is, and the fused graphs may hold it).
+    """The vLLM switches under which the fused graphs cannot draft as vLLM does (empty: they can).
 
-    Per graph kind:
-    - the per-forward graphs (``first``, ``chain``) hold the draft model's forward only; vLLM samples and maps token
-      ids eagerly around them, so every vocabulary mapping is exact there;
-    - the fused graphs (``first_fused``, ``chain_fused``) hold the sample as ``model.compute_logits(h).argmax(-1)``
-      and feed the sampled id back as the next input id, which is vLLM's ``_greedy_sample`` and next input exactly
-      when neither switch is on. An EAGLE-3 draft vocabulary (``draft_vocab_size`` with its ``d2t`` map) lives
-      inside ``compute_logits`` (``Eagle3LlamaForCausalLM.compute_logits`` scatters the draft logits into the target
-      vocabulary), so the fused graphs record vLLM's own mapping: exact, and kept. ``use_local_argmax_reduction``
-      samples with ``model.get_top_tokens`` (a per-shard argmax, reduced across ranks), and
-      ``use_heterogeneous_vocab`` also maps input ids into the draft vocabulary and constrains the logits: neither is
-      what the fused graphs record, so the fused kinds decline them and the per-forward graphs serve."""
+    The fused graphs (``first_fused``, ``chain_fused``) hold the greedy sample (``draft_sample``: vLLM's own
+    ``_greedy_sample``, or for an EAGLE-3 draft vocabulary the argmax over the draft logits and the ``d2t`` gather,
+    shown the same token) and feed the sampled id back as the next input id, which is vLLM's next input unless
+    ``use_heterogeneous_vocab`` is on: then vLLM also maps each step's input ids into the draft vocabulary, which
+    the graphs do not, so the fused kinds decline it and the per-forward graphs (forward only; vLLM samples and maps
+    ids eagerly around them) serve. ``use_local_argmax_reduction`` samples with the model's ``get_top_tokens``
+    (a per-shard argmax, then the d2t gather), which ``_greedy_sample`` records as vLLM calls it."""
     return [flag for flag in VOCAB_FLAGS if getattr(proposer, flag, False)]
 
 
@@ -110,15 +110,17 @@ class FusedChainMixin:
             self.sample_indices = torch.zeros(max_reqs, dtype=torch.int32, device=device)
             self.chain_positions = torch.zeros(max_reqs, dtype=self.positions.dtype, device=device)
         self.fused_chain_off = fused_chain_blockers(self)
+        self.draft_sample = VLLM
         if self.fused_chain_off:
             logger.info("portable_spec: chain steps replay the forward only (%s)", "; ".join(self.fused_chain_off))
         else:
             logger.info("portable_spec: chain steps are fused graphs (forward + greedy sample + next inputs)")
+            self.draft_sample = choose_draft_sample(self)
 
     def _fused_chain_body(self, num_tokens: int, out: Any) -> torch.Tensor:
         """Recorded after the forward inside a CHAIN_FUSED capture: sample, store, feed the next step."""
         last, hidden = out if self.model_returns_tuple() else (out, out)
-        tokens = self.model.compute_logits(last).argmax(dim=-1)
+        tokens = greedy_draft_tokens(self, self.draft_sample, last)
         self.input_ids[:num_tokens].copy_(tokens)
         self.hidden_states[:num_tokens].copy_(hidden)
         self.draft_tokens[:num_tokens].index_copy_(1, self.current_draft_step, tokens.unsqueeze(1))
@@ -128,7 +130,7 @@ class FusedChainMixin:
         """Recorded after the forward inside a FIRST_FUSED capture: upstream's first sample and the chain's inputs."""
         last, hidden = out if self.model_returns_tuple() else (out, out)
         rows = self.sample_indices[:num_reqs]
-        tokens = self.model.compute_logits(last[rows]).argmax(dim=-1)
+        tokens = greedy_draft_tokens(self, self.draft_sample, last[rows])
         self.chain_positions[:num_reqs].copy_(self.positions[rows])
         self._begin_chain(tokens, hidden[rows])
         return tokens

@@ -27,6 +27,7 @@ one runner's (``portable_spec.draft.runner``); the proposers here implement its 
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -55,31 +56,77 @@ def input_pointers(kwargs: dict[str, Any]) -> tuple[int, ...]:
 
 
 class ForwardReplay:
-    """Replays a captured graph in place of the draft model's forward when the proposer announced a captured key.
+    """Replays a captured graph in place of the draft model's call when the proposer announced a captured key.
 
-    Installed as an instance attribute ``forward`` on the draft model (``nn.Module.__call__`` looks ``forward`` up on
-    the instance first), so ``proposer.model`` stays the real model for every ``isinstance`` check and attribute;
-    ``uninstall()`` restores the class's forward. The replay itself (and its input-pointer check) is the runner's.
+    Where the draft model's class keeps ``nn.Module.__call__`` (EAGLE heads: vLLM compiles their inner model), it is
+    installed as the instance attribute ``forward`` (``nn.Module.__call__`` looks ``forward`` up on the instance
+    first). Where vLLM's ``@support_torch_compile`` decorates the draft model's class itself (MTP heads such as
+    ``DeepSeekMTP``), the class's ``__call__`` runs the compiled code and never reads ``forward``: there the instance
+    gets a subclass whose only change is ``__call__`` (``replaying_class``), because Python looks ``__call__`` up on
+    the type. Either way ``proposer.model`` stays the real model for every ``isinstance`` check and attribute, what
+    runs without a replay (and what a capture records, ``eager_forward``) is exactly what ``model(...)`` ran before,
+    and ``uninstall()`` restores it. The replay itself (and its input-pointer check) is the runner's.
     """
 
     def __init__(self, model: torch.nn.Module, proposer: "DrafterGraphMixin") -> None:
         self.model = model
         self.proposer = proposer
-        self.eager_forward = model.forward
+        self.model_class = type(model)
+        self.through_call = calls_bypass_forward(self.model_class)
+        self.eager_forward = (functools.partial(self.model_class.__call__, model) if self.through_call
+                              else model.forward)
         self.last_output: Any = None  # the latest forward's output (replayed or eager): the fused chain starts there
 
     def install(self) -> None:
-        self.model.forward = self
+        if self.through_call:
+            self.model.__dict__[REPLAY_ATTR] = self
+            self.model.__class__ = replaying_class(self.model_class)
+        else:
+            self.model.forward = self
 
     def uninstall(self) -> None:
-        if self.model.__dict__.get("forward") is self:
+        if self.through_call:
+            if self.model.__dict__.get(REPLAY_ATTR) is self:
+                self.model.__class__ = self.model_class
+                del self.model.__dict__[REPLAY_ATTR]
+        elif self.model.__dict__.get("forward") is self:
             del self.model.forward
+
+    @property
+    def installed(self) -> bool:
+        return self.model.__dict__.get(REPLAY_ATTR if self.through_call else "forward") is self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         key = self.proposer.pending_key(kwargs)
         step = None if key is None else self.proposer.graph_runner.replay(key, input_pointers(kwargs))
         self.last_output = step.outputs if step is not None else self.eager_forward(*args, **kwargs)
         return self.last_output
+
+
+REPLAY_ATTR = "_portable_spec_forward_replay"
+
+
+def calls_bypass_forward(model_class: type) -> bool:
+    """Whether ``model(...)`` may run without reading ``forward``: vLLM's ``@support_torch_compile`` replaces the
+    decorated class's ``__call__`` with one that calls its compiled (or AOT-loaded) function directly."""
+    return model_class.__call__ is not torch.nn.Module.__call__
+
+
+_REPLAYING_CLASSES: dict[type, type] = {}
+
+
+def replaying_class(model_class: type) -> type:
+    """``model_class`` with ``__call__`` routed through the instance's ``ForwardReplay`` (one subclass per class,
+    same name, nothing else changed)."""
+    cls = _REPLAYING_CLASSES.get(model_class)
+    if cls is None:
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return self.__dict__[REPLAY_ATTR](*args, **kwargs)
+
+        cls = type(model_class.__name__, (model_class,), {"__call__": __call__, "__module__": model_class.__module__,
+                                                          "__qualname__": model_class.__qualname__})
+        _REPLAYING_CLASSES[model_class] = cls
+    return cls
 
 
 class DrafterGraphMixin:
@@ -240,8 +287,12 @@ class DrafterGraphMixin:
         self._set_mtp_skip_topk(False)  # as vLLM builds MTP layers: they never start skipping the indexer
         if report.captured:
             self.graphs.install()
-        self.capture_stats = report.stats()
+        self.capture_stats = {**report.stats(), **self._capture_facts()}
         return self.capture_stats
+
+    def _capture_facts(self) -> dict[str, Any]:
+        """What a subclass adds to ``capture_stats`` (the e2e checks read it from each worker)."""
+        return {}
 
     def _before_capture(self) -> None:
         """Buffers and decisions a subclass needs before ``_graph_kinds`` (none by default)."""
@@ -279,6 +330,10 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         if self.draft_prep_off:
             logger.info("portable_spec: the runner's draft prep stays on vLLM's path (%s)",
                         "; ".join(self.draft_prep_off))
+
+    def _capture_facts(self) -> dict[str, Any]:
+        # How the fused graphs sample (``draft_sample``): vLLM's own greedy sample or the d2t gather.
+        return {"draft_sample": self.draft_sample if not self.fused_chain_off else None}
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         qsl = cad.query_start_loc.data_ptr()

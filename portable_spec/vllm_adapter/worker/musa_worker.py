@@ -51,12 +51,14 @@ class MusaWorker(PortableWorker):
         share_vllm_log_handlers()
         label = platform_label(current_platform)
         state = (self.vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY) or {}
-        plan = state.get("plan") or {}
+        # Our drafter's plan on the V1 runner; what Model Runner V2 was left (mrv2_sizes) under MRV2.
+        mrv2 = state.get("mrv2") if not state.get("plan") else None
+        what, plan = ("Model Runner V2", mrv2) if mrv2 else ("capture plan", state.get("plan") or {})
         platform = type(current_platform)
-        logger.info("portable_spec[%s]: MusaWorker on %s.%s, live-graph limit %s (capture plan: %s live graphs, "
+        logger.info("portable_spec[%s]: MusaWorker on %s.%s, live-graph limit %s (%s: %s live graphs, "
                     "target sizes %s%s)", label, platform.__module__, platform.__qualname__,
-                    plan.get("live_graph_limit"), plan.get("live_graphs"), plan.get("target_sizes"),
-                    "".join(f"; {w}" for w in state.get("warnings", ())))
+                    plan.get("live_graph_limit"), what, plan.get("live_graphs"),
+                    plan.get("sizes", plan.get("target_sizes")), "".join(f"; {w}" for w in state.get("warnings", ())))
         # MUSA's Triton 3.2 rejects some of vLLM's kernels: PortableWorker binds our substitutes before the drafter
         # is built.
         with device_type_presented_as(self.device_config, "cuda"):

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 23's no-regression bench: Model Runner V2 on our CUDA platform (ours_platform_mrv2) against MRV2 on vLLM's
+# built-in CUDA platform (builtin_mrv2), both with the runner vLLM picks, booted together and timed in turns
+# (portable_spec/harness/e2e/interleave.py; medians of the passes, every pass kept), one bench per pair.
+#   ci/gpu/mrv2_bench.sh OUTDIR   -> OUTDIR/bench-mrv2-<pair>-k<K>/bench_e2e.json + .png (summary key
+#                                    ours_platform_mrv2_over_builtin_mrv2) and each engine's log
+# Knobs: MRV2_BENCH_PAIRS (PAIR:MODEL_VARIANT:K,...; default the 100%-acceptance EAGLE pair, attention variant, K=3,
+# and the EAGLE-3 pair, K=5), MRV2_BENCH_CONCURRENCY (default 1,4,16,64), MRV2_BENCH_TOKENS (output tokens per
+# request, default 256), MRV2_BENCH_REPEATS (timed passes per cell, default 5), MRV2_BENCH_BOOT_TIMEOUT (default 420).
+# A benchmark, not a test: it reports; the rows say which runner each engine built (runner, use_v2_model_runner).
+set -uo pipefail
+out="${1:?usage: ci/gpu/mrv2_bench.sh OUTDIR}"
+py="${PYTHON:-python3}"
+rc=0
+IFS=, read -ra pairs <<< "${MRV2_BENCH_PAIRS:-llama_eagle:attention:3,llama_eagle3:perfect:5}"
+for spec in "${pairs[@]}"; do
+  IFS=: read -r pair variant k <<< "$spec"
+  echo "=== mrv2 bench: $pair ($variant) K=$k ==="
+  "$py" -m portable_spec bench e2e --out "$out/bench-mrv2-$pair-k$k" --pair "$pair" --model-variant "$variant" \
+    --num-spec "$k" --variants builtin_mrv2,ours_platform_mrv2 --concurrency "${MRV2_BENCH_CONCURRENCY:-1,4,16,64}" \
+    --tokens "${MRV2_BENCH_TOKENS:-256}" --repeats "${MRV2_BENCH_REPEATS:-5}" \
+    --timeout "${MRV2_BENCH_BOOT_TIMEOUT:-420}" || rc=1
+done
+exit $rc

@@ -1,0 +1,82 @@
+"""Capture sizes under Model Runner V2: left to MRV2, pruned only to a live-graph budget (issue 23).
+
+The decision, from what MRV2's speculator needs. Our planner's list (verify sizes rounded to multiples of 1+K,
+block-aligned for DFlash) is made for our V1 drafter. MRV2 rounds each graph manager's sizes itself (vLLM PR #45953
+exempts it from vLLM's spec-decode rounding): its verify pass and its draft's first pass to multiples of 1+K, while
+its EAGLE-style draft decode steps run one token per request and need the small sizes (1, 2, ...) that multiples of
+1+K drop (with the planner's list a one-request draft step would be padded to 1+K rows). So under MRV2 the hook
+keeps vLLM's list and says so in one line per engine (re-runs on replaced configs stay silent).
+
+With a live-graph limit (MUSA: torchada's cap) it counts what MRV2 captures from that list, its target and
+speculator graphs together (``capture_sizes.mrv2``, mirrored from vLLM 0.26.0's managers), and drops the largest
+sizes until they fit, with a warning. Where the mirror does not hold (``version_gate``: ``mrv2_graph_budget``) one
+line says so and no size is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from portable_spec.capture_sizes.mrv2 import mrv2_budget
+from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+STATE_KEY = "mrv2"
+"""Where ``additional_config["portable_spec"]`` keeps what MRV2 was left (sizes, graphs counted, warnings)."""
+LEFT_TO_MRV2 = "capture sizes left to Model Runner V2"
+"""The one line's marker (what the e2e checks count in an engine log)."""
+
+
+def pieces(model_config: Any, parallel_config: Any) -> int:
+    """PIECEWISE graphs one size costs a compiled model: its attention layers split it into layers + 1 pieces."""
+    try:
+        return int(model_config.get_num_layers(parallel_config)) + 1
+    except Exception:  # a draft config without a layer count: count as the target does below
+        return 0
+
+
+def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_limit: int | None,
+                        platform_name: str) -> dict[str, Any]:
+    """Keep vLLM's capture sizes for MRV2 (pruned to ``live_graph_limit`` when one applies); returns what was
+    stored in ``state[STATE_KEY]``. Logs the decision once per engine and each pruning warning once."""
+    spec, cc = vllm_config.speculative_config, vllm_config.compilation_config
+    first = STATE_KEY not in state
+    counted = version_gate.has("mrv2_graph_budget")  # the count mirrors this vLLM's managers
+    limit = live_graph_limit if counted else None
+    if live_graph_limit is not None and not counted:
+        version_gate.say_unsupported("mrv2_graph_budget", logger)
+    target_pieces = pieces(vllm_config.model_config, vllm_config.parallel_config) or 1
+    draft_config = getattr(spec, "draft_model_config", None)
+    draft_pieces = (pieces(draft_config, vllm_config.parallel_config) if draft_config is not None else 0) \
+        or target_pieces
+    budget = mrv2_budget(list(cc.cudagraph_capture_sizes), method=spec.method, num_spec=spec.num_speculative_tokens,
+                         max_num_seqs=vllm_config.scheduler_config.max_num_seqs, mode=cc.cudagraph_mode.name,
+                         live_graph_limit=limit, target_pieces=target_pieces, draft_pieces=draft_pieces)
+    if budget.dropped:
+        cc.cudagraph_capture_sizes = list(budget.sizes)
+        cc.max_cudagraph_capture_size = budget.sizes[-1]
+    earlier = state.get(STATE_KEY, {})
+    said = earlier.get("warnings", [])
+    new = [w for w in budget.warnings if w not in said]
+    # A re-run on a replaced config starts from the pruned list: keep what the first run dropped and said.
+    stored = {**budget.to_dict(), "dropped": sorted({*earlier.get("dropped", []), *budget.dropped}),
+              "warnings": [*said, *new], "platform": platform_name, "counted": counted}
+    if not counted:  # a count mirrored from another vLLM's managers would be a guess: record none
+        stored.update(graphs={}, live_graphs=None)
+    state[STATE_KEY] = stored
+    state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *new]))
+    share_vllm_log_handlers()  # config time: our lines go where vLLM's go, as the worker's do later
+    if first:
+        q = 1 + spec.num_speculative_tokens
+        graphs = (f"{budget.live_graphs} live graphs: " + ", ".join(f"{k} {v}" for k, v in budget.graphs.items())
+                  if counted else "live graphs not counted on this vLLM")
+        logger.info("portable_spec[%s]: %s K=%d: %s %s (%s; limit %s). Why: it rounds them per graph kind itself, "
+                    "its verify pass and first draft pass to multiples of 1+K=%d, while its draft decode steps run 1 "
+                    "token per request and need the sizes below %d that our V1 plan would drop", platform_name,
+                    spec.method, spec.num_speculative_tokens, LEFT_TO_MRV2, list(budget.sizes), graphs, limit, q, q)
+    for warning in new:
+        logger.warning("portable_spec[%s]: %s", platform_name, warning)
+    return stored

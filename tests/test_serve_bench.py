@@ -1,0 +1,480 @@
+"""The serving benchmark (``harness/serve_bench``) on CPU: vLLM's own ``vllm bench serve`` client against the soak's
+in-process fake servers (real client, real saved JSON, real medians), the interleaved order, the statistics failing
+on missing or empty data, the phase-clock probe on vLLM's real classes, the memory placement, the pair folders, the
+summary over several runs, and the CLI's one-line errors. Benchmarks are not tests: nothing here asserts a speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portable_spec.errors import PortableSpecError
+from portable_spec.harness.serve_bench import (client, combine, driver, memory, pairs, plan, probe, report, servers,
+                                                 stats)
+from portable_spec.harness.serve_bench.driver import Hooks, Settings
+
+from soak_fake_server import DeadServer, FakeVllm, fake_launcher, ticking_clock
+
+LLAMA_31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+               "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+               "vocab_size": 128256, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+FAST = dict(concurrency=(1, 2), rounds=2, input_len=16, output_len=12, prompts_per_slot=1, boot_s=20,
+            run_timeout_s=60, clock_prompts=1, profile_output_len=8)
+
+
+@pytest.fixture(scope="module")
+def zoo_pair(tmp_path_factory) -> pairs.BenchPair:
+    return pairs.resolve("llama_eagle", None, None, tmp_path_factory.mktemp("zoo"))
+
+
+def cpu_hooks(launch=None) -> Hooks:
+    return Hooks(launch=launch or fake_launcher(), device=lambda: {"name": "cpu-test", "free_bytes": None},
+                 say=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def clean_run(zoo_pair, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("serve_bench")
+    return driver.run_serve_bench(zoo_pair, Settings(**FAST), out, cpu_hooks()), out
+
+
+# ------------------------------------------------------------------------------------------------ the whole run
+def test_a_clean_run_reports_the_clients_numbers_medians_and_ratios(clean_run):
+    result, out = clean_run
+    assert result["status"] == "complete", result["problems"]
+    assert result["placement"]["mode"] == "together"
+    for variant in ("upstream_v1", "ours", "mrv2"):
+        for c in ("1", "2"):
+            cell = result["cells"][variant][c]
+            assert cell["runs"] == 2 and cell["failed"] == 0
+            assert cell["output_throughput"]["median"] > 0 and len(cell["output_throughput"]["all"]) == 2
+            assert cell["spec_decode_acceptance_length"]["median"] > 1
+    for key in ("ours_over_upstream_v1", "ours_over_mrv2"):
+        assert set(result[key]) == {"1", "2"}
+        assert all(r["output_tok_s"] > 0 and r["median_tpot_ms"] > 0 for r in result[key].values())
+    assert (out / "serve_bench.txt").read_text().startswith("serve bench: llama_eagle")
+    assert (out / "serve_bench.png").stat().st_size > 10_000
+    written = json.loads((out / "serve_bench.json").read_text())
+    assert written["ours_over_upstream_v1"] == result["ours_over_upstream_v1"]
+    assert "vllm bench serve --backend openai" in written["client_example"]
+
+
+def test_every_timed_number_is_the_one_vllm_bench_serve_saved(clean_run):
+    result, out = clean_run
+    assert len(result["runs"]) == 2 * 2 * 3
+    for run in result["runs"]:
+        saved = json.loads((out / run["result_file"]).read_text())
+        assert saved["backend"] == "openai" and saved["max_concurrency"] == run["concurrency"]
+        assert saved["num_prompts"] == run["num_prompts"] == run["concurrency"]
+        assert saved["variant"] == run["variant"] and saved["round"] == str(run["round"])  # --metadata
+        for key in ("output_throughput", "median_tpot_ms", "p99_itl_ms", "spec_decode_acceptance_length"):
+            assert run["result"][key] == saved[key]
+        assert "Serving Benchmark Result" in (out / run["client_output"]).read_text()
+    cell = result["cells"]["ours"]["2"]["median_tpot_ms"]
+    ours = [r["result"]["median_tpot_ms"] for r in result["runs"] if r["variant"] == "ours" and r["concurrency"] == 2]
+    assert cell["all"] == ours and cell["median"] == pytest.approx(sum(ours) / 2, abs=1e-4)
+
+
+def test_the_runs_were_interleaved_as_planned(clean_run):
+    result, _ = clean_run
+    order = [(r["round"], r["concurrency"], r["variant"]) for r in result["order"]]
+    assert order == [(r.round, r.concurrency, r.variant)
+                     for r in plan.interleaved(["upstream_v1", "ours", "mrv2"], [1, 2], 2)]
+    assert order[0][2] == "upstream_v1" and order[6][2] == "ours"  # round 1 starts one variant later
+
+
+def test_the_phase_clock_and_profile_come_back_per_variant_with_their_split(clean_run):
+    result, _ = clean_run
+    for variant in ("upstream_v1", "ours", "mrv2"):
+        reading = result["phase_clock_c1"][variant]
+        assert reading["clock"]["steps"] == 2 and reading["clock"]["step_wall_ms"] == pytest.approx(7.0)
+        assert reading["profile"]["device_ms"] > 0
+        split = reading["split"]
+        assert split["device_busy_share"] == pytest.approx(reading["profile"]["device_ms"] / 7.0, abs=1e-4)
+        assert split["host_only_ms"] == pytest.approx(max(7.0 - reading["profile"]["device_ms"], 0), abs=1e-4)
+    assert "phase clock at concurrency 1" in report.table(result)
+
+
+def test_a_server_that_dies_leaves_its_cells_and_ratios_without_numbers_and_the_run_incomplete(zoo_pair, tmp_path):
+    launch = fake_launcher()
+
+    def dying(server, port, log):
+        handle = launch(server, port, log)
+        if server.variant == "ours":
+            original = handle._rpc
+
+            def rpc(method):  # answers the facts once (ready), then goes away
+                answer = original(method)
+                handle.stop()
+                return answer
+            handle._rpc = rpc
+        return handle
+    result = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}), tmp_path, cpu_hooks(dying))
+    assert result["status"] == "incomplete"
+    assert all("error" in cell for cell in result["cells"]["ours"].values())
+    assert all("error" in r for r in result["ours_over_upstream_v1"].values())
+    assert all("error" not in cell for cell in result["cells"]["upstream_v1"].values())
+    assert any(p.startswith("ours_over_mrv2 c=1") for p in result["problems"])
+
+
+def test_servers_that_do_not_fit_together_fall_back_to_one_at_a_time(zoo_pair, tmp_path):
+    booted = []
+    launch = fake_launcher()
+
+    def tight(server, port, log):
+        booted.append(server.variant)
+        if len(booted) == 3:  # the third server of the together boot finds no memory left
+            log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+            return DeadServer()
+        return launch(server, port, log)
+    settings = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "variants": ("upstream_v1", "ours", "mrv2")})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks(tight))
+    assert result["placement"]["mode"] == "in_turn" and result["placement"]["fell_back"]
+    assert booted == ["upstream_v1", "ours", "mrv2", "upstream_v1", "ours", "mrv2"]
+    assert result["status"] == "incomplete"  # the failed together boot is kept as a problem
+    assert all(result["cells"][v]["1"]["runs"] == 1 for v in ("upstream_v1", "ours", "mrv2"))
+
+
+def test_a_budget_stops_rounds_and_says_so(zoo_pair, tmp_path):
+    settings = Settings(**{**FAST, "rounds": 3, "budget_s": 1.0, "concurrency": (1,), "phase_clock": False})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["rounds_done"] < 3 and result["status"] == "incomplete"
+    assert any("rounds ran" in p for p in result["problems"])
+
+
+def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_path):
+    import os
+    import signal
+
+    launched, runs = [], []
+    launch = fake_launcher()
+
+    def keep(server, port, log):
+        launched.append(launch(server, port, log))
+        return launched[-1]
+
+    def client_then_term(argv, log, timeout_s):
+        runs.append(argv)
+        if len(runs) == 4:  # an outer `timeout` sends SIGTERM to the process group
+            os.kill(os.getpid(), signal.SIGTERM)
+        return client.run_client(argv, log, timeout_s)
+    hooks = Hooks(launch=keep, client=client_then_term, device=lambda: {"name": "cpu-test", "free_bytes": None},
+                  say=lambda line: None)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "phase_clock": False}), tmp_path, hooks)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert launched and not any(server.alive() for server in launched)
+    written = json.loads((tmp_path / "serve_bench.json").read_text())
+    assert written["status"] == "incomplete" and written["stopped_because"] == "interrupted (SystemExit)"
+
+
+# ------------------------------------------------------------------------------------------------ order
+@pytest.mark.parametrize("mode", ["together", "in_turn"])
+def test_every_round_visits_every_cell_once_and_the_first_variant_rotates(mode):
+    variants, conc = ["upstream_v1", "ours", "mrv2"], [1, 2, 8, 32]
+    runs = plan.order(mode, variants, conc, 3)
+    for r in range(3):
+        cells = [(x.concurrency, x.variant) for x in runs if x.round == r]
+        assert sorted(cells) == sorted((c, v) for c in conc for v in variants)
+        assert [x.variant for x in runs if x.round == r][0] == variants[r]
+    firsts = {v: 0 for v in variants}
+    for c in conc:
+        for r in range(3):
+            firsts[[x.variant for x in runs if x.round == r and x.concurrency == c][0]] += 1
+    assert set(firsts.values()) == {len(conc)}  # each variant goes first equally often
+    if mode == "in_turn":  # one server at a time: a variant's runs of a round are contiguous
+        blocks = [x.variant for x in runs if x.round == 0]
+        assert blocks == [v for v in variants for _ in conc]
+
+
+def test_moe_pairs_skip_mrv2_with_the_reason():
+    kept, skipped = plan.variants_for(["upstream_v1", "ours", "mrv2"], moe=True)
+    assert kept == ["upstream_v1", "ours"] and "MoE" in skipped["mrv2"]
+    assert plan.variants_for(["mrv2"], moe=False) == (["mrv2"], {})
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+def test_medians_and_ratios_refuse_missing_or_empty_data():
+    with pytest.raises(stats.MissingData, match="no runs"):
+        stats.median_of([], "x")
+    with pytest.raises(stats.MissingData, match="1 of 3"):
+        stats.median_of([1.0, None, 3.0], "x")
+    with pytest.raises(stats.MissingData):
+        stats.median_of([float("nan")], "x")
+    with pytest.raises(stats.MissingData):
+        stats.ratio(1.0, 0.0, "x")
+    with pytest.raises(stats.MissingData):
+        stats.ratio(None, 2.0, "x")
+    assert stats.median_of([3.0, 1.0, 2.0], "x") == 2.0 and stats.ratio(3.0, 2.0, "x") == 1.5
+
+
+def _result(tok_s: float, tpot: float) -> dict:
+    base = {m: 1.0 for m in stats.CELL_METRICS}
+    return {**base, "output_throughput": tok_s, "median_tpot_ms": tpot}
+
+
+def test_cells_and_ratios_from_runs_and_an_empty_cell_is_an_error_not_a_zero():
+    runs = [{"variant": "ours", "concurrency": 1, "result": _result(t, 10.0 / t)} for t in (90.0, 100.0, 110.0)]
+    runs += [{"variant": "upstream_v1", "concurrency": 1, "result": _result(t, 10.0 / t)} for t in (40.0, 50.0)]
+    runs += [{"variant": "upstream_v1", "concurrency": 2, "error": "boom"}]
+    table = stats.cells(runs, ["ours", "upstream_v1"], [1, 2])
+    assert table["ours"]["1"]["output_throughput"]["median"] == 100.0
+    assert table["upstream_v1"]["1"]["output_throughput"]["median"] == 45.0
+    assert "error" in table["ours"]["2"] and table["upstream_v1"]["2"] == {
+        "runs": 0, "failed": 1, "error": "no runs for upstream_v1 c=2 output_throughput"}
+    ratios = stats.ratios(table, "ours", "upstream_v1", [1, 2])
+    assert ratios["1"] == {"output_tok_s": round(100 / 45, 4), "median_tpot_ms": round(0.1 / 0.225, 4)}
+    assert "error" in ratios["2"]
+    assert "error" in stats.ratios(table, "ours", "mrv2", [1])["1"]
+
+
+# ------------------------------------------------------------------------------------------------ client
+def test_vllm_bench_serve_parses_the_client_arguments():
+    from portable_spec.vllm_adapter.harness_door.bench_client import parse
+
+    run = client.ClientRun("127.0.0.1", 8123, "/m/target", "/m/tok", 256, 128, 64, 32, 7, 0.0, "/r", "x.json", "ours",
+                           ("variant=ours", "round=0"))
+    args = parse(client.client_args(run))
+    assert (args.dataset_name, args.random_input_len, args.random_output_len) == ("random", 256, 128)
+    assert args.random_range_ratio == "0" and args.num_prompts == 64 and args.max_concurrency == 32
+    assert args.request_rate == float("inf") and args.ignore_eos and args.temperature == 0.0 and args.seed == 7
+    assert args.save_result and args.result_dir == "/r" and args.result_filename == "x.json"
+    assert args.percentile_metrics == "ttft,tpot,itl,e2el" and args.metric_percentiles == "99"
+    assert (args.model, args.tokenizer, args.port, args.backend) == ("/m/target", "/m/tok", 8123, "openai")
+    assert args.metadata == ["variant=ours", "round=0"] and args.disable_tqdm
+
+
+def test_read_result_refuses_a_run_with_holes(tmp_path, clean_run):
+    result, out = clean_run
+    saved = json.loads((out / result["runs"][0]["result_file"]).read_text())
+    for change, match in ((lambda d: d.pop("median_tpot_ms"), "lacks median_tpot_ms"),
+                          (lambda d: d.update(failed=1, completed=d["num_prompts"] - 1), "1 of"),
+                          (lambda d: d.pop("spec_decode_acceptance_length"), "no acceptance length")):
+        broken = dict(saved)
+        change(broken)
+        (tmp_path / "r.json").write_text(json.dumps(broken))
+        with pytest.raises(client.ResultError, match=match):
+            client.read_result(tmp_path / "r.json")
+    with pytest.raises(client.ResultError, match="no client result"):
+        client.read_result(tmp_path / "absent.json")
+
+
+def test_a_client_that_raises_or_hangs_is_an_error_and_stdout_is_restored(tmp_path):
+    before = sys.stdout
+
+    def raises(argv):
+        print("partial output")
+        raise SystemExit(2)
+    outcome = client.run_client([], tmp_path / "a.txt", 5, bench=raises)
+    assert outcome["error"].startswith("SystemExit") and sys.stdout is before
+    assert "partial output" in (tmp_path / "a.txt").read_text()
+    import threading
+
+    release = threading.Event()
+    outcome = client.run_client([], tmp_path / "b.txt", 0.2, bench=lambda argv: release.wait(5))
+    assert "no result within" in outcome["error"]
+    release.set()
+
+
+# ------------------------------------------------------------------------------------------------ servers
+@pytest.mark.parametrize("variant", ["upstream_v1", "ours", "mrv2"])
+def test_vllm_serve_parses_the_bench_command_line(vllm_platform, variant, zoo_pair):
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    server = servers.BenchServer(variant, zoo_pair, 640, 32, 3 << 30)
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(servers.serve_args(server, 8123))
+    validate_parsed_serve_args(args)
+    engine = AsyncEngineArgs.from_cli_args(args)
+    assert args.model_tag == zoo_pair.target and args.port == 8123
+    assert engine.speculative_config == {"method": "eagle", "model": zoo_pair.draft, "num_speculative_tokens": 3}
+    assert engine.kv_cache_memory_bytes == 3 << 30 and engine.max_num_seqs == 32 and engine.max_model_len == 640
+    assert engine.worker_extension_cls == servers.PROBE
+    env = servers.server_env(server)
+    assert env.get("VLLM_USE_V2_MODEL_RUNNER") == ("1" if variant == "mrv2" else "0")
+    assert env.get("VLLM_PLATFORM") == ("cuda" if variant == "ours" else None)
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and env["VLLM_SERVER_DEV_MODE"] == "1"
+
+
+def test_the_probe_class_is_a_worker_extension_vllm_accepts():
+    from vllm.v1.worker.gpu_worker import Worker
+
+    methods = [m for m in dir(probe.ServeBenchProbe) if not m.startswith("__")]
+    assert "portable_spec_bench_clock_start" in methods and "portable_spec_soak_facts" in methods
+    assert not any(hasattr(Worker, m) for m in methods)  # vLLM's clash check in WorkerWrapperBase.init_worker
+
+
+# ------------------------------------------------------------------------------------------------ the probe
+class Worker:
+    class vllm_config:
+        use_v2_model_runner = False
+
+
+def test_the_clock_probe_hooks_vllms_engine_step_and_restores_everything():
+    import vllm.v1.engine.core as core
+
+    original = core.EngineCoreProc.__dict__["_process_engine_step"]
+    worker = Worker()
+    begun = probe.start(worker, "clock")
+    assert begun["installed"] > 0 and not any("EngineCoreProc" in s for s in begun["skipped"])
+    assert core.EngineCoreProc.__dict__["_process_engine_step"] is not original
+    assert "already running" in probe.start(worker, "profile")["error"]
+    assert "no profile measurement" in probe.stop(worker, "profile")["error"]
+    summary = probe.stop(worker, "clock")
+    assert "never ran" in summary["error"]  # no engine step happened: an error, not a division by zero
+    assert core.EngineCoreProc.__dict__["_process_engine_step"] is original
+
+
+def test_the_profile_probe_reads_a_real_torch_profile():
+    import torch
+
+    from portable_spec.vllm_adapter.harness_door.profile_scopes import STEP
+
+    worker = Worker()
+    assert probe.start(worker, "profile")["kind"] == "profile"
+    for _ in range(3):
+        with torch.profiler.record_function(STEP):
+            torch.ones(64).add_(1)
+    summary = probe.stop(worker, "profile")
+    assert summary["steps"] == 3 and summary["runner"] == "v1" and "per_step" not in summary
+
+
+def test_the_served_clock_divides_by_busy_time_only():
+    from portable_spec.vllm_adapter.harness_door.profile_scopes import ENGINE_STEP, STEP
+
+    clock, now = ticking_clock()
+    for _ in range(4):
+        with clock.scope(ENGINE_STEP):
+            with clock.scope(STEP):
+                now[0] += 0.003
+        now[0] += 1.0  # idle: waiting for the next request
+    out = probe.served_summary(clock)
+    assert out["steps"] == 4 and out["step_wall_ms"] == pytest.approx(3.0) and out["busy_s"] == pytest.approx(0.012)
+
+
+def test_the_split_is_the_device_share_of_the_real_step():
+    clock = {"step_wall_ms": 10.0, "phases": {p: {"wall_ms": 1.0} for p in report.PHASES}}
+    profile = {"device_ms": 6.0, "phases": {p: {"device_ms": 0.5, "launches": 2} for p in report.PHASES},
+               "unattributed": {"launches": 1}}
+    s = report.split(clock, profile)
+    assert (s["device_busy_share"], s["gpu_waits_share"], s["host_only_ms"]) == (0.6, 0.4, 4.0)
+    assert s["launches_per_step"] == 2 * len(report.PHASES) + 1
+    assert "error" in report.split(clock, {"error": "no step scope"})
+    assert "error" in report.split(None, profile)
+
+
+def test_a_server_that_ran_another_drafter_than_its_label_is_a_problem():
+    ours = {"runner": "x", "drafter": "vllm.v1.spec_decode.eagle.EagleProposer", "use_v2_model_runner": False}
+    assert "not ours" in report.identity_problems("ours", [ours])[0]
+    mine = {"runner": "x", "drafter": "portable_spec.vllm_adapter.spec_decode.proposer.P", "replays": {"a": 3},
+            "use_v2_model_runner": False}
+    assert "did not replay" in report.identity_problems("ours", [mine, mine])[0]
+    assert report.identity_problems("ours", [mine, {**mine, "replays": {"a": 9}}]) == []
+    assert report.identity_problems("mrv2", [{"runner": "x", "use_v2_model_runner": False}])
+    upstream = {"runner": "x", "drafter": "vllm.v1.spec_decode.eagle.EagleProposer", "use_v2_model_runner": False}
+    assert report.identity_problems("upstream_v1", [{**upstream, "platform": "vllm.platforms.cuda.CudaPlatform"}]) == []
+    assert "platform" in report.identity_problems(
+        "upstream_v1", [{**upstream, "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"}])[0]
+    assert report.identity_problems("upstream_v1", [{"error": "no answer"}]) == ["upstream_v1: no facts from its "
+                                                                                  "server's probe"]
+
+
+# ------------------------------------------------------------------------------------------------ memory, pairs
+def test_the_memory_estimate_at_llama_31_8b_shapes():
+    assert memory.kv_bytes_per_token(LLAMA_31_8B) == 32 * 2 * 8 * 128 * 2
+    assert memory.param_count(LLAMA_31_8B) == pytest.approx(8.03e9, rel=0.01)
+    per = memory.server_bytes(memory.param_count(LLAMA_31_8B) * 2, 3 << 30)
+    assert memory.placement(3, per, 79 * memory.GIB)["mode"] == "together"
+    assert memory.placement(3, per, 60 * memory.GIB)["mode"] == "in_turn"
+    assert memory.placement(3, per, 60 * memory.GIB, asked="together")["mode"] == "together"
+    assert memory.weights_bytes("/nonexistent", LLAMA_31_8B)[1] == "config"
+
+
+def test_pair_folders_read_pair_json_or_the_zoo_manifest_and_name_whats_missing(tmp_path, zoo_pair):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "target").symlink_to(zoo_pair.target)
+    with pytest.raises(PortableSpecError, match="no draft model folder"):
+        pairs.from_folder(folder)
+    (folder / "draft").symlink_to(zoo_pair.draft)
+    plain = pairs.from_folder(folder)
+    assert (plain.method, plain.k, plain.moe, plain.mode) == ("eagle", 3, False, "as-built")
+    (folder / "pair.json").write_text(json.dumps({"name": "x8b", "mode": "dummy", "method": "eagle3",
+                                                  "num_speculative_tokens": 4, "serve_args": ["--load-format", "dummy"],
+                                                  "env": {"A": "1"}}))
+    spec = pairs.from_folder(folder)
+    assert (spec.name, spec.mode, spec.method, spec.k, spec.serve_args) == ("x8b", "dummy", "eagle3", 4,
+                                                                          ("--load-format", "dummy"))
+    assert servers.serve_args(servers.BenchServer("ours", spec, 640, 8, 1 << 30), 1)[-2:] == ["--load-format", "dummy"]
+    (folder / "pair.json").write_text(json.dumps({"method": "medusa"}))
+    with pytest.raises(PortableSpecError, match="method 'medusa' unknown"):
+        pairs.from_folder(folder)
+    with pytest.raises(PortableSpecError, match="neither a prepared pair folder"):
+        pairs.resolve("no_such_pair", None, None, tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ combine
+def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(clean_run, tmp_path):
+    result, out = clean_run
+    summary = combine.combine([result, result], ["a", "b"])
+    entry = summary["pairs"]["llama_eagle"]["zoo-perfect"]
+    assert entry["rounds"] == 4 and entry["cells"]["ours"]["1"]["runs"] == 4
+    assert summary["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"]["1"]["output_tok_s"] > 0
+    other = json.loads(json.dumps(result))
+    other["workload"]["output_len"] = 99
+    with pytest.raises(PortableSpecError, match="another workload"):
+        combine.combine([result, other], ["a", "b"])
+    assert combine.main([str(out), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "serve_bench_summary.png").stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+@pytest.mark.parametrize("argv,fragment", [
+    (["--out", "o"], "--pair"),
+    (["--pair", "llama_eagle", "--out", "o", "--concurrency", "1,x"], "comma-separated integers"),
+    (["--pair", "llama_eagle", "--out", "o", "--concurrency", "0"], ">= 1"),
+    (["--pair", "llama_eagle", "--out", "o", "--variants", "ours,sglang"], "--variants"),
+    (["--pair", "llama_eagle", "--out", "o", "--rounds", "0"], "--rounds must be >= 1"),
+    (["--pair", "llama_eagle", "--out", "o", "--placement", "sideways"], "--placement"),
+    (["--pair", "/no/such/dir_or_pair", "--out", "o"], "neither a prepared pair folder"),
+])
+def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
+    cmd = [sys.executable, "-m", "portable_spec.harness.serve_bench", *argv]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portable-spec: error:") and fragment in lines[0]
+    as_json = subprocess.run(cmd + ["--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                             env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit"] == 2
+
+
+def test_the_cli_prints_one_json_object_and_exits_0_on_a_complete_report(tmp_path, monkeypatch, capsys):
+    from portable_spec.harness.serve_bench import __main__ as cli
+
+    monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks())
+    rc = cli.main(["--pair", "llama_eagle", "--work-dir", str(tmp_path / "zoo"), "--out", str(tmp_path / "o"),
+                   "--concurrency", "1", "--rounds", "1", "--input-len", "16", "--output-len", "8",
+                   "--prompts-per-slot", "1", "--variants", "upstream_v1,ours", "--json"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and len(out) == 1
+    headline = json.loads(out[0])
+    assert headline["status"] == "complete" and "runs" not in headline and "1" in headline["ours_over_upstream_v1"]
+    assert "ours_over_mrv2" not in headline
+
+
+def test_the_fake_server_is_the_soaks(zoo_pair, tmp_path):
+    """The bench's CPU runs use the soak's fake, speaking for a bench server (no generation config, its K)."""
+    fake = FakeVllm(servers.BenchServer("mrv2", zoo_pair, 640, 8, 1 << 30), 0, tmp_path / "x.log")
+    try:
+        facts = fake._rpc("portable_spec_soak_facts")
+        assert facts["use_v2_model_runner"] and facts["drafter"] is None and fake.step == 1 + zoo_pair.k
+    finally:
+        fake.stop()
