@@ -22,6 +22,7 @@ MODULES = (
     "test_runner_choice.py",
     "test_draft_graph_policy.py",
     "test_mrv2_sizes.py",
+    "test_real_shapes_config.py",
     # plugin
     "test_vllm_plugin.py",
     "test_platform_registry.py",

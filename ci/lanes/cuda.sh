@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
-#   soak serve-bench version-span (default: all but bench, mrv2-bench, tp2, soak, serve-bench and version-span). tp2
-#   needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all) runs the tensor-parallel
-#   matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of TP2_BENCH_PAIRS (model variants,
-#   default perfect,partial) with NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what
-#   vLLM 0.26.0 needs on a host without multicast).
+#   soak serve-bench version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak, serve-bench, version-span
+#   and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all)
+#   runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of
+#   TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the
+#   all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py (E2E_PARTS=mrv2: issue 23's
 #   Model Runner V2 parts, MRV2 on our CUDA platform vs on vLLM's); E2E_PARALLEL=N runs N parts side by side on the
 #   GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's variants at once. The
@@ -35,6 +35,10 @@
 #   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
 #   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
 #   vLLM.
+#   real-shapes: a designed real-shape pair through `vllm serve` (issue 24, python -m
+#   portable_spec.harness.real_shapes.smoke): one server per head, greedy outputs and acceptance per position against
+#   the design; REAL_SHAPES_PAIR (default llama8b_eagle3), REAL_SHAPES_HEADS (default perfect,partial),
+#   REAL_SHAPES_ENGINE (an e2e engine variant, default upstream_v1). Writes OUTDIR/real_shapes/smoke.json.
 # vLLM must be importable: VLLM_SITE (default /tmp/site, vLLM 0.26.0 on the project's GPU host, see DEVELOPERS.md) goes
 # first on PYTHONPATH; /tmp/site-<version> is where .gpu-wheels' install.sh puts another version.
 # Each stage's exit code is recorded in OUTDIR/cuda_lane.json; the lane fails if any stage failed.
@@ -91,6 +95,9 @@ for stage in "${stages[@]}"; do
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
               --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
               --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
+    real-shapes) "$py" -m portable_spec.harness.real_shapes.smoke "$out/real_shapes" \
+              --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
+              --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;
   esac
   rc[$stage]=${PIPESTATUS[0]}

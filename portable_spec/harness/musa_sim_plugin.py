@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from portable_spec.envs import PLATFORM_ENV as ENV_VAR, SIM_DEVICE_ENV, requested_platform, simulated_device
+from portable_spec.harness.runtime_plugin import dist_files, pythonpath_first, write_dist_info
 from portable_spec.vllm_adapter.plugin.platform_probe import PLATFORM_PLUGINS_GROUP, sim_plugin_name
 
 DEVICE = "musa"
@@ -34,11 +34,8 @@ ENTRY_POINT = sim_plugin_name(DEVICE)
 PLATFORM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
 DIST_INFO = f"{ENTRY_POINT}-0.dist-info"
 DEFAULT_ROOT = Path(tempfile.gettempdir()) / "portable_spec_musa_sim_plugin"
-FILES = {
-    "METADATA": f"Metadata-Version: 2.1\nName: {ENTRY_POINT}\nVersion: 0\n"
-                "Summary: portable_spec musa-sim platform plugin (harness only; written at run time)\n",
-    "entry_points.txt": f"[{PLATFORM_PLUGINS_GROUP}]\n{ENTRY_POINT} = portable_spec.harness.musa_sim_plugin:probe\n",
-}
+FILES = dist_files(ENTRY_POINT, PLATFORM_PLUGINS_GROUP, "portable_spec.harness.musa_sim_plugin:probe",
+                   "portable_spec musa-sim platform plugin (harness only; written at run time)")
 
 
 def probe() -> str | None:
@@ -46,41 +43,16 @@ def probe() -> str | None:
     return PLATFORM_QUALNAME if requested_platform() == DEVICE and simulated_device() == DEVICE else None
 
 
-def _written(directory: Path) -> bool:
-    try:
-        return all((directory / name).read_text() == text for name, text in FILES.items())
-    except OSError:
-        return False
-
-
 def write_plugin(root: Path | str = DEFAULT_ROOT) -> Path:
     """Write the plugin's dist-info under ``root`` (idempotent; parts starting at once never see half a directory);
     returns ``root``, the directory to put on ``PYTHONPATH``."""
-    root = Path(root)
-    target = root / DIST_INFO
-    if _written(target):
-        return root
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
-    staging.chmod(0o755)  # mkdtemp makes it private; the dist-info is read by whoever runs vLLM
-    for name, text in FILES.items():
-        (staging / name).write_text(text)
-    shutil.rmtree(target, ignore_errors=True)
-    try:
-        staging.rename(target)
-    except OSError:  # another process renamed its copy first
-        shutil.rmtree(staging, ignore_errors=True)
-        if not _written(target):
-            raise
-    return root
+    return write_dist_info(root, DIST_INFO, FILES)
 
 
 def plugin_env(root: Path | str = DEFAULT_ROOT, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables that switch musa-sim on in every process vLLM starts (the plugin is written first)."""
     env = os.environ if environ is None else environ
-    path = str(write_plugin(root))
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != path]
-    return {ENV_VAR: DEVICE, SIM_DEVICE_ENV: DEVICE, "PYTHONPATH": os.pathsep.join([path, *rest])}
+    return {ENV_VAR: DEVICE, SIM_DEVICE_ENV: DEVICE, "PYTHONPATH": pythonpath_first(write_plugin(root), env)}
 
 
 def main() -> int:

@@ -147,15 +147,15 @@ def resolve(pair: str, mode: str | None, k: int | None, work_dir: str | os.PathL
         info = model_zoo.build_pair(pair, work_dir, variant=variant,
                                     num_speculative_tokens=k or model_zoo.DEFAULT_NUM_SPECULATIVE_TOKENS)
         return from_info(info, f"zoo-{variant}", "model_zoo")
+    neither = (f"--pair {pair!r} is neither a prepared pair folder (target/ and draft/, see serve_bench/pairs.py) "
+               f"nor a model-zoo pair ({', '.join(model_zoo.PAIRS)})")
     builder = _real_shapes_builder()
     if builder is None:
-        raise PortableSpecError(f"--pair {pair!r} is neither a prepared pair folder (target/ and draft/, see "
-                                f"serve_bench/pairs.py) nor a model-zoo pair ({', '.join(model_zoo.PAIRS)})")
+        raise PortableSpecError(neither)
     try:
         built = builder(pair, mode or "dummy", Path(work_dir))
-    except (KeyError, ValueError, TypeError) as exc:
-        raise PortableSpecError(f"--pair {pair!r}: real_shapes.build_pair refused it ({exc}); pass a pair it builds, "
-                                "a prepared pair folder or a model-zoo pair") from None
+    except (KeyError, ValueError, TypeError, PortableSpecError) as exc:
+        raise PortableSpecError(f"{neither} nor one real_shapes.build_pair builds ({exc})") from None
     if isinstance(built, (str, os.PathLike)):
         return from_folder(built, mode or "dummy", k)
     return from_info(built, mode or "dummy", "real_shapes")

@@ -359,6 +359,21 @@ CENSUS: tuple[Divergence, ...] = (
         upstream="Simulation only: torchada itself does this on MUSA.",
         pinned_by=("test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute",)),
     Divergence(
+        "designed-weights model loader (real-shape harness only)", "subclass",
+        f"{_A}.harness_door.designed_loader:DesignedWeightsLoader",
+        ("vllm.model_executor.model_loader:register_model_loader",
+         "vllm.model_executor.model_loader.base_loader:BaseModelLoader"),
+        what="Adds load format portable_spec_designed to vLLM's loader registry: the loader makes a designed "
+             "real-shape model's weights on the device (harness/real_shapes/design.py) and hands them, under their "
+             "checkpoint names, to the model's own load_weights; then checks every parameter was written and the "
+             "construction holds.",
+        why="Real-shape benchmarks with known acceptance (issue 24) without a 16-61 GB checkpoint on disk.",
+        undone="Registered only in processes that load the general plugin the harness writes at run time "
+               "(harness/real_shapes/plugin.py on PYTHONPATH); the product's entry points never register it. It "
+               "adds a name: no loader of vLLM's is replaced.",
+        upstream="vLLM's documented register_model_loader hook; harness only, nothing to upstream.",
+        overrides=("download_model", "load_weights")),
+    Divergence(
         "injected drafter bugs (e2e harness only)", "scoped override",
         f"{_A}.harness_door.bug_injection:injected",
         ("vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._get_slot_mapping",
