@@ -419,6 +419,66 @@ def test_pair_folders_read_pair_json_or_the_zoo_manifest_and_name_whats_missing(
         pairs.resolve("no_such_pair", None, None, tmp_path)
 
 
+def served(pair: pairs.BenchPair) -> tuple[object, dict[str, str]]:
+    """What a bench server gets from ``pair``: vLLM's own parse of its command line, and its environment."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    server = servers.BenchServer("ours", pair, 640, 8, 1 << 30)
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(servers.serve_args(server, 8123))
+    args.model = args.model_tag  # as ``vllm serve`` does with its positional model
+    return AsyncEngineArgs.from_cli_args(args), servers.server_env(server)
+
+
+def test_real_shapes_pairs_reach_the_servers_with_their_load_format_plugin_and_head(vllm_platform, tmp_path):
+    """Both modes of a small real_shapes pair, built by its own builder and read through its own readers: the
+    servers get ``--load-format dummy`` (dummy) or the designed loader's format, its plugin first on PYTHONPATH and
+    the chosen head's draft folder (designed); dropping the load format is caught."""
+    from dataclasses import replace
+
+    from portable_spec.harness import real_shapes
+    from portable_spec.harness.real_shapes import plugin
+    from portable_spec.harness.real_shapes.design import FORMAT
+
+    dummy_dir = real_shapes.build_pair("llama8b_eagle3", "dummy", tmp_path / "dummy", scale="small")
+    dummy = pairs.resolve(str(dummy_dir), None, 3, tmp_path)
+    engine, env = served(dummy)
+    assert (engine.load_format, dummy.mode, dummy.source, dummy.method) == ("dummy", "dummy", "real_shapes", "eagle3")
+    assert engine.model == str(dummy_dir.resolve() / "target") and dummy.draft == str(dummy_dir.resolve() / "draft")
+    assert engine.speculative_config["model"] == dummy.draft and plugin.ENTRY_POINT not in env.get("PYTHONPATH", "")
+    assert served(replace(dummy, serve_args=()))[0].load_format != "dummy"  # the check bites on a dropped format
+
+    designed_dir = real_shapes.build_pair("llama8b_eagle3", "designed", tmp_path / "designed", scale="small")
+    compared = 0
+    for head in (None, "perfect", "partial"):
+        designed = pairs.resolve(str(designed_dir), None, 4, tmp_path, head)
+        engine, env = served(designed)
+        want = designed_dir.resolve() / f"draft_{head or 'perfect'}"
+        assert engine.load_format == FORMAT and designed.mode == f"designed-{head or 'perfect'}"
+        assert engine.speculative_config == {"method": "eagle3", "model": str(want), "num_speculative_tokens": 4}
+        first = Path(env["PYTHONPATH"].split(__import__("os").pathsep)[0])
+        assert (first / plugin.DIST_INFO / "entry_points.txt").read_text().count(plugin.ENTRY_POINT) == 1
+        assert served(replace(designed, serve_args=()))[0].load_format != FORMAT
+        assert plugin.ENTRY_POINT not in served(replace(designed, env={}))[1].get("PYTHONPATH", "")
+        compared += 1
+    assert compared == 3
+    with pytest.raises(PortableSpecError, match="no 'full' head; use one of perfect, partial"):
+        pairs.resolve(str(designed_dir), None, 3, tmp_path, "full")
+    with pytest.raises(PortableSpecError, match="only a real_shapes pair has heads"):
+        pairs.resolve("llama_eagle", None, None, tmp_path / "zoo", "perfect")
+
+
+def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
+    from portable_spec.harness import real_shapes
+    from portable_spec.harness.serve_bench import __main__ as cli
+
+    folder = real_shapes.build_pair("llama8b_eagle3", "designed", tmp_path / "designed", scale="small")
+    assert cli.main(["--pair", str(folder), "--head", "full", "--out", str(tmp_path / "o")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "no 'full' head; use one of perfect, partial" in lines[0]
+
+
 # ------------------------------------------------------------------------------------------------ combine
 def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(clean_run, tmp_path):
     result, out = clean_run

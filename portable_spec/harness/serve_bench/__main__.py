@@ -51,8 +51,9 @@ def parser() -> argparse.ArgumentParser:
                 description="vllm serve per variant, driven by vllm bench serve, rounds interleaved (issue 24).")
     p.add_argument("--pair", required=True, help="a prepared pair folder (target/, draft/, optional pair.json), a "
                                                  "model-zoo pair, or a real_shapes pair name")
-    p.add_argument("--mode", default=None, help="weights mode label (zoo pairs: the variant, default perfect; "
-                                                "real_shapes: dummy or designed-...)")
+    p.add_argument("--mode", default=None, help="weights (zoo pairs: the variant, default perfect; real_shapes "
+                                                "names: dummy (default) or designed; a folder: a label)")
+    p.add_argument("--head", default=None, help="a real_shapes pair's draft head: perfect (default) or partial")
     p.add_argument("--variants", default=",".join(plan.DEFAULT_VARIANTS),
                    help=f"comma-separated, of {', '.join(plan.VARIANTS)} (default: %(default)s)")
     p.add_argument("--concurrency", default="1,2,8,32", help="--max-concurrency values (default: %(default)s)")
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             raise PortableSpecError(problem)
         from portable_spec.harness.serve_bench.pairs import resolve
 
-        pair = resolve(args.pair, args.mode, args.num_spec, args.work_dir)
+        pair = resolve(args.pair, args.mode, args.num_spec, args.work_dir, args.head)
         if not plan.variants_for(list(settings.variants), pair.moe)[0]:
             raise PortableSpecError(f"--variants {args.variants}: none applies to {pair.name} (MoE: no mrv2); add "
                                     "upstream_v1 or ours")

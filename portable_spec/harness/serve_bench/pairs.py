@@ -1,5 +1,5 @@
 """Which target and draft a serving benchmark runs: a prepared pair folder, a model-zoo pair, or a real-shape pair
-built by ``harness.real_shapes.build_pair(name, mode, out_dir)`` where that module exists.
+built by ``harness.real_shapes.build_pair(name, mode, out_dir)``.
 
 A prepared pair folder holds ``target/`` and ``draft/`` (HF model folders) and, optionally, ``pair.json``:
 
@@ -9,8 +9,12 @@ A prepared pair folder holds ``target/`` and ``draft/`` (HF model folders) and, 
 
 Paths are relative to the folder. Without ``pair.json`` the method comes from the draft's ``zoo_manifest.json``.
 ``serve_args`` go to every variant's ``vllm serve`` (a load format, a loader plugin's flags), ``env`` into every
-server's environment. Why a folder: the pairs at real sizes come from another builder, and the bench must not
-depend on how it writes them, only on what ``vllm serve`` needs.
+server's environment.
+
+A folder ``real_shapes.build_pair`` wrote (its ``pair.json`` has ``drafts``) is read through real_shapes' own
+readers (``load``, ``serve_args``, ``plugin.plugin_env``), so its layout has one definition: its load format
+(``dummy`` or the designed loader's) goes to every server, a designed pair's loader plugin onto every server's
+``PYTHONPATH``, and ``head`` picks the draft folder (``perfect`` / ``partial``; a dummy pair has one).
 """
 
 from __future__ import annotations
@@ -77,7 +81,8 @@ def shapes_of(target: dict[str, Any], draft: dict[str, Any]) -> dict[str, Any]:
             "draft": {k: draft[k] for k in SHAPE_KEYS if k in draft}}
 
 
-def from_folder(folder: str | os.PathLike, mode: str | None = None, k: int | None = None) -> BenchPair:
+def from_folder(folder: str | os.PathLike, mode: str | None = None, k: int | None = None,
+                head: str | None = None) -> BenchPair:
     """A prepared pair folder (see the module text); one-line errors name what is missing."""
     root = Path(folder)
     spec: dict[str, Any] = {}
@@ -88,6 +93,10 @@ def from_folder(folder: str | os.PathLike, mode: str | None = None, k: int | Non
             raise PortableSpecError(f"{root / PAIR_FILE} is not JSON ({exc}): fix or remove it") from None
         if not isinstance(spec, dict):
             raise PortableSpecError(f"{root / PAIR_FILE} must hold one JSON object: fix or remove it")
+    if "drafts" in spec:
+        return from_real_shapes(root, mode, k, head)
+    if head is not None:
+        raise PortableSpecError(f"--head {head}: only a real_shapes pair has heads to pick; drop --head for {root}")
     target = root / spec.get("target", "target")
     draft = root / spec.get("draft", "draft")
     for role, path in (("target", target), ("draft", draft)):
@@ -112,6 +121,30 @@ def from_folder(folder: str | os.PathLike, mode: str | None = None, k: int | Non
                      source="folder")
 
 
+def from_real_shapes(folder: str | os.PathLike, mode: str | None = None, k: int | None = None,
+                     head: str | None = None) -> BenchPair:
+    """A folder ``real_shapes.build_pair`` wrote, read by real_shapes' ``load`` / ``serve_args`` / ``plugin_env``:
+    its target, the ``head``'s draft folder (default ``perfect`` for designed, the one head of a dummy pair), its
+    load format on every server and, for the designed loader, the loader plugin on every server's PYTHONPATH."""
+    from portable_spec.harness.real_shapes import build as real_build
+    from portable_spec.harness.real_shapes.plugin import plugin_env
+
+    info = real_build.load(folder)
+    heads = list(info["drafts"])
+    head = head or ("perfect" if "perfect" in heads else heads[0])
+    args = real_build.serve_args(folder, head, k or 3)
+    at = args.index("--speculative-config")
+    speculative = json.loads(args[at + 1])
+    target, draft = args[0], speculative["model"]
+    target_config, draft_config = read_config(target), read_config(draft)
+    designed = info["load_format"] != "dummy"
+    return BenchPair(name=str(info["pair"]), mode=mode or (f"{info['mode']}-{head}" if designed else info["mode"]),
+                     method=speculative["method"], k=int(speculative["num_speculative_tokens"]), target=target,
+                     draft=draft, tokenizer=target, serve_args=tuple(args[1:at] + args[at + 2:]),
+                     env=plugin_env() if designed else {}, shapes=shapes_of(target_config, draft_config),
+                     moe=is_moe(target_config), source="real_shapes")
+
+
 def _zoo_method(draft: Path) -> str | None:
     try:
         return json.loads((draft / "zoo_manifest.json").read_text()).get("method")
@@ -120,8 +153,7 @@ def _zoo_method(draft: Path) -> str | None:
 
 
 def from_info(info: dict[str, Any], mode: str, source: str) -> BenchPair:
-    """A builder's result (``model_zoo.build_pair`` or ``real_shapes.build_pair``: ``target``, ``draft``,
-    ``method`` and the speculative config)."""
+    """``model_zoo.build_pair``'s result (``target``, ``draft``, ``method`` and the speculative config)."""
     target_config, draft_config = read_config(info["target"]), read_config(info["draft"])
     k = int((info.get("speculative_config") or {}).get("num_speculative_tokens") or info.get("k") or 3)
     return BenchPair(name=str(info.get("pair") or info.get("name") or Path(info["target"]).name), mode=mode,
@@ -132,14 +164,18 @@ def from_info(info: dict[str, Any], mode: str, source: str) -> BenchPair:
                      source=source)
 
 
-def resolve(pair: str, mode: str | None, k: int | None, work_dir: str | os.PathLike) -> BenchPair:
+def resolve(pair: str, mode: str | None, k: int | None, work_dir: str | os.PathLike,
+            head: str | None = None) -> BenchPair:
     """``pair``: a prepared folder, a model-zoo pair (``mode`` is its variant, default ``perfect``; built under
-    ``work_dir``) or a name ``real_shapes.build_pair`` knows (when that module is installed)."""
+    ``work_dir``) or a name ``real_shapes.build_pair`` knows (``mode`` dummy or designed, built under ``work_dir``;
+    ``head`` picks a designed pair's draft)."""
     if Path(pair).is_dir():
-        return from_folder(pair, mode, k)
+        return from_folder(pair, mode, k, head)
     from portable_spec.harness import model_zoo
 
     if pair in model_zoo.PAIRS:
+        if head is not None:
+            raise PortableSpecError(f"--head {head}: only a real_shapes pair has heads to pick; drop --head")
         variant = mode or "perfect"
         problem = model_zoo.pair_problem(pair, variant)
         if problem:
@@ -147,24 +183,12 @@ def resolve(pair: str, mode: str | None, k: int | None, work_dir: str | os.PathL
         info = model_zoo.build_pair(pair, work_dir, variant=variant,
                                     num_speculative_tokens=k or model_zoo.DEFAULT_NUM_SPECULATIVE_TOKENS)
         return from_info(info, f"zoo-{variant}", "model_zoo")
-    neither = (f"--pair {pair!r} is neither a prepared pair folder (target/ and draft/, see serve_bench/pairs.py) "
-               f"nor a model-zoo pair ({', '.join(model_zoo.PAIRS)})")
-    builder = _real_shapes_builder()
-    if builder is None:
-        raise PortableSpecError(neither)
-    try:
-        built = builder(pair, mode or "dummy", Path(work_dir))
-    except (KeyError, ValueError, TypeError, PortableSpecError) as exc:
-        raise PortableSpecError(f"{neither} nor one real_shapes.build_pair builds ({exc})") from None
-    if isinstance(built, (str, os.PathLike)):
-        return from_folder(built, mode or "dummy", k)
-    return from_info(built, mode or "dummy", "real_shapes")
+    from portable_spec.harness.real_shapes import PAIR_NAMES, build_pair
 
-
-def _real_shapes_builder() -> Any:
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("portable_spec.harness.real_shapes") is None:
-        return None
-    return getattr(importlib.import_module("portable_spec.harness.real_shapes"), "build_pair", None)
+    if pair not in PAIR_NAMES:
+        raise PortableSpecError(f"--pair {pair!r} is neither a prepared pair folder (target/ and draft/, see "
+                                f"serve_bench/pairs.py) nor a model-zoo pair ({', '.join(model_zoo.PAIRS)}) nor a "
+                                f"real_shapes pair ({', '.join(PAIR_NAMES)})")
+    weights = mode or "dummy"
+    folder = build_pair(pair, weights, Path(work_dir) / f"real_shapes_{pair}_{weights}")
+    return from_real_shapes(folder, None, k, head)
