@@ -179,9 +179,9 @@ class Injection:
     fired: Counter
     """Calls the wrapper perturbed from Python, by bug name; ``start_counting()`` after boot counts only the
     requests'."""
-    baked: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
-    """id(graph runner) -> (the runner, the step kinds whose graphs were captured with the bug in them)."""
-    replays_before: dict[int, Counter] = field(default_factory=dict)
+    baked: dict[Any, set[str]] = field(default_factory=dict)
+    """Graph runner -> the step kinds whose graphs it captured with the bug in them."""
+    replays_before: dict[Any, Counter] = field(default_factory=dict)
     """Each baked runner's replay counts when counting started."""
 
     def record(self, proposer: Any = None) -> None:
@@ -191,18 +191,18 @@ class Injection:
         if key is None:
             self.fired[self.name] += 1
             return
-        self.baked.setdefault(id(runner), (runner, set()))[1].add(key.step)
+        self.baked.setdefault(runner, set()).add(key.step)
 
     def start_counting(self) -> None:
         """Forget the boot's fires (warm-ups, captures' dummy runs); graphs keep the bug they were captured with."""
         self.fired.clear()
-        self.replays_before = {rid: Counter(runner.replays) for rid, (runner, _) in self.baked.items()}
+        self.replays_before = {runner: Counter(runner.replays) for runner in self.baked}
 
     def baked_replays(self) -> Counter:
         """Replays, since counting started, of graphs captured with the bug in them, by step kind."""
         out: Counter = Counter()
-        for rid, (runner, kinds) in self.baked.items():
-            before = self.replays_before.get(rid, Counter())
+        for runner, kinds in self.baked.items():
+            before = self.replays_before.get(runner, Counter())
             for kind in kinds:
                 out[kind] += runner.replays[kind] - before[kind]
         return +out
