@@ -20,6 +20,9 @@ from portable_spec.harness.soak import budget, metrics, servers
 SLEEP_PER_CHUNK_S = 0.01
 """A made-up engine step: long enough that a burst of requests queues behind ``max_num_seqs``."""
 PREFILL_S = 0.05
+NON_STREAMED_MAX_S = 1.0
+"""A non-streamed answer takes at most this (the pressure wave's 400 tokens at one a step would outlast the
+tests' request deadline)."""
 """Each request holds its slot at least this long, so a burst keeps the waiting gauge up for a while."""
 BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 
@@ -117,6 +120,8 @@ class State:
     counters: dict[str, float] = field(default_factory=dict)
     hist: dict[str, list[float]] = field(default_factory=dict)
     in_flight: int = 0
+    blocks_asked: int = 0
+    """KV blocks the requests in flight need at their longest (prompt + max_tokens, per sequence)."""
     waiting: int = 0
     seen_prefixes: set = field(default_factory=set)
     replays: dict[str, int] = field(default_factory=lambda: {"first_fused": 0, "chain_fused": 0})
@@ -262,8 +267,8 @@ class FakeVllm:
             self.state.seen_prefixes.add(key)
         self.state.inc(metrics.PREFIX_CACHE_HITS, cached)
         self.state.inc(metrics.PREFIX_CACHE_QUERIES, len(prompt))
-        if len(prompt) > 300 and not (self.misbehave.no_preemption and self._mine()):
-            self.state.inc(metrics.PREEMPTIONS)
+        if self.state.blocks_asked > budget.NUM_GPU_BLOCKS and not (self.misbehave.no_preemption and self._mine()):
+            self.state.inc(metrics.PREEMPTIONS)  # vLLM preempts when the running requests outgrow the cache
         self.state.observe(metrics.PREFILL_COMPUTED, len(prompt) - cached)
         self.state.observe(metrics.PARAM_N, body.get("n", 1))
         for c in choices:
@@ -290,6 +295,8 @@ class FakeVllm:
         finally:
             self.state.waiting -= 1
         self.state.in_flight += 1
+        blocks = body.get("n", 1) * -(-(len(prompt_ids(body["prompt"])) + body["max_tokens"]) // budget.BLOCK_SIZE)
+        self.state.blocks_asked += blocks
         try:
             await asyncio.sleep(PREFILL_S)
             if self._bad("hang", rid):
@@ -300,7 +307,7 @@ class FakeVllm:
                      "completion_tokens": sum(len(c["token_ids"]) for c in choices)}
             if not body.get("stream"):
                 steps = sum(1 + math.ceil(max(len(c["token_ids"]) - 1, 0) / self.step) for c in choices)
-                await asyncio.sleep(SLEEP_PER_CHUNK_S * steps)
+                await asyncio.sleep(min(SLEEP_PER_CHUNK_S * steps, NON_STREAMED_MAX_S))
                 payload = {"id": "cmpl-x", "object": "text_completion", "model": body["model"], "usage": usage,
                            "choices": [{"index": i, **c} for i, c in enumerate(choices)]}
                 await self._send(writer, 200, json.dumps(payload).encode())
@@ -334,6 +341,7 @@ class FakeVllm:
             await writer.drain()
         finally:
             self.state.in_flight -= 1
+            self.state.blocks_asked -= blocks
             self.slots.release()
 
     def _rpc(self, method: str) -> dict[str, Any]:

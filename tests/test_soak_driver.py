@@ -9,7 +9,7 @@ import json
 import pytest
 
 from portable_spec.harness.soak import __main__ as cli
-from portable_spec.harness.soak import conditions, driver, workload
+from portable_spec.harness.soak import budget, conditions, driver, workload
 
 from soak_fake_server import DeadServer, Misbehave, fake_build, fake_launcher, fake_oracle
 
@@ -40,7 +40,13 @@ def test_a_soak_on_well_behaved_servers_passes_with_every_condition_counted(tmp_
     assert "llama_ctx_eagle/full_drafter" in (tmp_path / "soak_table.txt").read_text()
     requests = json.loads((tmp_path / "soak_requests_llama_ctx_eagle.json").read_text())
     solo = [r for r in requests["nospec"] if r["rid"].endswith(workload.SOLO_SUFFIX)]
-    assert len(requests["nospec"]) == 40 + len(solo) and solo  # the load, then the seeded requests alone
+    pressure = [r for r in requests["nospec"] if r["rid"].endswith("-pressure")]
+    assert len(pressure) == budget.MAX_NUM_SEQS and not any(r["error_kind"] for r in pressure)
+    # the load, the pressure wave, then the seeded requests alone
+    assert len(requests["nospec"]) == 40 + len(pressure) + len(solo) and solo
+    for name in ("full_drafter", "full_drafter_sync"):
+        assert servers[name]["pressure_wave"]["completed"] == budget.MAX_NUM_SEQS
+        assert servers[name]["compared"]["greedy_vs_nospec"]["requests"] >= budget.MAX_NUM_SEQS
 
 
 def test_every_misbehaviour_of_our_server_fails_the_soak_on_its_own_check(tmp_path):

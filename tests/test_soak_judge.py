@@ -306,3 +306,14 @@ def test_a_dflash_drafter_is_judged_on_its_block_graphs():
     assert checks["block_graphs_replayed"] is False and "first_pass_graphs_replayed" not in checks
     runs["full_drafter"].facts_after["replays"] = {"dflash_block": 5}
     assert rows(runs)["full_drafter"]["checks"]["block_graphs_replayed"]
+
+
+def test_the_fused_first_pass_declines_are_counted_during_the_load_only():
+    before = {"prep_declines": {"ragged first pass (requests of fewer than 1+K tokens)": 5}}
+    after = {"prep_declines": {"ragged first pass (requests of fewer than 1+K tokens)": 9,
+                               "first-pass batch size not captured": 2}}
+    assert conditions.declines_during(before, after) == {
+        "first-pass batch size not captured": 2, "ragged first pass (requests of fewer than 1+K tokens)": 4}
+    assert conditions.declines_during(after, after) == {}
+    assert conditions.declines_during(None, after) is None
+    assert conditions.declines_during(before, {"prep_declines": None}) is None  # no drafter of ours

@@ -116,7 +116,7 @@ def test_every_request_body_is_a_valid_vllm_completion_request(vllm_platform):
     from portable_spec.harness.soak.loadgen import request_body
 
     seen = set()
-    for r in plan().requests:
+    for r in plan().judged_requests():
         request = CompletionRequest.model_validate(request_body(r, servers.SERVED_MODEL))
         params = request.to_sampling_params(r.body["max_tokens"], {})
         params._validate_spec_decode(object())  # min_p / logit_bias would be refused with speculation
@@ -133,8 +133,26 @@ def test_every_request_body_is_a_valid_vllm_completion_request(vllm_platform):
             assert json.loads(params.structured_outputs.json) == workload.STRUCTURED_SCHEMA \
                 if isinstance(params.structured_outputs.json, str) else \
                 params.structured_outputs.json == workload.STRUCTURED_SCHEMA
+        if r.body.get("cache_salt"):
+            assert request.cache_salt == r.body["cache_salt"]
         seen.add(r.klass)
-    assert seen == set(workload.CLASSES)
+    assert seen == {*workload.CLASSES, "pressure"}
+
+
+def test_the_pressure_wave_outgrows_the_cache_and_leaves_the_loads_plan_alone(monkeypatch):
+    with_wave = plan()
+    assert len(with_wave.pressure) == budget.MAX_NUM_SEQS
+    assert all(r.greedy and r.compare == "nospec" and not r.stream for r in with_wave.pressure)
+    assert len({r.body["cache_salt"] for r in with_wave.pressure}) == budget.MAX_NUM_SEQS  # no prefix-cache hits
+    per_request = -(-(budget.PRESSURE_PROMPT + budget.PRESSURE_MAX_TOKENS + budget.K) // budget.BLOCK_SIZE)
+    assert budget.MAX_NUM_SEQS * per_request >= 2 * budget.NUM_GPU_BLOCKS
+    # the wave comes from its own stream: the load's requests are what they are without it
+    monkeypatch.setattr(workload, "pressure_wave", lambda pair, seed: [])
+    without = plan()
+    assert without.pressure == [] and [r.body for r in with_wave.requests] == [r.body for r in without.requests]
+    monkeypatch.undo()
+    assert workload.pressure_wave("llama_ctx_eagle", 0)[0].body == with_wave.pressure[0].body
+    assert workload.pressure_wave("llama_ctx_eagle", 1)[0].body["prompt"] != with_wave.pressure[0].body["prompt"]
 
 
 def test_greedy_with_n_above_1_is_refused_and_the_plan_has_none(vllm_platform):
@@ -272,7 +290,8 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     from portable_spec.harness.soak import judge
 
     graphs = SimpleNamespace(replays=Counter(first_fused=3, chain_fused=6), pointer_mismatches=0, eager_keys={})
-    drafter = SimpleNamespace(graph_runner=graphs, capture_stats={"graphs": 9, "failed": {}})
+    drafter = SimpleNamespace(graph_runner=graphs, capture_stats={"graphs": 9, "failed": {}},
+                              prep_declines={"first-pass batch size not captured": 2})
 
     class Worker(probe.SoakProbe):
         model_runner = SimpleNamespace(drafter=drafter, attn_groups=[])
@@ -289,8 +308,9 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     assert facts["drafter"] == "types.SimpleNamespace" and facts["platform"].endswith("CpuGraphTestPlatform")
     read = {key for key in judge.drafter_facts(judge.ServerRun("x", "v", "ours", True, True, facts_after=facts))}
     derived = {"first_pass_replays", "chain_replays", "block_replays", "pointer_mismatches_during_load",
-               "replays_after_load"}
+               "replays_after_load", "fused_first_pass_declines_during_load"}
     assert read - derived <= set(facts)  # every key the judge reads is one the probe writes
+    assert facts["prep_declines"] == {"first-pass batch size not captured": 2}  # what the declines derive from
 
 
 def test_each_server_gets_its_variants_environment_and_dev_mode():

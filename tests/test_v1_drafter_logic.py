@@ -970,29 +970,47 @@ def test_the_draft_prep_declines_before_touching_anything_where_it_is_not_exact(
     before = proposer.backup_next_token_ids.np.copy(), proposer.prep_sampled.clone()
 
     def declined(**changes):
+        """The reason the step was counted under, or None where it was not declined (or not counted)."""
         call = dict(zip(("scheduler_output", "sampled_token_ids", "sampling_metadata", "hidden_states",
                          "sample_hidden_states", "aux_hidden_states", "spec_decode_metadata",
                          "common_attn_metadata"), args))
         call.update(changes)
         call.pop("sample_hidden_states")
-        return proposer.propose_with_prep(runner, **call) is None
+        proposer.prep_declines.clear()
+        if proposer.propose_with_prep(runner, **call) is not None:
+            return None
+        assert sum(proposer.prep_declines.values()) <= 1
+        return next(iter(proposer.prep_declines), "uncounted")
 
-    assert declined(spec_decode_metadata=None)  # no drafts verified this step
-    assert declined(sampled_token_ids=[[1, 2]])  # host-side sampled tokens (padded drafter batch off)
+    assert declined(spec_decode_metadata=None) == "no drafts verified this step"
+    # host-side sampled tokens (padded drafter batch off)
+    assert declined(sampled_token_ids=[[1, 2]]) == "sampled tokens on the host"
+    assert declined(sampled_token_ids=args[1][:, :2]) == "fewer than K drafts scheduled for every request"
     proposer._enable_probabilistic_draft_probs = True
-    assert declined(sampling_metadata=types.SimpleNamespace(all_greedy=False))  # samples from the draft
+    assert declined(sampling_metadata=types.SimpleNamespace(all_greedy=False)).startswith("chain step not fused")
     proposer._enable_probabilistic_draft_probs = False
-    assert declined(scheduler_output=types.SimpleNamespace(num_spec_tokens_to_schedule=proposer.graph_k - 1))
-    assert declined(sampled_token_ids=args[1][:3])  # a row count other than the metadata's
+    assert declined(scheduler_output=types.SimpleNamespace(
+        num_spec_tokens_to_schedule=proposer.graph_k - 1)) == "the scheduler asks for another K"
+    assert declined(sampled_token_ids=args[1][:3]) == "sampled rows != requests"
     wide = copy.copy(args[7])
     wide.num_reqs = 3  # not an exactly captured size of verify-shaped rows on the runner's buffers
-    assert declined(common_attn_metadata=wide, sampled_token_ids=args[1][:3])
+    assert declined(common_attn_metadata=wide, sampled_token_ids=args[1][:3]) is not None
+    moved = copy.copy(args[7])
+    moved.seq_lens = moved.seq_lens.clone()
+    assert declined(common_attn_metadata=moved) == "first-pass metadata off the runner's buffers"
     ragged = verify_step(runner, proposer, 4, ragged=True)  # on a UNIFORM_BATCH draft attention: vLLM's path
-    assert declined(sampled_token_ids=ragged[1], spec_decode_metadata=ragged[6], common_attn_metadata=ragged[7])
+    assert declined(sampled_token_ids=ragged[1], spec_decode_metadata=ragged[6],
+                    common_attn_metadata=ragged[7]).startswith("ragged first pass")
     assert (proposer.backup_next_token_ids.np == before[0]).all() and torch.equal(proposer.prep_sampled, before[1])
     assert proposer.graph_runner.replays == {}
+    proposer.prep_declines.clear()
+    for _ in range(3):
+        proposer.propose_with_prep(runner, scheduler_output=args[0], sampled_token_ids=args[1][:, :2],
+                                   sampling_metadata=args[2], hidden_states=args[3], aux_hidden_states=args[5],
+                                   spec_decode_metadata=args[6], common_attn_metadata=args[7])
+    assert proposer.prep_declines == {"fewer than K drafts scheduled for every request": 3}  # counts accumulate
     proposer.draft_prep_off = ["multimodal draft inputs"]
-    assert declined()
+    assert declined() == "uncounted"  # decided at boot and logged there, not counted per step
 
 
 def test_each_reason_the_draft_prep_stays_on_vllms_path_is_named(eagle):

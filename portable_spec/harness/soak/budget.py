@@ -53,6 +53,15 @@ SAMPLED_MAX_TOKENS = 48
 ``MAX_NUM_SEQS * ceil((SAMPLED_MAX_PROMPT + SAMPLED_MAX_TOKENS + K) / BLOCK_SIZE)`` blocks between them."""
 SAMPLED_MAX_N = 2
 
+PRESSURE_PROMPT = 96
+PRESSURE_MAX_TOKENS = 400
+"""The pressure wave (``Workload.pressure``): ``MAX_NUM_SEQS`` greedy requests sent at once to the server the
+load left idle, each needing ``ceil((96 + 400 + K) / 16) = 32`` blocks, 256 between them, twice the cache. The
+scheduler admits all eight (their prompts take 48 blocks) and they grow step by step, so the cache runs out while
+all are running: vLLM must preempt (the load's own preemptions depend on its timing; the H100 runs of 2026-11-25
+saw 0 on two of eleven servers). Even with the others at half their output when the first finishes,
+``32 + 7 * 19 = 165`` blocks are asked of 128."""
+
 BURST = 2 * MAX_NUM_SEQS
 """Requests sent at once at the start (queueing from the first step); the rest arrive staggered."""
 MEAN_GAP_S = 0.12
@@ -76,6 +85,16 @@ STOP_GRACE_S = 20.0
 """After SIGTERM, how long a server may take to shut its engine down before its process group is killed."""
 
 
+def pressure_blocks(progress: float = 1.0) -> int:
+    """KV blocks the pressure wave asks for when one request has finished and the others are at ``progress`` of
+    their output."""
+    def blocks(tokens: int) -> int:
+        return -(-tokens // BLOCK_SIZE)
+
+    finished = blocks(PRESSURE_PROMPT + PRESSURE_MAX_TOKENS + K)
+    return finished + (MAX_NUM_SEQS - 1) * blocks(PRESSURE_PROMPT + int(progress * PRESSURE_MAX_TOKENS))
+
+
 def sampled_blocks_bound() -> int:
     """The most KV blocks the priority-0 sequences can hold at once (each sequence its prompt and output)."""
     per_sequence = -(-(SAMPLED_MAX_PROMPT + SAMPLED_MAX_TOKENS + K) // BLOCK_SIZE)
@@ -87,6 +106,8 @@ assert (MAX_NUM_BATCHED_TOKENS - (MAX_NUM_SEQS - SAMPLED_MAX_N) * max(LONG_PREFI
         >= SAMPLED_MAX_N * SAMPLED_MAX_PROMPT)
 assert NUM_GPU_BLOCKS * BLOCK_SIZE >= MAX_MODEL_LEN + K
 assert sampled_blocks_bound() <= NUM_GPU_BLOCKS // 2
+assert pressure_blocks(0.5) > NUM_GPU_BLOCKS and PRESSURE_PROMPT + PRESSURE_MAX_TOKENS + K <= MAX_MODEL_LEN
+assert MAX_NUM_SEQS * -(-PRESSURE_PROMPT // BLOCK_SIZE) < NUM_GPU_BLOCKS  # all eight are admitted at once
 
 
 def as_json() -> dict[str, float | int]:

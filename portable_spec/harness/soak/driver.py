@@ -105,6 +105,7 @@ def prepare(pairs: Sequence[str], sync_pairs: Sequence[str], outdir: Path, n_req
         greedy, detokenize = oracle(info)
         plan = workload.build(name, seed, n_requests, greedy, detokenize)
         plan.requests = [dataclasses.replace(r, deadline_s=request_s) for r in plan.requests]
+        plan.pressure = [dataclasses.replace(r, deadline_s=request_s) for r in plan.pressure]
         genconfig = outdir / f"generation_config_{name}"
         genconfig.mkdir(parents=True, exist_ok=True)
         (genconfig / "generation_config.json").write_text(json.dumps(plan.generation_config(), indent=1))
@@ -113,7 +114,8 @@ def prepare(pairs: Sequence[str], sync_pairs: Sequence[str], outdir: Path, n_req
         specs = servers.server_specs(info, str(genconfig), sync=name in sync_pairs, runner=runner(name))
         (outdir / f"soak_workload_{name}.json").write_text(json.dumps(
             {"pair": name, "seed": seed, "classes": plan.counts(), "eos_ids": plan.eos_ids, "notes": plan.notes,
-             "requests": [dataclasses.asdict(r) for r in plan.requests]}))
+             "requests": [dataclasses.asdict(r) for r in plan.requests],
+             "pressure": [dataclasses.asdict(r) for r in plan.pressure]}))
         setups.append(PairSetup(name, info, plan, expected, specs))
     return setups
 
@@ -179,7 +181,8 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
                          "method": setup.info.get("method")},
             "servers": rows}
         (outdir / f"soak_requests_{setup.name}.json").write_text(json.dumps(
-            {name: [o.as_json() for o in [*run.outcomes, *run.solo_outcomes]] for name, run in runs.items()}))
+            {name: [o.as_json() for o in [*run.outcomes, *run.pressure_outcomes, *run.solo_outcomes]]
+             for name, run in runs.items()}))
     status, failures = judge.status(pair_reports)
     phases["total_s"] = round(time.monotonic() - started, 1)
     result = report.assemble(pair_reports, status, failures, {
@@ -238,6 +241,17 @@ async def _serve_and_load(setups: list[PairSetup], lives: dict[str, list[Live]],
     else:
         say(f"[soak] no time left for the load ({wall:.0f} s)")
     phases["load_s"] = round(time.monotonic() - t, 1)
+    t = time.monotonic()
+    pressure_wall = max(1.0, min(budget.REQUEST_DEADLINE_S,
+                                 started + deadlines.total_s - time.monotonic() - deadlines.drain_s - 40))
+
+    async def pressure(live: Live, plan: workload.Workload) -> None:
+        live.run.pressure_outcomes = await loadgen.drive(live.endpoint, plan.pressure, pressure_wall)
+
+    await asyncio.gather(*(pressure(live, plans[live.spec.pair]) for live in up))
+    phases["pressure_s"] = round(time.monotonic() - t, 1)
+    say(f"[soak] pressure wave: {sum(len(x.run.pressure_outcomes) for x in up)} requests "
+        f"({budget.MAX_NUM_SEQS} at once per server, twice its KV cache), {phases['pressure_s']:.0f} s")
     t = time.monotonic()
     drains = await asyncio.gather(*(loadgen.wait_drained(x.endpoint, deadlines.drain_s) for x in up))
     afters = await asyncio.gather(*(loadgen.scrape(x.endpoint) for x in up))

@@ -50,6 +50,8 @@ class ServerRun:
     outcomes: list[Outcome] = field(default_factory=list)
     solo_outcomes: list[Outcome] = field(default_factory=list)
     """The seeded requests sent again one at a time after the load (``Workload.solo_requests``)."""
+    pressure_outcomes: list[Outcome] = field(default_factory=list)
+    """The pressure wave, sent after the load (``Workload.pressure``)."""
     before: Sample | None = None
     after: Sample | None = None
     gauges: dict[str, GaugeTrace] = field(default_factory=dict)
@@ -185,7 +187,8 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
         "first_pass_replays": first, "chain_replays": chain,
         "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
         "pointer_mismatches_during_load": mismatched,
-        "replays_after_load": after.get("replays")}
+        "replays_after_load": after.get("replays"),
+        "fused_first_pass_declines_during_load": conditions.declines_during(run.facts_before, run.facts_after)}
 
 
 def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | None, seeded: Comparison | None,
@@ -234,7 +237,8 @@ def judge_server(run: ServerRun, workload: Workload, nospec: ServerRun | None, e
                  structured_available: bool, greedy_expected: dict[str, list[int]] | None = None) -> dict[str, Any]:
     specs = {r.rid: r for r in workload.requests}
     greedy = None if run.variant == "nospec" else compare(
-        workload.requests, run.outcomes, nospec.outcomes if nospec else [], "nospec")
+        workload.judged_requests(), [*run.outcomes, *run.pressure_outcomes],
+        [*nospec.outcomes, *nospec.pressure_outcomes] if nospec else [], "nospec")
     # Seeded sampled output is compared where the batches are the same on both servers: one request at a time
     # after the load. Under load it is reported only (vLLM's own servers differ there, see Workload.solo_requests).
     seeded = compare(workload.solo_requests(), run.solo_outcomes, eager.solo_outcomes if eager else [], "eager") \
@@ -245,17 +249,22 @@ def judge_server(run: ServerRun, workload: Workload, nospec: ServerRun | None, e
                              gauges=run.gauges, speculative=run.speculative, ours=run.role == "ours",
                              facts_before=run.facts_before, facts_after=run.facts_after,
                              structured_available=structured_available, greedy_expected=greedy_expected)
-    failed = [o for o in run.outcomes if o.error_kind]
+    failed = [o for o in (*run.outcomes, *run.pressure_outcomes) if o.error_kind]
+    pressure_sent = len(run.pressure_outcomes) == len(workload.pressure)
     server_errors = sum(not x for x in (run.boot.get("ready", False), run.alive_at_end, run.healthy_at_end,
                                         run.drained.get("drained", False)))
     drafter = drafter_facts(run)
     steps = _delta(run, metrics.ITERATIONS + "_count")
     checks = server_checks(run, drafter, greedy, seeded, conds, len(failed))
+    checks["pressure_wave_sent"] = pressure_sent
     mismatches = (len(greedy.mismatches) if greedy else 0) + (len(seeded.mismatches) if seeded else 0)
     return {
         "server": run.name, "variant": run.variant, "role": run.role, "async_scheduling": run.async_scheduling,
         "requests": len(run.outcomes), "completed": sum(o.ok for o in run.outcomes),
         "tokens": sum(o.tokens for o in run.outcomes if not o.error_kind),
+        "pressure_wave": {"requests": len(run.pressure_outcomes),
+                          "completed": sum(o.ok for o in run.pressure_outcomes),
+                          "tokens": sum(o.tokens for o in run.pressure_outcomes if not o.error_kind)},
         "conditions": conds, "mismatches": mismatches, "errors": len(failed) + server_errors,
         "error_kinds": dict(Counter(o.error_kind for o in failed)),
         "error_examples": [{"rid": o.rid, "kind": o.error_kind, "error": o.error} for o in failed[:EXAMPLES]],

@@ -101,6 +101,13 @@ class Workload:
     eos_ids: list[int]
     """Extra end-of-sequence ids: the servers' ``--generation-config`` lists them beside the tokenizer's EOS."""
     notes: list[str] = field(default_factory=list)
+    pressure: list[RequestSpec] = field(default_factory=list)
+    """Sent all at once after the load (``pressure_wave``): greedy requests that together need twice the KV cache,
+    so every server preempts whatever the load's timing did."""
+
+    def judged_requests(self) -> list[RequestSpec]:
+        """The load's requests and the pressure wave's: what the greedy comparison and the error count cover."""
+        return [*self.requests, *self.pressure]
 
     def generation_config(self) -> dict[str, Any]:
         return {"bos_token_id": BOS_ID, "eos_token_id": [EOS_ID, *self.eos_ids], "pad_token_id": 0}
@@ -192,7 +199,24 @@ def build(pair: str, seed: int, n_requests: int, greedy: Callable[[Sequence[int]
         rid = f"{pair}-{seed}-{i:03d}-{klass}"
         requests.append(RequestSpec(rid=rid, klass=klass, body={**body, "request_id": f"soak-{rid}"},
                                     arrival_s=round(t, 4), **extra))
-    return Workload(pair, seed, requests, sorted(set(eos_ids)), notes)
+    return Workload(pair, seed, requests, sorted(set(eos_ids)), notes, pressure_wave(pair, seed))
+
+
+def pressure_wave(pair: str, seed: int) -> list[RequestSpec]:
+    """``MAX_NUM_SEQS`` greedy requests of ``PRESSURE_PROMPT`` + ``PRESSURE_MAX_TOKENS`` tokens (``budget``), from
+    their own seeded stream (the load's plan does not move), each with a ``cache_salt`` of its own so no
+    prefix-cache hit shrinks it; compared with the no-speculation server like every greedy request."""
+    rng = random.Random(f"soak-{pair}-{seed}-pressure")
+    prompts = _Prompts(rng)
+    specs = []
+    for i in range(budget.MAX_NUM_SEQS):
+        rid = f"{pair}-{seed}-p{i:02d}-pressure"
+        body = {"prompt": prompts.tokens(budget.PRESSURE_PROMPT), "max_tokens": budget.PRESSURE_MAX_TOKENS,
+                "temperature": 0.0, "ignore_eos": True, "stream": False, "priority": PRIORITY_DEFAULT,
+                "return_token_ids": True, "cache_salt": rid, "request_id": f"soak-{rid}"}
+        specs.append(RequestSpec(rid=rid, klass="pressure", body=body, arrival_s=0.0, compare="nospec",
+                                 aims=("preempted",)))
+    return specs
 
 
 def _greedy_body(prompt: list[int], max_tokens: int, rng: random.Random, **more: Any) -> dict[str, Any]:

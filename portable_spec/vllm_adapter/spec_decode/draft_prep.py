@@ -56,9 +56,13 @@ class DraftPrepMixin:
     (``_draft_prep_body``) and the per-step host path (``propose_with_prep``)."""
 
     draft_prep_off: tuple[str, ...] | list[str] = ()  # why not (``prep_blockers``, set before capture)
+    prep_declines: dict[str, int]
+    """Steps the fused first pass left to vLLM's path, by reason (host integers; read by the soak's probe): a
+    reason that grows with every step shows where a workload never reaches the fused first pass."""
 
     def _init_draft_prep(self, max_reqs: int) -> None:
         device, rows = self.input_ids.device, max_reqs
+        self.prep_declines = {}
         with torch.inference_mode(False):  # normal tensors: written in place from outside inference mode too
             self.prep_sampled = torch.full((rows, self.verify_len), -1, dtype=torch.int32, device=device)
             self.prep_cu_draft = torch.zeros(rows, dtype=torch.int32, device=device)
@@ -101,15 +105,21 @@ class DraftPrepMixin:
         """The drafts for this step with the runner's prep inside the first pass's replay, or None (nothing done:
         the runner runs vLLM's path) when this step is not a verify-shaped greedy batch at a captured size."""
         k, cad = self.graph_k, common_attn_metadata
-        if (self.graph_runner is None or self.draft_prep_off or spec_decode_metadata is None
-                or cad is None or not isinstance(sampled_token_ids, torch.Tensor)
-                or sampled_token_ids.shape[1] != self.verify_len or scheduler_output.num_spec_tokens_to_schedule != k):
-            return None
-        chain_key = self._fused_step_for(k, (), {"common_attn_metadata": cad, "sampling_metadata": sampling_metadata,
-                                                 "mm_embed_inputs": None})
-        first_key = None if chain_key is None else self.first_pass_key(FIRST_FUSED, cad)
+        if self.graph_runner is None or self.draft_prep_off:
+            return None  # decided at boot, logged once there
+        why = step_blocker(self, scheduler_output, sampled_token_ids, spec_decode_metadata, cad)
+        chain_key = None if why else self._fused_step_for(k, (), {
+            "common_attn_metadata": cad, "sampling_metadata": sampling_metadata, "mm_embed_inputs": None})
+        if not why and chain_key is None:
+            why = "chain step not fused (sampling, size or draft vocabulary)"
+        first_key = None if why else self.first_pass_key(FIRST_FUSED, cad)
+        if not why and first_key is None:
+            why = self.first_pass_miss(FIRST_FUSED, cad)
         # vLLM hands the drafter unpadded metadata (``CommonAttentionMetadata.unpadded``): one row per request.
-        if first_key is None or sampled_token_ids.shape[0] != cad.num_reqs:
+        if not why and sampled_token_ids.shape[0] != cad.num_reqs:
+            why = "sampled rows != requests"
+        if why:
+            self.prep_declines[why] = self.prep_declines.get(why, 0) + 1
             return None
         batch, num_tokens = first_key.num_reqs, cad.num_actual_tokens
         self.num_speculative_tokens, self._last_draft_probs = k, None
@@ -137,3 +147,18 @@ class DraftPrepMixin:
         self.backup_next_token_ids.np[:num_reqs] = [
             requests[req_id].get_token_id(length - 1) for req_id, length in zip(batch.req_ids[:num_reqs], lengths)]
         self.backup_next_token_ids.copy_to_gpu(num_reqs)
+
+
+def step_blocker(proposer: Any, scheduler_output: Any, sampled_token_ids: Any, spec_decode_metadata: Any,
+                 cad: Any) -> str | None:
+    """Why this step's shape keeps the fused first pass out (host facts only), or None."""
+    if spec_decode_metadata is None or cad is None:
+        return "no drafts verified this step"
+    if not isinstance(sampled_token_ids, torch.Tensor):
+        return "sampled tokens on the host"
+    if sampled_token_ids.shape[1] != proposer.verify_len:
+        return "fewer than K drafts scheduled for every request"
+    if scheduler_output.num_spec_tokens_to_schedule != proposer.graph_k:
+        return "the scheduler asks for another K"
+    return None
+

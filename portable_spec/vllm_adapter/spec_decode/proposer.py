@@ -358,6 +358,17 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         key = self.captured_key(kind, cad.num_reqs)
         return key if key is not None and key.num_reqs == cad.num_reqs else None
 
+    def first_pass_miss(self, kind: str, cad: CommonAttentionMetadata) -> str:
+        """Why ``first_pass_key`` found no graph for this first pass (read only where it did not)."""
+        runner = self.target_runner
+        if (cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
+                or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
+            return "first-pass metadata off the runner's buffers"
+        if not self._verify_shaped(cad):
+            return ("ragged first pass (requests of fewer than 1+K tokens)" if cad.max_query_len == self.verify_len
+                    else "first pass not verify-shaped (prefill or longer queries)")
+        return "first-pass batch size not captured"
+
     def _verify_shaped(self, cad: CommonAttentionMetadata) -> bool:
         """Whether the first pass's queries fit a graph captured for ``num_reqs`` requests of 1+K tokens, decided
         from host integers only (no device read).
