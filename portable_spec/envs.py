@@ -23,6 +23,7 @@ WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
 SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
 SIM_TORCHADA_GRAPHS_ENV = "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS"
+SIM_VLLM_MUSA_OPS_ENV = "PORTABLE_SPEC_SIM_VLLM_MUSA_OPS"
 FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
 INJECT_BUG_ENV = "PORTABLE_SPEC_INJECT_BUG"
 TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
@@ -91,6 +92,12 @@ VARIABLES: tuple[EnvVar, ...] = (
            "vLLM's piecewise graphs) keep the MUSA rules and count against the simulated live-graph cap, as on "
            "MUSA. The musa-sim Model Runner V2 variants set it; the V1 ones leave it off.", choices=("on", "off"),
            who="test"),
+    EnvVar(SIM_VLLM_MUSA_OPS_ENV, "off",
+           "Harness only (musa-sim): `on` makes the simulated MUSA platform answer `is_cuda_alike()` True, as "
+           "vllm-musa's platform does with its compiled MUSA ops, so vLLM uses its compiled ops there (Model Runner "
+           "V2 needs one for its UVA buffers, `get_accelerator_view_from_cpu_tensor`). Without vllm-musa no MUSA "
+           "host has those ops, so our standalone MUSA class answers False. The musa-sim Model Runner V2 variants "
+           "set it; the V1 ones leave it off.", choices=("on", "off"), who="test"),
     EnvVar(FAIL_CAPTURE_ENV, "",
            "Fault injection: `RANK:KIND:REQS[,...]` (RANK may be `*`) makes the drafter's capture of that key raise "
            "on that rank, as an uncapturable operation would. Never set in production.", who="test"),
@@ -161,6 +168,11 @@ def sim_torchada_graphs() -> bool:
     """Whether a musa-sim process simulates torchada's aliasing of ``torch.cuda``'s graph API
     (``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on``)."""
     return raw(SIM_TORCHADA_GRAPHS_ENV).lower() == "on"
+
+
+def sim_vllm_musa_ops() -> bool:
+    """Whether musa-sim stands in for vllm-musa's compiled ops (``PORTABLE_SPEC_SIM_VLLM_MUSA_OPS=on``)."""
+    return raw(SIM_VLLM_MUSA_OPS_ENV).lower() == "on"
 
 
 def draft_graph() -> str | None:

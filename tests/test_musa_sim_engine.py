@@ -136,7 +136,8 @@ def test_the_sim_class_changes_only_the_device_identity():
     from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     own = {k for k in vars(MusaSimPlatform) if not k.startswith("__") or k == "__init__"}
-    assert own == set(IDENTITY) | {"__init__", "label", "import_kernels"}  # import_kernels: the backing device's ops
+    # import_kernels and is_cuda_alike: the compiled ops (vLLM's CUDA ones as vllm-musa's MUSA build)
+    assert own == set(IDENTITY) | {"__init__", "label", "import_kernels", "is_cuda_alike"}
     assert {k: getattr(MusaSimPlatform, k) for k in IDENTITY} == IDENTITY
     assert MusaSimPlatform.__bases__ == (PortableMusaPlatform,)
     assert PortableMusaPlatform.device_type == "musa" and PortableMusaPlatform.dispatch_key == "PrivateUse1"
@@ -366,3 +367,47 @@ def test_the_base_worker_binds_the_substitutes_of_its_platforms_port(vllm_platfo
         assert names == [sub.name for sub in registry.substitutions_for(port)] and names
         lines = [r.getMessage() for r in caplog.records if "kernel substitute" in r.getMessage()]
         assert len(lines) == len(names) and all(line.startswith(f"portable_spec[{label}]: ") for line in lines)
+
+
+@pytest.mark.parametrize("switch,cuda_alike", [("on", True), ("off", False), (None, False)])
+def test_the_sim_answers_is_cuda_alike_as_vllm_musa_only_for_the_mrv2_variants(switch, cuda_alike, monkeypatch):
+    """vLLM 0.26.0's Model Runner V2 takes a UVA view of its pinned host buffers through ``torch.ops._C`` only where
+    ``is_cuda_alike()`` (``get_accelerator_view_from_cpu_tensor``): vllm-musa's platform answers True, our standalone
+    class False (no compiled ops without vllm-musa). The musa-sim MRV2 variants stand in for vllm-musa's there."""
+    import inspect
+
+    from vllm.utils import torch_utils
+
+    from portable_spec.harness.e2e.configs import MUSA_SIM, MUSA_SIM_MRV2
+    from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
+
+    if switch is None:
+        monkeypatch.delenv("PORTABLE_SPEC_SIM_VLLM_MUSA_OPS", raising=False)
+    else:
+        monkeypatch.setenv("PORTABLE_SPEC_SIM_VLLM_MUSA_OPS", switch)
+    assert MusaSimPlatform.is_cuda_alike(MusaSimPlatform.__new__(MusaSimPlatform)) is cuda_alike
+    assert PortableMusaPlatform.is_cuda_alike(PortableMusaPlatform.__new__(PortableMusaPlatform)) is False
+    assert MUSA_SIM_MRV2["PORTABLE_SPEC_SIM_VLLM_MUSA_OPS"] == "on" and "PORTABLE_SPEC_SIM_VLLM_MUSA_OPS" not in MUSA_SIM
+    source = inspect.getsource(torch_utils.get_accelerator_view_from_cpu_tensor)
+    assert "is_cuda_alike()" in source and "get_cuda_view_from_cpu_tensor" in source  # what vLLM gates on
+
+
+def test_the_standalone_musa_class_names_the_fix_when_vllm_picks_mrv2(monkeypatch, caplog):
+    import logging
+
+    from vllm.platforms.interface import Platform
+
+    from portable_spec.vllm_adapter.platform import musa
+    from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin
+
+    monkeypatch.setattr(PortableSpecPlatformMixin, "check_and_update_config", classmethod(lambda cls, config: None))
+    for v2, warned in ((True, True), (False, False)):
+        caplog.clear()
+        config = types.SimpleNamespace(use_v2_model_runner=v2)
+        with caplog.at_level(logging.WARNING, logger="portable_spec.vllm_adapter"):
+            musa.PortableMusaPlatform.check_and_update_config(config)
+        lines = [r.getMessage() for r in caplog.records if "Model Runner V2" in r.getMessage()]
+        assert len(lines) == warned and all("install vllm-musa" in m and "VLLM_USE_V2_MODEL_RUNNER=0" in m
+                                            for m in lines)
+    assert issubclass(musa.PortableMusaPlatform, Platform)

@@ -25,7 +25,7 @@ Every process vLLM starts instantiates its platform once (``vllm.platforms.curre
 
 from __future__ import annotations
 
-from portable_spec.envs import sim_torchada_graphs
+from portable_spec.envs import sim_torchada_graphs, sim_vllm_musa_ops
 from portable_spec.harness.musa_sim import LABEL, SimulatedMusa, alias_torch_cuda_graphs
 from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
 from portable_spec.platforms.current import install_device_port, installed_port
@@ -61,6 +61,12 @@ class MusaSimPlatform(PortableMusaPlatform):
     @classmethod
     def label(cls) -> str:
         return LABEL
+
+    def is_cuda_alike(self) -> bool:
+        """With ``PORTABLE_SPEC_SIM_VLLM_MUSA_OPS=on`` (the Model Runner V2 variants): True, as vllm-musa's platform
+        answers with its compiled MUSA ops (here vLLM's CUDA ones, ``import_kernels``); MRV2's UVA buffers need
+        them. Otherwise our standalone class's answer (False: no compiled ops without vllm-musa)."""
+        return sim_vllm_musa_ops() or super().is_cuda_alike()
 
     @classmethod
     def import_kernels(cls) -> None:

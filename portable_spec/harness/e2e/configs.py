@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from portable_spec.envs import SIM_DEVICE_ENV, SIM_TORCHADA_GRAPHS_ENV, TORCHADA_CAP_ENV
+from portable_spec.envs import SIM_DEVICE_ENV, SIM_TORCHADA_GRAPHS_ENV, SIM_VLLM_MUSA_OPS_ENV, TORCHADA_CAP_ENV
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,11 @@ RATIOS = (*((ours, base) for ours in OURS for base in BASELINES), (OURS_PLATFORM
 """The bench's ratios ``<ours>_over_<base>``: our drafter over upstream V1 and MRV2, and Model Runner V2 under our
 CUDA platform over MRV2 on vLLM's built-in platform (issue 23's no-regression key)."""
 MUSA_SIM = {"VLLM_PLATFORM": "musa", SIM_DEVICE_ENV: "musa"}
-MUSA_SIM_MRV2 = {**MUSA_SIM, SIM_TORCHADA_GRAPHS_ENV: "on"}
+MUSA_SIM_MRV2 = {**MUSA_SIM, SIM_TORCHADA_GRAPHS_ENV: "on", SIM_VLLM_MUSA_OPS_ENV: "on"}
 """musa-sim for Model Runner V2: torchada's aliasing of ``torch.cuda``'s graph API simulated, so MRV2's own graphs
-are the simulated MUSAGraphs (MUSA rules, live-graph cap), as on MUSA."""
+are the simulated MUSAGraphs (MUSA rules, live-graph cap), as on MUSA; and vLLM's compiled ops in use
+(``is_cuda_alike``), as vllm-musa's platform has them: MRV2 needs one for its UVA buffers, and a MUSA user meets MRV2
+only through vllm-musa."""
 MUSA_SIM_BUDGET_CAP = 8
 """The forced torchada cap of ``musa_sim_budget``: llama_eagle at K=3, 8 sequences, FULL graphs plans 18 live graphs
 (target [4..64] 9, first step [4..32] 5, chain [1, 2, 4, 8] 4); 8 keeps target and first step at [4, 8]."""

@@ -129,10 +129,12 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.platforms.interface:Platform.check_if_supports_dtype",
          "vllm.platforms.interface:Platform.get_attn_backend_cls"),
         what="A standalone vLLM platform for MUSA (device identity, MUSA attention rows, start-up methods the base "
-             "class leaves raising), without vllm-musa.",
+             "class leaves raising), without vllm-musa; where vLLM picks Model Runner V2 one warning names the fix "
+             "(MRV2 needs compiled ops only vllm-musa has on MUSA).",
         why="Drives the MUSA code path on CPU and under musa-sim; serving on real MUSA needs vllm-musa.",
         undone="VLLM_PLATFORM other than musa.", upstream="vllm-musa is the upstream for MUSA (issue 26).",
-        overrides=("check_if_supports_dtype", "get_attn_backend_cls", "get_current_memory_usage",
+        overrides=("check_and_update_config", "check_if_supports_dtype", "get_attn_backend_cls",
+                   "get_current_memory_usage",
                    "get_device_capability", "get_device_communicator_cls", "get_device_name", "get_device_total_memory",
                    "get_static_graph_wrapper_cls", "is_sleep_mode_available", "manual_seed_all", "num_compute_units",
                    "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8")),

@@ -46,6 +46,18 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
     worker_cls = MUSA_WORKER  # vLLM 0.26.0's gpu_worker.Worker rejects any device_type but "cuda"
 
     @classmethod
+    def check_and_update_config(cls, vllm_config: Any) -> None:
+        super().check_and_update_config(vllm_config)
+        from vllm.platforms import current_platform
+
+        if vllm_config.use_v2_model_runner and not current_platform.is_cuda_alike():
+            logger.warning(
+                "portable_spec[%s]: vLLM picked Model Runner V2, which needs vLLM's compiled ops (UVA views, "
+                "torch.ops._C.get_cuda_view_from_cpu_tensor); on MUSA only vllm-musa provides them: install vllm-musa "
+                "(our layer then builds on its platform), or set VLLM_USE_V2_MODEL_RUNNER=0 for the V1 runner",
+                cls.label())
+
+    @classmethod
     def support_static_graph_mode(cls) -> bool:
         return True
 
