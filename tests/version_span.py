@@ -23,6 +23,7 @@ MODULES = (
     "test_draft_graph_policy.py",
     "test_mrv2_sizes.py",
     "test_real_shapes_config.py",
+    "test_attention_caps_versions.py",
     # plugin
     "test_vllm_plugin.py",
     "test_platform_registry.py",

@@ -47,6 +47,8 @@ CONDITIONS: dict[str, tuple[str, Callable[[HostFacts], bool]]] = {
                       lambda f: f.fa4_available),
     "sm100+trtllm": ("an SM100-family device with FlashInfer's trtllm-gen kernels",
                      lambda f: _major(f) == 10 and f.trtllm_attention),
+    "sm80/90/120": ("an SM80-, SM90- or SM120-family device (FlashInfer's FA2 path: vLLM >= 0.33 writes an NVFP4 KV "
+                    "cache for it there)", lambda f: _major(f) in (8, 9, 12)),
 }
 
 
@@ -63,7 +65,9 @@ class Cond:
             raise ValueError(f"unknown condition {self.when!r}; known: {', '.join(CONDITIONS)}")
 
     def resolve(self, facts: HostFacts) -> Any:
-        return self.then if CONDITIONS[self.when][1](facts) else self.default
+        """The value for ``facts``; a ``Cond`` inside (a claim with two host conditions) is resolved in turn."""
+        value = self.then if CONDITIONS[self.when][1](facts) else self.default
+        return value.resolve(facts) if isinstance(value, Cond) else value
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,10 @@ os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 import vllm  # noqa: E402,F401  (this module is one of the two places allowed to import vLLM)
 from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E402
 
-from portable_spec.attention_caps import CLAIM_FIELDS, TABLE, BackendCaps, HostFacts  # noqa: E402
+from portable_spec.attention_caps import CLAIM_FIELDS, BackendCaps, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import MM_PREFIX_TEXT_ONLY  # noqa: E402
+from portable_spec.attention_caps.table import CHANGED_IN_LATER_VLLM, table_as_of  # noqa: E402
+from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
 from portable_spec.output import add_json_flag, emit  # noqa: E402
 
 HEAD_SIZE_RANGE = range(1, 1025)
@@ -214,12 +216,17 @@ def disagreements(row: BackendCaps, observed: dict[str, Any], facts: HostFacts,
     return found
 
 
+def declared_table() -> tuple[BackendCaps, ...]:
+    """The table as declared for the installed vLLM (claims that moved after 0.26.0 applied)."""
+    return table_as_of(version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM}))
+
+
 def agreement_report(platforms: tuple[str, ...] = ("cuda", "rocm", "musa"),
                      backends: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Observe and compare every row with a vLLM class on this host; rows whose class does not import say why."""
     facts = observe_host_facts()
     out: dict[str, Any] = {"vllm_version": vllm.__version__, "facts": facts.to_dict(), "rows": {}}
-    for row in TABLE:
+    for row in declared_table():
         if row.platform not in platforms or (backends and row.backend not in backends):
             continue
         entry: dict[str, Any] = {"class_path": row.class_path}
