@@ -46,6 +46,8 @@ def test_a_soak_on_well_behaved_servers_passes_with_every_condition_counted(tmp_
     assert len(requests["nospec"]) == 40 + len(pressure) + len(solo) and solo
     for name in ("full_drafter", "full_drafter_sync"):
         assert servers[name]["pressure_wave"]["completed"] == budget.MAX_NUM_SEQS
+        drafter = servers[name]["drafter"]  # the load's replays, read before the wave
+        assert 0 < drafter["first_pass_replays_in_load"] < drafter["first_pass_replays"]
         assert servers[name]["compared"]["greedy_vs_nospec"]["requests"] >= budget.MAX_NUM_SEQS
 
 

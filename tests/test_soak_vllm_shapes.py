@@ -308,7 +308,7 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     assert facts["drafter"] == "types.SimpleNamespace" and facts["platform"].endswith("CpuGraphTestPlatform")
     read = {key for key in judge.drafter_facts(judge.ServerRun("x", "v", "ours", True, True, facts_after=facts))}
     derived = {"first_pass_replays", "chain_replays", "block_replays", "pointer_mismatches_during_load",
-               "replays_after_load", "fused_first_pass_declines_during_load"}
+               "replays_after_load", "fused_first_pass_declines_during_load", "first_pass_replays_in_load"}
     assert read - derived <= set(facts)  # every key the judge reads is one the probe writes
     assert facts["prep_declines"] == {"first-pass batch size not captured": 2}  # what the declines derive from
 

@@ -241,6 +241,8 @@ async def _serve_and_load(setups: list[PairSetup], lives: dict[str, list[Live]],
     else:
         say(f"[soak] no time left for the load ({wall:.0f} s)")
     phases["load_s"] = round(time.monotonic() - t, 1)
+    for live, facts in zip(up, await asyncio.gather(*(probe_facts(x.endpoint) for x in up))):
+        live.run.facts_after_load = facts
     t = time.monotonic()
     pressure_wall = max(1.0, min(budget.REQUEST_DEADLINE_S,
                                  started + deadlines.total_s - time.monotonic() - deadlines.drain_s - 40))

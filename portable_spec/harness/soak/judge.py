@@ -57,6 +57,8 @@ class ServerRun:
     gauges: dict[str, GaugeTrace] = field(default_factory=dict)
     facts_before: dict[str, Any] | None = None
     facts_after: dict[str, Any] | None = None
+    facts_after_load: dict[str, Any] | None = None
+    """The probe's reading between the load and the pressure wave (what the load alone did to our graphs)."""
     drained: dict[str, Any] = field(default_factory=dict)
     alive_at_end: bool = False
     healthy_at_end: bool = False
@@ -185,6 +187,7 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
                                             "async_scheduling", "scheduling_policy", "num_gpu_blocks",
                                             "long_prefill_token_threshold", "max_num_seqs", "capture_stats")} | {
         "first_pass_replays": first, "chain_replays": chain,
+        "first_pass_replays_in_load": conditions.first_and_chain_replays(run.facts_before, run.facts_after_load)[0],
         "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
         "pointer_mismatches_during_load": mismatched,
         "replays_after_load": after.get("replays"),
