@@ -198,9 +198,9 @@ set of changes against the table above (not against the previous entry). The H10
 (``bench/results/2026-11-25-h100-session11``): vLLM 0.33.0's ``FlashInferBackend.supports_kv_cache_dtype`` takes an
 NVFP4 KV cache on SM80/SM90/SM120 through its FA2 path ("nvfp4" only: the slot-mapping writer has no scale search)
 and both NVFP4 variants on SM100 with trtllm-gen; 0.28.0 added "nvfp4_4over6" to the SM100 set. vLLM 0.33.0's
-``RocmAttentionBackend.supports_mm_prefix`` says False ("Not implemented"; the cpu lane's agreement test on 0.33.0
-found it). The adapter picks
-the entry for the installed vLLM (``version_gate.pick``, in ``vllm_adapter/tools/attention_agreement.py``)."""
+``RocmAttentionBackend.supports_mm_prefix`` says False ("Not implemented"; the agreement test found it on 0.33.0).
+The adapter picks the entry for the installed vLLM (``version_gate.pick``, in
+``vllm_adapter/tools/attention_agreement.py``)."""
 
 
 def table_as_of(changes: dict[str, dict[str, Any]]) -> tuple[BackendCaps, ...]:

@@ -161,4 +161,3 @@ def step_blocker(proposer: Any, scheduler_output: Any, sampled_token_ids: Any, s
     if scheduler_output.num_spec_tokens_to_schedule != proposer.graph_k:
         return "the scheduler asks for another K"
     return None
-
