@@ -1,9 +1,11 @@
-"""The declared table against vLLM 0.26.0's real backend classes (cpu lane), and the ``probe --verify`` wiring.
+"""The declared table against the installed vLLM's real backend classes (cpu lane, every version of the span), and the
+``probe --verify`` wiring.
 
-Every backend module that imports without a GPU is observed through its real classmethods and its builder's graph
-support, claim by claim. Device-independent claims must agree exactly; device-dependent ones (a ``Cond`` in the
-table) must agree with the branch this GPU-less host resolves, and are compared on the H100 by
-tests/gpu/test_attention_verify.py. A vLLM upgrade that changes a declaration fails here.
+The table is the one declared for the installed vLLM (``attention_agreement.declared_table``: 0.26.0's transcription
+with the claims that moved since). Every backend module that imports without a GPU is observed through its real
+classmethods and its builder's graph support, claim by claim. Device-independent claims must agree exactly;
+device-dependent ones (a ``Cond`` in the table) must agree with the branch this GPU-less host resolves, and are
+compared on the H100 by tests/gpu/test_attention_verify.py. A vLLM upgrade that changes a declaration fails here.
 """
 
 from __future__ import annotations
@@ -16,11 +18,23 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from portable_spec.attention_caps import CLAIM_FIELDS, TABLE, HostFacts, get_row  # noqa: E402
+from portable_spec.attention_caps import CLAIM_FIELDS, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import HeadSizes  # noqa: E402
+from portable_spec.attention_caps.table import CHANGED_IN_LATER_VLLM, table_as_of  # noqa: E402
+from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
 
+TABLE = table_as_of(version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM}))
+"""As ``attention_agreement.declared_table()`` builds it (checked below), read here without importing vLLM, since the
+parameters are collected before any fixture runs."""
 ROWS_WITH_CLASSES = [r for r in TABLE if r.class_path is not None]
-DOES_NOT_IMPORT_WITHOUT_GPU = {"FLASHINFER"}  # flashinfer.py initialises CUDA at import
+DOES_NOT_IMPORT_WITHOUT_GPU: set[str] = version_gate.pick({
+    "0.26.0": {"FLASHINFER"},  # flashinfer.py initialises CUDA at import
+    "0.33.0": {"ROCM_AITER_UNIFIED_ATTN"},  # flashinfer.py no longer does; the AITER module now calls into CUDA
+})
+
+
+def get_row(platform: str, backend: str):
+    return next(r for r in TABLE if r.platform == platform and r.backend == backend)
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +81,19 @@ def test_row_class_is_the_one_vllm_registers_for_the_backend(agreement, row):
     assert AttentionBackendEnum[row.backend].value == row.class_path
 
 
-def test_flashinfer_does_not_import_without_a_gpu(agreement, cpu_facts):
-    row = get_row("cuda", "FLASHINFER")
-    assert agreement.import_problem(row.class_path) is not None
+def test_the_table_here_is_the_one_the_agreement_tool_declares(agreement):
+    assert agreement.declared_table() == TABLE
+
+
+def test_exactly_the_listed_backends_do_not_import_without_a_gpu(agreement, cpu_facts):
+    failing = {row.backend for row in ROWS_WITH_CLASSES if agreement.import_problem(row.class_path) is not None}
+    assert failing == DOES_NOT_IMPORT_WITHOUT_GPU
 
 
 def test_rocm_aiter_unified_contradiction_and_which_method_vllm_trusts(agreement, cpu_facts):
     row = get_row("rocm", "ROCM_AITER_UNIFIED_ATTN")
+    if row.backend in DOES_NOT_IMPORT_WITHOUT_GPU:
+        pytest.skip(f"{row.key} does not import without a GPU on this vLLM")
     observed = agreement.observe_backend(row.class_path)
     contradiction = observed["head_size_contradiction"]
     assert contradiction["get_supported_head_sizes"] == [32, 64, 80, 96, 128, 160, 192, 224, 256]
@@ -99,7 +119,7 @@ def test_agreement_report_covers_every_row(agreement, cpu_facts):
     report = agreement.agreement_report()
     assert set(report["rows"]) == {r.key for r in TABLE}
     assert report["rows"]["musa/FLASH_ATTN"]["skipped"].startswith("no vLLM class here")
-    assert "import_error" in report["rows"]["cuda/FLASHINFER"]
+    assert {r.split("/")[1] for r, e in report["rows"].items() if "import_error" in e} == DOES_NOT_IMPORT_WITHOUT_GPU
     assert all(not e.get("disagreements") for e in report["rows"].values())
 
 

@@ -2,8 +2,9 @@
 
 vLLM 0.26.0's virtualenv runs the whole suite; each ``ci/requirements-cpu-<version>.txt`` virtualenv runs these
 modules only: the adapter's unit tests that import vLLM, the config tests (the planner inside a real ``VllmConfig``,
-the runner vLLM picks), the plugin tests (entry points, vLLM's own resolver) and the hook points (the census checked
-against that vLLM). What a version cannot have is skipped with the version gate's one-line reason
+the runner vLLM picks), the plugin tests (entry points, vLLM's own resolver), the hook points (the census checked
+against that vLLM) and the attention claims (the capability table declared for that vLLM against its backend
+classes). What a version cannot have is skipped with the version gate's one-line reason
 (``portable_spec.vllm_adapter.version_gate``), never left to fail.
 
 ``python tests/version_span.py`` prints the paths (what ``ci/lanes/cpu.sh`` passes to pytest: naming the files,
@@ -23,7 +24,9 @@ MODULES = (
     "test_draft_graph_policy.py",
     "test_mrv2_sizes.py",
     "test_real_shapes_config.py",
+    # attention claims (the table declared for this vLLM against its backend classes and sources)
     "test_attention_caps_versions.py",
+    "test_attention_agreement.py",
     # plugin
     "test_vllm_plugin.py",
     "test_platform_registry.py",
