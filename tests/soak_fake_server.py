@@ -295,7 +295,7 @@ class FakeVllm:
         finally:
             self.state.waiting -= 1
         self.state.in_flight += 1
-        blocks = body.get("n", 1) * -(-(len(prompt_ids(body["prompt"])) + body["max_tokens"]) // budget.BLOCK_SIZE)
+        blocks = body.get("n", 1) * budget.blocks(len(prompt_ids(body["prompt"])) + body["max_tokens"])
         self.state.blocks_asked += blocks
         try:
             await asyncio.sleep(PREFILL_S)

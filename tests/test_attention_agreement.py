@@ -20,10 +20,10 @@ pytest.importorskip("vllm")
 
 from portable_spec.attention_caps import CLAIM_FIELDS, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import HeadSizes  # noqa: E402
-from portable_spec.attention_caps.table import CHANGED_IN_LATER_VLLM, table_as_of  # noqa: E402
+from portable_spec.attention_caps.table import CLAIM_CHANGES, table_as_of  # noqa: E402
 from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
 
-TABLE = table_as_of(version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM}))
+TABLE = table_as_of(version_gate.pick(CLAIM_CHANGES))
 """As ``attention_agreement.declared_table()`` builds it (checked below), read here without importing vLLM, since the
 parameters are collected before any fixture runs."""
 ROWS_WITH_CLASSES = [r for r in TABLE if r.class_path is not None]

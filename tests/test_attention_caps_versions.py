@@ -1,7 +1,7 @@
-"""The capability table's claims that moved after vLLM 0.26.0 (``table.CHANGED_IN_LATER_VLLM``), checked against the
-installed vLLM's source (FlashInfer's backend does not import without a GPU, so its module is read, not imported).
-In the version span: each vLLM's lane checks the entry ``version_gate.pick`` gives it; the H100 checks the same claim
-on the device (``tests/gpu/test_attention_verify.py``)."""
+"""The capability table's claims that moved after vLLM 0.26.0 (``table.CLAIM_CHANGES``), checked against the
+installed vLLM's source (FlashInfer's backend does not import without a GPU before 0.33.0, so its module is read, not
+imported). In the version span: each vLLM's lane checks the entry ``version_gate.pick`` gives it; the H100 checks the
+same claim on the device (``tests/gpu/test_attention_verify.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from portable_spec.attention_caps import HostFacts
-from portable_spec.attention_caps.table import CHANGED_IN_LATER_VLLM, TABLE, table_as_of
+from portable_spec.attention_caps.table import CLAIM_CHANGES, TABLE, table_as_of
 from portable_spec.vllm_adapter.patch import version_gate
 
 H100 = HostFacts(capability=(9, 0), fa_version=3)
@@ -42,7 +42,7 @@ def flashinfer_row(facts: HostFacts, changes: dict) -> tuple[str, ...]:
 
 
 def test_the_installed_vllms_flashinfer_kv_dtypes_are_what_its_table_entry_declares():
-    changes = version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM})
+    changes = version_gate.pick(CLAIM_CHANGES)
     tree = flashinfer_source()
     listed = listed_kv_dtypes(tree)
     nvfp4 = {d for d in listed if d.startswith("nvfp4")}
@@ -57,7 +57,7 @@ def test_the_installed_vllms_flashinfer_kv_dtypes_are_what_its_table_entry_decla
 
 def test_each_later_entry_changes_only_rows_and_claims_that_exist():
     keys = {row.key for row in TABLE}
-    for version, changes in CHANGED_IN_LATER_VLLM.items():
+    for version, changes in CLAIM_CHANGES.items():
         version_gate.parse(version)
         assert set(changes) <= keys, version
         table = table_as_of(changes)
@@ -68,13 +68,13 @@ def test_each_later_entry_changes_only_rows_and_claims_that_exist():
 
 @pytest.mark.parametrize("facts,expected", [(H100, ("nvfp4",)), (B200, ("nvfp4", "nvfp4_4over6")), (T4, ())])
 def test_a_claim_with_two_host_conditions_resolves_each(facts, expected):
-    row = flashinfer_row(facts, CHANGED_IN_LATER_VLLM["0.33.0"])
+    row = flashinfer_row(facts, CLAIM_CHANGES["0.33.0"])
     assert tuple(d for d in row if d.startswith("nvfp4")) == expected
 
 
 def test_the_installed_vllms_rocm_attn_mm_prefix_is_what_its_table_entry_declares():
     """Read from the source: the ROCm backend module imports on CPU but this claim is a one-line classmethod."""
-    changes = version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM})
+    changes = version_gate.pick(CLAIM_CHANGES)
     spec = importlib.util.find_spec("vllm")
     tree = ast.parse((Path(spec.origin).parent / "v1" / "attention" / "backends" / "rocm_attn.py").read_text())
     method = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "supports_mm_prefix")

@@ -187,14 +187,15 @@ TABLE: tuple[BackendCaps, ...] = (
 )
 
 _NVFP4_SM100 = _BASE_KV + _FP8_KV + ("nvfp4", "nvfp4_4over6")
-CHANGED_IN_LATER_VLLM: dict[str, dict[str, dict[str, Any]]] = {
+CLAIM_CHANGES: dict[str, dict[str, dict[str, Any]]] = {
+    "0.26.0": {},  # the table is this release's transcription
     "0.28.0": {"cuda/FLASHINFER": {"kv_cache_dtypes": Cond(_BASE_KV + _FP8_KV, "sm100+trtllm", _NVFP4_SM100)}},
     "0.33.0": {"cuda/FLASHINFER": {"kv_cache_dtypes": Cond(
         Cond(_BASE_KV + _FP8_KV, "sm80/90/120", _BASE_KV + _FP8_KV + ("nvfp4",)), "sm100+trtllm", _NVFP4_SM100)},
                "rocm/ROCM_ATTN": {"mm_prefix": False}},
 }
-"""Claims whose value moved after vLLM 0.26.0, keyed by the first release with the new value; each entry is the whole
-set of changes against the table above (not against the previous entry). The H100 found the 0.33.0 one
+"""Claims whose value moved after vLLM 0.26.0, keyed by the first release with the new value (0.26.0: none); each
+entry is the whole set of changes against the table above (not against the previous entry). The H100 found the 0.33.0 one
 (``bench/results/2026-11-25-h100-session11``): vLLM 0.33.0's ``FlashInferBackend.supports_kv_cache_dtype`` takes an
 NVFP4 KV cache on SM80/SM90/SM120 through its FA2 path ("nvfp4" only: the slot-mapping writer has no scale search)
 and both NVFP4 variants on SM100 with trtllm-gen; 0.28.0 added "nvfp4_4over6" to the SM100 set. vLLM 0.33.0's
@@ -204,7 +205,7 @@ The adapter picks the entry for the installed vLLM (``version_gate.pick``, in
 
 
 def table_as_of(changes: dict[str, dict[str, Any]]) -> tuple[BackendCaps, ...]:
-    """The table with one ``CHANGED_IN_LATER_VLLM`` entry applied (``{}``: the table as transcribed)."""
+    """The table with one ``CLAIM_CHANGES`` entry applied (``{}``: the table as transcribed)."""
     return tuple(dataclasses.replace(row, **changes[row.key]) if row.key in changes else row for row in TABLE)
 
 

@@ -85,20 +85,21 @@ STOP_GRACE_S = 20.0
 """After SIGTERM, how long a server may take to shut its engine down before its process group is killed."""
 
 
+def blocks(tokens: int) -> int:
+    """KV blocks ``tokens`` tokens of one sequence hold."""
+    return -(-tokens // BLOCK_SIZE)
+
+
 def pressure_blocks(progress: float = 1.0) -> int:
     """KV blocks the pressure wave asks for when one request has finished and the others are at ``progress`` of
     their output."""
-    def blocks(tokens: int) -> int:
-        return -(-tokens // BLOCK_SIZE)
-
     finished = blocks(PRESSURE_PROMPT + PRESSURE_MAX_TOKENS + K)
     return finished + (MAX_NUM_SEQS - 1) * blocks(PRESSURE_PROMPT + int(progress * PRESSURE_MAX_TOKENS))
 
 
 def sampled_blocks_bound() -> int:
     """The most KV blocks the priority-0 sequences can hold at once (each sequence its prompt and output)."""
-    per_sequence = -(-(SAMPLED_MAX_PROMPT + SAMPLED_MAX_TOKENS + K) // BLOCK_SIZE)
-    return MAX_NUM_SEQS * per_sequence
+    return MAX_NUM_SEQS * blocks(SAMPLED_MAX_PROMPT + SAMPLED_MAX_TOKENS + K)
 
 
 assert MAX_NUM_BATCHED_TOKENS >= MAX_NUM_SEQS * max(LONG_PREFILL_TOKEN_THRESHOLD, 1 + K)
@@ -107,7 +108,7 @@ assert (MAX_NUM_BATCHED_TOKENS - (MAX_NUM_SEQS - SAMPLED_MAX_N) * max(LONG_PREFI
 assert NUM_GPU_BLOCKS * BLOCK_SIZE >= MAX_MODEL_LEN + K
 assert sampled_blocks_bound() <= NUM_GPU_BLOCKS // 2
 assert pressure_blocks(0.5) > NUM_GPU_BLOCKS and PRESSURE_PROMPT + PRESSURE_MAX_TOKENS + K <= MAX_MODEL_LEN
-assert MAX_NUM_SEQS * -(-PRESSURE_PROMPT // BLOCK_SIZE) < NUM_GPU_BLOCKS  # all eight are admitted at once
+assert MAX_NUM_SEQS * blocks(PRESSURE_PROMPT) < NUM_GPU_BLOCKS  # all eight are admitted at once
 
 
 def as_json() -> dict[str, float | int]:

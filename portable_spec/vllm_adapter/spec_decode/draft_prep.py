@@ -112,9 +112,9 @@ class DraftPrepMixin:
             "common_attn_metadata": cad, "sampling_metadata": sampling_metadata, "mm_embed_inputs": None})
         if not why and chain_key is None:
             why = "chain step not fused (sampling, size or draft vocabulary)"
-        first_key = None if why else self.first_pass_key(FIRST_FUSED, cad)
-        if not why and first_key is None:
-            why = self.first_pass_miss(FIRST_FUSED, cad)
+        first_key = None
+        if not why:
+            first_key, why = self.first_pass_lookup(FIRST_FUSED, cad)
         # vLLM hands the drafter unpadded metadata (``CommonAttentionMetadata.unpadded``): one row per request.
         if not why and sampled_token_ids.shape[0] != cad.num_reqs:
             why = "sampled rows != requests"

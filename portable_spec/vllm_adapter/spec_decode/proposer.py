@@ -346,28 +346,27 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         return self.first_pass_key(FIRST, cad) if draft_index == 0 else None
 
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
-        """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None.
+        """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None."""
+        return self.first_pass_lookup(kind, cad)[0]
+
+    def first_pass_lookup(self, kind: str, cad: CommonAttentionMetadata) -> tuple[DraftKey | None, str | None]:
+        """``first_pass_key``'s key, or None with why (the reason the draft prep counts a decline under).
 
         The metadata must lie on the runner's persistent buffers, so the graph's view of them is valid for all
         num_reqs rows, and the batch must be exactly a captured size (``num_reqs`` is always the real request count:
         vLLM's runner hands the drafter ``CommonAttentionMetadata.unpadded``, so no row of it is padding)."""
         runner = self.target_runner
-        if (not self._verify_shaped(cad) or cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
-                or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
-            return None
-        key = self.captured_key(kind, cad.num_reqs)
-        return key if key is not None and key.num_reqs == cad.num_reqs else None
-
-    def first_pass_miss(self, kind: str, cad: CommonAttentionMetadata) -> str:
-        """Why ``first_pass_key`` found no graph for this first pass (read only where it did not)."""
-        runner = self.target_runner
         if (cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
                 or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
-            return "first-pass metadata off the runner's buffers"
+            return None, "first-pass metadata off the runner's buffers"
         if not self._verify_shaped(cad):
-            return ("ragged first pass (requests of fewer than 1+K tokens)" if cad.max_query_len == self.verify_len
-                    else "first pass not verify-shaped (prefill or longer queries)")
-        return "first-pass batch size not captured"
+            return None, ("ragged first pass (requests of fewer than 1+K tokens)"
+                          if cad.max_query_len == self.verify_len
+                          else "first pass not verify-shaped (prefill or longer queries)")
+        key = self.captured_key(kind, cad.num_reqs)
+        if key is None or key.num_reqs != cad.num_reqs:
+            return None, "first-pass batch size not captured"
+        return key, None
 
     def _verify_shaped(self, cad: CommonAttentionMetadata) -> bool:
         """Whether the first pass's queries fit a graph captured for ``num_reqs`` requests of 1+K tokens, decided

@@ -24,7 +24,7 @@ from vllm.v1.attention.backends.registry import AttentionBackendEnum  # noqa: E4
 
 from portable_spec.attention_caps import CLAIM_FIELDS, BackendCaps, HostFacts  # noqa: E402
 from portable_spec.attention_caps.model import MM_PREFIX_TEXT_ONLY  # noqa: E402
-from portable_spec.attention_caps.table import CHANGED_IN_LATER_VLLM, table_as_of  # noqa: E402
+from portable_spec.attention_caps.table import CLAIM_CHANGES, table_as_of  # noqa: E402
 from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
 from portable_spec.output import add_json_flag, emit  # noqa: E402
 
@@ -218,7 +218,7 @@ def disagreements(row: BackendCaps, observed: dict[str, Any], facts: HostFacts,
 
 def declared_table() -> tuple[BackendCaps, ...]:
     """The table as declared for the installed vLLM (claims that moved after 0.26.0 applied)."""
-    return table_as_of(version_gate.pick({"0.26.0": {}, **CHANGED_IN_LATER_VLLM}))
+    return table_as_of(version_gate.pick(CLAIM_CHANGES))
 
 
 def agreement_report(platforms: tuple[str, ...] = ("cuda", "rocm", "musa"),
