@@ -32,6 +32,8 @@ class FakeServer:
         self.counts = {"drafts": 0, "accepted": [0] * self.k}
         lines = [] if misbehave == "no_loader_line" else [
             smoke.LOADER_LINE.format(role=role) + " (small)" for role in ("target", "eagle3")]
+        if env.get("VLLM_PLATFORM") and misbehave != "not_fused":
+            lines.append("INFO [fused_chain.py:117] portable_spec: " + smoke.FUSED_LINE + " (forward + greedy sample)")
         log.write_text("\n".join(["INFO starting", *lines]) + "\n")
         assert env["PYTHONPATH"].split(":")[0].endswith("portable_spec_designed_weights_plugin")
         handler = self._handler()
@@ -87,11 +89,12 @@ class FakeServer:
         return 0
 
 
-def _run(tmp_path, misbehave: str = "", heads=("perfect", "partial")):
+def _run(tmp_path, misbehave: str = "", heads=("perfect", "partial"), engine: str = "upstream_v1"):
     def launch(command, env, log):
         return FakeServer(command, env, log, misbehave)
 
-    return smoke.run_smoke(tmp_path, "llama8b_eagle3", list(heads), k=3, max_tokens=48, launch=launch, scale="small")
+    return smoke.run_smoke(tmp_path, "llama8b_eagle3", list(heads), engine=engine, k=3, max_tokens=48, launch=launch,
+                           scale="small")
 
 
 def test_a_server_that_serves_the_design_passes_every_check(tmp_path):
@@ -133,3 +136,43 @@ def test_the_judge_fails_on_nothing_compared():
 def test_bad_arguments_exit_2(tmp_path, capsys):
     assert smoke.main([str(tmp_path), "--heads", "half"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_our_engine_must_log_its_fused_chain(tmp_path):
+    """With our FULL drafter as the engine, a server whose log lacks the fused-chain line fails that check alone (and
+    the check is not asked of vLLM's own drafter)."""
+    ours = _run(tmp_path / "ours", heads=("perfect",), engine="full_drafter")
+    assert ours["status"] == "passed", ours
+    check = ours["heads"]["perfect"]["checks"]["our fused drafter ran"]
+    assert check["ok"] and check["compared"] == 1
+    assert ours["heads"]["perfect"]["portable_spec_lines"][0].startswith(smoke.FUSED_LINE)
+    broken = _run(tmp_path / "broken", "not_fused", heads=("perfect",), engine="full_drafter")
+    assert [n for n, c in broken["heads"]["perfect"]["checks"].items() if not c["ok"]] == ["our fused drafter ran"]
+    upstream = _run(tmp_path / "upstream", heads=("perfect",))
+    assert "our fused drafter ran" not in upstream["heads"]["perfect"]["checks"]
+
+
+def test_heads_boot_side_by_side_with_fixed_kv_caches(tmp_path):
+    """Both heads' servers are up at once (one boot's wall time), each with a fixed KV cache and a low utilization,
+    so vLLM skips memory profiling that a neighbour would disturb, and each with a compile cache of its own."""
+    up, most, seen, lock = set(), [0], [], threading.Lock()
+    barrier = threading.Barrier(2, timeout=30)
+
+    def launch(command, env, log):
+        with lock:
+            up.add(log.name)
+            most[0] = max(most[0], len(up))
+            seen.append((command, env))
+        barrier.wait()  # both servers must be launched before either is used
+        return FakeServer(command, env, log)
+
+    report = smoke.run_smoke(tmp_path, "llama8b_eagle3", ["perfect", "partial"], k=3, max_tokens=16, launch=launch,
+                             scale="small")
+    assert report["status"] == "passed", report
+    assert most[0] == 2
+    caches = set()
+    for command, env in seen:
+        assert int(command[command.index("--kv-cache-memory-bytes") + 1]) > 0
+        assert float(command[command.index("--gpu-memory-utilization") + 1]) <= 0.1
+        caches.add(env["VLLM_CACHE_ROOT"])
+    assert len(caches) == 2

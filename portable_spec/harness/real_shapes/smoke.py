@@ -12,7 +12,7 @@ judge (``judge``):
 
 Writes ``OUT/smoke.json`` (``--json`` prints it) and each server's log; exit 0 when every check passed, 1 otherwise,
 2 on bad arguments. A cold H100: ~2-3 minutes per head for Llama-3.1-8B (boot: weights ~20 s, compile and graph
-capture ~1-2 min), ~3-4 for Qwen3-30B-A3B.
+capture ~1-2 min), ~3-4 for Qwen3-30B-A3B. The heads' servers boot together, each with a fixed KV cache.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import json
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +37,10 @@ PERFECT_MIN = 0.95
 PARTIAL_TOLERANCE = 0.08
 PROMPT_LENGTHS = (3, 17, 64, 130, 255, 511, 700, 1000)
 LOADER_LINE = "real_shapes: designed {role} weights"
+MAX_NUM_SEQS = 16
+FUSED_LINE = "chain steps are fused graphs"
+FUSED_ENGINES = ("full_drafter",)
+"""Engine variants whose server must log ``FUSED_LINE`` (our FULL drafter with the fused chain)."""
 
 
 def prompts(design: D.Design, seed: int = 0) -> list[list[int]]:
@@ -97,6 +102,12 @@ async def _scrape(port: int, k: int) -> dict[str, Any]:
             "accepted_per_position": None if None in per_pos else per_pos}
 
 
+def ours_lines(log_text: str, limit: int = 20) -> list[str]:
+    """What our layer said in the server log (which drafter ran, fused or not and why), first ``limit`` lines."""
+    return [line.split("portable_spec:", 1)[1].strip() for line in log_text.splitlines()
+            if "portable_spec:" in line][:limit]
+
+
 def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     def minus(a: Any, b: Any) -> Any:
         if a is None or b is None:
@@ -107,23 +118,29 @@ def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 
 
 def server_command(pair_dir: Path, head: str, k: int, port: int, max_model_len: int) -> list[str]:
-    from portable_spec.harness.real_shapes.build import serve_args
-
+    """``vllm serve`` for one head with a fixed KV cache (every request at ``max_model_len``, as the serving bench
+    sizes it), so vLLM skips memory profiling and the heads' servers, or another lane's, can share the GPU."""
+    from portable_spec.harness.real_shapes.build import load, serve_args
+    from portable_spec.harness.serve_bench.memory import kv_cache_bytes
+    from portable_spec.harness.serve_bench.servers import GPU_MEMORY_UTILIZATION
     from portable_spec.harness.vllm_serve import serve_command
 
+    shapes = load(pair_dir)["shapes"]
+    kv = kv_cache_bytes(shapes["target"], shapes["head"], max_model_len, MAX_NUM_SEQS)
     return serve_command([*serve_args(pair_dir, head, k), "--port", str(port), "--served-model-name", SERVED,
-                          "--max-model-len", str(max_model_len), "--max-num-seqs", "16"])
+                          "--max-model-len", str(max_model_len), "--max-num-seqs", str(MAX_NUM_SEQS),
+                          "--kv-cache-memory-bytes", str(kv), "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION)])
 
 
-def server_env(pair: str, engine: str, moe: bool) -> dict[str, str]:
-    """The engine variant's environment, a compile cache of its own, the loader's plugin and the repository first
-    on ``PYTHONPATH``."""
+def server_env(pair: str, engine: str, moe: bool, head: str = "") -> dict[str, str]:
+    """The engine variant's environment, a compile cache of its own (per head: the heads' servers boot at once and
+    would otherwise write one cache together), the loader's plugin and the repository first on ``PYTHONPATH``."""
     from portable_spec.harness.e2e.parent import own_compile_cache, variant_env
     from portable_spec.harness.real_shapes.plugin import plugin_env
     from portable_spec.harness.runtime_plugin import pythonpath_first
     from portable_spec.harness.vllm_serve import PLAIN_LOG_ENV
 
-    env = {**variant_env(engine, "auto" if moe else "v1"), **own_compile_cache(f"real-shapes-{pair}-{engine}"),
+    env = {**variant_env(engine, "auto" if moe else "v1"), **own_compile_cache(f"real-shapes-{pair}-{engine}{'-' + head if head else ''}"),
            **PLAIN_LOG_ENV}
     env["PYTHONPATH"] = pythonpath_first(Path(__file__).resolve().parents[3], env)
     env.update(plugin_env(environ=env))
@@ -151,7 +168,7 @@ def run_head(out: Path, pair_dir: Path, head: str, engine: str, k: int, max_toke
     log = out / f"server_{head}.log"
     started = time.monotonic()
     server = launch(server_command(pair_dir, head, k, port, max(PROMPT_LENGTHS) + max_tokens + 64),
-                    server_env(info["pair"], engine, info["family"] == "qwen3_moe"), log)
+                    server_env(info["pair"], engine, info["family"] == "qwen3_moe", head), log)
     result: dict[str, Any] = {"head": head, "log": log.name, "port": port}
     try:
         up = asyncio.run(_wait_healthy(server, port, started + BOOT_S))
@@ -164,8 +181,13 @@ def run_head(out: Path, pair_dir: Path, head: str, engine: str, k: int, max_toke
     finally:
         server.stop()
     result["counters"] = counters
-    result["checks"] = judge(head, outputs, want, counters, log.read_text(errors="replace"),
-                             ("target", info["method"]))
+    log_text = log.read_text(errors="replace")
+    result["checks"] = judge(head, outputs, want, counters, log_text, ("target", info["method"]))
+    result["portable_spec_lines"] = ours_lines(log_text)
+    if engine in FUSED_ENGINES:
+        result["checks"]["our fused drafter ran"] = {
+            "ok": any(FUSED_LINE in line for line in result["portable_spec_lines"]),
+            "compared": len(result["portable_spec_lines"]), "wanted": FUSED_LINE}
     result["passed"] = "error" not in result and all(c["ok"] and c["compared"] > 0 for c in result["checks"].values())
     return result
 
@@ -189,10 +211,17 @@ async def _requests(port: int, batch: list[list[int]], max_tokens: int, k: int):
 def run_smoke(out: Path, pair: str, heads: list[str], engine: str = "upstream_v1", k: int = 3, max_tokens: int = 96,
               seed: int = 0, launch: Callable[..., Any] = launch_server, scale: str = "real") -> dict[str, Any]:
     from portable_spec.harness.real_shapes.build import build_pair
+    from portable_spec.harness.vllm_serve import free_port
 
     out.mkdir(parents=True, exist_ok=True)
     pair_dir = build_pair(pair, "designed", out / "pair", seed=seed, scale=scale)
-    runs = {head: run_head(out, pair_dir, head, engine, k, max_tokens, seed, launch) for head in heads}
+    taken: set[int] = set()
+    ports = {head: free_port(taken) for head in heads}  # one each, handed out before any server binds
+    # The heads' servers boot side by side (fixed KV caches): one boot's wall time instead of one per head.
+    with ThreadPoolExecutor(max_workers=len(heads)) as pool:
+        futures = {head: pool.submit(run_head, out, pair_dir, head, engine, k, max_tokens, seed, launch, ports[head])
+                   for head in heads}
+        runs = {head: future.result() for head, future in futures.items()}
     report = {"pair": pair, "engine": engine, "k": k, "max_tokens": max_tokens, "heads": runs,
               "status": "passed" if runs and all(r["passed"] for r in runs.values()) else "failed"}
     (out / "smoke.json").write_text(json.dumps(report, indent=2) + "\n")
