@@ -221,6 +221,99 @@ def test_dflash_block_step_moves_fresh_metadata_into_persistent_buffers(vllm_pla
     assert dflash._classify(ragged, draft_index=0) is None
 
 
+class MetadataRecorder:
+    """A draft attention group whose builder records the common metadata of every build (the per-layer metadata
+    it returns says it is non-causal, which DFlash's own build asserts)."""
+
+    def __init__(self) -> None:
+        self.built = []
+
+    def group(self):
+        def build_for_drafting(common_attn_metadata, draft_index):
+            self.built.append(common_attn_metadata)
+            return types.SimpleNamespace(causal=False)
+
+        builder = types.SimpleNamespace(build_for_drafting=build_for_drafting)
+        return types.SimpleNamespace(get_metadata_builder=lambda: builder, kv_cache_spec=None,
+                                     layer_names=["draft.layers.0.attn"])
+
+
+def persistent_cad(proposer, qsl, qsl_cpu, seq_lens, num_reqs, num_tokens, max_query_len, table=None):
+    """Metadata over the runner's block table and the proposer's slot buffer, as upstream's steps hand it over."""
+    from vllm.v1.attention.backend import CommonAttentionMetadata
+
+    if table is None:
+        table = proposer.target_runner.input_batch.block_table[0].get_device_tensor(num_reqs)
+    return CommonAttentionMetadata(
+        query_start_loc=qsl, query_start_loc_cpu=qsl_cpu, seq_lens=seq_lens, num_reqs=num_reqs,
+        num_actual_tokens=num_tokens, max_query_len=max_query_len, max_seq_len=300, block_table_tensor=table,
+        slot_mapping=proposer._slot_mapping_buffer[:num_tokens])
+
+
+def test_a_padded_chain_replay_builds_its_metadata_for_the_graphs_batch(eagle):
+    """The MTP-on-MLA soak's crash (an 11 s stall, then an illegal address): a chain step of 6 requests replayed the
+    8-request graph with metadata built for 6, and FLASH_ATTN_MLA's FA3 scheduler plan (built per batch into the
+    builder's persistent buffer) then disagreed with the graph's kernel. As vLLM's runner does for its own padded
+    graphs, the build sees the graph's batch: padding rows are one-token requests of length 1 on the null block
+    whose slots write nothing; upstream's own metadata keeps its real batch."""
+    from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
+
+    recorder = MetadataRecorder()
+    eagle.draft_attn_groups = [recorder.group()]
+    runner = eagle.target_runner
+    runner.input_batch.block_table[0].get_device_tensor(MAX_REQS).fill_(9)  # stale rows past the batch
+    runner.seq_lens[:MAX_REQS] = torch.tensor([290, 36, 24, 77, 77, 77, 77, 77], dtype=torch.int32)
+    eagle._slot_mapping_buffer[:MAX_REQS].fill_(7)
+    meta = persistent_cad(eagle, eagle.arange[:4], torch.arange(4, dtype=torch.int32), runner.seq_lens[:3], 3, 3, 1)
+    eagle.build_per_group_and_layer_attn_metadata(meta, draft_index=1)
+    (built,) = recorder.built
+    assert (built.num_reqs, built.num_actual_tokens, eagle._pending.num_reqs) == (4, 4, 4)
+    assert built.query_start_loc.tolist() == built.query_start_loc_cpu.tolist() == [0, 1, 2, 3, 4]
+    assert built.seq_lens.tolist() == [290, 36, 24, 1] and built.seq_lens.data_ptr() == runner.seq_lens.data_ptr()
+    assert built.block_table_tensor[:3].eq(9).all() and built.block_table_tensor[3].eq(NULL_BLOCK_ID).all()
+    assert built.slot_mapping.tolist() == [7, 7, 7, PADDING_SLOT]
+    assert built.block_table_tensor.data_ptr() == meta.block_table_tensor.data_ptr()
+    assert (meta.num_reqs, meta.num_actual_tokens, meta.seq_lens.shape[0]) == (3, 3, 3)  # upstream's, unchanged
+
+    # A batch of a captured size builds from upstream's metadata itself.
+    recorder.built.clear()
+    exact = persistent_cad(eagle, eagle.arange[:5], torch.arange(5, dtype=torch.int32), runner.seq_lens[:4], 4, 4, 1)
+    eagle.build_per_group_and_layer_attn_metadata(exact, draft_index=1)
+    assert recorder.built == [exact] and eagle._pending.num_reqs == 4
+
+    # Metadata off the persistent buffers the graph reads cannot be padded there: vLLM's path, built as it came.
+    recorder.built.clear()
+    off = persistent_cad(eagle, eagle.arange[:4], torch.arange(4, dtype=torch.int32), runner.seq_lens[:3], 3, 3, 1,
+                         table=torch.zeros(3, 4, dtype=torch.int32))
+    eagle.build_per_group_and_layer_attn_metadata(off, draft_index=1)
+    assert recorder.built == [off] and eagle._pending is None
+
+
+def test_a_padded_dflash_block_builds_its_metadata_for_the_graphs_batch(vllm_platform, tmp_path_factory,
+                                                                         monkeypatch):
+    """DFlash's padded block step likewise: the build sees the graph's 4 requests (the padding request's query and
+    sequence are empty, vLLM's own padding rows; its block-table row is the null block) and all 16 tokens."""
+    from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
+
+    dflash = make_proposer(FullGraphDFlashProposer, "qwen3_dflash", tmp_path_factory, monkeypatch)
+    for n in (1, 2, 4):
+        capture(dflash, BLOCK, n)
+    recorder = MetadataRecorder()
+    dflash.draft_attn_groups = [recorder.group()]
+    dflash.target_runner.input_batch.block_table[0].get_device_tensor(MAX_REQS).fill_(9)
+    fresh_qsl = torch.arange(4, dtype=torch.int32) * 4
+    meta = persistent_cad(dflash, fresh_qsl, fresh_qsl.clone(), torch.tensor([10, 20, 30], dtype=torch.int32), 3, 12,
+                          4)
+    dflash.build_per_group_and_layer_attn_metadata(meta, draft_index=0)
+    (built,) = recorder.built
+    assert (built.num_reqs, built.num_actual_tokens, dflash._pending.num_tokens) == (4, 16, 16)
+    assert built.query_start_loc.tolist() == built.query_start_loc_cpu.tolist() == [0, 4, 8, 12, 12]
+    assert built.seq_lens.tolist() == [10, 20, 30, 0]
+    assert built.block_table_tensor[3].eq(NULL_BLOCK_ID).all() and built.block_table_tensor[:3].eq(9).all()
+    assert built.slot_mapping.shape[0] == 16 and built.slot_mapping[12:].eq(PADDING_SLOT).all()
+    assert meta.num_reqs == 3
+
+
 def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, caplog):
     from vllm.v1.attention.backend import AttentionCGSupport
 

@@ -238,9 +238,14 @@ CENSUS: tuple[Divergence, ...] = (
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._greedy_sample",
          "vllm.model_executor.models.llama_eagle3:Eagle3LlamaForCausalLM.compute_logits",
          "vllm.model_executor.models.qwen3_eagle3:Eagle3Qwen3ForCausalLM.compute_logits",
-         "vllm.model_executor.models.deepseek_eagle3:Eagle3DeepseekV2ForCausalLM.compute_logits"),
+         "vllm.model_executor.models.deepseek_eagle3:Eagle3DeepseekV2ForCausalLM.compute_logits",
+         "vllm.v1.attention.backends.utils:NULL_BLOCK_ID",
+         "vllm.v1.worker.gpu_model_runner:GPUModelRunner._build_attention_metadata"),
         what="Each metadata build announces which captured key the next forward replays (a ragged first pass "
-             "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); propose runs "
+             "only where the draft attention's graphs take mixed batches, AttentionCGSupport.ALWAYS); a chain step "
+             "that replays a larger graph is built for that graph's batch, as vLLM's runner builds its own padded "
+             "FULL graphs (padding rows: length-1 requests on the null block, no KV write; DFlash's padded block "
+             "alike, with empty padding requests); propose runs "
              "the fused chain (one graph per step) after upstream's first pass; set_inputs_first_pass records the "
              "first pass's state for it. The fused graphs sample with vLLM's _greedy_sample, except for an EAGLE-3 "
              "draft vocabulary (those heads' compute_logits scatters the draft logits through d2t into a -inf "
@@ -262,7 +267,8 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.spec_decode.dflash:DFlashProposer",
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata"),
         what="The block step's metadata is copied into persistent buffers and its forward replays a block-aligned "
-             "graph; the context K/V stays eager.",
+             "graph, the metadata built for that graph's batch (empty padding requests on the null block, as vLLM "
+             "pads); the context K/V stays eager.",
         why="As for EAGLE: the V1 DFlash drafter has no FULL graphs.",
         undone="As for EAGLE.", upstream="As for EAGLE.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata"),

@@ -12,6 +12,9 @@ had at capture and is written in place before the replay:
   the first pass the runner's persistent ``query_start_loc``; ``seq_lens`` is the runner's persistent buffer (updated
   in place by upstream's step kernel), the block table the runner's persistent table, ``slot_mapping`` the proposer's
   persistent slot buffer; ``max_seq_len`` is baked as ``max_model_len`` (an upper bound, as vLLM's own FULL captures).
+  A batch that replays a larger graph has its metadata built for the graph's batch (``_pad_metadata``), as vLLM's
+  runner builds it for its own padded FULL graphs: a backend that plans per batch (FA3's AOT scheduler in
+  FLASH_ATTN_MLA) must see the batch the captured kernel runs.
 DFlash builds a fresh ``query_start_loc`` and ``seq_lens`` every step; we copy them into persistent buffers (padding
 rows: zero-length queries, zero sequence lengths) and point the metadata there before it is built.
 Prefill-shaped first passes, ragged ones where the draft attention's graphs need uniform queries
@@ -35,6 +38,7 @@ import torch
 from vllm.forward_context import set_forward_context
 from vllm.platforms import current_platform
 from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
+from vllm.v1.attention.backends.utils import NULL_BLOCK_ID
 from vllm.v1.spec_decode.dflash import DFlashProposer
 from vllm.v1.spec_decode.eagle import EagleProposer
 
@@ -153,9 +157,23 @@ class DrafterGraphMixin:
     # -- hooks into upstream's propose -----------------------------------------------------------------------------
     def build_per_group_and_layer_attn_metadata(self, common_attn_metadata: CommonAttentionMetadata,
                                                 draft_index: int = 0):
-        self._pending = (self._classify(common_attn_metadata, draft_index) if self.graph_runner is not None
-                         else None)
+        key = self._classify(common_attn_metadata, draft_index) if self.graph_runner is not None else None
+        if key is not None and key.num_reqs > common_attn_metadata.num_reqs:
+            # A padded replay reads metadata built for the graph's batch, as vLLM's runner builds it for its own
+            # padded FULL graphs (``num_reqs_padded``): backends that schedule per batch (FA3's AOT scheduler in
+            # FLASH_ATTN_MLA, FlashMLA's tile plan) would otherwise hand a graph of P requests a plan for fewer.
+            padded = self._pad_metadata(common_attn_metadata, key)
+            if padded is None:
+                key = None  # buffers not where the graph reads them: vLLM's path for this forward
+            else:
+                common_attn_metadata = padded  # a copy: upstream's own metadata keeps its real batch
+        self._pending = key
         return super().build_per_group_and_layer_attn_metadata(common_attn_metadata, draft_index)
+
+    def _pad_metadata(self, cad: CommonAttentionMetadata, key: DraftKey) -> CommonAttentionMetadata | None:
+        """``cad`` grown to ``key``'s batch over the persistent buffers the graph reads (padding rows written in
+        place), or None where this step's metadata does not lie on them."""
+        return None
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
         """The captured key the forward about to run replays, or None (vLLM's path)."""
@@ -345,6 +363,24 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
             return key
         return self.first_pass_key(FIRST, cad) if draft_index == 0 else None
 
+    def _pad_metadata(self, cad: CommonAttentionMetadata, key: DraftKey) -> CommonAttentionMetadata | None:
+        # Only chain steps pad (a first pass replays its exact batch). Padding rows are ordinary one-token requests
+        # of length 1 on vLLM's null block, as at capture, whose slots never write the KV cache (``_classify``).
+        if key.step != CHAIN:
+            return None
+        runner, num_reqs, padded = self.target_runner, cad.num_reqs, key.num_reqs
+        table = runner.input_batch.block_table[0].get_device_tensor(padded)
+        if not (same_start(cad.query_start_loc, self.arange) and same_start(cad.seq_lens, runner.seq_lens)
+                and same_start(cad.block_table_tensor, table)
+                and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
+            return None
+        runner.seq_lens[num_reqs:padded].fill_(1)
+        table[num_reqs:padded].fill_(NULL_BLOCK_ID)
+        return padded_metadata(cad, padded, padded, query_start_loc=self.arange[: padded + 1],
+                               query_start_loc_cpu=torch.arange(padded + 1, dtype=torch.int32),
+                               seq_lens=runner.seq_lens[:padded], block_table=table,
+                               slot_mapping=self._slot_mapping_buffer[:padded])
+
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
         """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None."""
         return self.first_pass_lookup(kind, cad)[0]
@@ -447,6 +483,20 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         cad.seq_lens = self._block_seq_lens[:num_reqs]
         return key
 
+    def _pad_metadata(self, cad: CommonAttentionMetadata, key: DraftKey) -> CommonAttentionMetadata | None:
+        # ``_classify`` already moved the metadata onto the block buffers with zero-length padding requests of
+        # length 0 (vLLM's own padding rows); here the build sees the graph's batch and its null-block rows.
+        num_reqs, padded = cad.num_reqs, key.num_reqs
+        table = self.target_runner.input_batch.block_table[0].get_device_tensor(padded)
+        if not (same_start(cad.block_table_tensor, table) and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
+            return None
+        table[num_reqs:padded].fill_(NULL_BLOCK_ID)
+        qsl_cpu = cad.query_start_loc_cpu[: num_reqs + 1]
+        qsl_cpu = torch.cat([qsl_cpu, qsl_cpu[-1:].expand(padded - num_reqs)])
+        return padded_metadata(cad, padded, key.num_tokens, query_start_loc=self._block_query_start_loc[: padded + 1],
+                               query_start_loc_cpu=qsl_cpu, seq_lens=self._block_seq_lens[:padded],
+                               block_table=table, slot_mapping=self._slot_mapping_buffer[: key.num_tokens])
+
     def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
         return () if self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the DFlash block step") else (BLOCK,)
 
@@ -459,6 +509,38 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)
+
+
+def same_start(view: torch.Tensor, buffer: torch.Tensor) -> bool:
+    """Whether ``view`` begins where ``buffer`` does (a leading slice of it, so rows past the view are the buffer's)."""
+    return view.data_ptr() == buffer.data_ptr()
+
+
+UNPADDED_FIELDS = ("dcp_local_seq_lens", "dcp_local_seq_lens_cpu", "encoder_seq_lens", "encoder_seq_lens_cpu",
+                   "mm_req_doc_ranges", "rswa_prefix_lens", "logits_indices_padded")
+"""Per-request metadata we do not know how to pad: a step that carries any of them is not padded (vLLM's path)."""
+
+
+def padded_metadata(cad: CommonAttentionMetadata, num_reqs: int, num_tokens: int, *, query_start_loc: torch.Tensor,
+                    query_start_loc_cpu: torch.Tensor, seq_lens: torch.Tensor, block_table: torch.Tensor,
+                    slot_mapping: torch.Tensor) -> CommonAttentionMetadata | None:
+    """A copy of ``cad`` for ``num_reqs`` requests and ``num_tokens`` tokens, the way vLLM's runner builds metadata
+    for a padded FULL graph (``num_reqs_padded`` / ``num_tokens_padded``): host shadows of the real rows only are
+    dropped (builders then read the device tensors), padding rows are not prefilling. None when ``cad`` carries
+    per-request fields we do not pad (``UNPADDED_FIELDS``) or a per-request ``causal``."""
+    if any(getattr(cad, name, None) is not None for name in UNPADDED_FIELDS) or isinstance(cad.causal, torch.Tensor):
+        return None
+    extra = num_reqs - cad.num_reqs
+
+    def grown(rows: torch.Tensor | None, fill: Any) -> torch.Tensor | None:
+        return None if rows is None else torch.cat([rows[: cad.num_reqs], rows.new_full((extra,), fill)])
+
+    return cad.replace(query_start_loc=query_start_loc, query_start_loc_cpu=query_start_loc_cpu, seq_lens=seq_lens,
+                       num_reqs=num_reqs, num_actual_tokens=num_tokens, block_table_tensor=block_table,
+                       slot_mapping=slot_mapping, _seq_lens_cpu=None, _num_computed_tokens_cpu=None,
+                       _num_computed_tokens_cache=None, _token_to_req_indices_cache=None,
+                       is_prefilling=grown(cad.is_prefilling, False),
+                       seq_lens_cpu_upper_bound=grown(cad.seq_lens_cpu_upper_bound, 0))
 
 
 def uniform_queries(cad: CommonAttentionMetadata, query_len: int) -> bool:
