@@ -440,3 +440,38 @@ def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
                             lambda prompt_token_ids: prompt_token_ids, concurrency)
     assert seen == [concurrency] * 4 and report["concurrency"] == concurrency
     assert "error" in report["phase_clock"]  # this stand-in engine enters no step scope: said, not divided by zero
+
+
+def test_paired_passes_decide_a_bound_only_when_their_interval_clears_it():
+    """Per-pass ratios of interleaved passes: a clear regression fails the 0.98 bound, equal engines with tight
+    passes hold it, the same engines at +-30% noise are undecided (with an estimate of the passes it would take),
+    and no passes decide nothing."""
+    from portable_spec.harness.e2e.paired import paired_cell
+
+    def cell(walls):
+        return {"output_tokens": 512, "wall_s_all": walls}
+
+    base = [0.40, 0.41, 0.39, 0.40, 0.42, 0.40, 0.41, 0.39, 0.40]
+    slower = paired_cell(cell([w * 1.10 for w in base]), cell(base), 0.98)
+    assert slower["verdict"] == "fails" and slower["median"] == pytest.approx(1 / 1.1, abs=1e-3)
+    same = paired_cell(cell([w * 1.002 for w in base]), cell(base), 0.98)
+    assert same["verdict"] == "holds" and same["passes"] == 9
+    noisy_ours = [0.41, 0.36, 0.40, 0.35, 0.39, 0.42, 0.54, 0.35, 0.41]
+    noisy_other = [0.40, 0.38, 0.36, 0.40, 0.55, 0.40, 0.51, 0.39, 0.41]
+    noisy = paired_cell(cell(noisy_ours), cell(noisy_other), 0.98)
+    assert noisy["verdict"] == "undecided" and noisy["passes_to_decide"] > 9
+    assert noisy["interval"][0] < 0.98 <= noisy["interval"][1]
+    assert paired_cell(cell([]), cell(base), 0.98) == {"passes": 0, "bound": 0.98, "verdict": "undecided"}
+    assert "verdict" not in paired_cell(cell(base), cell(base))  # no bound asked, none judged
+
+
+def test_bench_summary_pairs_the_mrv2_engines_against_the_no_regression_bound():
+    def row(variant, walls):
+        return {"variant": variant, "bench": [{"concurrency": 4, "output_tokens": 2048, "output_tok_s": 5000.0,
+                                               "wall_s_all": walls}]}
+    summary = summarize([row("builtin_mrv2", [0.4] * 5), row("ours_platform_mrv2", [0.5] * 5),
+                         row("upstream_v1", [0.8] * 5), row("full_drafter", [0.4] * 5)])
+    mrv2 = summary["paired_ours_platform_mrv2_vs_builtin_mrv2"][4]
+    assert (mrv2["median"], mrv2["bound"], mrv2["verdict"]) == (0.8, 0.98, "fails")
+    ours = summary["paired_full_drafter_vs_upstream_v1"][4]
+    assert ours["median"] == 2.0 and "verdict" not in ours

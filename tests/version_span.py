@@ -18,6 +18,7 @@ from pathlib import Path
 MODULES = (
     # hook points
     "test_vllm_hook_points.py",
+    "test_mrv2_cuda_parity.py",
     # config
     "test_vllm_config.py",
     "test_runner_choice.py",

@@ -9,6 +9,10 @@
 # request, default 512), MRV2_BENCH_REPEATS (timed passes per cell, default 9), MRV2_BENCH_BOOT_TIMEOUT (default 420).
 # The defaults are sized for a decision at the 0.98 bound: session 10's 128-token, 5-pass run measured 0.1-0.2 s per
 # pass and spread +-30%; 512 tokens x 9 passes is ~1 s per pass, and the whole stage fits one 570 s call (est.).
+# Session 12's H200 run (the same defaults) still spread +-30% per pass: the summary's paired_ours_platform_mrv2_vs_
+# builtin_mrv2 gives, per cell, the median per-pass ratio, its bootstrap 95% interval and whether it decides the 0.98
+# bound (holds / fails / undecided, with ~passes_to_decide); tests/test_mrv2_cuda_parity.py pins why the engines
+# run the same steps.
 # A benchmark, not a test: it reports; the rows say which runner each engine built (runner, use_v2_model_runner).
 set -uo pipefail
 out="${1:?usage: ci/gpu/mrv2_bench.sh OUTDIR}"

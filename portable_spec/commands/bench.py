@@ -168,6 +168,17 @@ def run_e2e(args: argparse.Namespace) -> int:
     return 0
 
 
+def paired_text(cell: dict) -> str:
+    if not cell.get("passes"):
+        return "no passes" + (f" ({cell['verdict']} at {cell['bound']})" if "verdict" in cell else "")
+    text = f"{cell['median']:.3f}x [{cell['interval'][0]:.3f}, {cell['interval'][1]:.3f}] of {cell['passes']}"
+    if "verdict" in cell:
+        text += f" {cell['verdict']} at {cell['bound']}"
+        if cell.get("passes_to_decide"):
+            text += f" (~{cell['passes_to_decide']} passes to decide)"
+    return text
+
+
 def render_e2e(report: dict) -> str:
     from portable_spec.harness.e2e.bench import pair_label
 
@@ -179,6 +190,9 @@ def render_e2e(report: dict) -> str:
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
+    for key, cells in report["summary"].items():
+        if key.startswith("paired_"):  # the per-pass ratios: median [interval] and, for a bound, the verdict
+            lines.append(f"{key}: " + ", ".join(f"c={c}: " + paired_text(cell) for c, cell in cells.items()))
     runners = [f"{row['variant']} {row.get('runner_kind') or ('mrv2' if row.get('use_v2_model_runner') else 'v1')}"
                for row in report["results"] if "use_v2_model_runner" in row]
     if runners:  # which runner each engine built (vLLM picks it for the MRV2 variants)

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from portable_spec.harness.e2e.configs import RATIOS
+from portable_spec.harness.e2e.configs import BOUNDS, RATIOS
+from portable_spec.harness.e2e.paired import LEVEL, paired_cell
 from portable_spec.harness.e2e.parent import log_excerpt
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
@@ -132,7 +133,9 @@ def progress_bar(total: int, desc: str = "bench e2e") -> Any:
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Output tok/s per variant and concurrency, and each ratio of ``configs.RATIOS`` whose two variants ran (our
     drafter over upstream V1 and over MRV2; MRV2 on our platform over MRV2 on vLLM's): of the medians (the headline)
-    and of the best passes (how far noise could move it)."""
+    and of the best passes (how far noise could move it); from the interleaved passes, ``paired_<ours>_vs_<other>``:
+    the median per-pass ratio with its bootstrap interval and, for a bounded ratio (``configs.BOUNDS``), whether the
+    passes decide the bound (``paired.py``)."""
     table = {r["variant"]: {b["concurrency"]: b for b in r.get("bench", []) if "output_tok_s" in b} for r in rows}
     summary: dict[str, Any] = {"output_tok_s": {v: {c: b["output_tok_s"] for c, b in t.items()} for v, t in table.items()}}
     for ours, other in RATIOS:
@@ -144,6 +147,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 summary[f"{ours}_over_{other}_best"] = {
                     c: round(table[ours][c]["output_tok_s_best"] / table[other][c]["output_tok_s_best"], 3)
                     for c in common}
+            if all("wall_s_all" in table[v][c] for v in (ours, other) for c in common):
+                summary[f"paired_{ours}_vs_{other}"] = {
+                    c: paired_cell(table[ours][c], table[other][c], BOUNDS.get((ours, other))) for c in common}
     return summary
 
 
@@ -188,7 +194,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
         if base:
             pts = [(b["concurrency"], b["output_tok_s"] / base[b["concurrency"]]) for b in bench
                    if b["concurrency"] in base]
-            axes[2].plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=variant)
+            line, = axes[2].plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=variant)
+            paired = (report.get("summary") or {}).get(f"paired_{variant}_vs_{base_name}") or {}
+            cells = [(c, p) for c, p in paired.items() if p.get("passes")]
+            if cells:  # the per-pass ratio's median and its interval, beside the ratio of medians
+                xs_p = [float(c) * 1.06 for c, _ in cells]
+                mids = [p["median"] for _, p in cells]
+                errs = [[m - p["interval"][0] for m, (_, p) in zip(mids, cells)],
+                        [p["interval"][1] - m for m, (_, p) in zip(mids, cells)]]
+                axes[2].errorbar(xs_p, mids, yerr=errs, fmt="s", ms=3, capsize=3, color=line.get_color(),
+                                 alpha=0.7, label=f"{variant} paired median, {int(LEVEL * 100)}% interval")
     if base:
         for level in ((1.0, 1.25) if base_name == "upstream_v1" else (0.98, 1.0)):
             axes[2].axhline(level, color="grey", linestyle="--", linewidth=0.8)

@@ -35,6 +35,8 @@ OURS_PLATFORM_MRV2, BUILTIN_MRV2 = "ours_platform_mrv2", "builtin_mrv2"
 RATIOS = (*((ours, base) for ours in OURS for base in BASELINES), (OURS_PLATFORM_MRV2, BUILTIN_MRV2))
 """The bench's ratios ``<ours>_over_<base>``: our drafter over upstream V1 and MRV2, and Model Runner V2 under our
 CUDA platform over MRV2 on vLLM's built-in platform (issue 23's no-regression key)."""
+BOUNDS = {(OURS_PLATFORM_MRV2, BUILTIN_MRV2): 0.98}
+"""The bound a ratio is judged against by its paired passes (``paired.py``): issue 23's no regression."""
 MUSA_SIM = {"VLLM_PLATFORM": "musa", SIM_DEVICE_ENV: "musa"}
 MUSA_SIM_MRV2 = {**MUSA_SIM, SIM_TORCHADA_GRAPHS_ENV: "on", SIM_VLLM_MUSA_OPS_ENV: "on"}
 """musa-sim for Model Runner V2: torchada's aliasing of ``torch.cuda``'s graph API simulated, so MRV2's own graphs
