@@ -140,8 +140,8 @@ def server_env(pair: str, engine: str, moe: bool, head: str = "") -> dict[str, s
     from portable_spec.harness.runtime_plugin import pythonpath_first
     from portable_spec.harness.vllm_serve import PLAIN_LOG_ENV
 
-    env = {**variant_env(engine, "auto" if moe else "v1"), **own_compile_cache(f"real-shapes-{pair}-{engine}{'-' + head if head else ''}"),
-           **PLAIN_LOG_ENV}
+    cache = f"real-shapes-{pair}-{engine}" + (f"-{head}" if head else "")
+    env = {**variant_env(engine, "auto" if moe else "v1"), **own_compile_cache(cache), **PLAIN_LOG_ENV}
     env["PYTHONPATH"] = pythonpath_first(Path(__file__).resolve().parents[3], env)
     env.update(plugin_env(environ=env))
     return env
