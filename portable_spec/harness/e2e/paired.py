@@ -46,10 +46,10 @@ def verdict(low: float, high: float, bound: float) -> str:
     return "undecided"
 
 
-def passes_to_decide(values: list[float], bound: float) -> int | None:
-    """About how many passes would shrink the interval past ``bound`` (it narrows as 1/sqrt(passes)), or None
-    where the median sits on the bound."""
-    low, high = median_interval(values)
+def passes_to_decide(values: list[float], interval: tuple[float, float], bound: float) -> int | None:
+    """About how many passes would shrink ``interval`` (the median's, over ``values``) past ``bound``: it narrows as
+    1/sqrt(passes). None where the median sits on the bound."""
+    low, high = interval
     gap = abs(statistics.median(values) - bound)
     if gap == 0:
         return None
@@ -68,5 +68,5 @@ def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None
     if bound is not None:
         cell.update(bound=bound, verdict=verdict(low, high, bound))
         if cell["verdict"] == "undecided":
-            cell["passes_to_decide"] = passes_to_decide(ratios, bound)
+            cell["passes_to_decide"] = passes_to_decide(ratios, (low, high), bound)
     return cell
