@@ -354,8 +354,7 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         return {"draft_sample": self.draft_sample if not self.fused_chain_off else None}
 
     def _classify(self, cad: CommonAttentionMetadata, draft_index: int) -> DraftKey | None:
-        qsl = cad.query_start_loc.data_ptr()
-        if draft_index >= 1 and qsl == self.arange.data_ptr():
+        if draft_index >= 1 and same_start(cad.query_start_loc, self.arange):
             key = self.captured_key(CHAIN, cad.num_reqs)
             if key is not None and key.num_reqs > cad.num_reqs:
                 # Rows [num_reqs, padded) are padding: they must never write the KV cache.
@@ -364,13 +363,14 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         return self.first_pass_key(FIRST, cad) if draft_index == 0 else None
 
     def _pad_metadata(self, cad: CommonAttentionMetadata, key: DraftKey) -> CommonAttentionMetadata | None:
-        # Only chain steps pad (a first pass replays its exact batch). Padding rows are ordinary one-token requests
-        # of length 1 on vLLM's null block, as at capture, whose slots never write the KV cache (``_classify``).
+        # Only chain steps pad (a first pass replays its exact batch), and ``_classify`` gave them only for the
+        # ``arange`` query_start_loc. Padding rows are ordinary one-token requests of length 1 on vLLM's null block,
+        # as at capture, whose slots never write the KV cache (``_classify``).
         if key.step != CHAIN:
             return None
         runner, num_reqs, padded = self.target_runner, cad.num_reqs, key.num_reqs
         table = runner.input_batch.block_table[0].get_device_tensor(padded)
-        if not (same_start(cad.query_start_loc, self.arange) and same_start(cad.seq_lens, runner.seq_lens)
+        if not (same_start(cad.seq_lens, runner.seq_lens)
                 and same_start(cad.block_table_tensor, table)
                 and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
             return None
@@ -392,8 +392,8 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         num_reqs rows, and the batch must be exactly a captured size (``num_reqs`` is always the real request count:
         vLLM's runner hands the drafter ``CommonAttentionMetadata.unpadded``, so no row of it is padding)."""
         runner = self.target_runner
-        if (cad.query_start_loc.data_ptr() != runner.query_start_loc.gpu.data_ptr()
-                or cad.seq_lens.data_ptr() != runner.seq_lens.data_ptr()):
+        if not (same_start(cad.query_start_loc, runner.query_start_loc.gpu)
+                and same_start(cad.seq_lens, runner.seq_lens)):
             return None, "first-pass metadata off the runner's buffers"
         if not self._verify_shaped(cad):
             return None, ("ragged first pass (requests of fewer than 1+K tokens)"
