@@ -11,7 +11,7 @@ import sys
 import types
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from portable_spec.capture_sizes import (
@@ -127,6 +127,8 @@ def test_spec_decode_rounding_matches_vllm(vllm_platform, sizes, max_size, num_s
 @settings(max_examples=80, deadline=None)
 @given(method=st.sampled_from(["eagle", "mtp"]), num_spec=st.integers(1, 9), max_num_seqs=st.integers(1, 300),
        tp=st.sampled_from([1, 2, 4, 8]), sp=st.booleans())
+@example(method="eagle", num_spec=2, max_num_seqs=1, tp=8, sp=True)  # SP leaves vLLM nothing; 3 and 8 incompatible
+@example(method="eagle", num_spec=1, max_num_seqs=1, tp=8, sp=True)  # SP leaves vLLM nothing; 2 divides 8
 @needs("planner_mirrors_vllm_sizes")
 def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_spec, max_num_seqs, tp, sp):
     """With the max vLLM hands our hook (after _set_cudagraph_sizes), the verify sizes are exactly vLLM's."""
@@ -134,7 +136,13 @@ def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_
     hook_max = cc.max_cudagraph_capture_size
     kwargs = dict(tp=tp, sp=sp, require_full_draft=False)  # compare the target list only
     if not cc.cudagraph_capture_sizes:  # SP left vLLM nothing to capture: we say so instead
-        with pytest.raises(ValueError, match="is a multiple of tensor_parallel_size"):
+        # Where 1+K and TP do not divide one another, the planner's first rule (vLLM's spec-decode check) names
+        # that; otherwise the sequence-parallel filter names the missing multiple of TP.
+        q = 1 + num_spec
+        incompatible = sp and tp > 1 and max(q, tp) % min(q, tp) != 0
+        match = (r"multiples of both 1\+num_speculative_tokens" if incompatible
+                 else "is a multiple of tensor_parallel_size")
+        with pytest.raises(ValueError, match=match):
             plan_capture_sizes(method, num_spec, max_num_seqs, **kwargs)
         return
     try:
