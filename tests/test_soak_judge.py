@@ -317,3 +317,14 @@ def test_the_fused_first_pass_declines_are_counted_during_the_load_only():
     assert conditions.declines_during(after, after) == {}
     assert conditions.declines_during(None, after) is None
     assert conditions.declines_during(before, {"prep_declines": None}) is None  # no drafter of ours
+
+
+def test_the_padded_metadata_builds_are_reported_for_the_load_only():
+    """How many forwards built their metadata for a larger graph's batch while the load ran (the MTP-on-MLA crash's
+    path): the growth between the judge's two readings, per step kind."""
+    runs = good_runs()
+    runs["full_drafter"].facts_before["padded_metadata_builds"] = {"chain": 3}
+    runs["full_drafter"].facts_after["padded_metadata_builds"] = {"chain": 40, "dflash_block": 0}
+    assert rows(runs)["full_drafter"]["drafter"]["padded_metadata_builds"] == {"chain": 37}
+    runs["full_drafter"].facts_after["padded_metadata_builds"] = None  # a drafter that does not count them
+    assert rows(runs)["full_drafter"]["drafter"]["padded_metadata_builds"] is None

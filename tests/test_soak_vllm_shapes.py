@@ -291,7 +291,8 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
 
     graphs = SimpleNamespace(replays=Counter(first_fused=3, chain_fused=6), pointer_mismatches=0, eager_keys={})
     drafter = SimpleNamespace(graph_runner=graphs, capture_stats={"graphs": 9, "failed": {}},
-                              prep_declines={"first-pass batch size not captured": 2})
+                              prep_declines={"first-pass batch size not captured": 2},
+                              padded_metadata_builds=Counter(chain=4))
 
     class Worker(probe.SoakProbe):
         model_runner = SimpleNamespace(drafter=drafter, attn_groups=[])
@@ -308,9 +309,11 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     assert facts["drafter"] == "types.SimpleNamespace" and facts["platform"].endswith("CpuGraphTestPlatform")
     read = {key for key in judge.drafter_facts(judge.ServerRun("x", "v", "ours", True, True, facts_after=facts))}
     derived = {"first_pass_replays", "chain_replays", "block_replays", "pointer_mismatches_during_load",
-               "replays_after_load", "fused_first_pass_declines_during_load", "first_pass_replays_in_load"}
+               "replays_after_load", "fused_first_pass_declines_during_load", "first_pass_replays_in_load",
+               "padded_metadata_builds"}
     assert read - derived <= set(facts)  # every key the judge reads is one the probe writes
     assert facts["prep_declines"] == {"first-pass batch size not captured": 2}  # what the declines derive from
+    assert facts["padded_metadata_builds"] == {"chain": 4}  # what the padded builds during the load derive from
 
 
 def test_each_server_gets_its_variants_environment_and_dev_mode():

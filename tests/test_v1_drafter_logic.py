@@ -274,12 +274,14 @@ def test_a_padded_chain_replay_builds_its_metadata_for_the_graphs_batch(eagle):
     assert built.slot_mapping.tolist() == [7, 7, 7, PADDING_SLOT]
     assert built.block_table_tensor.data_ptr() == meta.block_table_tensor.data_ptr()
     assert (meta.num_reqs, meta.num_actual_tokens, meta.seq_lens.shape[0]) == (3, 3, 3)  # upstream's, unchanged
+    assert eagle.padded_metadata_builds == {eagle._pending.step: 1}  # counted, so a soak can say it took this path
 
     # A batch of a captured size builds from upstream's metadata itself.
     recorder.built.clear()
     exact = persistent_cad(eagle, eagle.arange[:5], torch.arange(5, dtype=torch.int32), runner.seq_lens[:4], 4, 4, 1)
     eagle.build_per_group_and_layer_attn_metadata(exact, draft_index=1)
     assert recorder.built == [exact] and eagle._pending.num_reqs == 4
+    assert sum(eagle.padded_metadata_builds.values()) == 1  # an exact batch is no padded build
 
     # Metadata off the persistent buffers the graph reads cannot be padded there: vLLM's path, built as it came.
     recorder.built.clear()
@@ -287,6 +289,7 @@ def test_a_padded_chain_replay_builds_its_metadata_for_the_graphs_batch(eagle):
                          table=torch.zeros(3, 4, dtype=torch.int32))
     eagle.build_per_group_and_layer_attn_metadata(off, draft_index=1)
     assert recorder.built == [off] and eagle._pending is None
+    assert sum(eagle.padded_metadata_builds.values()) == 1  # nor is a forward left to vLLM's path
 
 
 def test_a_padded_dflash_block_builds_its_metadata_for_the_graphs_batch(vllm_platform, tmp_path_factory,
@@ -312,6 +315,7 @@ def test_a_padded_dflash_block_builds_its_metadata_for_the_graphs_batch(vllm_pla
     assert built.block_table_tensor[3].eq(NULL_BLOCK_ID).all() and built.block_table_tensor[:3].eq(9).all()
     assert built.slot_mapping.shape[0] == 16 and built.slot_mapping[12:].eq(PADDING_SLOT).all()
     assert meta.num_reqs == 3
+    assert dflash.padded_metadata_builds == {BLOCK: 1}
 
 
 def test_a_backend_below_the_needed_graph_level_is_refused_with_its_name(eagle, caplog):

@@ -85,6 +85,8 @@ def worker_facts(worker: Any) -> dict[str, Any]:
             "warmup_stats": getattr(runner, "warmup_stats", None),
             "replays": dict(graphs.replays) if graphs is not None else None,
             "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None,
+            "padded_metadata_builds": (dict(getattr(drafter, "padded_metadata_builds", None) or {})
+                                       if drafter is not None else None),
             **platform_facts(worker)}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec.harness.serve_bench import stats
-from portable_spec.harness.serve_bench.plan import RATIO_BASES
+from portable_spec.harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
 
 SAME = ("input_len", "output_len", "temperature", "num_prompts", "max_model_len")
 
@@ -83,7 +83,7 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
                 points = {int(c): r["output_tok_s"] for c, r in ratios.items() if "error" not in r}
                 if points:
                     ax.plot(list(points), list(points.values()), marker="o", label=f"{pair} ({mode})")
-        for level in (1.0, 1.1):
+        for level in TARGET_LINES[base]:
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("max concurrency (vllm bench serve)")

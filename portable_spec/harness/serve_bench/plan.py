@@ -19,6 +19,9 @@ DEFAULT_VARIANTS = ("upstream_v1", "ours", "mrv2")
 DENSE_ONLY = {"mrv2": "MoE target: vLLM 0.26.0 serves it on the V1 runner only, so there is no MRV2 to compare"}
 RATIO_BASES = ("upstream_v1", "mrv2")
 """The ratios the report keys on: ``ours_over_upstream_v1`` and ``ours_over_mrv2``."""
+TARGET_LINES = {"upstream_v1": (1.0, 1.1), "mrv2": (0.95,)}
+"""Issue 24's targets, drawn on each ratio's plot: ours >= upstream V1 everywhere and >= 1.10x at c <= 2 (designed
+acceptance); ours >= 0.95x MRV2 on a dense target."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 from portable_spec.harness.e2e.step_breakdown import PHASES
 from portable_spec.harness.serve_bench import stats
-from portable_spec.harness.serve_bench.plan import RATIO_BASES
+from portable_spec.harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
 
 OURS = "ours"
 
@@ -141,7 +141,7 @@ def table(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> str | None:
-    """Output tok/s and median TPOT per variant over concurrency, ours over each baseline (lines at 1.0 and 1.1),
+    """Output tok/s and median TPOT per variant over concurrency, ours over each baseline (lines at issue 24's targets),
     and under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
     try:
         import matplotlib
@@ -168,7 +168,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
                   if "error" not in r}
         if ratios:
             axes[2].plot(list(ratios), list(ratios.values()), marker="o", label=f"{OURS} / {base}")
-    for level in (1.0, 1.1):
+    for level in sorted({level for base in RATIO_BASES for level in TARGET_LINES[base]}):
         axes[2].axhline(level, color="grey", linestyle="--", linewidth=0.8)
     for ax, label in zip(axes, ("output tok/s (median of rounds)", "median TPOT (ms)", "output tok/s ratio")):
         ax.set_xscale("log", base=2)

@@ -50,13 +50,19 @@ def replays_during(before: dict | None, after: dict | None, kinds: Iterable[str]
     return sum(a.get(k, 0) - b.get(k, 0) for k in (kinds if kinds is not None else a))
 
 
+def count_during(before: dict | None, after: dict | None, field: str) -> dict[str, int] | None:
+    """What one of our drafter's counters (``field``: a dict of counts by key) grew by between two probe readings,
+    keys that did not grow left out; None without readings or without the counter (not our drafter)."""
+    if not before or not after or after.get(field) is None:
+        return None
+    b, a = before.get(field) or {}, after[field]
+    return {key: n - b.get(key, 0) for key, n in sorted(a.items()) if n - b.get(key, 0)}
+
+
 def declines_during(before: dict | None, after: dict | None) -> dict[str, int] | None:
     """The steps our fused first pass left to vLLM's path between two probe readings, by reason (why a server's
-    first-pass replays stay low); None without readings or without our drafter."""
-    if not before or not after or after.get("prep_declines") is None:
-        return None
-    b, a = before.get("prep_declines") or {}, after["prep_declines"]
-    return {why: n - b.get(why, 0) for why, n in sorted(a.items()) if n - b.get(why, 0)}
+    first-pass replays stay low)."""
+    return count_during(before, after, "prep_declines")
 
 
 def first_and_chain_replays(before: dict | None, after: dict | None) -> tuple[int | None, int | None]:

@@ -191,6 +191,8 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
         "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
         "pointer_mismatches_during_load": mismatched,
         "replays_after_load": after.get("replays"),
+        "padded_metadata_builds": conditions.count_during(run.facts_before, run.facts_after,
+                                                          "padded_metadata_builds"),
         "fused_first_pass_declines_during_load": conditions.declines_during(run.facts_before, run.facts_after)}
 
 

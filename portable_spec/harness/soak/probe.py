@@ -34,6 +34,8 @@ class SoakProbe:
             "eager_keys": {str(k): why for k, why in graphs.eager_keys.items()} if graphs is not None else None,
             "capture_stats": getattr(drafter, "capture_stats", None),
             "prep_declines": dict(getattr(drafter, "prep_declines", None) or {}) if drafter is not None else None,
+            "padded_metadata_builds": (dict(getattr(drafter, "padded_metadata_builds", None) or {})
+                                       if drafter is not None else None),
             "use_v2_model_runner": getattr(config, "use_v2_model_runner", None),
             "async_scheduling": scheduler.async_scheduling, "scheduling_policy": str(scheduler.policy),
             "max_num_seqs": scheduler.max_num_seqs, "max_num_batched_tokens": scheduler.max_num_batched_tokens,

@@ -30,6 +30,7 @@ one runner's (``portable_spec.draft.runner``); the proposers here implement its 
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from typing import Any
@@ -153,6 +154,9 @@ class DrafterGraphMixin:
         self.graph_runner: DraftGraphRunner | None = None
         self.graphs: ForwardReplay | None = None
         self.capture_stats: dict[str, Any] = {}
+        # Forwards whose metadata was built for a larger graph's batch, per step kind: the soak reports how many
+        # padded replays its load made (the path the MTP-on-MLA crash took).
+        self.padded_metadata_builds: collections.Counter[str] = collections.Counter()
 
     # -- hooks into upstream's propose -----------------------------------------------------------------------------
     def build_per_group_and_layer_attn_metadata(self, common_attn_metadata: CommonAttentionMetadata,
@@ -167,6 +171,7 @@ class DrafterGraphMixin:
                 key = None  # buffers not where the graph reads them: vLLM's path for this forward
             else:
                 common_attn_metadata = padded  # a copy: upstream's own metadata keeps its real batch
+                self.padded_metadata_builds[key.step] += 1
         self._pending = key
         return super().build_per_group_and_layer_attn_metadata(common_attn_metadata, draft_index)
 
