@@ -326,5 +326,8 @@ def test_the_padded_metadata_builds_are_reported_for_the_load_only():
     runs["full_drafter"].facts_before["padded_metadata_builds"] = {"chain": 3}
     runs["full_drafter"].facts_after["padded_metadata_builds"] = {"chain": 40, "dflash_block": 0}
     assert rows(runs)["full_drafter"]["drafter"]["padded_metadata_builds"] == {"chain": 37}
+    table = report.table({"pairs": {"p": {"servers": rows(runs)}}, "status": "passed"}).splitlines()
+    padded = table[0].split().index("padded")
+    assert [line.split()[padded] for line in table[1:4]] == ["-", "-", "37"]  # only our drafter counts them
     runs["full_drafter"].facts_after["padded_metadata_builds"] = None  # a drafter that does not count them
     assert rows(runs)["full_drafter"]["drafter"]["padded_metadata_builds"] is None

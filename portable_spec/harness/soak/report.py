@@ -72,9 +72,17 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def padded_builds(row: dict[str, Any]) -> int | None:
+    """Our drafter's forwards that built their metadata for a larger graph's batch during the load (all step kinds);
+    None for servers without our drafter or readings."""
+    counts = (row.get("drafter") or {}).get("padded_metadata_builds")
+    return None if counts is None else sum(counts.values())
+
+
 def table(report: dict[str, Any]) -> str:
-    """One line per pair and server: counts, mismatches, errors, TTFT/TPOT p50/p99 (ms), and what failed."""
-    head = ["pair/server", "reqs", "tokens", "mism", "err", *(short for _, short in COLUMNS),
+    """One line per pair and server: counts, mismatches, errors, our padded metadata builds, TTFT/TPOT p50/p99 (ms),
+    and what failed."""
+    head = ["pair/server", "reqs", "tokens", "mism", "err", *(short for _, short in COLUMNS), "padded",
             "ttft50", "ttft99", "tpot50", "tpot99"]
     rows = [head]
     for pair, entry in report.get("pairs", {}).items():
@@ -82,7 +90,7 @@ def table(report: dict[str, Any]) -> str:
             conds, lat = row.get("conditions", {}), row.get("latency_ms", {})
             rows.append([f"{pair}/{name}", str(row.get("requests")), str(row.get("tokens")),
                          str(row.get("mismatches")), str(row.get("errors")),
-                         *(_cell(conds.get(key)) for key, _ in COLUMNS),
+                         *(_cell(conds.get(key)) for key, _ in COLUMNS), _cell(padded_builds(row)),
                          *(_cell(lat.get(k, {}).get(p)) for k in ("ttft", "tpot") for p in ("p50", "p99"))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
