@@ -291,6 +291,17 @@ def test_a_padded_chain_replay_builds_its_metadata_for_the_graphs_batch(eagle):
     assert recorder.built == [off] and eagle._pending is None
     assert sum(eagle.padded_metadata_builds.values()) == 1  # nor is a forward left to vLLM's path
 
+    # Per-request metadata we do not pad: vLLM's path, and the runner's rows past the batch are left as they were.
+    recorder.built.clear()
+    runner.seq_lens[3:MAX_REQS] = 77
+    runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)[3:].fill_(9)
+    unpaddable = persistent_cad(eagle, eagle.arange[:4], torch.arange(4, dtype=torch.int32), runner.seq_lens[:3], 3,
+                                3, 1).replace(encoder_seq_lens=torch.ones(3, dtype=torch.int32))
+    eagle.build_per_group_and_layer_attn_metadata(unpaddable, draft_index=1)
+    assert recorder.built == [unpaddable] and eagle._pending is None
+    assert runner.seq_lens[3:MAX_REQS].eq(77).all()
+    assert runner.input_batch.block_table[0].get_device_tensor(MAX_REQS)[3:].eq(9).all()
+
 
 def test_a_padded_dflash_block_builds_its_metadata_for_the_graphs_batch(vllm_platform, tmp_path_factory,
                                                                          monkeypatch):

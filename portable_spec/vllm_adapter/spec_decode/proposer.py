@@ -379,12 +379,14 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
                 and same_start(cad.block_table_tensor, table)
                 and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
             return None
-        runner.seq_lens[num_reqs:padded].fill_(1)
-        table[num_reqs:padded].fill_(NULL_BLOCK_ID)
-        return padded_metadata(cad, padded, padded, query_start_loc=self.arange[: padded + 1],
+        meta = padded_metadata(cad, padded, padded, query_start_loc=self.arange[: padded + 1],
                                query_start_loc_cpu=torch.arange(padded + 1, dtype=torch.int32),
                                seq_lens=runner.seq_lens[:padded], block_table=table,
                                slot_mapping=self._slot_mapping_buffer[:padded])
+        if meta is not None:  # the padding rows are written only for a step that replays the padded graph
+            runner.seq_lens[num_reqs:padded].fill_(1)
+            table[num_reqs:padded].fill_(NULL_BLOCK_ID)
+        return meta
 
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
         """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None."""
@@ -495,12 +497,14 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         table = self.target_runner.input_batch.block_table[0].get_device_tensor(padded)
         if not (same_start(cad.block_table_tensor, table) and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
             return None
-        table[num_reqs:padded].fill_(NULL_BLOCK_ID)
         qsl_cpu = cad.query_start_loc_cpu[: num_reqs + 1]
         qsl_cpu = torch.cat([qsl_cpu, qsl_cpu[-1:].expand(padded - num_reqs)])
-        return padded_metadata(cad, padded, key.num_tokens, query_start_loc=self._block_query_start_loc[: padded + 1],
+        meta = padded_metadata(cad, padded, key.num_tokens, query_start_loc=self._block_query_start_loc[: padded + 1],
                                query_start_loc_cpu=qsl_cpu, seq_lens=self._block_seq_lens[:padded],
                                block_table=table, slot_mapping=self._slot_mapping_buffer[: key.num_tokens])
+        if meta is not None:  # as for EAGLE: padding rows only for a padded replay
+            table[num_reqs:padded].fill_(NULL_BLOCK_ID)
+        return meta
 
     def _graph_kinds(self, plan: Any) -> tuple[str, ...]:
         return () if self._refuse_below(AttentionCGSupport.UNIFORM_BATCH, "the DFlash block step") else (BLOCK,)
