@@ -6,7 +6,10 @@
 #                                    ours_platform_mrv2_over_builtin_mrv2) and each engine's log
 # Knobs: MRV2_BENCH_PAIRS (PAIR:MODEL_VARIANT:K,...; default the 100%-acceptance EAGLE pair, attention variant, K=3,
 # and the EAGLE-3 pair, K=5), MRV2_BENCH_CONCURRENCY (default 1,4,16,64), MRV2_BENCH_TOKENS (output tokens per
-# request, default 512), MRV2_BENCH_REPEATS (timed passes per cell, default 9), MRV2_BENCH_BOOT_TIMEOUT (default 420).
+# request, default 512), MRV2_BENCH_REPEATS (timed passes per cell, default 9), MRV2_BENCH_BOOT_TIMEOUT (default 420),
+# MRV2_BENCH_GC_HEAP (frozen, the default: each engine's heap frozen after boot as vllm serve freezes it; live: as
+# the offline LLM leaves it, full collections of the boot's objects land in timed passes; see
+# portable_spec/harness/e2e/gc_pauses.py).
 # The defaults are sized for a decision at the 0.98 bound: session 10's 128-token, 5-pass run measured 0.1-0.2 s per
 # pass and spread +-30%; 512 tokens x 9 passes is ~1 s per pass, and the whole stage fits one 570 s call (est.).
 # Session 12's H200 run (the same defaults) still spread +-30% per pass: the summary's paired_ours_platform_mrv2_vs_
@@ -25,6 +28,6 @@ for spec in "${pairs[@]}"; do
   "$py" -m portable_spec bench e2e --out "$out/bench-mrv2-$pair-k$k" --pair "$pair" --model-variant "$variant" \
     --num-spec "$k" --variants builtin_mrv2,ours_platform_mrv2 --concurrency "${MRV2_BENCH_CONCURRENCY:-1,4,16,64}" \
     --tokens "${MRV2_BENCH_TOKENS:-512}" --repeats "${MRV2_BENCH_REPEATS:-9}" \
-    --timeout "${MRV2_BENCH_BOOT_TIMEOUT:-420}" || rc=1
+    --timeout "${MRV2_BENCH_BOOT_TIMEOUT:-420}" --gc-heap "${MRV2_BENCH_GC_HEAP:-frozen}" || rc=1
 done
 exit $rc

@@ -76,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
     from portable_spec.harness.e2e.configs import VARIANTS
+    from portable_spec.harness.e2e.gc_pauses import GC_HEAP_MODES
 
     p = bench_sub.add_parser("e2e", help="vLLM end to end: output tok/s, TPOT and acceptance length per engine "
                                          "variant and concurrency (needs vLLM 0.26.0 on a GPU host)")
@@ -95,6 +96,9 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
                         "reported (default 5)")
     p.add_argument("--timeout", type=int, default=540, metavar="S",
                    help="seconds for all variants to boot (they boot together), and per profile")
+    p.add_argument("--gc-heap", choices=GC_HEAP_MODES, default="frozen",
+                   help="each engine's Python heap after boot: frozen as vllm serve freezes it (default), or live "
+                        "(full collections of the boot's objects then land in timed passes)")
     p.add_argument("--out", metavar="DIR", default="bench-e2e", help="where bench_e2e.json/.png and logs go")
     p.add_argument("--profile", action="store_true",
                    help="also record a torch-profiler summary of decoding per variant, with the per-step breakdown")
@@ -163,7 +167,7 @@ def run_e2e(args: argparse.Namespace) -> int:
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
                        repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
                        profile_concurrency=args.profile_concurrency, parallel=parallel_child_args(args),
-                       checkpoint=checkpoint)
+                       checkpoint=checkpoint, gc_heap=args.gc_heap)
     emit(args, report, render_e2e)
     return 0
 
@@ -187,6 +191,9 @@ def render_e2e(report: dict) -> str:
              f"{'variant':<14}" + "".join(f"{'c=' + str(c):>12}" for c in report["concurrency"])]
     for variant, row in report["summary"]["output_tok_s"].items():
         lines.append(f"{variant:<14}" + "".join(f"{row.get(c, float('nan')):>12.1f}" for c in report["concurrency"]))
+    for variant, cells in report["summary"].get("gc_full_collections", {}).items():
+        lines.append(f"full collections in timed passes, {variant} (heap {report.get('gc_heap')}): "
+                     + ", ".join(f"c={c}: {n}" for c, n in cells.items()))
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))

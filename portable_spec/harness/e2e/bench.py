@@ -47,10 +47,12 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
               concurrency: tuple[int, ...] = (1, 4, 16, 64), variants: tuple[str, ...] = DEFAULT_VARIANTS,
               bench_tokens: int = 256, repeats: int = 5, timeout_s: int = 540,
               zoo_dir: str = "/tmp/portable_spec_zoo", profile: bool = False, profile_concurrency: int = 1,
-              parallel: list[str] | None = None, checkpoint: dict[str, str] | None = None) -> dict[str, Any]:
+              parallel: list[str] | None = None, checkpoint: dict[str, str] | None = None,
+              gc_heap: str = "frozen") -> dict[str, Any]:
     """Boot every variant at once, time them in turns (``interleave``), then profile each (optional).
     ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``); ``checkpoint``: an
-    operator's own models (``checkpoint_pair``) instead of the generated ``pair``."""
+    operator's own models (``checkpoint_pair``) instead of the generated ``pair``; ``gc_heap``: each child's
+    collector after boot (``gc_pauses``: frozen as ``vllm serve`` freezes it, or live)."""
     from portable_spec.harness.e2e.child import bench_summary
     from portable_spec.harness.e2e.interleave import boot_all, measure_interleaved
     from portable_spec.harness.model_zoo import build_pair
@@ -59,7 +61,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
     out.mkdir(parents=True, exist_ok=True)
     models = checkpoint or build_pair(pair, Path(zoo_dir), variant=model_variant, num_speculative_tokens=k)
     child = ["--target", models["target"], "--draft", models["draft"], "--method", models["method"], "--k", str(k),
-             "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens), *(parallel or [])]
+             "--max-num-seqs", str(max(concurrency)), "--bench-tokens", str(bench_tokens), "--gc-heap", gc_heap, *(parallel or [])]
     bar = progress_bar(len(variants) + len(variants) * len(concurrency) * repeats + (len(variants) if profile else 0))
     started = time.perf_counter()
     engines, facts = boot_all(variants, child, out, timeout_s, bar)
@@ -104,7 +106,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
               "k": k, "bench_tokens": bench_tokens, "repeats": repeats, "concurrency": list(concurrency),
               "profile_concurrency": profile_concurrency if profile else None,
               "method": "engines booted together (fixed KV cache), timed passes interleaved round-robin; "
-                        "median of the passes", "boot_wall_s": boot_wall, "results": rows,
+                        "median of the passes", "gc_heap": gc_heap, "boot_wall_s": boot_wall, "results": rows,
               "summary": summarize(rows)}
     (out / "bench_e2e.json").write_text(json.dumps(report, indent=1))
     plot(report, out / "bench_e2e.png")
@@ -138,6 +140,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     passes decide the bound (``paired.py``)."""
     table = {r["variant"]: {b["concurrency"]: b for b in r.get("bench", []) if "output_tok_s" in b} for r in rows}
     summary: dict[str, Any] = {"output_tok_s": {v: {c: b["output_tok_s"] for c, b in t.items()} for v, t in table.items()}}
+    if any("gc_full_collections" in b for t in table.values() for b in t.values()):
+        # full collections the bench child paid inside timed passes (gc_pauses.py): ~0 on a frozen heap
+        summary["gc_full_collections"] = {v: {c: b.get("gc_full_collections") for c, b in t.items()}
+                                          for v, t in table.items()}
     for ours, other in RATIOS:
         if ours in table and other in table:
             common = [c for c in table[ours] if c in table[other]]

@@ -18,6 +18,7 @@ from portable_spec.envs import INJECT_BUG_ENV, inject_bug
 from portable_spec.harness.e2e.configs import VARIANTS, EngineVariant
 from portable_spec.harness.e2e.draft_steps import recorded_runs
 from portable_spec.harness.e2e.facts import platform_facts
+from portable_spec.harness.e2e.gc_pauses import GC_HEAP_MODES, CollectionClock, settle_heap
 from portable_spec.harness.e2e.step_attribution import breakdown
 from portable_spec.harness.e2e.step_breakdown import is_scope
 from portable_spec.vllm_adapter.harness_door.bug_injection import Injection, injected
@@ -122,6 +123,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fixed KV-cache size: no memory profiling, so engines can share a GPU")
     parser.add_argument("--serve", action="store_true",
                         help="after boot print READY, then answer one JSON command per stdin line (see serve())")
+    parser.add_argument("--gc-heap", choices=GC_HEAP_MODES, default="frozen",
+                        help="--serve: freeze the booted heap as vllm serve does (default), or leave it live "
+                             "(gc_pauses.py)")
     parser.add_argument("--record-drafts", action="store_true",
                         help="greedy job: record every step's drafts per request (the per-step oracle's input)")
     add_parallel_flags(parser)
@@ -242,7 +246,8 @@ def serve(llm: Any, args: Any, booted: dict[str, Any], sampling_params: Any, tok
     ``REPLY <json>`` line on stdout."""
     import sys
 
-    print("READY " + json.dumps({**booted, **engine_facts(llm)}), flush=True)
+    heap = settle_heap(args.gc_heap)
+    print("READY " + json.dumps({**booted, **engine_facts(llm), **heap}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
         job = command.get("job")
@@ -383,16 +388,18 @@ def bench_warm(llm: Any, concurrency: int, args: Any, sampling_params: Any, toke
 
 
 def bench_pass(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
-    """One timed pass: wall time, output tokens and the spec-decode counters' deltas."""
+    """One timed pass: wall time, output tokens, the spec-decode counters' deltas and the collections this
+    process paid during it (``gc_pauses``)."""
     prompts = bench_prompts(concurrency, tokens_prompt)
     before = spec_counters(llm)
-    started = time.perf_counter()
-    outputs = llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
-    wall = time.perf_counter() - started
+    with CollectionClock() as collections:
+        started = time.perf_counter()
+        outputs = llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
+        wall = time.perf_counter() - started
     counts = acceptance_counts(before, spec_counters(llm))
     return {"concurrency": concurrency, "wall_s": round(wall, 5),
             "output_tokens": sum(len(o.outputs[0].token_ids) for o in outputs),
-            "drafts": counts["drafts"], "accepted": counts["accepted"]}
+            "drafts": counts["drafts"], "accepted": counts["accepted"], **collections.report()}
 
 
 def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]], bench_tokens: int) -> dict[str, Any]:
@@ -401,8 +408,11 @@ def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]],
     wall = statistics.median(walls)
     tokens = passes[0]["output_tokens"]
     drafts, accepted = sum(p["drafts"] for p in passes), sum(p["accepted"] for p in passes)
+    pauses = {"gc_pause_ms_all": [p["gc_pause_ms"] for p in passes],
+              "gc_full_collections": sum(p["gc_collections"][2] for p in passes)} \
+        if all("gc_pause_ms" in p for p in passes) else {}
     return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
-            "wall_s_all": [round(w, 4) for w in walls], "output_tok_s": round(tokens / wall, 1),
+            "wall_s_all": [round(w, 4) for w in walls], **pauses, "output_tok_s": round(tokens / wall, 1),
             "output_tok_s_best": round(tokens / min(walls), 1), "ttft_s": ttft_s,
             "tpot_ms": round(1000 * max(wall - ttft_s, 0.0) / max(bench_tokens - 1, 1), 3),
             "acceptance_length": round(1 + accepted / drafts, 3) if drafts else None}
