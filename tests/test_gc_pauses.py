@@ -68,6 +68,7 @@ def test_the_summary_carries_each_passs_pause_and_the_full_collections():
                "gc_collections": [3, 1, 1]}]
     summary = bench_summary(1, 0.01, passes, bench_tokens=10)
     assert summary["gc_pause_ms_all"] == [0.5, 180.0] and summary["gc_full_collections"] == 1
+    assert "started_at_all" not in summary
     older = bench_summary(1, 0.01, [{k: v for k, v in p.items() if not k.startswith("gc_")} for p in passes], 10)
     assert "gc_pause_ms_all" not in older and "gc_full_collections" not in older
 

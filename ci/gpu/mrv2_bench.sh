@@ -9,7 +9,8 @@
 # request, default 512), MRV2_BENCH_REPEATS (timed passes per cell, default 9), MRV2_BENCH_BOOT_TIMEOUT (default 420),
 # MRV2_BENCH_GC_HEAP (frozen, the default: each engine's heap frozen after boot as vllm serve freezes it; live: as
 # the offline LLM leaves it, full collections of the boot's objects land in timed passes; see
-# portable_spec/harness/e2e/gc_pauses.py).
+# portable_spec/harness/e2e/gc_pauses.py), MRV2_BENCH_CPUS (a taskset CPU list, e.g. 2-7: the bench and every
+# process it starts run on those CPUs only; default unpinned).
 # The defaults are sized for a decision at the 0.98 bound: session 10's 128-token, 5-pass run measured 0.1-0.2 s per
 # pass and spread +-30%; 512 tokens x 9 passes is ~1 s per pass, and the whole stage fits one 570 s call (est.).
 # Session 12's H200 run (the same defaults) still spread +-30% per pass: the summary's paired_ours_platform_mrv2_vs_
@@ -20,12 +21,14 @@
 set -uo pipefail
 out="${1:?usage: ci/gpu/mrv2_bench.sh OUTDIR}"
 py="${PYTHON:-python3}"
+pin=()
+[[ -n "${MRV2_BENCH_CPUS:-}" ]] && pin=(taskset -c "$MRV2_BENCH_CPUS")
 rc=0
 IFS=, read -ra pairs <<< "${MRV2_BENCH_PAIRS:-llama_eagle:attention:3,llama_eagle3:perfect:5}"
 for spec in "${pairs[@]}"; do
   IFS=: read -r pair variant k <<< "$spec"
   echo "=== mrv2 bench: $pair ($variant) K=$k ==="
-  "$py" -m portable_spec bench e2e --out "$out/bench-mrv2-$pair-k$k" --pair "$pair" --model-variant "$variant" \
+  "${pin[@]}" "$py" -m portable_spec bench e2e --out "$out/bench-mrv2-$pair-k$k" --pair "$pair" --model-variant "$variant" \
     --num-spec "$k" --variants builtin_mrv2,ours_platform_mrv2 --concurrency "${MRV2_BENCH_CONCURRENCY:-1,4,16,64}" \
     --tokens "${MRV2_BENCH_TOKENS:-512}" --repeats "${MRV2_BENCH_REPEATS:-9}" \
     --timeout "${MRV2_BENCH_BOOT_TIMEOUT:-420}" --gc-heap "${MRV2_BENCH_GC_HEAP:-frozen}" || rc=1

@@ -397,7 +397,7 @@ def bench_pass(llm: Any, concurrency: int, args: Any, sampling_params: Any, toke
         outputs = llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
         wall = time.perf_counter() - started
     counts = acceptance_counts(before, spec_counters(llm))
-    return {"concurrency": concurrency, "wall_s": round(wall, 5),
+    return {"concurrency": concurrency, "wall_s": round(wall, 5), "started_at": round(time.time() - wall, 3),
             "output_tokens": sum(len(o.outputs[0].token_ids) for o in outputs),
             "drafts": counts["drafts"], "accepted": counts["accepted"], **collections.report()}
 
@@ -411,6 +411,8 @@ def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]],
     pauses = {"gc_pause_ms_all": [p["gc_pause_ms"] for p in passes],
               "gc_full_collections": sum(p["gc_collections"][2] for p in passes)} \
         if all("gc_pause_ms" in p for p in passes) else {}
+    if all("started_at" in p for p in passes):  # wall-clock starts: line passes up with host or GPU samplers
+        pauses["started_at_all"] = [p["started_at"] for p in passes]
     return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
             "wall_s_all": [round(w, 4) for w in walls], **pauses, "output_tok_s": round(tokens / wall, 1),
             "output_tok_s_best": round(tokens / min(walls), 1), "ttft_s": ttft_s,
