@@ -194,6 +194,9 @@ def render_e2e(report: dict) -> str:
     for variant, cells in report["summary"].get("gc_full_collections", {}).items():
         lines.append(f"full collections in timed passes, {variant} (heap {report.get('gc_heap')}): "
                      + ", ".join(f"c={c}: {n}" for c, n in cells.items()))
+    for variant, cells in report["summary"].get("stalls", {}).items():  # steps over 2x the pass's median step
+        lines.append(f"stalled steps in timed passes, {variant}: " + ", ".join(
+            f"c={c}: {s['stall_ms']:.0f} ms in {s['passes_with_stall']}/{s['passes']} passes" for c, s in cells.items()))
     for key, ratios in report["summary"].items():
         if "_over_" in key:
             lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))

@@ -156,6 +156,17 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if all("wall_s_all" in table[v][c] for v in (ours, other) for c in common):
                 summary[f"paired_{ours}_vs_{other}"] = {
                     c: paired_cell(table[ours][c], table[other][c], BOUNDS.get((ours, other))) for c in common}
+            if all("step_ms_median_all" in table[v][c] for v in (ours, other) for c in common):
+                # the same passes on their median step (step_clock.py): the steady cost, stalls left out
+                summary[f"paired_step_time_{ours}_vs_{other}"] = {
+                    c: paired_cell(table[ours][c], table[other][c], BOUNDS.get((ours, other)), metric="step_time")
+                    for c in common}
+    if any("stall_ms_all" in b for t in table.values() for b in t.values()):
+        # what each engine lost to stalled steps, summed over its timed passes, and how many passes had one
+        summary["stalls"] = {v: {c: {"stall_ms": round(sum(b["stall_ms_all"]), 1),
+                                     "passes_with_stall": sum(1 for n in b["stall_steps_all"] if n),
+                                     "passes": len(b["stall_ms_all"])}
+                                 for c, b in t.items() if "stall_ms_all" in b} for v, t in table.items()}
     return summary
 
 

@@ -21,6 +21,7 @@ from portable_spec.harness.e2e.facts import platform_facts
 from portable_spec.harness.e2e.gc_pauses import GC_HEAP_MODES, CollectionClock, settle_heap
 from portable_spec.harness.e2e.step_attribution import breakdown
 from portable_spec.harness.e2e.step_breakdown import is_scope
+from portable_spec.harness.e2e.step_clock import STEP_KEYS, StepClock
 from portable_spec.vllm_adapter.harness_door.bug_injection import Injection, injected
 from portable_spec.vllm_adapter.harness_door.offline import runner_scopes
 
@@ -388,18 +389,18 @@ def bench_warm(llm: Any, concurrency: int, args: Any, sampling_params: Any, toke
 
 
 def bench_pass(llm: Any, concurrency: int, args: Any, sampling_params: Any, tokens_prompt: Any) -> dict[str, Any]:
-    """One timed pass: wall time, output tokens, the spec-decode counters' deltas and the collections this
-    process paid during it (``gc_pauses``)."""
+    """One timed pass: wall time, output tokens, the spec-decode counters' deltas, the collections this process
+    paid during it (``gc_pauses``) and its engine steps' durations (``step_clock``)."""
     prompts = bench_prompts(concurrency, tokens_prompt)
     before = spec_counters(llm)
-    with CollectionClock() as collections:
+    with CollectionClock() as collections, StepClock(llm.llm_engine) as steps:
         started = time.perf_counter()
         outputs = llm.generate(prompts, bench_params(args, sampling_params), use_tqdm=False)
         wall = time.perf_counter() - started
     counts = acceptance_counts(before, spec_counters(llm))
     return {"concurrency": concurrency, "wall_s": round(wall, 5), "started_at": round(time.time() - wall, 3),
             "output_tokens": sum(len(o.outputs[0].token_ids) for o in outputs),
-            "drafts": counts["drafts"], "accepted": counts["accepted"], **collections.report()}
+            "drafts": counts["drafts"], "accepted": counts["accepted"], **collections.report(), **steps.report()}
 
 
 def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]], bench_tokens: int) -> dict[str, Any]:
@@ -413,6 +414,8 @@ def bench_summary(concurrency: int, ttft_s: float, passes: list[dict[str, Any]],
         if all("gc_pause_ms" in p for p in passes) else {}
     if all("started_at" in p for p in passes):  # wall-clock starts: line passes up with host or GPU samplers
         pauses["started_at_all"] = [p["started_at"] for p in passes]
+    if all(p.get("steps") for p in passes):  # per pass: steady step time and stalls (step_clock.py)
+        pauses.update({f"{key}_all": [p[key] for p in passes] for key in STEP_KEYS})
     return {"concurrency": concurrency, "output_tokens": tokens, "wall_s": round(wall, 4),
             "wall_s_all": [round(w, 4) for w in walls], **pauses, "output_tok_s": round(tokens / wall, 1),
             "output_tok_s_best": round(tokens / min(walls), 1), "ttft_s": ttft_s,

@@ -1,11 +1,11 @@
 """The bench child's garbage-collector hygiene: freeze the boot's heap, and time every collection during a pass.
 
-Why: ``vllm serve`` (and ``vllm bench serve``) freeze the heap once booted (``vllm.utils.gc_utils.freeze_gc_heap``),
-and vLLM's engine core does the same in its own process; the offline ``LLM`` our bench child holds does not. Its
-heap (torch, vLLM, the engine's objects) is ~0.6-1 M objects, and a full collection over it costs 0.1-0.3 s: the
-size of the one-sided hiccups that put a third to half of the MRV2 bench's passes 0.1-0.2 s above their floor, on
-either engine (issue 23 item 4). Frozen, a pass pays only for its own garbage, as on a served engine; the per-pass
-counts show what was paid either way.
+Why: ``vllm serve`` (and ``vllm bench serve``) freeze the heap once booted (``vllm.utils.gc_utils.freeze_gc_heap``).
+A full collection over a booted engine's heap (~0.6-1 M objects) costs 0.1-0.3 s, the size of the one-sided hiccups
+of the MRV2 bench's passes (issue 23 item 4), so the bench froze its child's heap to rule that out. Tested on the
+H200 and refuted: with the harness's in-process engine core (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) vLLM's
+``EngineCore`` already freezes the heap at boot, the timed passes paid 0 full collections either way, and the noise
+stayed. The module stays as hygiene and as the per-pass count that shows it (``step_clock`` looks at the stalls).
 """
 
 from __future__ import annotations

@@ -28,6 +28,17 @@ def per_pass_ratios(ours: dict[str, Any], other: dict[str, Any]) -> list[float]:
             for w_ours, w_other in zip(walls_ours, walls_other) if w_ours > 0 and w_other > 0]
 
 
+def per_pass_step_ratios(ours: dict[str, Any], other: dict[str, Any]) -> list[float]:
+    """The other's median step time over ours, pass by pass (``step_clock``: each pass's steady step cost, stalls
+    left out; above 1 when ours steps faster). Empty where either side has no step clock."""
+    steps_ours, steps_other = ours.get("step_ms_median_all") or [], other.get("step_ms_median_all") or []
+    return [s_other / s_ours for s_ours, s_other in zip(steps_ours, steps_other) if s_ours > 0 and s_other > 0]
+
+
+METRICS = {"output_tok_s": per_pass_ratios, "step_time": per_pass_step_ratios}
+"""What a paired cell can compare, pass by pass: output tok/s (the wall, stalls included) or the median step."""
+
+
 def median_interval(values: list[float], level: float = LEVEL, draws: int = DRAWS, seed: int = 0) -> tuple[float, float]:
     """A seeded percentile-bootstrap interval of the median (deterministic for the same passes)."""
     rng = random.Random(seed)
@@ -56,10 +67,12 @@ def passes_to_decide(values: list[float], interval: tuple[float, float], bound: 
     return max(len(values), math.ceil(len(values) * ((high - low) / 2 / gap) ** 2))
 
 
-def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None = None) -> dict[str, Any]:
-    """The cell's paired statistic: median ratio, its interval, how many passes it rests on and, with a bound,
-    the verdict. No passes: ``passes`` 0 and, with a bound, ``undecided`` (never a pass on nothing)."""
-    ratios = per_pass_ratios(ours, other)
+def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None = None,
+                metric: str = "output_tok_s") -> dict[str, Any]:
+    """The cell's paired statistic on ``metric`` (``METRICS``): median ratio, its interval, how many passes it rests
+    on and, with a bound, the verdict. No passes: ``passes`` 0 and, with a bound, ``undecided`` (never a pass on
+    nothing)."""
+    ratios = METRICS[metric](ours, other)
     if not ratios:
         return {"passes": 0, **({"bound": bound, "verdict": "undecided"} if bound is not None else {})}
     low, high = median_interval(ratios)
