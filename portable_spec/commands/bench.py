@@ -1,6 +1,7 @@
 """``portable-spec bench``: benchmarks. ``bench draft``: eager vs per-step FULL draft graphs vs a whole-loop graph,
 against the profiler's summed kernel time. ``bench e2e``: vLLM end to end (V1 without speculation, upstream V1,
-V1 + our FULL drafter, Model Runner V2) on a generated model pair."""
+V1 + our FULL drafter, Model Runner V2) on a generated model pair. ``bench breakdown``: an e2e report's per-step
+breakdown. ``bench pool``: several e2e reports of one pair judged together (``harness/e2e/pool.py``)."""
 
 from __future__ import annotations
 
@@ -65,13 +66,14 @@ def e2e_host_problem(tp: int = 1) -> str | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="benchmarks: draft steps (graphs vs eager), vLLM end to end, and the "
-                                          "per-step breakdown of an e2e report")
+    parser = sub.add_parser("bench", help="benchmarks: draft steps (graphs vs eager), vLLM end to end, the "
+                                          "per-step breakdown of an e2e report, and several e2e reports pooled")
     add_json_flag(parser)  # ``bench --json SUB`` as well as ``bench SUB --json``
     bench_sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     _register_draft(bench_sub)
     _register_e2e(bench_sub)
     _register_breakdown(bench_sub)
+    _register_pool(bench_sub)
 
 
 def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
@@ -183,6 +185,15 @@ def paired_text(cell: dict) -> str:
     return text
 
 
+def ratio_lines(summary: dict) -> list[str]:
+    """One line per ratio of medians (``<ours>_over_<other>``) and per paired key of a bench (or pooled) summary."""
+    lines = [f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items())
+             for key, ratios in summary.items() if "_over_" in key]
+    # the per-pass ratios: median [interval] and, for a bound, the verdict
+    return lines + [f"{key}: " + ", ".join(f"c={c}: " + paired_text(cell) for c, cell in cells.items())
+                    for key, cells in summary.items() if key.startswith("paired_")]
+
+
 def render_e2e(report: dict) -> str:
     from portable_spec.harness.e2e.bench import pair_label
 
@@ -197,12 +208,7 @@ def render_e2e(report: dict) -> str:
     for variant, cells in report["summary"].get("stalls", {}).items():  # steps over 2x the pass's median step
         lines.append(f"stalled steps in timed passes, {variant}: " + ", ".join(
             f"c={c}: {s['stall_ms']:.0f} ms in {s['passes_with_stall']}/{s['passes']} passes" for c, s in cells.items()))
-    for key, ratios in report["summary"].items():
-        if "_over_" in key:
-            lines.append(f"{key}: " + ", ".join(f"c={c}: {r:.3f}x" for c, r in ratios.items()))
-    for key, cells in report["summary"].items():
-        if key.startswith("paired_"):  # the per-pass ratios: median [interval] and, for a bound, the verdict
-            lines.append(f"{key}: " + ", ".join(f"c={c}: " + paired_text(cell) for c, cell in cells.items()))
+    lines += ratio_lines(report["summary"])
     runners = [f"{row['variant']} {row.get('runner_kind') or ('mrv2' if row.get('use_v2_model_runner') else 'v1')}"
                for row in report["results"] if "use_v2_model_runner" in row]
     if runners:  # which runner each engine built (vLLM picks it for the MRV2 variants)
@@ -253,6 +259,49 @@ def run_breakdown(args: argparse.Namespace) -> int:
         payload["png"] = args.png
     emit(args, payload, lambda p: p["table"] + (f"\nwrote {p['png']}" if p.get("png") else ""))
     return 0
+
+
+def _register_pool(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser("pool", help="one judgement from several bench e2e reports of one pair: their per-pass "
+                                          "ratios pooled (passes pair only within a report), as JSON and a PNG")
+    p.add_argument("files", nargs="+", metavar="FILE.json",
+                   help="bench_e2e.json files written by bench e2e (one pair, model variant, K and --tokens)")
+    p.add_argument("--out", metavar="DIR", required=True, help="where bench_pool.json and bench_pool.png go")
+    add_json_flag(p)
+    p.set_defaults(func=run_pool)
+
+
+def run_pool(args: argparse.Namespace) -> int:
+    from portable_spec.harness.e2e.pool import FIX, load_reports, plot_pool, pool_reports
+
+    for path in args.files:
+        if not os.path.isfile(path):
+            raise PortableSpecError(f"no such file {path!r}: {FIX}")
+    check_out_dir(args.out)
+    pooled = pool_reports(load_reports(args.files), args.files)
+    ensure_out_dir(args.out)
+    written = [os.path.join(args.out, "bench_pool.json")]
+    with open(written[0], "w") as fh:
+        json.dump(pooled, fh, indent=1)
+    png = plot_pool(pooled, os.path.join(args.out, "bench_pool.png"))
+    emit(args, {**pooled, "written": written + ([png] if png else [])}, render_pool)
+    return 0
+
+
+def render_pool(pooled: dict) -> str:
+    from portable_spec.harness.e2e.bench import pair_label
+
+    lines = [f"{pair_label(pooled)}, K={pooled['k']}, TP={','.join(map(str, pooled['tensor_parallel_sizes']))}, "
+             f"{', '.join(pooled['devices'])}, vLLM {', '.join(pooled['vllm'])}: {len(pooled['reports'])} reports "
+             "pooled (passes pair only within a report)", *ratio_lines(pooled["summary"])]
+    for report in pooled["reports"]:  # each boot's own medians: how far one report alone could mislead
+        parts = [f"{name} " + ", ".join(f"c={c}: {over:.3f}x (paired {entry['paired'][c]:.3f}x)"
+                                        for c, over in entry["over"].items())
+                 for name, entries in pooled["per_report"].items()
+                 for entry in entries if entry["source"] == report["path"]]
+        lines.append(f"{report['path']}: {report['date']}, {report['device']}, vLLM {report['vllm']}, "
+                     f"{report['repeats']} repeats; " + "; ".join(parts))
+    return "\n".join(lines + [f"wrote {path}" for path in pooled.get("written", [])])
 
 
 def _register_draft(bench_sub: argparse._SubParsersAction) -> None:

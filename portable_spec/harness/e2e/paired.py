@@ -67,12 +67,9 @@ def passes_to_decide(values: list[float], interval: tuple[float, float], bound: 
     return max(len(values), math.ceil(len(values) * ((high - low) / 2 / gap) ** 2))
 
 
-def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None = None,
-                metric: str = "output_tok_s") -> dict[str, Any]:
-    """The cell's paired statistic on ``metric`` (``METRICS``): median ratio, its interval, how many passes it rests
-    on and, with a bound, the verdict. No passes: ``passes`` 0 and, with a bound, ``undecided`` (never a pass on
-    nothing)."""
-    ratios = METRICS[metric](ours, other)
+def paired_from_ratios(ratios: list[float], bound: float | None = None) -> dict[str, Any]:
+    """The paired statistic of per-pass ratios: median, its interval, how many passes it rests on and, with a bound,
+    the verdict. No ratios: ``passes`` 0 and, with a bound, ``undecided`` (never a pass on nothing)."""
     if not ratios:
         return {"passes": 0, **({"bound": bound, "verdict": "undecided"} if bound is not None else {})}
     low, high = median_interval(ratios)
@@ -83,3 +80,9 @@ def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None
         if cell["verdict"] == "undecided":
             cell["passes_to_decide"] = passes_to_decide(ratios, (low, high), bound)
     return cell
+
+
+def paired_cell(ours: dict[str, Any], other: dict[str, Any], bound: float | None = None,
+                metric: str = "output_tok_s") -> dict[str, Any]:
+    """One bench cell's paired statistic on ``metric`` (``METRICS``), by ``paired_from_ratios``."""
+    return paired_from_ratios(METRICS[metric](ours, other), bound)
