@@ -243,10 +243,42 @@ def test_vllm_bench_serve_parses_the_client_arguments():
     assert (args.dataset_name, args.random_input_len, args.random_output_len) == ("random", 256, 128)
     assert args.random_range_ratio == "0" and args.num_prompts == 64 and args.max_concurrency == 32
     assert args.request_rate == float("inf") and args.ignore_eos and args.temperature == 0.0 and args.seed == 7
-    assert args.save_result and args.result_dir == "/r" and args.result_filename == "x.json"
+    assert args.save_result and args.save_detailed and args.result_dir == "/r" and args.result_filename == "x.json"
     assert args.percentile_metrics == "ttft,tpot,itl,e2el" and args.metric_percentiles == "99"
     assert (args.model, args.tokenizer, args.port, args.backend) == ("/m/target", "/m/tok", 8123, "openai")
     assert args.metadata == ["variant=ours", "round=0"] and args.disable_tqdm
+
+
+def test_each_run_keeps_its_itl_stalls_and_drops_the_per_request_fields(clean_run):
+    """The real client saved every request's latencies (--save-detailed); the driver kept their stalls in the run's
+    result and dropped the bulky fields from the file, which names them."""
+    result, out = clean_run
+    for run in result["runs"]:
+        stalls = run["result"]["itl_stalls"]
+        # one ITL per streamed chunk after the first, and a chunk may carry several tokens (accepted drafts)
+        assert 0 < stalls["itls"] <= run["result"]["total_output_tokens"] - run["result"]["completed"]
+        assert stalls["median_itl_ms"] > 0 and stalls["stalls"] >= len(stalls["largest"])
+        saved = json.loads((out / run["result_file"]).read_text())
+        assert saved["detailed_fields_dropped"] == list(client.DETAILED)
+        assert not set(client.DETAILED) & set(saved) and saved["itl_stalls"] == stalls
+
+
+def test_itl_stalls_names_the_long_gaps_and_says_when_there_are_none(tmp_path):
+    saved = {"itls": [[0.006] * 10, [0.006] * 4 + [0.25] + [0.006] * 5], "start_times": [100.0, 100.5],
+             "ttfts": [0.03, 0.04]}
+    stalls = client.itl_stalls(saved)
+    assert (stalls["itls"], stalls["stalls"], stalls["median_itl_ms"]) == (20, 1, 6.0)
+    assert stalls["largest"] == [{"request": 1, "token": 5, "ms": 250.0, "at_s": round(0.5 + 0.04 + 4 * 0.006 + 0.25, 3)}]
+    assert stalls["stall_excess_ms"] == 244.0
+    assert client.itl_stalls({"itls": [[], []]}) == {"itls": 0} and client.itl_stalls({}) == {"itls": 0}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**saved, "generated_texts": ["a", "b"], "completed": 2}))
+    client.condense(path)
+    condensed = json.loads(path.read_text())
+    assert condensed["itl_stalls"] == stalls and condensed["completed"] == 2
+    assert condensed["detailed_fields_dropped"] == ["start_times", "ttfts", "itls", "generated_texts"]
+    client.condense(path)  # already condensed: left as it is
+    assert json.loads(path.read_text()) == condensed
 
 
 def test_read_result_refuses_a_run_with_holes(tmp_path, clean_run):

@@ -28,6 +28,12 @@ COUNTS = ("completed", "failed", "num_prompts", "max_concurrency", "total_input_
 SPECULATION = ("spec_decode_acceptance_length", "spec_decode_acceptance_rate", "spec_decode_num_drafts",
                "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates")
 """Present when the server's ``/metrics`` had spec-decode counters that moved during the run."""
+DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
+"""What ``--save-detailed`` adds per request (``vllm/benchmarks/serve.py``): read once by ``condense``, then dropped
+from the saved file (hundreds of kB per run), which says so in ``detailed_fields_dropped``."""
+STALL_FACTOR = 3.0
+"""An inter-token latency over this many times the run's median ITL counts as a stall."""
+STALLS_KEPT = 5
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,8 @@ class ClientRun:
 
 def client_args(run: ClientRun) -> list[str]:
     """``vllm bench serve`` arguments: the random dataset at fixed lengths (range ratio 0), every request sent at
-    once behind ``--max-concurrency``, EOS ignored, the result saved as JSON (``tests/test_serve_bench.py`` parses
-    them with vLLM's own parser)."""
+    once behind ``--max-concurrency``, EOS ignored, the result saved as JSON with every request's latencies
+    (``condense`` keeps their stalls; ``tests/test_serve_bench.py`` parses the arguments with vLLM's own parser)."""
     args = ["--backend", "openai", "--endpoint", "/v1/completions", "--host", run.host, "--port", str(run.port),
             "--model", run.model, "--tokenizer", run.tokenizer, "--dataset-name", "random",
             "--random-input-len", str(run.input_len), "--random-output-len", str(run.output_len),
@@ -60,7 +66,7 @@ def client_args(run: ClientRun) -> list[str]:
             "--max-concurrency", str(run.concurrency), "--request-rate", "inf", "--seed", str(run.seed),
             "--temperature", str(run.temperature), "--ignore-eos", "--disable-tqdm",
             "--percentile-metrics", ",".join(LATENCIES), "--metric-percentiles", "99",
-            "--save-result", "--result-dir", run.result_dir, "--result-filename", run.result_name,
+            "--save-result", "--save-detailed", "--result-dir", run.result_dir, "--result-filename", run.result_name,
             "--label", run.label]
     if run.metadata:
         args += ["--metadata", *run.metadata]
@@ -70,6 +76,49 @@ def client_args(run: ClientRun) -> list[str]:
 def command_line(argv: list[str]) -> str:
     """The run as a person would type it."""
     return "vllm bench serve " + shlex.join(argv)
+
+
+def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
+    """The run's inter-token latencies over ``STALL_FACTOR`` x their median: how many of how many, their excess over
+    the median in ms, and the largest few with the request, the token and when it came (s after the first request
+    started). Why: a run's mean ITL can sit well above its median from a handful of long gaps (issue 24's EAGLE-3
+    dummy pair at c=2); this says where they were. No ITLs: ``itls`` 0 and nothing else."""
+    itls = saved.get("itls") or []
+    flat = [gap for request in itls for gap in (request or [])]
+    if not flat:
+        return {"itls": 0}
+    median = sorted(flat)[len(flat) // 2]
+    starts, ttfts = saved.get("start_times") or [], saved.get("ttfts") or []
+    origin = min(starts) if starts else 0.0
+    found = []
+    for i, request in enumerate(itls):
+        at = (starts[i] - origin + ttfts[i]) if i < len(starts) and i < len(ttfts) else None
+        for j, gap in enumerate(request or []):
+            at = at + gap if at is not None else None
+            if gap > STALL_FACTOR * median:
+                found.append({"request": i, "token": j + 1, "ms": round(1000 * gap, 2),
+                              "at_s": round(at, 3) if at is not None else None})
+    largest = sorted(found, key=lambda stall: stall["ms"], reverse=True)[:STALLS_KEPT]
+    return {"itls": len(flat), "median_itl_ms": round(1000 * median, 3), "stalls": len(found),
+            "stall_excess_ms": round(sum(stall["ms"] for stall in found) - 1000 * median * len(found), 1),
+            "largest": largest}
+
+
+def condense(path: str | Path) -> None:
+    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls``; the file says which
+    fields it dropped. A file without them (or none at all) is left as it is: ``read_result`` judges it."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return
+    dropped = [key for key in DETAILED if key in saved]
+    if not dropped:
+        return
+    saved["itl_stalls"] = itl_stalls(saved)
+    for key in dropped:
+        del saved[key]
+    saved["detailed_fields_dropped"] = dropped
+    Path(path).write_text(json.dumps(saved, indent=1))
 
 
 class ResultError(ValueError):
@@ -92,6 +141,8 @@ def read_result(path: str | Path, speculative: bool = True) -> dict[str, Any]:
     out = {k: saved[k] for k in (*COUNTS, *METRICS)}
     for key in SPECULATION:
         out[key] = saved.get(key)
+    if "itl_stalls" in saved:  # condense() wrote it from the run's per-token latencies
+        out["itl_stalls"] = saved["itl_stalls"]
     if speculative and not isinstance(saved.get("spec_decode_acceptance_length"), (int, float)):
         raise ResultError(f"{Path(path).name} has no acceptance length: the server's /metrics showed no "
                           "spec-decode counters moving")

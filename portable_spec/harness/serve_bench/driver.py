@@ -182,6 +182,7 @@ class Bench:
             row["error"] = outcome["error"]
         else:
             try:
+                client_mod.condense(self.runs_dir / f"{name}.json")
                 row["result"] = client_mod.read_result(self.runs_dir / f"{name}.json")
             except client_mod.ResultError as exc:
                 row["error"] = str(exc)
