@@ -91,10 +91,11 @@ def _pool_ratio(tables: list[dict[str, Any]], sources: list[str], ours: str,
                 continue
             reports += 1
             wall += ratios
-            tok_s[0].extend(_tok_s(a))
-            tok_s[1].extend(_tok_s(b))
+            a_tok_s, b_tok_s = _tok_s(a), _tok_s(b)
+            tok_s[0].extend(a_tok_s)
+            tok_s[1].extend(b_tok_s)
             entry["paired"][c] = round(statistics.median(ratios), 3)
-            entry["over"][c] = _over(_tok_s(a), _tok_s(b))
+            entry["over"][c] = _over(a_tok_s, b_tok_s)
             steps = per_pass_step_ratios(a, b)
             if steps:
                 step += steps

@@ -25,18 +25,20 @@ STEP_KEYS = ("steps", "step_ms_median", "step_ms_p90", "stall_steps", "stall_ms"
 """What ``step_report`` gives for a pass with steps; the bench summary keeps each per pass as ``<key>_all``."""
 
 
+_NONE = object()
+
+
 class StepClock:
     """Times each call of ``engine.step`` between ``__enter__`` and ``__exit__``."""
 
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.durations_s: list[float] = []
-        self._had_own = False
+        self._own: Any = _NONE  # an instance attribute ``step`` already there, put back on exit
 
     def __enter__(self) -> "StepClock":
         step = self.engine.step
-        self._had_own = "step" in vars(self.engine)
-        self._own = vars(self.engine).get("step")
+        self._own = vars(self.engine).get("step", _NONE)
 
         def timed_step(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -49,10 +51,10 @@ class StepClock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._had_own:
-            self.engine.step = self._own
-        else:
+        if self._own is _NONE:
             del self.engine.step
+        else:
+            self.engine.step = self._own
 
     def report(self) -> dict[str, Any]:
         return step_report(self.durations_s)
