@@ -103,7 +103,7 @@ VARIABLES: tuple[EnvVar, ...] = (
            "on that rank, as an uncapturable operation would. Never set in production.", who="test"),
     EnvVar(INJECT_BUG_ENV, "",
            "Harness only (the e2e driver's `--inject-bug`, our variant's child at TP=1): the child installs one "
-           "known drafter bug through `vllm_adapter/harness_door/bug_injection.py` to show the exactness checks "
+           "known drafter bug through `harness/portable_spec_harness/vllm_door/bug_injection.py` to show the exactness checks "
            "catch it: `position_off_by_one` (chain draft positions one too far), `wrong_slot` (the last request's "
            "first-pass KV slots are padding), `stale_seq_lens` (chain steps read the previous step's `seq_lens`), "
            "`wrong_num_computed` (one request's valid-token count handed to the runner one too high), `d2t_unmapped` "

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from portable_spec.platforms.interface import DevicePlatform
+from portable_spec.ports.interface import DevicePort
 
 
-def graph_smoke_test(platform: DevicePlatform) -> dict[str, Any]:
+def graph_smoke_test(platform: DevicePort) -> dict[str, Any]:
     """Capture ``y = x * 2 + 1`` into the shared pool, rewrite ``x`` in place, replay, check ``y``."""
     dev = platform.device()
     x = torch.arange(16, dtype=torch.float32, device=dev)
@@ -34,7 +34,7 @@ def graph_smoke_test(platform: DevicePlatform) -> dict[str, Any]:
     }
 
 
-def run_probe(platform: DevicePlatform) -> dict[str, Any]:
+def run_probe(platform: DevicePort) -> dict[str, Any]:
     """Facts, pool sharing, and (on a graph-capable device) the capture/replay smoke test.
 
     ``graph_check`` is always an object whose ``ran`` says whether the check ran; when it did not, ``reason`` says

@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
              and resolved is not None and getattr(mod, "current_platform", None) is resolved]
     assert not bound, f"vLLM modules bound current_platform before conftest could pin it: {bound}"
 
-    from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
+    from portable_spec_harness.vllm_door.cpu_graph_platform import CpuGraphTestPlatform
 
     _session["platform"] = vllm.platforms._current_platform = CpuGraphTestPlatform()
 

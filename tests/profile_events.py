@@ -7,8 +7,8 @@ from __future__ import annotations
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
-from portable_spec.harness.e2e.step_attribution import API_NAME
-from portable_spec.harness.e2e.step_breakdown import is_scope
+from portable_spec_harness.e2e.step_attribution import API_NAME
+from portable_spec_harness.e2e.step_breakdown import is_scope
 
 API_THREAD = 99
 
@@ -37,8 +37,8 @@ def trace(events: list[FunctionEvent]) -> EventList:
 def sample_breakdown(scale: float = 1.0, runner: str = "v1") -> dict:
     """The breakdown of two hand-built steps whose phases take ``scale`` times fixed host and device times; every
     kernel is a graph replay launched inside its phase."""
-    from portable_spec.harness.e2e.step_attribution import breakdown
-    from portable_spec.vllm_adapter.harness_door import profile_scopes as ours
+    from portable_spec_harness.e2e.step_attribution import breakdown
+    from portable_spec_harness.vllm_door import profile_scopes as ours
 
     events = []
     for step in range(2):

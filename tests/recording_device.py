@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from portable_spec.platforms.interface import DevicePlatform
+from portable_spec.ports.interface import DevicePort
 
 
 class RecordingDevice:
@@ -77,7 +77,7 @@ class RecordingDevice:
             self.capturing = None
 
 
-class RecordingPort(DevicePlatform):
+class RecordingPort(DevicePort):
     name = "cuda"
     device_type = "cpu"
     dist_backend = "gloo"

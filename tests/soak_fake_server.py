@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from portable_spec.harness.soak import budget, metrics, servers
+from portable_spec_harness.soak import budget, metrics, servers
 
 SLEEP_PER_CHUNK_S = 0.01
 """A made-up engine step: long enough that a burst of requests queues behind ``max_num_seqs``."""
@@ -42,7 +42,7 @@ def prompt_ids(prompt: list[int] | str) -> list[int]:
 
 def ticking_clock() -> tuple[Any, list[float]]:
     """A ``PhaseClock`` whose wall and CPU time advance only when ``now[0]`` does."""
-    from portable_spec.harness.e2e.phase_clock import PhaseClock
+    from portable_spec_harness.e2e.phase_clock import PhaseClock
 
     now = [0.0]
     return PhaseClock(wall=lambda: now[0], cpu=lambda: now[0]), now
@@ -62,8 +62,8 @@ class DeadServer:
 
 def fake_clock_summary() -> dict[str, Any]:
     """What the serve bench's probe answers after a clock run: the real ``served_summary`` of two made-up steps."""
-    from portable_spec.harness.serve_bench.probe import served_summary
-    from portable_spec.vllm_adapter.harness_door.profile_scopes import ENGINE_STEP, OUTPUT, STEP
+    from portable_spec_harness.serve_bench.worker_extension import served_summary
+    from portable_spec_harness.vllm_door.profile_scopes import ENGINE_STEP, OUTPUT, STEP
 
     clock, now = ticking_clock()
     for _ in range(2):

@@ -133,7 +133,7 @@ def find_seq_idx() -> dict:
 
 def _ir(key: str) -> tuple[str, list[str]]:
     from portable_spec.kernels.triton_compile import ttir
-    from portable_spec.harness.synthetic.triton_cases import SOURCE
+    from portable_spec_harness.synthetic.triton_cases import SOURCE
     from portable_spec.kernels.triton_table import kernel_cases
 
     case = next(c for c in kernel_cases((SOURCE,)) if c.key == key)

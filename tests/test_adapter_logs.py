@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from portable_spec.vllm_adapter.worker.logs import OURS, share_vllm_log_handlers
+from portable_spec.logs import OURS, share_vllm_log_handlers
 
 
 def test_our_logger_writes_through_vllms_handlers_once(vllm_platform):

@@ -11,11 +11,11 @@ import pytest
 from test_breakdown_report import cli  # portable_spec.cli.main in-process: (exit code, stdout, stderr lines)
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.harness.e2e.bench import summarize
-from portable_spec.harness.e2e.child import bench_summary
-from portable_spec.harness.e2e.paired import paired_from_ratios, per_pass_ratios
-from portable_spec.harness.e2e.pool import pool_reports
-from portable_spec.harness.e2e.step_clock import step_report
+from portable_spec_harness.e2e.bench import summarize
+from portable_spec_harness.e2e.child import bench_summary
+from portable_spec_harness.e2e.paired import paired_from_ratios, per_pass_ratios
+from portable_spec_harness.e2e.pool import pool_reports
+from portable_spec_harness.e2e.step_clock import step_report
 
 OURS, OTHER = "ours_platform_mrv2", "builtin_mrv2"
 WALL, STEP = f"paired_{OURS}_vs_{OTHER}", f"paired_step_time_{OURS}_vs_{OTHER}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from profile_events import sample_breakdown
 
-from portable_spec.harness.e2e.breakdown_report import breakdowns_of, render_table, write_png
+from portable_spec_harness.e2e.breakdown_report import breakdowns_of, render_table, write_png
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,8 +61,8 @@ def test_bench_png_gets_the_bar_chart_and_the_text_report_the_table(report, tmp_
     pytest.importorskip("matplotlib")
     from PIL import Image
 
-    from portable_spec.commands.bench import render_e2e
-    from portable_spec.harness.e2e.bench import plot
+    from portable_spec_harness.bench_cli import render_e2e
+    from portable_spec_harness.e2e.bench import plot
 
     plot(report, tmp_path / "with.png")
     plot({**report, "results": [{"variant": "mrv2"}]}, tmp_path / "without.png")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms.cuda import CudaPlatform
+from portable_spec.ports.cuda_port import CudaPort
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -66,7 +66,7 @@ def cli(capsys, *argv: str) -> tuple[int, list[str]]:
 def stop_at_host_check(monkeypatch):
     """Bad input must be rejected before the host check (so before any device, model or engine work): on any host,
     getting that far reads as a different error."""
-    import portable_spec.commands.bench as command
+    import portable_spec_harness.bench_cli as command
 
     def reached(*args, **kwargs):
         raise PortableSpecError("host check reached")
@@ -110,7 +110,7 @@ def test_bench_draft_bad_numbers_are_one_line_exit_2(capsys, stop_at_host_check,
                                f"{minimum} or more"])
 
 
-@pytest.mark.skipif(CudaPlatform.is_active(), reason="a CUDA device is visible")
+@pytest.mark.skipif(CudaPort.is_active(), reason="a CUDA device is visible")
 def test_bench_e2e_on_a_cpu_only_host_is_one_line_exit_2(capsys, tmp_path):
     out = tmp_path / "never-created"
     code, err = cli(capsys, "bench", "e2e", "--out", str(out))
@@ -120,18 +120,18 @@ def test_bench_e2e_on_a_cpu_only_host_is_one_line_exit_2(capsys, tmp_path):
 
 
 def test_bench_e2e_with_fewer_gpus_than_tp_is_one_line_exit_2(capsys, monkeypatch):
-    import portable_spec.platforms.fork_safe as fork_safe
+    import portable_spec.ports.fork_safe as fork_safe
 
-    monkeypatch.setattr(CudaPlatform, "is_active", classmethod(lambda cls: True))
+    monkeypatch.setattr(CudaPort, "is_active", classmethod(lambda cls: True))
     monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
     assert cli(capsys, "bench", "e2e", "--tp", "2") == (2, ["portable-spec: error: --tp 2 needs 2 GPUs but 1 are "
                                                             "visible: lower --tp or run on a host with more GPUs"])
 
 
 def test_bench_e2e_without_vllm_is_one_line_exit_2(capsys, monkeypatch):
-    import portable_spec.platforms.fork_safe as fork_safe
+    import portable_spec.ports.fork_safe as fork_safe
 
-    monkeypatch.setattr(CudaPlatform, "is_active", classmethod(lambda cls: True))
+    monkeypatch.setattr(CudaPort, "is_active", classmethod(lambda cls: True))
     monkeypatch.setattr(fork_safe, "visible_device_count", lambda: 1)
     monkeypatch.setitem(sys.modules, "vllm", None)  # importlib.util.find_spec("vllm") is None, as without vLLM
     assert cli(capsys, "bench", "e2e") == (2, ["portable-spec: error: bench e2e needs vLLM 0.26.0, which is not "
@@ -167,7 +167,7 @@ def test_bench_e2e_concurrency_0_through_the_console_entry(tmp_path):
     (("--draft", "{t}"), "your own models need --target DIR and --method M (and --draft DIR except for mtp)"),
 ])
 def test_bench_e2e_own_checkpoints_are_checked_in_one_line(capsys, monkeypatch, tmp_path, args, expected):
-    import portable_spec.commands.bench as command
+    import portable_spec_harness.bench_cli as command
 
     (tmp_path / "config.json").write_text("{}")
     monkeypatch.setattr(command, "e2e_host_problem", lambda tp=1: None)  # as on a GPU host with vLLM
@@ -176,7 +176,7 @@ def test_bench_e2e_own_checkpoints_are_checked_in_one_line(capsys, monkeypatch, 
 
 
 def test_own_checkpoints_name_the_pair_the_report_ran(tmp_path):
-    from portable_spec.harness.e2e.bench import checkpoint_pair, pair_label
+    from portable_spec_harness.e2e.bench import checkpoint_pair, pair_label
 
     for name in ("tgt", "dft"):
         (tmp_path / name).mkdir()

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from portable_spec.platforms.musa import MusaPlatform
+from portable_spec.ports.musa_port import MusaPort
 
 PROBE_KEYS = {"platform", "label", "device_type", "device_name", "runtime", "graphs_supported", "dist_backend",
               "fp8_dtype", "live_graph_limit", "capture_inference_mode", "pool_shared", "graph_check"}
@@ -36,7 +36,7 @@ def test_bogus_vllm_platform_is_a_one_line_error_naming_the_choices():
     assert_one_line_error(proc, "unknown platform 'bogus' from VLLM_PLATFORM; valid choices: cpu, cuda, musa, rocm")
 
 
-@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here")
+@pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here")
 def test_musa_without_torch_musa_is_a_one_line_error():
     proc = run_cli("probe", "--platform", "musa")
     assert_one_line_error(proc, "platform 'musa' requires torch_musa, which is not installed "

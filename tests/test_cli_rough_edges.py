@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from profile_events import sample_breakdown
 
-from portable_spec.platforms.cuda import CudaPlatform
+from portable_spec.ports.cuda_port import CudaPort
 
 ROOT = Path(__file__).resolve().parents[1]
 CLEAN_ENV = ("VLLM_PLATFORM", "TORCHADA_GRAPH_EXEC_CAP", "PORTABLE_SPEC_TRITON32_PYTHON")
-NO_GPU = pytest.mark.skipif(CudaPlatform.is_active(), reason="a CUDA device is visible")
+NO_GPU = pytest.mark.skipif(CudaPort.is_active(), reason="a CUDA device is visible")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -200,7 +200,7 @@ def test_bench_takes_json_before_its_subcommand(breakdown_json):
     (("sizes", "--method", "eagle"), "the following arguments are required: --num-spec, --max-num-seqs"),
     (("caps", "--platform", "bogus"), "no attention capability rows for platform 'bogus'"),
     (("kernels", "--platform", "bogus"), "unknown platform 'bogus' for kernel substitutions"),
-    (("kernels", "--only", "x"), "--only, --out and --triton32-python go with --check-triton"),
+    (("kernels", "--only", "x"), "--only, --out, --cases and --triton32-python go with --check-triton"),
     (("bench", "draft", "--hidden", "0"), "--hidden must be >= 1 (got 0)"),
     (("bench", "e2e", "--tokens", "0"), "--tokens must be >= 1 (got 0)"),
     (("bench", "breakdown", "/nonexistent.json"), "cannot read '/nonexistent.json'"),

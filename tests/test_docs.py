@@ -5,7 +5,7 @@ claim, and the README is a guide, not a log of past runs.
 Checked by reading files only: modules are resolved to source files and their definitions read with ``ast``; nothing
 is imported. ``<placeholder>`` segments match anything. The imaginary accelerator "Acme" of ``docs/platforms.md``
 mirrors the MUSA port file for file, so its paths and modules are checked as MUSA's (``platforms/acme.py`` must stand
-where ``platforms/musa.py`` does).
+where ``ports/musa_port.py`` does).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def test_the_scan_catches_a_stale_path_and_module():
                               "`portable_spec.kernels.registry:install_substitutions`, "
                               "`platforms.registry.platform_class`, "
                               "`portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker.init_device`, "
-                              "`portable_spec/platforms/acme.py`, "
+                              "`portable_spec/ports/acme.py`, "
                               "`portable_spec.vllm_adapter.platform.acme.PortableAcmePlatform` (the example)") == []
     # The example moves with the MUSA files it mirrors: the old place of a vLLM platform class fails.
     assert missing_references("`portable_spec/vllm_adapter/acme.py`") == ["path portable_spec/vllm_adapter/musa.py"]

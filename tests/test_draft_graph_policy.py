@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.harness.model_zoo import build_pair
+from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.spec_decode.policy import DRAFT_GRAPH_ENV, draft_graph_mode
 
 

@@ -164,9 +164,9 @@ def test_fault_injection_entries_are_parsed_or_refused_in_one_line():
 
 
 def test_a_runner_on_a_platform_without_graphs_runs_every_key_eagerly():
-    from portable_spec.platforms.cpu import CpuPlatform
+    from portable_spec.ports.cpu_port import CpuPort
 
-    run = DraftGraphRunner(CpuPlatform(), dispatcher(), Steps(RecordingDevice()))
+    run = DraftGraphRunner(CpuPort(), dispatcher(), Steps(RecordingDevice()))
     with pytest.warns(DraftGraphWarning, match="no device graphs"):
         report = run.capture()
     assert not run.captured and len(report.eager) == len(run.graph_keys()) == 8

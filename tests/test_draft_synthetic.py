@@ -13,12 +13,12 @@ import torch
 
 from portable_spec.capture_sizes import StepPlan, plan_capture_sizes
 from portable_spec.draft.dispatcher import CHAIN, FIRST, DraftDispatcher, dispatcher_from_steps
-from portable_spec.harness.synthetic.ops import Ops, hash32, rope_cache
+from portable_spec_harness.synthetic.ops import Ops, hash32, rope_cache
 from portable_spec.draft.runner import DraftGraphWarning
-from portable_spec.harness.synthetic.proposer import SyntheticProposer
-from portable_spec.harness.synthetic.steps import DFlashDraft, EagleDraft, SyntheticDraftConfig
+from portable_spec_harness.synthetic.proposer import SyntheticProposer
+from portable_spec_harness.synthetic.steps import DFlashDraft, EagleDraft, SyntheticDraftConfig
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms.cpu import CpuPlatform
+from portable_spec.ports.cpu_port import CpuPort
 
 TINY = SyntheticDraftConfig(hidden=64, vocab=300, layers=1, head_dim=16, num_heads=4, num_kv_heads=2,
                             max_model_len=96, dtype=torch.float32)
@@ -115,7 +115,7 @@ def test_gumbel_hash_is_a_32_bit_mix():
 def eagle_runner(k=3, seqs=8, sizes=None, probabilistic=False):
     model = EagleDraft(TINY, num_spec=k, max_reqs=seqs, device="cpu", probabilistic=probabilistic, backend="torch")
     plan = plan_capture_sizes("eagle", k, seqs, user_sizes=sizes)
-    return SyntheticProposer(CpuPlatform(), DraftDispatcher.from_plan(plan), model)
+    return SyntheticProposer(CpuPort(), DraftDispatcher.from_plan(plan), model)
 
 
 def test_cpu_platform_runs_every_key_eagerly_with_one_warning():
@@ -161,7 +161,7 @@ def test_padding_is_inert_greedy_tokens_equal_an_unpadded_run():
     k, seqs = 3, 8
     padded = eagle_runner(k, seqs)                       # first-step sizes 4, 8, 16, ...: 3 requests run as 4
     twin = EagleDraft(TINY, num_spec=k, max_reqs=seqs, device="cpu", backend="torch")   # same seed, same weights
-    exact = SyntheticProposer(CpuPlatform(), dispatcher_from_steps(StepPlan(4, (12,), "FULL"),
+    exact = SyntheticProposer(CpuPort(), dispatcher_from_steps(StepPlan(4, (12,), "FULL"),
                                                                   StepPlan(1, (3,), "FULL"), seqs), twin)
     comp = padded.model.random_composition(3, torch.Generator().manual_seed(2))
     got = []
@@ -177,7 +177,7 @@ def test_padding_is_inert_greedy_tokens_equal_an_unpadded_run():
 
 def test_dflash_context_kv_is_written_outside_the_step_and_changes_the_drafts():
     model = DFlashDraft(TINY, num_spec=4, max_reqs=4, device="cpu", backend="torch")
-    runner = SyntheticProposer(CpuPlatform(), DraftDispatcher.from_plan(plan_capture_sizes("dflash", 4, 4)), model)
+    runner = SyntheticProposer(CpuPort(), DraftDispatcher.from_plan(plan_capture_sizes("dflash", 4, 4)), model)
     comp = model.random_composition(2, torch.Generator().manual_seed(3), min_context=20, max_context=20,
                                     fresh_context=20)
     runner.propose(comp.inputs, 2)
@@ -197,9 +197,9 @@ def test_bad_inputs_and_mismatched_plans_raise_one_line_errors():
         runner.prepare({"tok": torch.zeros(3, 5, dtype=torch.int32)}, keys, 2, 6)
     model = EagleDraft(TINY, num_spec=2, max_reqs=8, device="cpu", backend="torch")
     with pytest.raises(PortableSpecError, match="plan with the same num_spec"):
-        SyntheticProposer(CpuPlatform(), DraftDispatcher.from_plan(plan_capture_sizes("eagle", 3, 8)), model)
+        SyntheticProposer(CpuPort(), DraftDispatcher.from_plan(plan_capture_sizes("eagle", 3, 8)), model)
     with pytest.raises(PortableSpecError, match="max_reqs >= max_num_seqs"):
-        SyntheticProposer(CpuPlatform(), DraftDispatcher.from_plan(plan_capture_sizes("eagle", 2, 16)), model)
+        SyntheticProposer(CpuPort(), DraftDispatcher.from_plan(plan_capture_sizes("eagle", 2, 16)), model)
     with pytest.raises(PortableSpecError, match="no chain steps"):
         model2 = DFlashDraft(TINY, num_spec=2, max_reqs=8, device="cpu", backend="torch")
         model2.query_len(CHAIN)

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from portable_spec import envs
-from portable_spec.harness.e2e import exactness
-from portable_spec.harness.e2e.draft_steps import steps_by_prompt
-from portable_spec.harness.e2e.v1_checks import bug_outcome, judge, mean_acceptance
-from portable_spec.vllm_adapter.harness_door import bug_injection, draft_recorder
+from portable_spec_harness.e2e import exactness
+from portable_spec_harness.e2e.draft_steps import steps_by_prompt
+from portable_spec_harness.e2e.v1_checks import bug_outcome, judge, mean_acceptance
+from portable_spec_harness.vllm_door import bug_injection, draft_recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -208,7 +208,7 @@ def test_the_child_records_drafts_around_every_seed_and_always_stops():
                 return [[{"step": 0, "req_id": "0-x", "position": 3, "drafts": [1]}]]
             return ["Runner"]
 
-    from portable_spec.harness.e2e.draft_steps import recorded_runs
+    from portable_spec_harness.e2e.draft_steps import recorded_runs
 
     runs, summary = recorded_runs(Engine(), [0], lambda seed: {"seed": seed, "request_ids": ["0"]})
     assert calls == ["start_recording", "take_recorded", "stop_recording"]
@@ -340,14 +340,14 @@ def test_each_bug_swaps_only_its_hook_point_and_restores_it(name):
 
 
 def test_an_exported_bug_reaches_no_child_unless_the_driver_sets_it(monkeypatch):
-    from portable_spec.harness.e2e.parent import variant_env
+    from portable_spec_harness.e2e.parent import variant_env
 
     monkeypatch.setenv(envs.INJECT_BUG_ENV, "wrong_slot")
     assert all(envs.INJECT_BUG_ENV not in variant_env(v) for v in ("nospec", "eager_drafter", "full_drafter"))
 
 
 def test_the_child_refuses_a_bug_where_the_worker_is_another_process(monkeypatch):
-    from portable_spec.harness.e2e import child
+    from portable_spec_harness.e2e import child
 
     monkeypatch.setenv(envs.INJECT_BUG_ENV, "wrong_slot")
     with pytest.raises(SystemExit, match="TP=1 only"):
@@ -521,7 +521,7 @@ def test_designed_acceptance_allows_only_the_windows_a_requests_end_cuts():
 def test_a_context_pair_is_judged_against_its_construction():
     """Greedy runs of a context pair: the no-speculation run must give the designed output and the drafters the
     designed acceptance; a run that drifts from either fails even where the two runs agree with each other."""
-    from portable_spec.harness.e2e.v1_checks import judge
+    from portable_spec_harness.e2e.v1_checks import judge
 
     design = {"outputs": {0: [[7, 8]]}, "acceptance": [1.0, 1.0, 0.0]}
     base = {"seed": 0, "use_v2_model_runner": False, "outputs": [[7, 8]], "acceptance_counts": counts(4, [4, 3, 0])}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec.harness.e2e.bench import plot, summarize
-from portable_spec.harness.e2e.child import acceptance_counts, acceptance_per_position
-from portable_spec.harness.e2e.configs import VARIANTS
+from portable_spec_harness.e2e.bench import plot, summarize
+from portable_spec_harness.e2e.child import acceptance_counts, acceptance_per_position
+from portable_spec_harness.e2e.configs import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,8 +233,8 @@ def test_one_boot_with_several_seeds_becomes_one_row_per_seed():
 
 
 def test_seeds_change_the_prompts_and_stay_in_the_vocabulary():
-    from portable_spec.harness.e2e.child import PROMPTS, prompts_for_seed
-    from portable_spec.harness.model_zoo import VOCAB
+    from portable_spec_harness.e2e.child import PROMPTS, prompts_for_seed
+    from portable_spec_harness.model_zoo import VOCAB
 
     assert prompts_for_seed(0) == PROMPTS
     assert prompts_for_seed(1) != prompts_for_seed(2) and prompts_for_seed(1) == prompts_for_seed(1)
@@ -274,14 +274,14 @@ def test_bench_summary_reports_median_and_best_ratios_for_each_of_our_variants()
 
 
 def test_profile_scopes_are_told_apart_from_kernels():
-    from portable_spec.harness.e2e.child import is_scope
+    from portable_spec_harness.e2e.child import is_scope
 
     assert is_scope("gpu_model_runner: draft") and is_scope("llm_engine step: get_output")
     assert not is_scope("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") and not is_scope("aten::copy_")
 
 
 def test_a_variant_gets_only_its_own_switches_whatever_the_caller_exported(monkeypatch):
-    from portable_spec.harness.e2e.parent import variant_env
+    from portable_spec_harness.e2e.parent import variant_env
 
     monkeypatch.setenv("PORTABLE_SPEC_DRAFT_CHAIN", "forward")
     monkeypatch.setenv("VLLM_PLATFORM", "musa")
@@ -295,7 +295,7 @@ def test_a_variant_gets_only_its_own_switches_whatever_the_caller_exported(monke
 def test_bench_e2e_text_report_lists_every_ratio(tmp_path):
     import json
 
-    from portable_spec.commands.bench import render_e2e
+    from portable_spec_harness.bench_cli import render_e2e
 
     report = json.loads((ROOT / "bench/results/2026-11-22-h100-session2/bench_e2e.json").read_text())
     text = render_e2e(report)
@@ -318,7 +318,7 @@ def test_the_capture_log_line_is_the_one_the_e2e_check_looks_for():
 
 
 def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
-    from portable_spec.harness.e2e.parent import log_excerpt
+    from portable_spec_harness.e2e.parent import log_excerpt
 
     log = tmp_path / "engine.log"
     noise = [f"INFO Using cache directory: /tmp/portable_spec_vllm_cache/{i}" for i in range(60)]
@@ -333,11 +333,11 @@ def test_log_excerpt_keeps_our_lines_and_skips_path_mentions(tmp_path):
 def test_log_excerpt_keeps_head_and_tail_of_a_long_line(tmp_path):
     """The musa-sim budget line names the worker and class first and runs past 600 characters: a tail-only cut lost
     'MusaWorker on' on the H100 (session 6), so the check failed on a log that had the line."""
-    from portable_spec.harness.e2e.parent import log_excerpt
-    from portable_spec.harness.e2e.musa_sim_checks import log_checks
+    from portable_spec_harness.e2e.parent import log_excerpt
+    from portable_spec_harness.e2e.musa_sim_checks import log_checks
 
     head = ("INFO 11-24 12:56:12 [musa_worker.py:70] portable_spec[musa-sim]: MusaWorker on "
-            "portable_spec.harness.musa_sim_platform.MusaSimPlatform, live-graph limit 8 (")
+            "portable_spec_harness.musa_sim_platform.MusaSimPlatform, live-graph limit 8 (")
     line = head + "dropped the largest capture sizes; " * 30 + "now 8 live graphs)"
     log = tmp_path / "engine.log"
     log.write_text(line + "\n")
@@ -351,7 +351,7 @@ def test_worker_facts_name_the_worker_inside_vllms_wrapper():
     """collective_rpc hands our function vLLM's WorkerWrapperBase; the fact must name the worker it wraps."""
     from vllm.v1.worker.worker_base import WorkerWrapperBase
 
-    from portable_spec.harness.e2e.facts import wrapped_worker
+    from portable_spec_harness.e2e.facts import wrapped_worker
 
     class MusaWorker:  # the class a platform chose (a stand-in: building a real worker needs a device)
         pass
@@ -365,7 +365,7 @@ def test_worker_facts_name_the_worker_inside_vllms_wrapper():
 def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_default(tmp_path):
     """Every compilation counts (the child turns on vLLM's verbose monitor, so a second specialization of a kernel
     is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported."""
-    from portable_spec.harness.e2e.parent import jit_events
+    from portable_spec_harness.e2e.parent import jit_events
 
     log = tmp_path / "engine.log"
     log.write_text(
@@ -406,8 +406,8 @@ def test_child_turns_on_vllms_verbose_jit_monitor_and_vllm_accepts_every_kwarg(v
 
     from vllm.engine.arg_utils import EngineArgs
 
-    from portable_spec.harness.e2e.child import engine_kwargs, parse_args
-    from portable_spec.harness.model_zoo import build_pair
+    from portable_spec_harness.e2e.child import engine_kwargs, parse_args
+    from portable_spec_harness.model_zoo import build_pair
 
     pair = build_pair("llama_eagle", tmp_path, variant="perfect")
     kwargs = engine_kwargs(parse_args(["--variant", "full_drafter", "--target", pair["target"], "--draft",
@@ -425,7 +425,7 @@ def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
     so in its report."""
     import types
 
-    from portable_spec.harness.e2e.child import profile_decode
+    from portable_spec_harness.e2e.child import profile_decode
 
     seen = []
 
@@ -446,7 +446,7 @@ def test_paired_passes_decide_a_bound_only_when_their_interval_clears_it():
     """Per-pass ratios of interleaved passes: a clear regression fails the 0.98 bound, equal engines with tight
     passes hold it, the same engines at +-30% noise are undecided (with an estimate of the passes it would take),
     and no passes decide nothing."""
-    from portable_spec.harness.e2e.paired import paired_cell
+    from portable_spec_harness.e2e.paired import paired_cell
 
     def cell(walls):
         return {"output_tokens": 512, "wall_s_all": walls}

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from portable_spec.draft.dispatcher import CHAIN_FUSED, FIRST_FUSED
-from portable_spec.harness import model_zoo as zoo
+from portable_spec_harness import model_zoo as zoo
 from portable_spec.vllm_adapter.spec_decode import draft_sample
 from portable_spec.vllm_adapter.spec_decode.draft_sample import GATHER, VLLM, greedy_draft_tokens
 from test_v1_drafter_logic import (  # noqa: F401 (vllm_kernels: a fixture, requested by name)
@@ -310,10 +310,10 @@ def test_the_per_step_comparison_catches_a_wrong_map_in_ours(d2t_capturing, muta
 
 
 def test_the_injected_d2t_bug_fires_on_our_path_and_the_comparison_catches_it(d2t_capturing):
-    """``d2t_unmapped`` (``harness_door.bug_injection``, what the GPU matrix's ``bug_d2t_unmapped_eagle3_d2t`` part
+    """``d2t_unmapped`` (``vllm_door.bug_injection``, what the GPU matrix's ``bug_d2t_unmapped_eagle3_d2t`` part
     runs): it fires in our fused graphs only and changes the drafts; the e2e check names agree with the driver's."""
-    from portable_spec.harness.e2e.v1_checks import DRAFT_SAMPLES
-    from portable_spec.vllm_adapter.harness_door import bug_injection
+    from portable_spec_harness.e2e.v1_checks import DRAFT_SAMPLES
+    from portable_spec_harness.vllm_door import bug_injection
 
     assert set(DRAFT_SAMPLES) == {GATHER, VLLM}
     capturing, model = d2t_capturing
@@ -330,7 +330,7 @@ def test_the_d2t_bug_baked_into_graphs_at_capture_fires_when_they_replay(d2t_cap
     """On a device the wrapper runs once, while a fused graph is recorded, and never at replay: the injection marks
     the kinds captured with it, and only their replays after boot count as fires (the e2e child's
     ``injected_bug_fired``; the H100 run of ``bug_d2t_unmapped_eagle3_d2t`` reported it unfired)."""
-    from portable_spec.vllm_adapter.harness_door import bug_injection
+    from portable_spec_harness.vllm_door import bug_injection
 
     capturing, model = d2t_capturing
     proposer = capturing[0]

@@ -8,8 +8,8 @@ import gc
 
 import pytest
 
-from portable_spec.harness.e2e.child import bench_summary, parse_args
-from portable_spec.harness.e2e.gc_pauses import CollectionClock, settle_heap
+from portable_spec_harness.e2e.child import bench_summary, parse_args
+from portable_spec_harness.e2e.gc_pauses import CollectionClock, settle_heap
 
 
 @pytest.fixture

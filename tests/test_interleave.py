@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import textwrap
 
-from portable_spec.harness.e2e.child import bench_summary
-from portable_spec.harness.e2e.interleave import ServedEngine, measure_interleaved, rotation
+from portable_spec_harness.e2e.child import bench_summary
+from portable_spec_harness.e2e.interleave import ServedEngine, measure_interleaved, rotation
 
 STAND_IN = textwrap.dedent('''
     import json, os, sys, time

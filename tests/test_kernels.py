@@ -134,7 +134,7 @@ except Exception as exc:
     print(json.dumps({"skip": f"Triton's CUDA backend does not load here: {exc}"}))
     raise SystemExit(0)
 import vllm.platforms
-from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
+from portable_spec_harness.vllm_door.cpu_graph_platform import CpuGraphTestPlatform
 vllm.platforms._current_platform = CpuGraphTestPlatform()
 import vllm.triton_utils.importing as importing
 importing.HAS_TRITON = True  # vLLM disables Triton without a GPU driver; only the frontend runs here
@@ -193,7 +193,7 @@ import importlib, json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
 import vllm.platforms
-from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
+from portable_spec_harness.vllm_door.cpu_graph_platform import CpuGraphTestPlatform
 vllm.platforms._current_platform = CpuGraphTestPlatform()
 import vllm.triton_utils.importing as importing
 importing.HAS_TRITON = True  # vLLM disables Triton without a GPU driver; the interpreter runs it on CPU

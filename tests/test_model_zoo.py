@@ -1,4 +1,4 @@
-"""The generated model zoo (portable_spec/harness/model_zoo.py) and the GPU boot script's CPU-side plumbing.
+"""The generated model zoo (harness/portable_spec_harness/model_zoo.py) and the GPU boot script's CPU-side plumbing.
 
 * targets really produce the f-chain (HF transformers, fp32, CPU), with one-hot logits;
 * each draft, run by a plain-torch mirror of vLLM 0.26.0's draft forward on the saved weights, predicts what the
@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 from safetensors.torch import load_file  # noqa: E402
 
 from portable_spec.errors import PortableSpecError  # noqa: E402
-from portable_spec.harness import model_zoo as zoo  # noqa: E402
+from portable_spec_harness import model_zoo as zoo  # noqa: E402
 
 PROMPTS = ["The quick brown fox", "Hello, my name is", "qua brest 42.", "z"]
 F_CHAIN_PAIRS = {name: spec for name, spec in zoo.PAIRS.items() if name not in zoo.CONTEXT_PAIRS}
@@ -142,7 +142,7 @@ def eagle3_forward(draft_w, target_w, token_ids, hidden):
 def dflash_forward(draft_w, target_w, aux, bonus, k):
     """vLLM DFlashQwen3 (``context_zoo.reference.dflash_forward``): context K/V from fc(aux), the query block
     [bonus, mask * k] at the next positions, non-causal attention. Returns logits at the k mask slots."""
-    from portable_spec.harness.context_zoo import reference
+    from portable_spec_harness.context_zoo import reference
 
     return reference.dflash_forward(draft_w, target_w, aux, torch.arange(aux.shape[0]), bonus, k, zoo.MASK_ID,
                                     theta=zoo.DFLASH_ROPE_THETA)

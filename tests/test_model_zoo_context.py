@@ -1,4 +1,4 @@
-"""The zoo's pairs that see context (portable_spec/harness/context_zoo, registered in model_zoo).
+"""The zoo's pairs that see context (harness/portable_spec_harness/context_zoo, registered in model_zoo).
 
 * the greedy rule, its tables and the prompt set (> 16 KV blocks, shared prefixes, one ending at max_model_len);
 * the RoPE position profiles have the gaps the docstrings state;
@@ -25,11 +25,11 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.torch import load_file  # noqa: E402
 
-from portable_spec.harness import model_zoo as zoo  # noqa: E402
-from portable_spec.harness.context_zoo import function as F  # noqa: E402
-from portable_spec.harness.context_zoo import reference as R  # noqa: E402
-from portable_spec.harness.context_zoo import rope_profile  # noqa: E402
-from portable_spec.harness.context_zoo.models import DFLASH_TARGET_LAYERS, EAGLE3_AUX_LAYERS  # noqa: E402
+from portable_spec_harness import model_zoo as zoo  # noqa: E402
+from portable_spec_harness.context_zoo import function as F  # noqa: E402
+from portable_spec_harness.context_zoo import reference as R  # noqa: E402
+from portable_spec_harness.context_zoo import rope_profile  # noqa: E402
+from portable_spec_harness.context_zoo.models import DFLASH_TARGET_LAYERS, EAGLE3_AUX_LAYERS  # noqa: E402
 
 FN = F.context_function(0)
 PROMPTS = {p["name"]: p for p in F.context_prompts(0)}

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from portable_spec.harness.e2e.bench import summarize
-from portable_spec.harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2, VARIANTS
-from portable_spec.harness.e2e.mrv2_checks import judge
-from portable_spec.harness.e2e.mrv2_parts import PARTS, Mrv2Part
-from portable_spec.harness.e2e.parent import variant_env
+from portable_spec_harness.e2e.bench import summarize
+from portable_spec_harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2, VARIANTS
+from portable_spec_harness.e2e.mrv2_checks import judge
+from portable_spec_harness.e2e.mrv2_parts import PARTS, Mrv2Part
+from portable_spec_harness.e2e.parent import variant_env
 from portable_spec.vllm_adapter.platform.mrv2_sizes import LEFT_TO_MRV2
 from test_e2e_harness import load_script
 
@@ -233,7 +233,7 @@ def test_the_bench_reports_ours_platform_mrv2_over_builtin_mrv2(tmp_path):
     assert summary["ours_platform_mrv2_over_builtin_mrv2_best"] == {1: 0.99, 4: 0.99, 16: 0.99, 64: 0.99}
     assert not any(k.startswith("full_drafter") for k in summary)
     pytest.importorskip("matplotlib")
-    from portable_spec.harness.e2e.bench import plot
+    from portable_spec_harness.e2e.bench import plot
 
     plot({"results": rows_, "pair": "llama_eagle", "model_variant": "attention", "k": 3, "device": "cpu",
           "vllm": "0.26.0"}, tmp_path / "b.png")
@@ -247,8 +247,8 @@ def test_runner_kind_and_managers_are_read_from_vllms_own_classes(vllm_platform,
     from vllm.v1.worker.gpu.model_runner import GPUModelRunner as Mrv2Runner
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner as V1Runner
 
-    import portable_spec.platforms.current as current
-    from portable_spec.vllm_adapter.harness_door.mrv2_graphs import graph_managers, mrv2_graph_facts, runner_kind
+    import portable_spec.ports.current as current
+    from portable_spec_harness.vllm_door.mrv2_graphs import graph_managers, mrv2_graph_facts, runner_kind
     from recording_device import RecordingDevice, RecordingPort
 
     device = RecordingDevice()
@@ -293,7 +293,7 @@ def test_torchada_aliasing_puts_mrv2s_own_captures_through_the_simulation_and_it
     import vllm.v1.worker.gpu.cudagraph_utils as cudagraph_utils
     from vllm.config.compilation import CUDAGraphMode
 
-    from portable_spec.harness.musa_sim import MusaSimError, SimulatedMusa, alias_torch_cuda_graphs
+    from portable_spec_harness.musa_sim import MusaSimError, SimulatedMusa, alias_torch_cuda_graphs
     from recording_device import RecordingDevice
 
     monkeypatch.setattr(cudagraph_utils, "graph_capture", lambda device: contextlib.nullcontext())

@@ -10,13 +10,13 @@ import os
 import pytest
 
 from portable_spec.capture_sizes import plan_capture_sizes
-from portable_spec.harness.e2e.child import variant_engine_args
-from portable_spec.harness.e2e.configs import MUSA_SIM_BUDGET_CAP, VARIANTS
-from portable_spec.harness.e2e.facts import backend_names, simulation_facts
-from portable_spec.harness.e2e.musa_sim_checks import musa_substitutes, part_checks
-from portable_spec.harness.e2e.musa_sim_parts import PARTS, MusaSimPart
-from portable_spec.harness.e2e.parent import variant_env
-from portable_spec.harness.musa_sim_plugin import DIST_INFO, PLATFORM_QUALNAME
+from portable_spec_harness.e2e.child import variant_engine_args
+from portable_spec_harness.e2e.configs import MUSA_SIM_BUDGET_CAP, VARIANTS
+from portable_spec_harness.e2e.facts import backend_names, simulation_facts
+from portable_spec_harness.e2e.musa_sim_checks import musa_substitutes, part_checks
+from portable_spec_harness.e2e.musa_sim_parts import PARTS, MusaSimPart
+from portable_spec_harness.e2e.parent import variant_env
+from portable_spec_harness.musa_sim_plugin import DIST_INFO, PLATFORM_QUALNAME
 
 K3 = [1.0, 1.0, 1.0]
 
@@ -75,7 +75,7 @@ def test_the_mrv2_parts_run_mrv2_on_the_musa_path_and_their_budget_agrees_with_t
     """The MRV2 budget part's cap keeps exactly the sizes the MRV2 count keeps for vLLM's 11 default sizes."""
     from portable_spec.capture_sizes.mrv2 import mrv2_budget
     from portable_spec.capture_sizes.vllm_rules import vllm_default_ladder, vllm_default_max_capture_size
-    from portable_spec.harness.e2e.configs import MUSA_SIM_MRV2_BUDGET_CAP
+    from portable_spec_harness.e2e.configs import MUSA_SIM_MRV2_BUDGET_CAP
 
     mrv2 = {name: part for name, part in PARTS.items() if part.mrv2}
     assert set(mrv2) == {"musa_sim_mrv2_eagle", "musa_sim_mrv2_dflash", "musa_sim_mrv2_budget"}

@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from portable_spec.harness import musa_sim_plugin
-from portable_spec.harness.musa_sim import SimulatedMusa
-from portable_spec.platforms.musa import MusaPlatform
-from portable_spec.platforms import current as mixin
-from portable_spec.vllm_adapter.plugin import platform_probe
+from portable_spec_harness import musa_sim_plugin
+from portable_spec_harness.musa_sim import SimulatedMusa
+from portable_spec.ports.musa_port import MusaPort
+from portable_spec.ports import current as mixin
+from portable_spec.vllm_adapter.plugin import platform_plugin
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
-SIM_QUALNAME = "portable_spec.harness.musa_sim_platform.MusaSimPlatform"
-SWITCHES = ("VLLM_PLATFORM", platform_probe.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH",
+SIM_QUALNAME = "portable_spec_harness.musa_sim_platform.MusaSimPlatform"
+SWITCHES = ("VLLM_PLATFORM", platform_plugin.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH",
             "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS")
 
-pytestmark = pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+pytestmark = pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
 
 
 def run_python(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
@@ -52,11 +52,11 @@ def sim_env(tmp_path):
 def test_the_plugin_is_a_dist_info_that_only_the_harness_puts_on_the_path(tmp_path):
     root = musa_sim_plugin.write_plugin(tmp_path)
     entry = (root / musa_sim_plugin.DIST_INFO / "entry_points.txt").read_text()
-    assert entry == "[vllm.platform_plugins]\nportable_spec_musa_sim = portable_spec.harness.musa_sim_plugin:probe\n"
+    assert entry == "[vllm.platform_plugins]\nportable_spec_musa_sim = portable_spec_harness.musa_sim_plugin:probe\n"
     assert musa_sim_plugin.write_plugin(tmp_path) == root  # idempotent
     env = musa_sim_plugin.plugin_env(tmp_path, environ={"PYTHONPATH": f"/tmp/site{os.pathsep}{root}"})
     assert env["PYTHONPATH"] == os.pathsep.join([str(root), "/tmp/site"])  # first, once; the caller's path kept
-    assert (env["VLLM_PLATFORM"], env[platform_probe.SIM_DEVICE_ENV]) == ("musa", "musa")
+    assert (env["VLLM_PLATFORM"], env[platform_plugin.SIM_DEVICE_ENV]) == ("musa", "musa")
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert "musa_sim" not in pyproject  # never installed by pip: a plain `vllm serve` cannot load it
 
@@ -64,10 +64,10 @@ def test_the_plugin_is_a_dist_info_that_only_the_harness_puts_on_the_path(tmp_pa
 @pytest.mark.parametrize("platform,sim,answers", [("musa", "musa", True), ("musa", None, False),
                                                   ("cuda", "musa", False), (None, "musa", False)])
 def test_exactly_one_probe_answers(monkeypatch, platform, sim, answers):
-    for name, value in (("VLLM_PLATFORM", platform), (platform_probe.SIM_DEVICE_ENV, sim)):
+    for name, value in (("VLLM_PLATFORM", platform), (platform_plugin.SIM_DEVICE_ENV, sim)):
         monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
-    monkeypatch.setattr(platform_probe, "sim_plugin_installed", lambda name: True)
-    ours, simulation = platform_probe.probe(), musa_sim_plugin.probe()
+    monkeypatch.setattr(platform_plugin, "sim_plugin_installed", lambda name: True)
+    ours, simulation = platform_plugin.platform_qualname(), musa_sim_plugin.probe()
     assert simulation == (SIM_QUALNAME if answers else None)
     if answers:
         assert ours is None  # vLLM refuses two out-of-tree plugins that answer at once
@@ -77,10 +77,10 @@ def test_exactly_one_probe_answers(monkeypatch, platform, sim, answers):
 
 def test_a_simulation_without_its_plugin_fails_in_one_line_instead_of_running_cuda(monkeypatch):
     monkeypatch.setenv("VLLM_PLATFORM", "musa")
-    monkeypatch.setenv(platform_probe.SIM_DEVICE_ENV, "musa")
-    monkeypatch.setattr(platform_probe, "sim_plugin_installed", lambda name: False)
-    assert platform_probe.probe() == platform_probe.ERROR_QUALNAME
-    problem = platform_probe.selection_problem("musa")
+    monkeypatch.setenv(platform_plugin.SIM_DEVICE_ENV, "musa")
+    monkeypatch.setattr(platform_plugin, "sim_plugin_installed", lambda name: False)
+    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
+    problem = platform_plugin.selection_problem("musa")
     assert "portable_spec_musa_sim" in problem and "unset PORTABLE_SPEC_SIM_DEVICE" in problem
 
 
@@ -97,7 +97,7 @@ def test_vllms_resolver_activates_the_simulation_plugin_alone(sim_env):
 
 def test_without_the_plugin_on_the_path_the_simulation_switch_fails_loudly():
     proc = run_python("import vllm.platforms; print(vllm.platforms.current_platform)",
-                      {"VLLM_PLATFORM": "musa", platform_probe.SIM_DEVICE_ENV: "musa"})
+                      {"VLLM_PLATFORM": "musa", platform_plugin.SIM_DEVICE_ENV: "musa"})
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("portable_spec.errors.PlatformError: PORTABLE_SPEC_SIM_DEVICE=musa asks for the musa-sim")
@@ -108,7 +108,7 @@ def test_an_ordinary_vllm_never_loads_the_harness():
         import sys
         from vllm.plugins import load_plugins_by_group, load_general_plugins
         load_plugins_by_group("vllm.platform_plugins"); load_general_plugins()
-        print("HARNESS", sorted(m for m in sys.modules if m.startswith("portable_spec.harness")))
+        print("HARNESS", sorted(m for m in sys.modules if m.startswith("portable_spec_harness")))
     """, {})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["HARNESS"] == "[]"
@@ -117,9 +117,9 @@ def test_an_ordinary_vllm_never_loads_the_harness():
 def test_the_simulation_probe_module_stays_light():
     proc = run_python("""
         import sys
-        import portable_spec.harness.musa_sim_plugin as plugin
+        import portable_spec_harness.musa_sim_plugin as plugin
         plugin.probe()
-        heavy = ("vllm", "torch", "portable_spec.harness.musa_sim_platform")
+        heavy = ("vllm", "torch", "portable_spec_harness.musa_sim_platform")
         print("HEAVY", sorted(m for m in heavy if m in sys.modules))
     """, {})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -132,7 +132,7 @@ IDENTITY = {"device_name": "cuda", "device_type": "cuda", "dispatch_key": "CUDA"
 
 
 def test_the_sim_class_changes_only_the_device_identity():
-    from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
     from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     own = {k for k in vars(MusaSimPlatform) if not k.startswith("__") or k == "__init__"}
@@ -148,8 +148,8 @@ def test_the_sim_class_changes_only_the_device_identity():
 
 def test_each_sim_process_gets_the_simulated_musa_port_once():
     proc = run_python("""
-        from portable_spec.harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.platforms.current import device_port
+        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+        from portable_spec.ports.current import device_port
         MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
         print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
               device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
@@ -167,8 +167,8 @@ def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_proces
 
     proc = run_python("""
         import torch
-        from portable_spec.harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.platforms.current import device_port
+        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+        from portable_spec.ports.current import device_port
         MusaSimPlatform(); MusaSimPlatform()
         sim = device_port("musa").device_module
         print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
@@ -185,7 +185,7 @@ def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
               (("qwen3", QWEN3), ("dflash", DFLASH))}
     proc = run_python(f"""
         import torch, vllm.platforms
-        from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
+        from portable_spec.logs import share_vllm_log_handlers
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.attention.selector import AttentionSelectorConfig
         cfg = EngineArgs(model={models['qwen3']!r}, skip_tokenizer_init=True, max_num_seqs=8, speculative_config={{
@@ -280,7 +280,7 @@ def musa_port():
         get_device_properties=lambda i: types.SimpleNamespace(multi_processor_count=56, total_memory=1 << 30),
         get_device_name=lambda i=None: "MTT S80", current_device=lambda: 0)
     sim = SimulatedMusa(backing=backing, capability=(2, 1))
-    mixin.install_device_port(MusaPlatform(device_module=sim, label="musa-sim"))
+    mixin.install_device_port(MusaPort(device_module=sim, label="musa-sim"))
     try:
         yield sim, seen
     finally:
@@ -303,7 +303,7 @@ def test_musa_class_start_up_methods_go_through_torch_musa(musa_port):
 
 
 def test_the_drafter_finds_our_port_by_port_name_not_device_name():
-    from portable_spec.platforms.current import port_name_of
+    from portable_spec.ports.current import port_name_of
 
     def platform(device_name, port_name=None):
         return types.SimpleNamespace(device_name=device_name, **({"port_name": port_name} if port_name else {}))
@@ -342,7 +342,7 @@ def test_simulated_musa_seeds_and_measures_through_its_backing():
     sim = SimulatedMusa(backing=backing)
     sim.manual_seed_all(11)
     assert seen == [11] and sim.call_counts()["manual_seed_all"] == 1
-    assert MusaPlatform(device_module=sim).memory_snapshot() == {"free": 3, "reserved": 5, "allocated": 4}
+    assert MusaPort(device_module=sim).memory_snapshot() == {"free": 3, "reserved": 5, "allocated": 4}
 
 
 def test_the_base_worker_binds_the_substitutes_of_its_platforms_port(vllm_platform, monkeypatch, caplog):
@@ -378,8 +378,8 @@ def test_the_sim_answers_is_cuda_alike_as_vllm_musa_only_for_the_mrv2_variants(s
 
     from vllm.utils import torch_utils
 
-    from portable_spec.harness.e2e.configs import MUSA_SIM, MUSA_SIM_MRV2
-    from portable_spec.harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec_harness.e2e.configs import MUSA_SIM, MUSA_SIM_MRV2
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
     from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
     if switch is None:

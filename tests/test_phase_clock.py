@@ -7,10 +7,10 @@ import inspect
 
 import pytest
 
-from portable_spec.harness.e2e.breakdown_report import clocks_of, render_clock_table
-from portable_spec.harness.e2e.phase_clock import PhaseClock
-from portable_spec.vllm_adapter.harness_door import profile_scopes
-from portable_spec.vllm_adapter.harness_door.profile_scopes import DRAFT_CHAIN, DRAFT_FIRST, OUTPUT, STEP, ScopeHook
+from portable_spec_harness.e2e.breakdown_report import clocks_of, render_clock_table
+from portable_spec_harness.e2e.phase_clock import PhaseClock
+from portable_spec_harness.vllm_door import profile_scopes
+from portable_spec_harness.vllm_door.profile_scopes import DRAFT_CHAIN, DRAFT_FIRST, OUTPUT, STEP, ScopeHook
 
 
 class Ticks:
@@ -157,7 +157,7 @@ def test_every_detail_hook_names_a_vllm_0_26_method_and_encloses_no_region_switc
 
 
 def test_the_report_lists_each_runners_detail_scopes():
-    from portable_spec.harness.e2e.breakdown_report import clock_section
+    from portable_spec_harness.e2e.breakdown_report import clock_section
 
     def row(variant: str, detail: str, seconds: float) -> dict:
         ticks = Ticks()

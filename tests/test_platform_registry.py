@@ -8,17 +8,17 @@ import pytest
 import torch
 
 from portable_spec.errors import PlatformError
-from portable_spec.platforms import (
-    DevicePlatform,
+from portable_spec.ports import (
+    DevicePort,
     detect_platform_name,
     platform_class,
     platform_names,
     requested_platform_name,
     select_platform,
 )
-from portable_spec.platforms.musa import MusaPlatform, musa_live_graph_limit
-from portable_spec.platforms.rocm import RocmPlatform, fp8_dtype_for_arch
-from portable_spec.harness.musa_sim import SimulatedMusa
+from portable_spec.ports.musa_port import MusaPort, musa_live_graph_limit
+from portable_spec.ports.rocm_port import RocmPort, fp8_dtype_for_arch
+from portable_spec_harness.musa_sim import SimulatedMusa
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -27,7 +27,7 @@ def test_all_four_platforms_registered_with_matching_names():
     assert platform_names() == ["cpu", "cuda", "musa", "rocm"]
     for name in platform_names():
         cls = platform_class(name)
-        assert issubclass(cls, DevicePlatform) and cls.name == name
+        assert issubclass(cls, DevicePort) and cls.name == name
 
 
 @pytest.mark.parametrize("name,device_type,backend,inference_mode", [
@@ -66,9 +66,9 @@ def test_unknown_cli_platform_names_its_source():
         select_platform("tpu", {})
 
 
-@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here")
+@pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here")
 def test_musa_without_torch_musa_says_it_is_required():
-    assert not MusaPlatform.is_active()
+    assert not MusaPort.is_active()
     with pytest.raises(PlatformError, match=r"^platform 'musa' requires torch_musa, which is not installed"):
         select_platform("musa", {})
 
@@ -81,10 +81,10 @@ def test_cuda_without_gpu_says_no_device_visible():
 
 def test_rocm_detected_from_hip_build_not_from_is_available(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", None, raising=False)
-    assert not RocmPlatform.is_active()
-    assert "requires a ROCm (HIP) build" in RocmPlatform.unavailable_reason()
+    assert not RocmPort.is_active()
+    assert "requires a ROCm (HIP) build" in RocmPort.unavailable_reason()
     monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
-    assert RocmPlatform.is_active()
+    assert RocmPort.is_active()
 
 
 def test_rocm_fp8_is_fnuz_only_on_gfx94x():
@@ -98,12 +98,12 @@ def test_musa_live_graph_limit_follows_torchada_cap(monkeypatch):
     assert musa_live_graph_limit() == 1900
     monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "1000")
     assert musa_live_graph_limit() == 1000
-    assert MusaPlatform.live_graph_limit == 1900  # class default, read at import without the override
+    assert MusaPort.live_graph_limit == 1900  # class default, read at import without the override
 
 
 def test_injected_device_module_bypasses_detection_and_is_labelled():
     sim = SimulatedMusa()
-    port = MusaPlatform(device_module=sim, label="musa-sim")
+    port = MusaPort(device_module=sim, label="musa-sim")
     assert port.injected and port.label == "musa-sim" and port.device_module is sim
     assert port.graph_class is sim.MUSAGraph
     with pytest.raises(TypeError, match="no keep_graph"):
@@ -113,22 +113,22 @@ def test_injected_device_module_bypasses_detection_and_is_labelled():
 def test_missing_device_function_fails_at_binding_not_later():
     incomplete = types.SimpleNamespace(__name__="torch.broken")
     with pytest.raises(PlatformError, match="lacks Stream"):
-        MusaPlatform(device_module=incomplete)
+        MusaPort(device_module=incomplete)
 
 
 def test_device_functions_are_declared_class_members_read_from_the_ports_module():
     """Declared on the class (a type checker sees them, as PyTorch's DeviceInterface members), each read from the
     instance's own device module, so an injected simulation serves the same declarations."""
-    from portable_spec.platforms.interface import DevicePlatform, DeviceFunction
+    from portable_spec.ports.interface import DevicePort, DeviceFunction
 
-    declared = {name for name, value in vars(DevicePlatform).items() if isinstance(value, DeviceFunction)}
+    declared = {name for name, value in vars(DevicePort).items() if isinstance(value, DeviceFunction)}
     assert {"_Stream", "_graph", "_graph_pool_handle", "_is_current_stream_capturing"} <= declared
-    assert set(DevicePlatform.device_functions()) == {vars(DevicePlatform)[n].attr for n in declared}
+    assert set(DevicePort.device_functions()) == {vars(DevicePort)[n].attr for n in declared}
     sim = SimulatedMusa()
-    port = MusaPlatform(device_module=sim, label="musa-sim")
+    port = MusaPort(device_module=sim, label="musa-sim")
     assert "_Stream" not in vars(port)  # nothing bound per instance
     assert port._is_current_stream_capturing == sim.is_current_stream_capturing
-    assert MusaPlatform._graph is vars(DevicePlatform)["_graph"]  # the class attribute is the declaration
+    assert MusaPort._graph is vars(DevicePort)["_graph"]  # the class attribute is the declaration
 
 
 
@@ -136,7 +136,7 @@ def test_graph_pool_is_one_object_per_device_across_callers():
     created = []
     module = SimulatedMusa(backing=types.SimpleNamespace(
         graph_pool_handle=lambda: created.append(object()) or created[-1], current_device=lambda: 0))
-    first, second = MusaPlatform(device_module=module), MusaPlatform(device_module=module)
+    first, second = MusaPort(device_module=module), MusaPort(device_module=module)
     assert first.graph_pool() is second.graph_pool() is first.graph_pool()
     assert len(created) == 1
     other_device = first.graph_pool(index=1)

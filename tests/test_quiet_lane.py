@@ -134,7 +134,7 @@ def test_collecting_tests_logs_no_platform_warning():
 def test_pytest_reading_a_platform_logs_the_warning():
     """Negative control: pytest's lookup on a vLLM platform (what it did to conftest's old global) logs it."""
     code = ("from _pytest.compat import safe_getattr\n"
-            "from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform\n"
+            "from portable_spec_harness.vllm_door.cpu_graph_platform import CpuGraphTestPlatform\n"
             "safe_getattr(CpuGraphTestPlatform(), '_mock_name', None)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert MOCK_WARNING in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""Real-shape pairs (portable_spec/harness/real_shapes), no vLLM: the pair list, the folders ``build_pair`` writes,
+"""Real-shape pairs (harness/portable_spec_harness/real_shapes), no vLLM: the pair list, the folders ``build_pair`` writes,
 the tokenizers (exact vocabulary, round trip, what ``vllm bench serve``'s random dataset needs), the designed token
 maps and acceptance, the construction's readouts at test scale (and that they catch a wrong construction), the RoPE
 profile, the memory plan and the CLI."""
@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
 from portable_spec.errors import PortableSpecError  # noqa: E402
-from portable_spec.harness.real_shapes import build as B  # noqa: E402
-from portable_spec.harness.real_shapes import design as D  # noqa: E402
-from portable_spec.harness.real_shapes import memory, shapes, tokenizer  # noqa: E402
-from portable_spec.harness.real_shapes import PAIR_NAMES, build_pair, serve_args  # noqa: E402
+from portable_spec_harness.real_shapes import build as B  # noqa: E402
+from portable_spec_harness.real_shapes import design as D  # noqa: E402
+from portable_spec_harness.real_shapes import memory, shapes, tokenizer  # noqa: E402
+from portable_spec_harness.real_shapes import PAIR_NAMES, build_pair, serve_args  # noqa: E402
 
 SMALL = {name: B.design_of(shapes.pair(name, "small")) for name in PAIR_NAMES}
 
@@ -204,7 +204,7 @@ def test_the_memory_plan_puts_both_targets_on_one_h100():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "portable_spec.harness.real_shapes", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "portable_spec_harness.real_shapes", *args], capture_output=True,
                           text=True, timeout=120)
 
 

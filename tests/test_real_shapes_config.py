@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("tokenizers")
 
-from portable_spec.harness.real_shapes import PAIR_NAMES, build_pair, plugin, serve_args  # noqa: E402
-from portable_spec.harness.real_shapes import shapes  # noqa: E402
+from portable_spec_harness.real_shapes import PAIR_NAMES, build_pair, plugin, serve_args  # noqa: E402
+from portable_spec_harness.real_shapes import shapes  # noqa: E402
 
 DRAFT_CLASS = {"eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM"}
 
@@ -66,7 +66,7 @@ def test_the_loader_is_found_through_vllms_registry_after_register():
     from vllm.config.load import LoadConfig
     from vllm.model_executor.model_loader import get_model_loader
 
-    from portable_spec.vllm_adapter.harness_door import designed_loader
+    from portable_spec_harness.vllm_door import designed_loader
 
     designed_loader.register()
     designed_loader.register()  # once per process, however often vLLM loads the plugin

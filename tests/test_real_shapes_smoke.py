@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from portable_spec.harness.real_shapes import design as D  # noqa: E402
-from portable_spec.harness.real_shapes import smoke  # noqa: E402
-from portable_spec.harness.real_shapes.build import load  # noqa: E402
+from portable_spec_harness.real_shapes import design as D  # noqa: E402
+from portable_spec_harness.real_shapes import smoke  # noqa: E402
+from portable_spec_harness.real_shapes.build import load  # noqa: E402
 
 
 class FakeServer:

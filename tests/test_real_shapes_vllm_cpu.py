@@ -26,9 +26,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("tokenizers")
 
-from portable_spec.harness.context_zoo import reference as R  # noqa: E402
-from portable_spec.harness.real_shapes import design as D  # noqa: E402
-from portable_spec.harness.real_shapes import plugin  # noqa: E402
+from portable_spec_harness.context_zoo import reference as R  # noqa: E402
+from portable_spec_harness.real_shapes import design as D  # noqa: E402
+from portable_spec_harness.real_shapes import plugin  # noqa: E402
 
 PAIRS = ("qwen3moe30b_eagle3", "llama8b_eagle", "llama8b_eagle3")  # MoE first: vLLM makes its EP group from the first config
 
@@ -150,7 +150,7 @@ def _inject(bug: str):
 
 def _held(model, role: str, design) -> dict:
     """What the loader's self-check reads from vLLM's parameters for ``role`` (one rank: whole tensors)."""
-    from portable_spec.vllm_adapter.harness_door.designed_loader import _loaded_tensors
+    from portable_spec_harness.vllm_door.designed_loader import _loaded_tensors
 
     return _loaded_tensors(dict(model.named_parameters()), role, design)
 
@@ -160,7 +160,7 @@ def _check_pair(name: str, root: Path, engine_config, bug: str) -> dict[str, boo
     from vllm.model_executor.model_loader import get_model
 
     from portable_spec.errors import PortableSpecError
-    from portable_spec.harness.real_shapes import build_pair, load, serve_args
+    from portable_spec_harness.real_shapes import build_pair, load, serve_args
 
     path = build_pair(name, "designed", root / name, scale="small")
     info = load(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from portable_spec.harness.model_zoo import build_pair
+from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.patch import version_gate
 from version_span import needs
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.harness.serve_bench import (client, combine, driver, memory, pairs, plan, probe, report, servers,
+from portable_spec_harness.serve_bench import (client, combine, driver, memory, pairs, plan, probe, report, servers,
                                                  stats)
-from portable_spec.harness.serve_bench.driver import Hooks, Settings
+from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
 from soak_fake_server import DeadServer, FakeVllm, fake_launcher, ticking_clock
 
@@ -235,7 +235,7 @@ def test_cells_and_ratios_from_runs_and_an_empty_cell_is_an_error_not_a_zero():
 
 # ------------------------------------------------------------------------------------------------ client
 def test_vllm_bench_serve_parses_the_client_arguments():
-    from portable_spec.vllm_adapter.harness_door.bench_client import parse
+    from portable_spec_harness.vllm_door.bench_client import parse
 
     run = client.ClientRun("127.0.0.1", 8123, "/m/target", "/m/tok", 256, 128, 64, 32, 7, 0.0, "/r", "x.json", "ours",
                            ("variant=ours", "round=0"))
@@ -366,7 +366,7 @@ def test_the_clock_probe_hooks_vllms_engine_step_and_restores_everything():
 def test_the_profile_probe_reads_a_real_torch_profile():
     import torch
 
-    from portable_spec.vllm_adapter.harness_door.profile_scopes import STEP
+    from portable_spec_harness.vllm_door.profile_scopes import STEP
 
     worker = Worker()
     assert probe.start(worker, "profile")["kind"] == "profile"
@@ -378,7 +378,7 @@ def test_the_profile_probe_reads_a_real_torch_profile():
 
 
 def test_the_served_clock_divides_by_busy_time_only():
-    from portable_spec.vllm_adapter.harness_door.profile_scopes import ENGINE_STEP, STEP
+    from portable_spec_harness.vllm_door.profile_scopes import ENGINE_STEP, STEP
 
     clock, now = ticking_clock()
     for _ in range(4):
@@ -469,9 +469,9 @@ def test_real_shapes_pairs_reach_the_servers_with_their_load_format_plugin_and_h
     the chosen head's draft folder (designed); dropping the load format is caught."""
     from dataclasses import replace
 
-    from portable_spec.harness import real_shapes
-    from portable_spec.harness.real_shapes import plugin
-    from portable_spec.harness.real_shapes.design import FORMAT
+    from portable_spec_harness import real_shapes
+    from portable_spec_harness.real_shapes import plugin
+    from portable_spec_harness.real_shapes.design import FORMAT
 
     dummy_dir = real_shapes.build_pair("llama8b_eagle3", "dummy", tmp_path / "dummy", scale="small")
     dummy = pairs.resolve(str(dummy_dir), None, 3, tmp_path)
@@ -502,8 +502,8 @@ def test_real_shapes_pairs_reach_the_servers_with_their_load_format_plugin_and_h
 
 
 def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
-    from portable_spec.harness import real_shapes
-    from portable_spec.harness.serve_bench import __main__ as cli
+    from portable_spec_harness import real_shapes
+    from portable_spec_harness.serve_bench import __main__ as cli
 
     folder = real_shapes.build_pair("llama8b_eagle3", "designed", tmp_path / "designed", scale="small")
     assert cli.main(["--pair", str(folder), "--head", "full", "--out", str(tmp_path / "o")]) == 2
@@ -537,7 +537,7 @@ def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(c
     (["--pair", "/no/such/dir_or_pair", "--out", "o"], "neither a prepared pair folder"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
-    cmd = [sys.executable, "-m", "portable_spec.harness.serve_bench", *argv]
+    cmd = [sys.executable, "-m", "portable_spec_harness.serve_bench", *argv]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120,
                           env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert done.returncode == 2, done.stderr
@@ -549,7 +549,7 @@ def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
 
 
 def test_the_cli_prints_one_json_object_and_exits_0_on_a_complete_report(tmp_path, monkeypatch, capsys):
-    from portable_spec.harness.serve_bench import __main__ as cli
+    from portable_spec_harness.serve_bench import __main__ as cli
 
     monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks())
     rc = cli.main(["--pair", "llama_eagle", "--work-dir", str(tmp_path / "zoo"), "--out", str(tmp_path / "o"),

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from portable_spec.harness.soak import __main__ as cli
-from portable_spec.harness.soak import budget, conditions, driver, workload
+from portable_spec_harness.soak import __main__ as cli
+from portable_spec_harness.soak import budget, conditions, driver, workload
 
 from soak_fake_server import DeadServer, Misbehave, fake_build, fake_launcher, fake_oracle
 

@@ -8,9 +8,9 @@ import copy
 
 import pytest
 
-from portable_spec.harness.soak import budget, conditions, judge, logscan, metrics, report, workload
-from portable_spec.harness.soak.loadgen import Choice, Outcome
-from portable_spec.harness.soak.metrics import GaugeTrace, parse
+from portable_spec_harness.soak import budget, conditions, judge, logscan, metrics, report, workload
+from portable_spec_harness.soak.loadgen import Choice, Outcome
+from portable_spec_harness.soak.metrics import GaugeTrace, parse
 
 from soak_fake_server import fake_detokenize, fake_greedy
 
@@ -278,8 +278,8 @@ def test_the_plan_has_every_class_in_bounds_and_is_seeded():
 def test_the_aims_hit_on_the_zoos_own_construction():
     """With the real context pair's rule and tokenizer: each eos request's greedy output reaches an EOS id after a
     few tokens, and each stop string is first completed mid-output."""
-    from portable_spec.harness.context_zoo import build
-    from portable_spec.harness.soak.driver import zoo_oracle
+    from portable_spec_harness.context_zoo import build
+    from portable_spec_harness.soak.driver import zoo_oracle
 
     greedy, detokenize = zoo_oracle({"expected": build.expected_block("eagle", 0, budget.K, 16.0), "seed": 0})
     plan = workload.build("llama_ctx_eagle", 0, 96, greedy, detokenize)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec.harness import vllm_serve
-from portable_spec.harness.soak import http, loadgen, metrics, servers, workload
+from portable_spec_harness import vllm_serve
+from portable_spec_harness.soak import http, loadgen, metrics, servers, workload
 
 from soak_fake_server import FakeVllm, Misbehave, fake_detokenize, fake_greedy
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec.harness import vllm_serve
-from portable_spec.harness.soak import budget, metrics, probe, servers, workload
+from portable_spec_harness import vllm_serve
+from portable_spec_harness.soak import budget, metrics, probe, servers, workload
 
 from soak_fake_server import fake_detokenize, fake_greedy
 
@@ -113,7 +113,7 @@ def test_every_request_body_is_a_valid_vllm_completion_request(vllm_platform):
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
     from vllm.sampling_params import StructuredOutputsParams
 
-    from portable_spec.harness.soak.loadgen import request_body
+    from portable_spec_harness.soak.loadgen import request_body
 
     seen = set()
     for r in plan().judged_requests():
@@ -287,7 +287,7 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
     from collections import Counter
     from types import SimpleNamespace
 
-    from portable_spec.harness.soak import judge
+    from portable_spec_harness.soak import judge
 
     graphs = SimpleNamespace(replays=Counter(first_fused=3, chain_fused=6), pointer_mismatches=0, eager_keys={})
     drafter = SimpleNamespace(graph_runner=graphs, capture_stats={"graphs": 9, "failed": {}},
@@ -336,7 +336,7 @@ def test_the_log_scan_reads_vllms_log_format():
     from vllm import logger as vllm_logger
     from vllm.logging_utils import NewLineFormatter
 
-    from portable_spec.harness.soak import logscan
+    from portable_spec_harness.soak import logscan
 
     source = inspect.getsource(vllm_logger)
     assert 'if envs.NO_COLOR or envs.VLLM_LOGGING_COLOR == "0":' in source and vllm_serve.PLAIN_LOG_ENV == {"NO_COLOR": "1"}
@@ -356,7 +356,7 @@ def test_error_lines_after_vllms_shutdown_are_the_stops_not_the_loads():
     """The soak stops its servers with SIGTERM (abort, timeout 0): the API server then logs the engine's exit as an
     ERROR (the H100 soak of 2026-11-25, after '[shutdown] API server: shutdown triggered'). Only lines before vLLM's
     first shutdown line count; an error before it still fails."""
-    from portable_spec.harness.soak import logscan
+    from portable_spec_harness.soak import logscan
 
     launcher = (VLLM / "entrypoints/launcher.py").read_text()
     assert "[shutdown] API server: shutdown triggered" in launcher and logscan.SHUTDOWN == "[shutdown]"

@@ -1,5 +1,5 @@
 """The bench's per-step breakdown (``harness/e2e/step_breakdown``) and the scopes we add for it
-(``vllm_adapter/harness_door/profile_scopes``): the phase map against vLLM 0.26.0's own scope strings and hooked methods, host
+(``harness/portable_spec_harness/vllm_door/profile_scopes``): the phase map against vLLM 0.26.0's own scope strings and hooked methods, host
 attribution under the real torch profiler (our real hook installer on stand-ins shaped like vLLM's runners), and
 device attribution on torch's own ``FunctionEvent`` tree."""
 
@@ -16,10 +16,10 @@ import torch
 from profile_events import cpu_event, device_event, trace
 from torch.autograd.profiler import record_function
 
-from portable_spec.harness.e2e import step_breakdown as sb
-from portable_spec.harness.e2e.step_attribution import breakdown
-from portable_spec.vllm_adapter.harness_door import profile_scopes as ours
-from portable_spec.vllm_adapter.harness_door.profile_scopes import HOOKS, ScopeHook, installed, resolve
+from portable_spec_harness.e2e import step_breakdown as sb
+from portable_spec_harness.e2e.step_attribution import breakdown
+from portable_spec_harness.vllm_door import profile_scopes as ours
+from portable_spec_harness.vllm_door.profile_scopes import HOOKS, ScopeHook, installed, resolve
 
 MS = 1e-3
 

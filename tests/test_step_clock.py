@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from portable_spec.harness.e2e.bench import summarize
-from portable_spec.harness.e2e.child import bench_summary
-from portable_spec.harness.e2e.step_clock import STEP_KEYS, StepClock, step_report
+from portable_spec_harness.e2e.bench import summarize
+from portable_spec_harness.e2e.child import bench_summary
+from portable_spec_harness.e2e.step_clock import STEP_KEYS, StepClock, step_report
 
 
 class Engine:

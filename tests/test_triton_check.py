@@ -18,7 +18,7 @@ import pytest
 from portable_spec.kernels.triton_check import ENV_VAR, PROXY
 from portable_spec.kernels.triton_check_render import render_markdown, render_text
 from portable_spec.kernels.triton_compile import first_error_line
-from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
+from portable_spec_harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
 from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS, kernel_cases
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
@@ -157,7 +157,7 @@ def test_the_product_table_names_no_harness_kernel_and_no_missing_file():
     """The serving path's table stands below the harness (the CLI adds the harness's rows); every row's
     ``launched_at`` that names one of our files names a file that exists (a stale path fails here)."""
     repo = os.path.join(os.path.dirname(__file__), "..")
-    assert KERNELS and all(not c.module.startswith("portable_spec.harness") for c in KERNELS)
+    assert KERNELS and all(not c.module.startswith("portable_spec_harness") for c in KERNELS)
     ours = [c for c in kernel_cases((SYNTHETIC_SOURCE,)) if c.launched_at.startswith("portable_spec/")]
     assert len(ours) >= len(SYNTHETIC_KERNELS)
     for case in ours:

@@ -19,8 +19,8 @@ import torch
 from portable_spec.capture_sizes import StepPlan
 from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher
 from portable_spec.draft.runner import CapturedStep, DraftGraphRunner
-from portable_spec.harness.model_zoo import build_pair
-from portable_spec.platforms.cpu import CpuPlatform
+from portable_spec_harness.model_zoo import build_pair
+from portable_spec.ports.cpu_port import CpuPort
 from portable_spec.vllm_adapter.spec_decode.proposer import (
     PADDING_SLOT, ForwardReplay, FullGraphDFlashProposer, FullGraphEagleProposer, input_pointers,
 )
@@ -82,7 +82,7 @@ def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch, variant="perfec
     proposer.graphs = ForwardReplay(EagerDraft(), proposer)
     kinds = (BLOCK,) if cls is FullGraphDFlashProposer else (FIRST, FIRST_FUSED, CHAIN, CHAIN_FUSED)
     # The one runner, on the CPU platform: no capture happens here, keys are marked captured by ``capture`` below.
-    proposer.graph_runner = DraftGraphRunner(CpuPlatform(), DraftDispatcher({k: STEPS[k] for k in kinds}, MAX_REQS),
+    proposer.graph_runner = DraftGraphRunner(CpuPort(), DraftDispatcher({k: STEPS[k] for k in kinds}, MAX_REQS),
                                              proposer)
     return proposer
 
@@ -633,7 +633,7 @@ def capturing_proposer(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernel
     """``capturing`` for the zoo's ``pair`` / ``variant``: (proposer, its draft attention builder, the device)."""
     import vllm.v1.spec_decode.llm_base_proposer as base
 
-    import portable_spec.platforms.current as mixin
+    import portable_spec.ports.current as mixin
     from recording_device import RecordingDevice, RecordingPort
 
     for name, kernel in vllm_kernels.items():

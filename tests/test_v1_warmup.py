@@ -21,8 +21,8 @@ import torch
 from portable_spec.capture_sizes import StepPlan
 from portable_spec.draft.dispatcher import FIRST, DraftDispatcher
 from portable_spec.draft.runner import DraftGraphRunner
-from portable_spec.harness.model_zoo import build_pair
-from portable_spec.platforms.cpu import CpuPlatform
+from portable_spec_harness.model_zoo import build_pair
+from portable_spec.ports.cpu_port import CpuPort
 from portable_spec.vllm_adapter.worker.warmup_plan import (
     BATCH_PARAMS, DFLASH_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, batch_agnostic_kernels, dflash_block,
     dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys,
@@ -248,7 +248,7 @@ def engines(tmp_path_factory):
 
 def recording_runner(engines, name="llama_eagle", num_blocks=4096, **kv):
     cfg, drafter = engines[name]
-    drafter.graph_runner = DraftGraphRunner(CpuPlatform(), DraftDispatcher({FIRST: StepPlan(4, (4, 8), "FULL")}, 64),
+    drafter.graph_runner = DraftGraphRunner(CpuPort(), DraftDispatcher({FIRST: StepPlan(4, (4, 8), "FULL")}, 64),
                                             drafter)
     for name_ in ("_first_pass_cad", "_first_pass_token_indices"):
         vars(drafter).pop(name_, None)

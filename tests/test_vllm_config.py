@@ -105,11 +105,11 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
         import torch
         torch.utils.rename_privateuse1_backend("musa")
         import vllm.platforms
-        from portable_spec.platforms.musa import MusaPlatform
-        from portable_spec.harness.musa_sim import SimulatedMusa
-        from portable_spec.platforms.current import install_device_port
+        from portable_spec.ports.musa_port import MusaPort
+        from portable_spec_harness.musa_sim import SimulatedMusa
+        from portable_spec.ports.current import install_device_port
         from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
-        install_device_port(MusaPlatform(device_module=SimulatedMusa(), label="musa-sim"))
+        install_device_port(MusaPort(device_module=SimulatedMusa(), label="musa-sim"))
         vllm.platforms._current_platform = PortableMusaPlatform()
         from vllm.engine.arg_utils import EngineArgs
         cfg = EngineArgs(model={models['qwen3']!r}, skip_tokenizer_init=True, max_num_seqs=8, speculative_config={{

@@ -14,11 +14,15 @@ import pytest
 import torch
 
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.patch.manifest import CENSUS
+from portable_spec.vllm_adapter.patch.manifest import CENSUS as PRODUCT_CENSUS
+from portable_spec_harness.vllm_door.census import HARNESS_CENSUS
 from portable_spec.vllm_adapter.patch.overrides import HookPointMissing, overridden
 from version_span import needs
 
 V1_DRAFTER = needs("v1_full_drafter")
+
+CENSUS = PRODUCT_CENSUS + HARNESS_CENSUS
+"""Every place we change vLLM: the product's census and the harness's (``vllm_door/census.py``)."""
 
 
 def params(fn) -> list[str]:
@@ -817,7 +821,8 @@ def test_every_override_in_our_code_is_in_the_census():
 
     listed = {target.rpartition(":")[2].rpartition(".")[2] for d in CENSUS for target in d.targets}
     calls = []
-    for path in (Path(__file__).resolve().parents[1] / "portable_spec").rglob("*.py"):
+    root = Path(__file__).resolve().parents[1]
+    for path in [*(root / "portable_spec").rglob("*.py"), *(root / "harness").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "overridden":
                 calls.append((path.name, node.args[1].value))
@@ -827,7 +832,7 @@ def test_every_override_in_our_code_is_in_the_census():
 
 @V1_DRAFTER
 def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
-    """``harness_door.draft_recorder`` wraps the one call of ``propose_draft_token_ids`` per step and stamps each row
+    """``vllm_door.draft_recorder`` wraps the one call of ``propose_draft_token_ids`` per step and stamps each row
     with the position its first draft goes to, from the runner's device ``num_computed_tokens`` (this step's,
     corrected for the previous step's rejections), the scheduler's per-request token and draft counts, and the
     sampled tokens (rejected ones are -1). Rows are matched to prompts by vLLM's request ids."""
@@ -838,7 +843,7 @@ def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
     from vllm.v1.sample import rejection_sampler
     from vllm.v1.worker.gpu_input_batch import InputBatch
 
-    from portable_spec.vllm_adapter.harness_door.draft_recorder import REJECTED
+    from portable_spec_harness.vllm_door.draft_recorder import REJECTED
 
     runner = module.GPUModelRunner
     assert inspect.getsource(module).count("self.propose_draft_token_ids(") == 1  # one call per step
@@ -866,12 +871,12 @@ def test_the_draft_recorder_reads_what_the_v1_runner_keeps_per_step():
 
 @V1_DRAFTER
 def test_the_injected_bugs_hook_where_the_drafter_calls():
-    """Each injected bug (``harness_door.bug_injection``) wraps a function our drafter calls by attribute or global
+    """Each injected bug (``vllm_door.bug_injection``) wraps a function our drafter calls by attribute or global
     name lookup at request time, so the wrapper is what runs: the slot copy of every first pass, the step kernel's
     metadata update of every chain step, our fused chain, our count hand-off."""
     from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
 
-    from portable_spec.vllm_adapter.harness_door.bug_injection import BUGS, resolve_owner
+    from portable_spec_harness.vllm_door.bug_injection import BUGS, resolve_owner
     from portable_spec.vllm_adapter.spec_decode import draft_prep, fused_chain
 
     for bug in BUGS.values():

@@ -26,7 +26,7 @@ import vllm_musa_standin
 from portable_spec import envs
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
 from portable_spec.vllm_adapter.platform import vllm_musa_stack as stack
-from portable_spec.vllm_adapter.plugin import platform_probe
+from portable_spec.vllm_adapter.plugin import platform_plugin
 
 pytestmark = pytest.mark.vllm_musa_contract
 LOGGER = "portable_spec.vllm_adapter"
@@ -250,16 +250,16 @@ def test_vllm_musa_contract_without_vllm_musa_the_standalone_class_says_so_once(
 def test_vllm_musa_contract_probe_answers_by_vllm_plugins(standin, monkeypatch, caplog):
     monkeypatch.setenv("VLLM_PLATFORM", "musa")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        assert platform_probe.probe() is None and platform_probe.probe() is None  # vLLM calls it twice
+        assert platform_plugin.platform_qualname() is None and platform_plugin.platform_qualname() is None  # vLLM calls it twice
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
     assert "vllm-musa 0.1.28 is installed" in caplog.records[0].getMessage()
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec,musa_custom_ops,some_other_plugin")
-    assert platform_probe.probe() == stack.COMPOSED_PLATFORM
+    assert platform_plugin.platform_qualname() == stack.COMPOSED_PLATFORM
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec,musa,musa_custom_ops")
-    assert platform_probe.probe() is None
+    assert platform_plugin.platform_qualname() is None
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec")
-    assert platform_probe.probe() == platform_probe.ERROR_QUALNAME
-    assert "musa_custom_ops" in platform_probe.selection_problem("musa")
+    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
+    assert "musa_custom_ops" in platform_plugin.selection_problem("musa")
 
 
 def test_vllm_musa_contract_the_general_plugin_stays_out_when_vllm_musa_serves_alone(standin, monkeypatch):
@@ -445,9 +445,9 @@ def test_vllm_musa_contract_probe_command_reports_the_stack_and_binds_only_what_
     """MUSA AVAILABILITY MONKEYPATCHED (as in test_probe_kernel_substitutions.py): the CPU port, renamed, stands in for
     the MUSA port; the stack section and the substitutes are what is tested."""
     from portable_spec.commands import probe as probe_cmd
-    from portable_spec.platforms.cpu import CpuPlatform
+    from portable_spec.ports.cpu_port import CpuPort
 
-    port = CpuPlatform(label="musa (availability monkeypatched: the CPU port stands in)")
+    port = CpuPort(label="musa (availability monkeypatched: the CPU port stands in)")
     port.name = "musa"
     monkeypatch.setattr(probe_cmd, "select_platform", lambda choice: port)
     monkeypatch.setenv("VLLM_PLUGINS", contract.VLLM_PLUGINS_VALUE)

@@ -12,12 +12,12 @@ import textwrap
 
 import pytest
 
-from portable_spec.platforms.musa import MusaPlatform
+from portable_spec.ports.musa_port import MusaPort
 from portable_spec.vllm_adapter.plugin import general_plugin
-from portable_spec.vllm_adapter.plugin import platform_probe
+from portable_spec.vllm_adapter.plugin import platform_plugin
 from portable_spec.vllm_adapter.patch.manifest import CENSUS
 
-PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_probe:probe"
+PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_plugin:probe"
 GENERAL_EP = "portable_spec.vllm_adapter.plugin.general_plugin:register"
 
 
@@ -29,40 +29,40 @@ def test_entry_points_are_discoverable_and_load():
     platform_eps, general_eps = entry_points("vllm.platform_plugins"), entry_points("vllm.general_plugins")
     assert platform_eps["portable_spec"].value == PROBE_EP
     assert general_eps["portable_spec"].value == GENERAL_EP
-    assert platform_eps["portable_spec"].load() is platform_probe.probe
+    assert platform_eps["portable_spec"].load() is platform_plugin.platform_qualname
     assert general_eps["portable_spec"].load() is general_plugin.register
 
 
 def test_probe_is_none_when_vllm_platform_is_unset(monkeypatch):
     monkeypatch.delenv("VLLM_PLATFORM", raising=False)
-    assert platform_probe.probe() is None
+    assert platform_plugin.platform_qualname() is None
     monkeypatch.setenv("VLLM_PLATFORM", "   ")
-    assert platform_probe.probe() is None
+    assert platform_plugin.platform_qualname() is None
 
 
 @pytest.mark.parametrize("value", ["bogus", "tpu", "cuda-12"])
 def test_probe_routes_unknown_values_to_the_error_class(monkeypatch, value):
     monkeypatch.setenv("VLLM_PLATFORM", value)
-    assert platform_probe.probe() == platform_probe.ERROR_QUALNAME
+    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
 
 
 def test_probe_answers_each_platform_by_availability(monkeypatch):
-    """cuda/rocm/musa → our class when our port can run here, else the error class; cpu → vLLM's CpuPlatform."""
-    from portable_spec.platforms import platform_class
+    """cuda/rocm/musa → our class when our port can run here, else the error class; cpu → vLLM's CpuPort."""
+    from portable_spec.ports import platform_class
 
     for name in ("cuda", "rocm", "musa", "cpu"):
         monkeypatch.setenv("VLLM_PLATFORM", name.upper())
         expected = (platform_class(name).vllm_platform if platform_class(name).unavailable_reason() is None
-                    else platform_probe.ERROR_QUALNAME)
-        assert platform_probe.probe() == expected
-    assert platform_probe.vllm_platform_qualname("cpu") == "vllm.platforms.cpu.CpuPlatform"
-    assert platform_probe.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
-    assert platform_probe.vllm_platform_qualname("bogus") is None
+                    else platform_plugin.ERROR_QUALNAME)
+        assert platform_plugin.platform_qualname() == expected
+    assert platform_plugin.vllm_platform_qualname("cpu") == "vllm.platforms.cpu.CpuPlatform"
+    assert platform_plugin.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
+    assert platform_plugin.vllm_platform_qualname("bogus") is None
 
 
 def test_probe_imports_no_vllm_platform_module():
     code = ("import os, sys; os.environ['VLLM_PLATFORM'] = 'musa'\n"
-            "from portable_spec.vllm_adapter.plugin.platform_probe import probe\n"
+            "from portable_spec.vllm_adapter.plugin.platform_plugin import platform_qualname\n"
             "probe(); probe()\n"
             "print(sorted(m for m in sys.modules if m.startswith('vllm')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -102,15 +102,15 @@ MUSA_SIM_PRELUDE = """
     # torch.musa (backed by nothing: this process never touches a device) and torch learns the 'musa' device name.
     import torch
     torch.utils.rename_privateuse1_backend("musa")
-    from portable_spec.platforms.musa import MusaPlatform
-    from portable_spec.harness.musa_sim import SimulatedMusa
-    from portable_spec.platforms.current import install_device_port
-    MusaPlatform.unavailable_reason = classmethod(lambda cls: None)
-    install_device_port(MusaPlatform(device_module=SimulatedMusa(backing=torch.cuda), label="musa-sim"))
+    from portable_spec.ports.musa_port import MusaPort
+    from portable_spec_harness.musa_sim import SimulatedMusa
+    from portable_spec.ports.current import install_device_port
+    MusaPort.unavailable_reason = classmethod(lambda cls: None)
+    install_device_port(MusaPort(device_module=SimulatedMusa(backing=torch.cuda), label="musa-sim"))
 """
 
 
-@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+@pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
 def test_vllm_resolver_picks_our_musa_class_musa_sim():
     proc = run_python(MUSA_SIM_PRELUDE + """
     import vllm.platforms
@@ -142,7 +142,7 @@ def vllm_envs(monkeypatch):
     import vllm.envs as envs
 
     table = {name: getter for name, getter in envs.environment_variables.items()
-             if getter is not platform_probe.requested_platform}  # as if our plugin had not run in this process
+             if getter is not platform_plugin.requested_platform}  # as if our plugin had not run in this process
     monkeypatch.setattr(envs, "environment_variables", table)
     for name in [n for n in os.environ if n.startswith("VLLM_") and n not in envs.environment_variables]:
         monkeypatch.delenv(name)
@@ -213,7 +213,7 @@ def test_general_plugin_declares_nothing_when_not_selected_by_vllm_platform(monk
     assert "VLLM_PLATFORM" not in vllm_envs.environment_variables
 
 
-@pytest.mark.skipif(MusaPlatform.is_active(), reason="torch_musa is installed here: run the real thing")
+@pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
 def test_vllms_plugin_loader_silences_the_unknown_variable_check_musa_sim():
     """Through vLLM's own entry-point loader, as ``EngineArgs.__post_init__`` runs it before validation."""
     module, _, qualname = validate_environ_target().partition(":")
@@ -238,7 +238,7 @@ def test_every_port_names_a_vllm_platform_class_that_exists():
     import ast
     import importlib.util
 
-    from portable_spec.platforms import platform_class, platform_names
+    from portable_spec.ports import platform_class, platform_names
 
     for name in platform_names():
         module, _, cls = platform_class(name).vllm_platform.rpartition(".")

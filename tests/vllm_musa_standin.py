@@ -2,7 +2,7 @@
 
 vllm-musa cannot be installed here at a matching version (it builds a patched vLLM 0.28.0 against torch_musa), so
 the composition is tested against this package: a real distribution written into a directory, with a ``.dist-info``
-whose entry points vLLM discovers exactly as pip-installed ones (as ``portable_spec/harness/musa_sim_plugin.py``
+whose entry points vLLM discovers exactly as pip-installed ones (as ``harness/portable_spec_harness/musa_sim_plugin.py``
 writes its plugin), and the interface ``portable_spec/vllm_adapter/platform/vllm_musa_contract.py`` lists: the
 entry-point names and targets, the probe's answer, ``vllm_musa.platform.MUSAPlatform`` and
 ``vllm_musa.worker.MTGPUWorker`` with the methods we override, inherit or rely on being absent, and the attention

@@ -35,12 +35,12 @@ def log(msg: str) -> None:
 
 
 def run_parity(outdir: str, compositions: int) -> bool:
-    from portable_spec.harness.musa_sim_harness import musa_sim_platform
-    from portable_spec.harness.parity import PARITY_MODEL, parity_suite
-    from portable_spec.platforms.cuda import CudaPlatform
+    from portable_spec_harness.musa_sim_harness import musa_sim_platform
+    from portable_spec_harness.parity import PARITY_MODEL, parity_suite
+    from portable_spec.ports.cuda_port import CudaPort
 
     results = []
-    for label, make in (("cuda", CudaPlatform), ("musa-sim", musa_sim_platform)):
+    for label, make in (("cuda", CudaPort), ("musa-sim", musa_sim_platform)):
         t0 = time.time()
         for res in parity_suite(make(), PARITY_CONFIGS, compositions):
             log(f"parity {label} {res['method']} K={res['num_spec']}: {res['matched']}/{res['compositions']} "
@@ -60,17 +60,17 @@ def run_parity(outdir: str, compositions: int) -> bool:
 
 
 def run_bench(outdir: str, iters: int) -> bool:
-    from portable_spec.harness.draft_bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
-    from portable_spec.platforms.cuda import CudaPlatform
+    from portable_spec_harness.draft_bench import DraftBenchConfig, render_table, run_draft_bench, write_plot
+    from portable_spec.ports.cuda_port import CudaPort
 
     cfg = DraftBenchConfig(method="eagle", hidden=1024, vocab=32000, layers=1, num_spec=5,
                            batch_sizes=[1, 4, 16, 64], iters=iters)
-    report = run_draft_bench(CudaPlatform(), cfg)
+    report = run_draft_bench(CudaPort(), cfg)
     report.update({"cuda": torch.version.cuda})
     report["plot"] = write_plot(report, os.path.join(outdir, "draft_bench.png"))
     if report["plot"] is None:
         log("matplotlib is missing: draft_bench.png not written (render it from the JSON with "
-            "`python -m portable_spec.harness.draft_bench_plot OUTDIR/draft_bench.json`)")
+            "`python -m portable_spec_harness.draft_bench_plot OUTDIR/draft_bench.json`)")
     with open(os.path.join(outdir, "draft_bench.json"), "w") as fh:
         json.dump(report, fh, indent=2, default=str)
     table = render_table(report)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 23's no-regression bench: Model Runner V2 on our CUDA platform (ours_platform_mrv2) against MRV2 on vLLM's
 # built-in CUDA platform (builtin_mrv2), both with the runner vLLM picks, booted together and timed in turns
-# (portable_spec/harness/e2e/interleave.py; medians of the passes, every pass kept), one bench per pair.
+# (harness/portable_spec_harness/e2e/interleave.py; medians of the passes, every pass kept), one bench per pair.
 #   ci/gpu/mrv2_bench.sh OUTDIR   -> OUTDIR/bench-mrv2-<pair>-k<K>/bench_e2e.json + .png (summary key
 #                                    ours_platform_mrv2_over_builtin_mrv2) and each engine's log
 # Several calls' reports of one pair are judged together by `python -m portable_spec bench pool --out DIR FILE...`
-# (portable_spec/harness/e2e/pool.py): passes pair only within a report, the pooled cells decide the 0.98 bound.
+# (harness/portable_spec_harness/e2e/pool.py): passes pair only within a report, the pooled cells decide the 0.98 bound.
 # Knobs: MRV2_BENCH_PAIRS (PAIR:MODEL_VARIANT:K,...; default the 100%-acceptance EAGLE pair, attention variant, K=3,
 # and the EAGLE-3 pair, K=5), MRV2_BENCH_CONCURRENCY (default 1,4,16,64), MRV2_BENCH_TOKENS (output tokens per
 # request, default 512), MRV2_BENCH_REPEATS (timed passes per cell, default 31), MRV2_BENCH_BOOT_TIMEOUT (default

@@ -5,7 +5,7 @@ on vLLM's built-in CUDA platform and no speculation, on one generated dense pair
            [--variants nospec,builtin_mrv2,ours_platform_mrv2] [--kv-cache-bytes N] [--concurrent] [--timeout 420]
 
 The MRV2 variants set no ``VLLM_USE_V2_MODEL_RUNNER``: vLLM picks the runner, and the checks assert it picked MRV2
-(``portable_spec/harness/e2e/mrv2_checks.py``: greedy = no speculation, acceptance = MRV2 on vLLM's platform, MRV2's
+(``harness/portable_spec_harness/e2e/mrv2_checks.py``: greedy = no speculation, acceptance = MRV2 on vLLM's platform, MRV2's
 graphs in our one pool, capture sizes left to MRV2 with one log line, the graphs our budget counts). Each variant
 boots once in its own child (``harness/e2e/child.py``) and runs every seed. Writes OUTDIR/mrv2_e2e_<tag>.json
 (device, versions, date, per-run results, checks, what each exactness check compared, log excerpts) and exits
@@ -20,9 +20,9 @@ import json
 import sys
 from pathlib import Path
 
-from portable_spec.harness.e2e.mrv2_checks import judge
-from portable_spec.harness.e2e.mrv2_parts import DEFAULT_VARIANTS
-from portable_spec.harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
+from portable_spec_harness.e2e.mrv2_checks import judge
+from portable_spec_harness.e2e.mrv2_parts import DEFAULT_VARIANTS
+from portable_spec_harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
                                               run_variant, run_variants)
 
 ROW_KEYS = ("variant", "seed", "error", "use_v2_model_runner", "runner_kind", "platform", "worker", "speculator",
@@ -42,8 +42,8 @@ def main() -> int:
         parser.error("--concurrent needs --kv-cache-bytes (engines sharing a GPU cannot profile its memory)")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from portable_spec.harness.e2e.child import prompts_for_seed
-    from portable_spec.harness.model_zoo import CONTEXT_PAIRS, build_pair, expected_output
+    from portable_spec_harness.e2e.child import prompts_for_seed
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, build_pair, expected_output
 
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k)
     tag = f"{args.pair}_{args.variant}_k{args.k}"
@@ -75,7 +75,7 @@ def main() -> int:
     judged = judge(results, seeds, method=pair["method"], k=args.k, perfect=perfect, design=design)
     import torch
 
-    from portable_spec.vllm_adapter.harness_door.offline import vllm_version
+    from portable_spec_harness.vllm_door.offline import vllm_version
 
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,

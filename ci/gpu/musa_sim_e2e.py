@@ -5,7 +5,7 @@ pool) with only the device identity simulated; tensors live on the CUDA device. 
     python ci/gpu/musa_sim_e2e.py OUTDIR [--parts musa_sim_eagle,musa_sim_dflash,...] [--parallel 4]
            [--concurrent-variants] [--timeout 420]
 
-Parts (``portable_spec/harness/e2e/musa_sim_parts.py``) run side by side, each engine with a fixed KV cache and each
+Parts (``harness/portable_spec_harness/e2e/musa_sim_parts.py``) run side by side, each engine with a fixed KV cache and each
 part with its own vLLM compile cache (correctness only; timings mean nothing here); a part's variants boot one after
 another unless ``--concurrent-variants``. Models come from the generated zoo, built once before any part starts.
 Writes OUTDIR/musa_sim_e2e.json (label, device, versions, date, what was simulated and what ran for real, every
@@ -23,12 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from portable_spec.harness.e2e.child import prompts_for_seed
-from portable_spec.harness.e2e.musa_sim_checks import part_checks
-from portable_spec.harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart
-from portable_spec.harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
-from portable_spec.harness.musa_sim import LABEL
-from portable_spec.harness.model_zoo import build_pair, expected_continuation
+from portable_spec_harness.e2e.child import prompts_for_seed
+from portable_spec_harness.e2e.musa_sim_checks import part_checks
+from portable_spec_harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart
+from portable_spec_harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
+from portable_spec_harness.musa_sim import LABEL
+from portable_spec_harness.model_zoo import build_pair, expected_continuation
 
 ZOO = Path("/tmp/portable_spec_zoo_musa_sim")  # its own: the matrix builds the DFlash head at another K
 KV_CACHE_BYTES = 1 << 30

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from portable_spec.harness.e2e import exactness
+from portable_spec_harness.e2e import exactness
 
 
 def rejudge(report: dict) -> dict[str, dict]:

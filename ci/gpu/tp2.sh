@@ -15,7 +15,7 @@ for step in ${steps//,/ }; do
   case "$step" in
     matrix) "$py" ci/gpu/v1_drafter_matrix.py "$out/tp2-matrix" --parts "${TP2_PARTS:-tp2}" \
               --parallel "${E2E_PARALLEL:-6}" --concurrent-variants 2>&1 | tee "$out/tp2_matrix.log" ;;
-    boot)   "$py" -m portable_spec.harness.e2e.boot_time "$out/tp2-boot" "${host[@]}" ${BOOT_WARM:+--warm} \
+    boot)   "$py" -m portable_spec_harness.e2e.boot_time "$out/tp2-boot" "${host[@]}" ${BOOT_WARM:+--warm} \
               2>&1 | tee "$out/tp2_boot.log" ;;
     bench)  for variant in ${pairs//,/ }; do
               "$py" -m portable_spec bench e2e --out "$out/tp2-bench-$variant" --model-variant "$variant" \

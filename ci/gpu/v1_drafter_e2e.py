@@ -14,7 +14,7 @@ upstream V1 (PIECEWISE drafter) and no speculation, on generated tiny model pair
            must sample that way: the d2t gather on an EAGLE-3 head with a draft vocabulary)
 
 Each engine variant boots once, in its own child process, and runs every seed's prompts; under greedy decoding every
-speculative variant records each step's drafts per request (``harness_door.draft_recorder``). Writes
+speculative variant records each step's drafts per request (``vllm_door.draft_recorder``). Writes
 OUTDIR/v1_drafter_e2e_<tag>.json (device, versions, date, per-run results, checks, what each exactness check compared
 and where it failed, log excerpts) and exits non-zero when a check fails; with ``--inject-bug``, non-zero when no
 exactness check failed (the bug went unseen) or the run was not what it claims (``injected_bug`` in the JSON says
@@ -30,10 +30,10 @@ from pathlib import Path
 
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
-from portable_spec.harness.e2e.child import add_parallel_flags, parallel_child_args
-from portable_spec.harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
+from portable_spec_harness.e2e.child import add_parallel_flags, parallel_child_args
+from portable_spec_harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
                                               run_variant, run_variants)
-from portable_spec.harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
+from portable_spec_harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
 
 __all__ = ["checks_for", "per_seed_rows"]  # what tests/test_e2e_harness.py reads from this script
 INJECTABLE_BUGS = BY_NAME[INJECT_BUG_ENV].choices
@@ -75,8 +75,8 @@ def main() -> int:
         parser.error("--inject-bug runs at TP=1 only (the bug is installed in the child's own process)")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from portable_spec.harness.e2e.child import prompts_for_seed
-    from portable_spec.harness.model_zoo import CONTEXT_PAIRS, LOGIT, build_pair, expected_output
+    from portable_spec_harness.e2e.child import prompts_for_seed
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, LOGIT, build_pair, expected_output
 
     logit = LOGIT if args.target_logit is None else args.target_logit
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k,
@@ -136,7 +136,7 @@ def main() -> int:
     checks = judged.checks
     injected = None
     if args.inject_bug:
-        from portable_spec.vllm_adapter.harness_door.bug_injection import BUGS
+        from portable_spec_harness.vllm_door.bug_injection import BUGS
 
         bug = BUGS[args.inject_bug]
         injected = {**bug_outcome(checks, args.inject_bug), "imitates": bug.imitates, "should_fail": bug.should_fail,
@@ -144,7 +144,7 @@ def main() -> int:
                                    if r.get("variant") == "full_drafter" and "error" not in r), None)}
     import torch
 
-    from portable_spec.vllm_adapter.harness_door.offline import vllm_version
+    from portable_spec_harness.vllm_door.offline import vllm_version
 
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name(), "device_count": torch.cuda.device_count(),

@@ -5,7 +5,7 @@
                   RMSNorm fusion off, as a host without multicast needs)
     --parts bugs  every injected bug (``--inject-bug``) on every part in ``BUG_BASES``; one of them:
                   ``bug_<bug>_<part>``, e.g. ``bug_wrong_slot_attention`` (any TP=1 part may be named as the base)
-    --parts mrv2  issue 23's Model Runner V2 parts (``portable_spec/harness/e2e/mrv2_parts.py``: mrv2_perfect,
+    --parts mrv2  issue 23's Model Runner V2 parts (``harness/portable_spec_harness/e2e/mrv2_parts.py``: mrv2_perfect,
                   mrv2_eagle3, mrv2_dflash, mrv2_ctx_eagle, mrv2_ctx_eagle3, mrv2_ctx_dflash), each through
                   ci/gpu/mrv2_e2e.py: MRV2 on our CUDA platform vs MRV2 on vLLM's and no speculation
 
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
-from portable_spec.harness.e2e.mrv2_parts import PARTS as MRV2_PARTS
-from portable_spec.harness.e2e.parent import own_compile_cache
+from portable_spec_harness.e2e.mrv2_parts import PARTS as MRV2_PARTS
+from portable_spec_harness.e2e.parent import own_compile_cache
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
 MRV2_E2E = str(Path(__file__).with_name("mrv2_e2e.py"))
@@ -121,7 +121,7 @@ def part_script(name: str) -> str:
 def build_mrv2_pairs(parts: list[str]) -> None:
     """Generate the Model Runner V2 parts' models once, before any part starts: parts sharing a target (the Llama
     pairs) never write one model directory together."""
-    from portable_spec.harness.model_zoo import build_pair
+    from portable_spec_harness.model_zoo import build_pair
 
     for name in dict.fromkeys(p for p in parts if p in MRV2_PARTS):
         part = MRV2_PARTS[name]

@@ -10,7 +10,7 @@ Each ``vllm.LLM`` configuration runs in its own subprocess (vLLM state is proces
 the whole script keeps to ``--budget-s`` (default 540 s, inside a 10-minute device call); the report is rewritten
 after every step, so a run cut short still leaves one (``"complete": false``). The zoo pair makes the answer known
 in advance: greedy output is the f-chain and, for the perfect/attention heads, every drafted token is accepted
-(see portable_spec/harness/model_zoo.py; ``--variant attention`` is the head that needs correct draft attention).
+(see harness/portable_spec_harness/model_zoo.py; ``--variant attention`` is the head that needs correct draft attention).
 
     python ci/gpu/vllm_boot.py OUTDIR [--quick] [--dry-run] [--pair llama_eagle] [--variant perfect|attention]
 """
@@ -186,7 +186,7 @@ def check(ok: bool, detail: str) -> dict[str, Any]:
 
 def greedy_checks(runs: dict[str, dict[str, Any]], f: list[int], max_tokens: int) -> dict[str, dict[str, Any]]:
     """Outputs equal across runs, equal to the expected f-chain, and the platforms are the ones asked for."""
-    from portable_spec.harness.model_zoo import expected_continuation
+    from portable_spec_harness.model_zoo import expected_continuation
 
     checks: dict[str, dict[str, Any]] = {}
     native, ours = runs.get("native", {}), runs.get("vllm_platform_cuda", {})
@@ -325,7 +325,7 @@ def plan(args: argparse.Namespace, pair: dict[str, Any], outdir: Path, work: Pat
 
 def planned_pair(args: argparse.Namespace) -> dict[str, Any]:
     """Build (or reuse) the zoo pair; on --dry-run only compute where it would go."""
-    from portable_spec.harness import model_zoo
+    from portable_spec_harness import model_zoo
 
     if args.dry_run:
         family, method, _ = model_zoo.PAIRS[args.pair]
@@ -404,7 +404,7 @@ def expected_chat(target: str, f: list[int], max_tokens: int) -> dict[str, Any]:
     """The chat prompt's token ids (HF chat template) and the f-chain after it."""
     from transformers import AutoTokenizer
 
-    from portable_spec.harness.model_zoo import expected_continuation
+    from portable_spec_harness.model_zoo import expected_continuation
 
     tok = AutoTokenizer.from_pretrained(target)
     ids = tok.apply_chat_template(CHAT_MESSAGES, add_generation_prompt=True, tokenize=True)
@@ -488,7 +488,7 @@ def serve_checks(serve: dict[str, Any], log_text: str, f: list[int],
                  expected: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """The server answered, its log names our platform class, and its greedy tokens are the f-chain after the
     prompt it actually built (vLLM's ``prompt_token_ids``; else our HF chat-template rendering)."""
-    from portable_spec.harness.model_zoo import expected_continuation
+    from portable_spec_harness.model_zoo import expected_continuation
 
     checks = {"serve_ok": check(serve.get("ok", False), serve.get("error", "answered one chat request"))}
     checks["serve_log_names_platform_class"] = check(
@@ -548,7 +548,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.child_llm is None and not args.outdir:
         parser.error("OUTDIR is required")
-    from portable_spec.harness.model_zoo import PAIRS
+    from portable_spec_harness.model_zoo import PAIRS
 
     if args.pair not in PAIRS:
         parser.error(f"--pair must be one of {', '.join(PAIRS)}")

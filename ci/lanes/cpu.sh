@@ -26,7 +26,7 @@ lane_python() {
   local python
   python="$(bash ci/lanes/cpu_venv.sh "$1")"
   "$python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-    --check-build-dependencies -e "$root" >&2
+    --check-build-dependencies -e "$root" -e "$root/harness" >&2
   echo "$python"
 }
 vllm_of() { grep -E '^vllm==' "$1" | cut -d= -f3; }
@@ -56,7 +56,8 @@ main_reqs=ci/requirements-cpu.txt
 main_python="$(lane_python "$main_reqs")"
 export PORTABLE_SPEC_TRITON32_PYTHON="$(bash ci/lanes/triton32_venv.sh "$main_python")"
 log "Triton 3.2 front-end check (proxy for MUSA's Triton)"
-"$main_python" -m portable_spec kernels --check-triton --out "$work"
+"$main_python" -m portable_spec kernels --check-triton --out "$work" \
+  --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS
 export PORTABLE_SPEC_TRITON32_REPORT="$work/triton32_check.json"  # tests/test_triton_check.py reuses it
 run_pytest "$(vllm_of "$main_reqs")" "$main_python" "$@" tests
 unset PORTABLE_SPEC_TRITON32_REPORT

@@ -18,16 +18,16 @@
 #   musa_sim_mrv2_budget: under Model Runner V2), MUSA_SIM_PARALLEL (default 4) runs them side by side.
 #   mrv2-bench: MRV2 on our CUDA platform vs MRV2 on vLLM's, interleaved, per pair (ci/gpu/mrv2_bench.sh: its
 #   MRV2_BENCH_* knobs; key ours_platform_mrv2_over_builtin_mrv2).
-#   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec.harness.soak), every server
+#   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec_harness.soak), every server
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
 #   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
 #   serve-bench: `vllm serve` per variant driven by vLLM's own `vllm bench serve` (issue 24, python -m
-#   portable_spec.harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
+#   portable_spec_harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
 #   SERVE_BENCH_MODE (zoo variant or weights label, default attention), SERVE_BENCH_VARIANTS (default
 #   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
 #   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
-#   portable_spec.harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
+#   portable_spec_harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
 #   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
 #   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
 #   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
@@ -36,7 +36,7 @@
 #   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
 #   vLLM.
 #   real-shapes: a designed real-shape pair through `vllm serve` (issue 24, python -m
-#   portable_spec.harness.real_shapes.smoke): one server per head, greedy outputs and acceptance per position against
+#   portable_spec_harness.real_shapes.smoke): one server per head, greedy outputs and acceptance per position against
 #   the design; REAL_SHAPES_PAIR (default llama8b_eagle3), REAL_SHAPES_HEADS (default perfect,partial),
 #   REAL_SHAPES_ENGINE (an e2e engine variant, default upstream_v1). Writes OUTDIR/real_shapes/smoke.json.
 # vLLM must be importable: VLLM_SITE (default /tmp/site, vLLM 0.26.0 on the project's GPU host, see DEVELOPERS.md) goes
@@ -51,7 +51,7 @@ mkdir -p "$out"
 py="${PYTHON:-python3}"
 # Install before PYTHONPATH points at the staged vLLM: the editable install (and its entry points, which vLLM's
 # plugin loader reads) must land in the interpreter's own site-packages.
-"$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
+"$py" -m pip install -q --no-deps --no-build-isolation -e . -e harness >"$out/install.log" 2>&1 || { cat "$out/install.log"; exit 1; }
 # Unset once read: vLLM warns about (or, strict, refuses) an environment variable VLLM_* it does not know.
 site="${VLLM_SITE:-/tmp/site}"; explicit="${VLLM_SITE:+yes}"; unset VLLM_SITE
 if [[ -d "$site" ]]; then export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
@@ -81,21 +81,21 @@ for stage in "${stages[@]}"; do
               --timeout "${BENCH_BOOT_TIMEOUT:-420}" --concurrency "${BENCH_CONCURRENCY:-1,4,16,64}" \
               --repeats "${BENCH_REPEATS:-5}" 2>&1 | tee "$out/bench_e2e.log" ;;
     mrv2-bench) bash ci/gpu/mrv2_bench.sh "$out" 2>&1 | tee "$out/mrv2_bench.log" ;;
-    boottime) "$py" -m portable_spec.harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
+    boottime) "$py" -m portable_spec_harness.e2e.boot_time "$out/boot" --variants "${BOOT_VARIANTS:-full_drafter,upstream_v1}" \
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
     version-span) "$py" ci/gpu/version_span.py "$out" ${SPAN_PARTS:+--parts "$SPAN_PARTS"} 2>&1 | tee "$out/version_span.log" ;;
-    soak)   "$py" -m portable_spec.harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
+    soak)   "$py" -m portable_spec_harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
-    serve-bench) "$py" -m portable_spec.harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
+    serve-bench) "$py" -m portable_spec_harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
               --mode "${SERVE_BENCH_MODE:-attention}" --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
               --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
               --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
               --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
               --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
-    real-shapes) "$py" -m portable_spec.harness.real_shapes.smoke "$out/real_shapes" \
+    real-shapes) "$py" -m portable_spec_harness.real_shapes.smoke "$out/real_shapes" \
               --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
               --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;
     *) echo "unknown stage $stage"; rc[$stage]=2; continue ;;

@@ -20,6 +20,7 @@ else
     > "$out/sizes_musa_dflash.json" || fail=1
   if "$py" -c "import vllm" 2>/dev/null; then
     t32="$(bash "$root/ci/lanes/triton32_venv.sh" "$py")" && "$py" -m portable_spec kernels --check-triton \
+      --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS \
       --triton32-python "$t32" --out "$out" > "$out/triton32_check.txt" || fail=1
     triton32="ran (triton32_check.json)"
     export PORTABLE_SPEC_TRITON32_REPORT="$out/triton32_check.json"  # the check's tests reuse it

@@ -9,7 +9,7 @@ registers over vLLM's enum member names it (``vendor_class``); the vllm-musa bac
 in ``VENDOR_BACKENDS_NOT_IN_TABLE`` with the reason (``tests/test_vllm_musa_contract.py`` checks both against
 ``vllm_adapter/platform/vllm_musa_contract.py``).
 
-Row order within a platform is vLLM's selection priority (``platforms/cuda.py:83``, ``platforms/rocm.py:407``).
+Row order within a platform is vLLM's selection priority (``ports/cuda_port.py:83``, ``ports/rocm_port.py:407``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms import platform_names
+from portable_spec.ports import platform_names
 
 INSTALL_VLLM = "pip install -e '.[vllm]'"
 """How README.md installs vLLM 0.26.0 with the project on a GPU host (from the clone); errors quote it as is."""

@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--triton32-python", metavar="PATH",
                         help="interpreter of the triton==3.2.0 virtualenv (default: $PORTABLE_SPEC_TRITON32_PYTHON)")
     parser.add_argument("--only", action="append", metavar="KERNEL", help="check only this table row (repeatable)")
+    parser.add_argument("--cases", action="append", default=[], metavar="MODULE:ATTR",
+                        help="also check the kernel rows of this table (repeatable; the cpu lane adds the harness's "
+                             "synthetic kernels, portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS)")
     parser.add_argument("--out", metavar="DIR", help="also write triton32_check.json and triton32_check.md into DIR")
     add_json_flag(parser)
     parser.set_defaults(func=run)
@@ -46,18 +49,17 @@ def _render_listing(payload: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if not args.check_triton:
-        if args.only or args.out or args.triton32_python:
-            raise PortableSpecError("--only, --out and --triton32-python go with --check-triton")
+        if args.only or args.out or args.triton32_python or args.cases:
+            raise PortableSpecError("--only, --out, --cases and --triton32-python go with --check-triton")
         emit(args, _listing(args.platform or "musa"), _render_listing)
         return 0
     if args.out:
         check_out_dir(args.out)  # before minutes of compiling, not after: the report is written at the end
-    from portable_spec.harness.synthetic.triton_cases import SOURCE as SYNTHETIC_CASES
     from portable_spec.kernels.triton_check import run_check, triton32_python
     from portable_spec.kernels.triton_check_render import render_markdown, render_text
 
-    # The serving path's kernels and the synthetic harness's (the musa-sim parity runs those on the MUSA path).
-    report = run_check(triton32_python(args.triton32_python), only=args.only, case_sources=(SYNTHETIC_CASES,))
+    # The serving path's kernels, plus any table named by --cases (the worker imports it by name).
+    report = run_check(triton32_python(args.triton32_python), only=args.only, case_sources=tuple(args.cases))
     if args.out:
         ensure_out_dir(args.out)
         with open(os.path.join(args.out, "triton32_check.json"), "w") as fh:

@@ -12,7 +12,7 @@ from portable_spec.commands._common import INSTALL_VLLM, add_platform_flag, rend
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import SUBSTITUTIONS, substitutions_for
-from portable_spec.platforms import select_platform
+from portable_spec.ports import select_platform
 from portable_spec.probe import run_probe
 
 

@@ -14,7 +14,7 @@ from portable_spec.capture_sizes import METHODS, plan_capture_sizes
 from portable_spec.commands._common import add_platform_flag
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms import platform_class, requested_platform_name
+from portable_spec.ports import platform_class, requested_platform_name
 
 
 def _int_or_text(text: str) -> int | str:

@@ -35,7 +35,7 @@ from portable_spec.draft.capture_log import capture_summary
 from portable_spec.draft.dispatcher import DraftDispatcher, DraftKey
 from portable_spec.draft.fault_injection import maybe_fail_capture
 from portable_spec.errors import PortableSpecError
-from portable_spec.platforms.interface import DevicePlatform
+from portable_spec.ports.interface import DevicePort
 
 logger = logging.getLogger("portable_spec.draft")
 
@@ -48,13 +48,13 @@ class DraftGraphWarning(RuntimeWarning):
     """A draft key runs eagerly instead of from a graph (capture failed, or over the live-graph budget)."""
 
 
-def live_graphs(platform: DevicePlatform) -> int:
+def live_graphs(platform: DevicePort) -> int:
     """Draft graphs this process holds on the platform's device module."""
     with _LIVE_LOCK:
         return _LIVE.get(platform.device_module, 0) if platform.supports_graphs else 0
 
 
-def _add_live(platform: DevicePlatform, delta: int) -> None:
+def _add_live(platform: DevicePort, delta: int) -> None:
     with _LIVE_LOCK:
         _LIVE[platform.device_module] = max(0, _LIVE.get(platform.device_module, 0) + delta)
 
@@ -137,7 +137,7 @@ Agreement = Callable[[list[bool]], list[bool]]
 class DraftGraphRunner:
     """Captures ``source``'s steps per FULL key of ``dispatcher`` and replays them (see the module docstring)."""
 
-    def __init__(self, platform: DevicePlatform, dispatcher: DraftDispatcher, source: DraftStepSource, *,
+    def __init__(self, platform: DevicePort, dispatcher: DraftDispatcher, source: DraftStepSource, *,
                  live_graph_limit: int | None = None, pool: Any = None, warmup_runs: int = 1,
                  progress: bool | Callable[[list], Iterable] = False, agree: Agreement | None = None,
                  rank: int = 0) -> None:

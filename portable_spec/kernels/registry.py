@@ -45,7 +45,7 @@ def _split(target: str) -> tuple[str, str]:
 
 
 def _check_platform(platform_name: str) -> str:
-    from portable_spec.platforms.registry import platform_names
+    from portable_spec.ports.registry import platform_names
 
     key = platform_name.strip().lower()
     if key not in platform_names():

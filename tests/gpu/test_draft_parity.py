@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from portable_spec.harness.parity import build_parity_runner, check_parity
+from portable_spec_harness.parity import build_parity_runner, check_parity
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -18,9 +18,9 @@ TOTAL = int(os.environ.get("PORTABLE_SPEC_PARITY_N", "1000"))
 
 @pytest.fixture(scope="module")
 def port():
-    from portable_spec.platforms.cuda import CudaPlatform
+    from portable_spec.ports.cuda_port import CudaPort
 
-    return CudaPlatform()
+    return CudaPort()
 
 
 def assert_parity(result):

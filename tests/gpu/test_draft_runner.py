@@ -10,10 +10,10 @@ import torch
 
 from portable_spec.capture_sizes import plan_capture_sizes
 from portable_spec.draft.dispatcher import CHAIN, FIRST, DraftDispatcher
-from portable_spec.harness.parity import PARITY_MODEL, check_parity
+from portable_spec_harness.parity import PARITY_MODEL, check_parity
 from portable_spec.draft.runner import DraftGraphWarning, StepCall, live_graphs
-from portable_spec.harness.synthetic.proposer import SyntheticProposer
-from portable_spec.harness.synthetic.steps import EagleDraft, SyntheticDraftConfig, build_synthetic
+from portable_spec_harness.synthetic.proposer import SyntheticProposer
+from portable_spec_harness.synthetic.steps import EagleDraft, SyntheticDraftConfig, build_synthetic
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -22,9 +22,9 @@ CFG = SyntheticDraftConfig(**PARITY_MODEL)
 
 @pytest.fixture(scope="module")
 def port():
-    from portable_spec.platforms.cuda import CudaPlatform
+    from portable_spec.ports.cuda_port import CudaPort
 
-    return CudaPlatform()
+    return CudaPort()
 
 
 def make_runner(port, method="eagle", k=4, seqs=8, probabilistic=True, model=None, **kwargs):

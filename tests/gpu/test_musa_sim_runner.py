@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from portable_spec.harness.musa_sim_harness import musa_sim_evidence, musa_sim_platform
-from portable_spec.harness.parity import build_parity_runner, check_parity
+from portable_spec_harness.musa_sim_harness import musa_sim_evidence, musa_sim_platform
+from portable_spec_harness.parity import build_parity_runner, check_parity
 from portable_spec.draft.runner import DraftGraphWarning
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

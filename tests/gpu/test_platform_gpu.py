@@ -6,21 +6,21 @@ from __future__ import annotations
 import pytest
 import torch
 
-from portable_spec.platforms.cuda import CudaPlatform
-from portable_spec.platforms.musa import MusaPlatform
+from portable_spec.ports.cuda_port import CudaPort
+from portable_spec.ports.musa_port import MusaPort
 from portable_spec.probe import run_probe
-from portable_spec.harness.musa_sim import MusaSimError, SimulatedMusa
+from portable_spec_harness.musa_sim import MusaSimError, SimulatedMusa
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
-def cuda_port() -> CudaPlatform:
-    return CudaPlatform()
+def cuda_port() -> CudaPort:
+    return CudaPort()
 
 
-def musa_sim_port(**kwargs) -> MusaPlatform:
-    return MusaPlatform(device_module=SimulatedMusa(**kwargs), label="musa-sim")
+def musa_sim_port(**kwargs) -> MusaPort:
+    return MusaPort(device_module=SimulatedMusa(**kwargs), label="musa-sim")
 
 
 @pytest.fixture(params=["cuda", "musa-sim"])
@@ -45,7 +45,7 @@ def test_pool_is_one_object_for_every_instance():
     a, b = cuda_port(), cuda_port()
     assert a.graph_pool() is b.graph_pool()
     sim = SimulatedMusa()
-    assert MusaPlatform(device_module=sim).graph_pool() is MusaPlatform(device_module=sim).graph_pool()
+    assert MusaPort(device_module=sim).graph_pool() is MusaPort(device_module=sim).graph_pool()
 
 
 def test_capture_stream_is_not_the_default_stream(port):
@@ -104,8 +104,8 @@ def test_platform_probe_does_not_poison_fork():
 
     code = ("import os, torch\n"
             "os.environ['VLLM_PLATFORM'] = 'cuda'\n"
-            "from portable_spec.vllm_adapter.plugin.platform_probe import probe\n"
-            "assert probe() == 'portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform', probe()\n"
+            "from portable_spec.vllm_adapter.plugin.platform_plugin import platform_qualname\n"
+            "assert platform_qualname() == 'portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform', platform_qualname()\n"
             "pid = os.fork()\n"
             "if pid == 0:\n"
             "    torch.zeros(1, device='cuda'); os._exit(0)\n"

@@ -1,14 +1,14 @@
 """Hooks shared by our vLLM platform classes, kept in mixins so CPU tests can apply them to a CPU-importable base
 (vLLM's ``CudaPlatform``/``RocmPlatform`` modules do not import without a GPU). The port behind them is
-``portable_spec.platforms.current``'s, the one per process."""
+``portable_spec.ports.current``'s, the one per process."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any, ClassVar
 
-from portable_spec.platforms import platform_class
-from portable_spec.platforms.current import device_port
+from portable_spec.ports import platform_class
+from portable_spec.ports.current import device_port
 from portable_spec.vllm_adapter.platform.config_hook import apply_capture_plan, record_user_sizes
 
 logger = logging.getLogger("portable_spec.vllm_adapter")

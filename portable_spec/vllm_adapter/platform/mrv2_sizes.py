@@ -20,7 +20,7 @@ from typing import Any
 
 from portable_spec.capture_sizes.mrv2 import mrv2_budget
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
+from portable_spec.logs import share_vllm_log_handlers
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
-from portable_spec.platforms.musa import musa_live_graph_limit
+from portable_spec.ports.musa_port import musa_live_graph_limit
 from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
-from portable_spec.platforms.current import device_port
+from portable_spec.ports.current import device_port
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 

@@ -22,7 +22,7 @@ from typing import ClassVar, Mapping
 
 from vllm.utils.import_utils import resolve_obj_by_qualname
 
-from portable_spec.platforms.musa import musa_live_graph_limit
+from portable_spec.ports.musa_port import musa_live_graph_limit
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
 from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
 from portable_spec.vllm_adapter.platform.vllm_musa_stack import COMPOSED_WORKER, drafter_left_to_vllm_musa

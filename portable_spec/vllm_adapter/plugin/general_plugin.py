@@ -11,7 +11,7 @@ import logging
 
 from portable_spec import envs as our_envs
 from portable_spec.envs import DRAFT_GRAPH_ENV, PLATFORM_ENV, requested_platform
-from portable_spec.vllm_adapter.plugin.platform_probe import leaves_musa_to_vllm_musa, vllm_platform_qualname
+from portable_spec.vllm_adapter.plugin.platform_plugin import leaves_musa_to_vllm_musa, vllm_platform_qualname
 
 
 logger = logging.getLogger("portable_spec.vllm_adapter")

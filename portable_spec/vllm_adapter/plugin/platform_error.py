@@ -6,7 +6,7 @@ instead of a silent fall-back to another platform.
 
 from portable_spec.errors import PlatformError
 from portable_spec.envs import PLATFORM_ENV, requested_platform
-from portable_spec.vllm_adapter.plugin.platform_probe import selection_problem
+from portable_spec.vllm_adapter.plugin.platform_plugin import selection_problem
 
 _name = requested_platform()
 raise PlatformError(

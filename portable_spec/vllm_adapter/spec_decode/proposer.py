@@ -46,7 +46,7 @@ from vllm.v1.spec_decode.eagle import EagleProposer
 from portable_spec.draft.dispatcher import BLOCK, CHAIN, CHAIN_FUSED, FIRST, FIRST_FUSED, DraftDispatcher, DraftKey
 from portable_spec.draft.runner import DraftGraphRunner, StepCall
 from portable_spec.vllm_adapter.platform.drafter_plan import draft_graph_budget, drafter_plan
-from portable_spec.platforms.current import device_port, port_name_of
+from portable_spec.ports.current import device_port, port_name_of
 from portable_spec.vllm_adapter.spec_decode.rank_agreement import first_rank_progress, tensor_parallel_agreement
 from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
 from portable_spec.vllm_adapter.spec_decode.fused_chain import FusedChainMixin

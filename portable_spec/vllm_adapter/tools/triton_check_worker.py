@@ -26,10 +26,16 @@ from typing import Any
 def enable_vllm_triton() -> None:
     """Pin a vLLM platform that imports on CPU and make vLLM build real Triton kernels (no GPU needed to compile)."""
     import vllm.platforms
+    from vllm.platforms.interface import Platform, PlatformEnum
 
-    from portable_spec.vllm_adapter.tools.testing_platform import CpuGraphTestPlatform
+    class CompileOnlyPlatform(Platform):
+        """Lets vLLM's kernel modules import on a host without a GPU; nothing runs on it."""
 
-    vllm.platforms._current_platform = CpuGraphTestPlatform()
+        _enum = PlatformEnum.OOT
+        device_name = device_type = "cpu"
+        dispatch_key = "CPU"
+
+    vllm.platforms._current_platform = CompileOnlyPlatform()
     import vllm.triton_utils
     import vllm.triton_utils.importing as importing
 

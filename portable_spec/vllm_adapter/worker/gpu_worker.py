@@ -20,8 +20,8 @@ from vllm.v1.worker.gpu_worker import Worker
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
-from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
-from portable_spec.platforms.current import platform_label, port_name_of
+from portable_spec.logs import share_vllm_log_handlers
+from portable_spec.ports.current import platform_label, port_name_of
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.patch.overrides import overridden
 

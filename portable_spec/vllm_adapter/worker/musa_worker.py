@@ -19,8 +19,8 @@ from typing import Any, Iterator
 from vllm.platforms import current_platform
 
 from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
-from portable_spec.vllm_adapter.worker.logs import share_vllm_log_handlers
-from portable_spec.platforms.current import platform_label
+from portable_spec.logs import share_vllm_log_handlers
+from portable_spec.ports.current import platform_label
 from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
 
 logger = logging.getLogger("portable_spec.vllm_adapter")

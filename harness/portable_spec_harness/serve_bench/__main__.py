@@ -1,0 +1,159 @@
+"""``python -m portable_spec_harness.serve_bench --pair DIR_OR_NAME --out DIR``: the serving benchmark of issue 24.
+
+Boots ``vllm serve`` per variant (upstream V1, ours, MRV2 for dense targets), drives each with vLLM's own
+``vllm bench serve`` (random dataset, fixed input/output lengths, ``--max-concurrency`` per run), rounds interleaved,
+and writes ``OUT/serve_bench.json`` (medians of the rounds, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per
+concurrency on output tok/s and median TPOT, the phase clock's host/device split at concurrency 1), ``.txt`` and
+``.png``, every client run's saved JSON and printed text under ``OUT/runs/``, and each server's log.
+Exit 0 when the report is complete, 1 when it is not (a cell without numbers, a round cut by ``--budget-s``, a
+server that ran something other than its label), 2 on bad input (one line naming the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from portable_spec.errors import PortableSpecError, UsageError
+from portable_spec.output import emit_error
+from portable_spec_harness.serve_bench import driver, plan
+from portable_spec_harness.serve_bench.driver import Settings
+
+PLACEMENTS = ("auto", "together", "in_turn")
+HOOKS = driver.Hooks
+"""What starts servers and runs the client (the CPU tests swap in fake servers here)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, shaped by --json too (see main)
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _ints(flag: str, text: str, minimum: int) -> tuple[int, ...]:
+    try:
+        values = tuple(int(p) for p in text.replace(",", " ").split())
+    except ValueError:
+        raise PortableSpecError(f"{flag} takes comma-separated integers, got {text!r}: e.g. {flag} 1,2,8,32") from None
+    if not values or min(values) < minimum:
+        raise PortableSpecError(f"{flag} needs integers >= {minimum}, got {text!r}: e.g. {flag} 1,2,8,32")
+    if len(set(values)) != len(values):
+        raise PortableSpecError(f"{flag} lists a value twice ({text!r}): list each once")
+    return values
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m portable_spec_harness.serve_bench",
+                description="vllm serve per variant, driven by vllm bench serve, rounds interleaved (issue 24).")
+    p.add_argument("--pair", required=True, help="a prepared pair folder (target/, draft/, optional pair.json), a "
+                                                 "model-zoo pair, or a real_shapes pair name")
+    p.add_argument("--mode", default=None, help="weights (zoo pairs: the variant, default perfect; real_shapes "
+                                                "names: dummy (default) or designed; a folder: a label)")
+    p.add_argument("--head", default=None, help="a real_shapes pair's draft head: perfect (default) or partial")
+    p.add_argument("--variants", default=",".join(plan.DEFAULT_VARIANTS),
+                   help=f"comma-separated, of {', '.join(plan.VARIANTS)} (default: %(default)s)")
+    p.add_argument("--concurrency", default="1,2,8,32", help="--max-concurrency values (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds; each visits every cell once (default 3)")
+    p.add_argument("--first-round", type=int, default=0,
+                   help="rotation offset when one benchmark is split over several calls (default 0)")
+    p.add_argument("--input-len", type=int, default=256)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--prompts-per-slot", type=int, default=2,
+                   help="prompts per run = this x concurrency (default 2)")
+    p.add_argument("--num-spec", type=int, default=None, help="speculative tokens (default: the pair's, else 3)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--placement", default="auto", choices=PLACEMENTS,
+                   help="servers together (runs interleaved across them) or one at a time; auto: by the memory "
+                        "estimate (default)")
+    p.add_argument("--no-phase-clock", action="store_true", help="skip the phase clock and profile at c=1")
+    p.add_argument("--kv-cache-gib", type=float, default=None, help="KV cache per server (default: sized from the "
+                                                                    "workload)")
+    p.add_argument("--boot-timeout", type=float, default=600.0, help="seconds for the servers to answer /health")
+    p.add_argument("--run-timeout", type=float, default=300.0, help="seconds for one client run")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="stop starting rounds when the next would end past this many seconds")
+    p.add_argument("--work-dir", type=Path, default=Path("/tmp/portable_spec_zoo"),
+                   help="where zoo / real-shape pairs are built")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The checked settings (every problem one line naming the fix)."""
+    variants = tuple(v for v in args.variants.split(",") if v)
+    unknown = [v for v in variants if v not in plan.VARIANTS]
+    if not variants or unknown:
+        raise PortableSpecError(f"--variants {args.variants!r}: use some of {', '.join(plan.VARIANTS)}")
+    if len(set(variants)) != len(variants):
+        raise PortableSpecError(f"--variants {args.variants!r} names a variant twice: list each once")
+    for flag, value, minimum in (("--rounds", args.rounds, 1), ("--input-len", args.input_len, 1),
+                                 ("--output-len", args.output_len, 2), ("--prompts-per-slot", args.prompts_per_slot, 1),
+                                 ("--first-round", args.first_round, 0)):
+        if value < minimum:
+            raise PortableSpecError(f"{flag} must be >= {minimum} (got {value})")
+    if args.num_spec is not None and args.num_spec < 1:
+        raise PortableSpecError(f"--num-spec must be >= 1 (got {args.num_spec})")
+    for flag, value in (("--boot-timeout", args.boot_timeout), ("--run-timeout", args.run_timeout),
+                        ("--budget-s", args.budget_s), ("--kv-cache-gib", args.kv_cache_gib)):
+        if value is not None and not value > 0:
+            raise PortableSpecError(f"{flag} must be > 0 (got {value})")
+    if args.temperature < 0:
+        raise PortableSpecError(f"--temperature must be >= 0 (got {args.temperature})")
+    if args.out.exists() and not args.out.is_dir():
+        raise PortableSpecError(f"--out {args.out} is a file: pass a folder")
+    return Settings(variants=variants, concurrency=_ints("--concurrency", args.concurrency, 1), rounds=args.rounds,
+                    first_round=args.first_round, input_len=args.input_len, output_len=args.output_len,
+                    prompts_per_slot=args.prompts_per_slot, temperature=args.temperature, seed=args.seed,
+                    placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
+                    run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib)
+
+
+def host_problem() -> str | None:
+    """Why this host cannot run the benchmark (vLLM or its client's HTTP library missing), or None."""
+    for module, what in (("vllm", "vLLM 0.26.0 (on the GPU host: PYTHONPATH=/tmp/site)"),
+                         ("aiohttp", "aiohttp, which vllm bench serve uses")):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not importable: install {what}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in raw
+    try:
+        args = parser().parse_args(raw)
+        settings = settings_from(args)
+        problem = host_problem()
+        if problem:
+            raise PortableSpecError(problem)
+        from portable_spec_harness.serve_bench.pairs import resolve
+
+        pair = resolve(args.pair, args.mode, args.num_spec, args.work_dir, args.head)
+        if not plan.variants_for(list(settings.variants), pair.moe)[0]:
+            raise PortableSpecError(f"--variants {args.variants}: none applies to {pair.name} (MoE: no mrv2); add "
+                                    "upstream_v1 or ours")
+    except PortableSpecError as exc:
+        return emit_error(str(exc), exc.exit_code, as_json)
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if as_json else (lambda line: print(line, flush=True))
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        result = driver.run_serve_bench(pair, settings, args.out, HOOKS(say=say))
+    if as_json:
+        print(json.dumps(_headline(result)))
+    else:
+        print((args.out / "serve_bench.txt").read_text(), end="")
+    return 0 if result["status"] == "complete" else 1
+
+
+def _headline(result: dict[str, Any]) -> dict[str, Any]:
+    """The report without the per-run rows (those stay in ``serve_bench.json``)."""
+    return {k: v for k, v in result.items() if k not in ("runs", "warm_runs", "order")}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

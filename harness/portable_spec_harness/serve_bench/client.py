@@ -1,0 +1,198 @@
+"""One run of vLLM's own client, ``vllm bench serve``, against one server, and what it saved.
+
+The client runs in this process (``portable_spec_harness.vllm_door.bench_client``) on a thread of its own, so a server
+that stops answering costs ``timeout_s`` and not the whole benchmark; what it prints goes to the run's own text file
+(the numbers a person would read on the console), and the numbers the report uses come from the JSON it writes with
+``--save-result`` (read by ``read_result``, which refuses a run with failed requests or a missing metric).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATISTICS = ("mean", "median", "p99")
+METRICS = ("output_throughput", "request_throughput", "total_token_throughput", "duration",
+           *(f"{s}_{m}_ms" for m in LATENCIES for s in STATISTICS))
+"""What every run must have saved (``vllm/benchmarks/serve.py``: ``benchmark`` and ``process_one_metric``, with
+``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 99``)."""
+COUNTS = ("completed", "failed", "num_prompts", "max_concurrency", "total_input_tokens", "total_output_tokens")
+SPECULATION = ("spec_decode_acceptance_length", "spec_decode_acceptance_rate", "spec_decode_num_drafts",
+               "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates")
+"""Present when the server's ``/metrics`` had spec-decode counters that moved during the run."""
+DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts", "errors")
+"""What ``--save-detailed`` adds per request (``vllm/benchmarks/serve.py``): read once by ``condense``, then dropped
+from the saved file (hundreds of kB per run), which says so in ``detailed_fields_dropped``."""
+STALL_FACTOR = 3.0
+"""An inter-token latency over this many times the run's median ITL counts as a stall."""
+STALLS_KEPT = 5
+
+
+@dataclass(frozen=True)
+class ClientRun:
+    host: str
+    port: int
+    model: str
+    """The target's path: the name ``vllm serve TARGET`` serves it under, and the client's default tokenizer."""
+    tokenizer: str
+    input_len: int
+    output_len: int
+    num_prompts: int
+    concurrency: int
+    seed: int
+    temperature: float
+    result_dir: str
+    result_name: str
+    label: str
+    metadata: tuple[str, ...] = ()
+
+
+def client_args(run: ClientRun) -> list[str]:
+    """``vllm bench serve`` arguments: the random dataset at fixed lengths (range ratio 0), every request sent at
+    once behind ``--max-concurrency``, EOS ignored, the result saved as JSON with every request's latencies
+    (``condense`` keeps their stalls; ``tests/test_serve_bench.py`` parses the arguments with vLLM's own parser)."""
+    args = ["--backend", "openai", "--endpoint", "/v1/completions", "--host", run.host, "--port", str(run.port),
+            "--model", run.model, "--tokenizer", run.tokenizer, "--dataset-name", "random",
+            "--random-input-len", str(run.input_len), "--random-output-len", str(run.output_len),
+            "--random-range-ratio", "0", "--num-prompts", str(run.num_prompts),
+            "--max-concurrency", str(run.concurrency), "--request-rate", "inf", "--seed", str(run.seed),
+            "--temperature", str(run.temperature), "--ignore-eos", "--disable-tqdm",
+            "--percentile-metrics", ",".join(LATENCIES), "--metric-percentiles", "99",
+            "--save-result", "--save-detailed", "--result-dir", run.result_dir, "--result-filename", run.result_name,
+            "--label", run.label]
+    if run.metadata:
+        args += ["--metadata", *run.metadata]
+    return args
+
+
+def command_line(argv: list[str]) -> str:
+    """The run as a person would type it."""
+    return "vllm bench serve " + shlex.join(argv)
+
+
+def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
+    """The run's inter-token latencies over ``STALL_FACTOR`` x their median: how many of how many, their excess over
+    the median in ms, and the largest few with the request, the token and when it came (s after the first request
+    started). Why: a run's mean ITL can sit well above its median from a handful of long gaps (issue 24's EAGLE-3
+    dummy pair at c=2); this says where they were. No ITLs: ``itls`` 0 and nothing else."""
+    itls = saved.get("itls") or []
+    flat = [gap for request in itls for gap in (request or [])]
+    if not flat:
+        return {"itls": 0}
+    median = sorted(flat)[len(flat) // 2]
+    starts, ttfts = saved.get("start_times") or [], saved.get("ttfts") or []
+    origin = min(starts) if starts else 0.0
+    found = []
+    for i, request in enumerate(itls):
+        at = (starts[i] - origin + ttfts[i]) if i < len(starts) and i < len(ttfts) else None
+        for j, gap in enumerate(request or []):
+            at = at + gap if at is not None else None
+            if gap > STALL_FACTOR * median:
+                found.append({"request": i, "token": j + 1, "ms": round(1000 * gap, 2),
+                              "at_s": round(at, 3) if at is not None else None})
+    largest = sorted(found, key=lambda stall: stall["ms"], reverse=True)[:STALLS_KEPT]
+    return {"itls": len(flat), "median_itl_ms": round(1000 * median, 3), "stalls": len(found),
+            "stall_excess_ms": round(sum(stall["ms"] for stall in found) - 1000 * median * len(found), 1),
+            "largest": largest}
+
+
+def condense(path: str | Path) -> None:
+    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls``; the file says which
+    fields it dropped. A file without them (or none at all) is left as it is: ``read_result`` judges it."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return
+    dropped = [key for key in DETAILED if key in saved]
+    if not dropped:
+        return
+    saved["itl_stalls"] = itl_stalls(saved)
+    for key in dropped:
+        del saved[key]
+    saved["detailed_fields_dropped"] = dropped
+    Path(path).write_text(json.dumps(saved, indent=1))
+
+
+class ResultError(ValueError):
+    """A saved client result that cannot be used: missing, failed requests, a metric absent."""
+
+
+def read_result(path: str | Path, speculative: bool = True) -> dict[str, Any]:
+    """The saved JSON's counts, metrics and (``speculative``) acceptance; raises ``ResultError`` naming the first
+    problem: no file, a failed or missing request, a metric absent or not a number."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ResultError(f"no client result at {path}: {type(exc).__name__}") from None
+    missing = [k for k in (*COUNTS, *METRICS) if not isinstance(saved.get(k), (int, float))]
+    if missing:
+        raise ResultError(f"{Path(path).name} lacks {', '.join(missing)}")
+    if saved["failed"] or saved["completed"] != saved["num_prompts"]:
+        raise ResultError(f"{saved['failed']} of {saved['num_prompts']} requests failed "
+                          f"({saved['completed']} completed)")
+    out = {k: saved[k] for k in (*COUNTS, *METRICS)}
+    for key in SPECULATION:
+        out[key] = saved.get(key)
+    if "itl_stalls" in saved:  # condense() wrote it from the run's per-token latencies
+        out["itl_stalls"] = saved["itl_stalls"]
+    if speculative and not isinstance(saved.get("spec_decode_acceptance_length"), (int, float)):
+        raise ResultError(f"{Path(path).name} has no acceptance length: the server's /metrics showed no "
+                          "spec-decode counters moving")
+    return out
+
+
+class _RoutedStdout(io.TextIOBase):
+    """``sys.stdout`` while clients run: a thread that registered a buffer writes there, any other to ``fallback``."""
+
+    def __init__(self, fallback: Any) -> None:
+        self.fallback = fallback
+        self.buffers: dict[int, io.StringIO] = {}
+
+    def write(self, text: str) -> int:
+        return self.buffers.get(threading.get_ident(), self.fallback).write(text)
+
+    def flush(self) -> None:
+        self.fallback.flush()
+
+
+def run_client(argv: list[str], log: Path, timeout_s: float,
+               bench: Callable[[list[str]], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run ``vllm bench serve ARGV`` on a thread; its printed text goes to ``log``. Returns ``{"seconds": s}`` or,
+    when it raised or did not finish within ``timeout_s``, ``{"error": ..., "seconds": s}``."""
+    import time
+
+    if bench is None:
+        from portable_spec_harness.vllm_door.bench_client import bench_serve as bench
+    routed = sys.stdout if isinstance(sys.stdout, _RoutedStdout) else _RoutedStdout(sys.stdout)
+    previous, sys.stdout = sys.stdout, routed
+    outcome: dict[str, Any] = {}
+    buffer = io.StringIO()
+
+    def target() -> None:
+        routed.buffers[threading.get_ident()] = buffer
+        try:
+            bench(argv)
+        except BaseException as exc:  # the client's SystemExit on a bad flag included: report, never exit
+            outcome["error"] = f"{type(exc).__name__}: {exc}".strip()
+            buffer.write(traceback.format_exc())
+
+    started = time.monotonic()
+    thread = threading.Thread(target=target, name="vllm-bench-serve", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    seconds = round(time.monotonic() - started, 2)
+    if thread.is_alive():
+        outcome["error"] = f"no result within {timeout_s:.0f} s (the client still waits on the server)"
+    else:
+        routed.buffers.pop(thread.ident, None)
+        sys.stdout = previous
+    log.write_text(buffer.getvalue())
+    return {**outcome, "seconds": seconds}

@@ -1,0 +1,378 @@
+"""One serving benchmark: decide the placement, boot the servers, warm every variant at every concurrency, read the
+phase clock at concurrency 1, run the timed rounds interleaved, stop the servers, write the report.
+
+``together``: every variant's server boots once and stays up; the client runs rotate across them (``plan.order``).
+``in_turn``: one server at a time; per round each variant boots, warms and runs every concurrency, then stops.
+A ``together`` boot that fails for memory with ``--placement auto`` falls back to ``in_turn``.
+
+Servers are started through ``launch(server, port, log)`` (``servers.launch``: ``vllm serve`` processes) and the
+client through ``client(argv, log, timeout_s)`` (``client.run_client``: vLLM's own ``vllm bench serve``). The CPU
+tests pass in-process fake servers and keep the real client, so every step below runs without a GPU.
+``OUTDIR/serve_bench.partial.json`` is rewritten after every run: a run cut short by an outer time limit keeps what
+it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from portable_spec_harness import vllm_serve
+from portable_spec_harness.e2e.bench import progress_bar
+from portable_spec_harness.e2e.interleave import rotation
+from portable_spec_harness.serve_bench import client as client_mod
+from portable_spec_harness.serve_bench import memory, plan, report, servers
+from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
+from portable_spec_harness.serve_bench.servers import BenchServer
+
+HOST = "127.0.0.1"
+OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA error: out of memory|"
+                 r"No available memory for the cache blocks", re.IGNORECASE)
+"""What a server's log says when it did not fit beside the others (torch, CUDA, vLLM's start-up memory check)."""
+ROUND_RESERVE_S = 45.0
+"""Kept back from ``--budget-s`` for stopping the servers and writing the report."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    variants: tuple[str, ...] = plan.DEFAULT_VARIANTS
+    concurrency: tuple[int, ...] = (1, 2, 8, 32)
+    rounds: int = 3
+    first_round: int = 0
+    """Where this call's rounds start in the rotation (a benchmark split over several calls keeps rotating)."""
+    input_len: int = 256
+    output_len: int = 256
+    prompts_per_slot: int = 2
+    temperature: float = 0.0
+    seed: int = 0
+    placement: str = "auto"
+    phase_clock: bool = True
+    clock_prompts: int = 2
+    profile_output_len: int = 64
+    boot_s: float = 600.0
+    run_timeout_s: float = 300.0
+    budget_s: float | None = None
+    kv_cache_gib: float | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Live:
+    server: BenchServer
+    port: int
+    log: Path
+    handle: Any = None
+    boot: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Hooks:
+    """What the CPU tests replace: the server launcher, the client, the device query and the console."""
+
+    launch: Callable[[BenchServer, int, Path], Any] = servers.launch
+    client: Callable[[list[str], Path, float], dict[str, Any]] = client_mod.run_client
+    device: Callable[[], dict[str, Any]] = memory.device_memory
+    say: Callable[[str], None] = print
+
+
+class Bench:
+    def __init__(self, pair: BenchPair, settings: Settings, outdir: Path, hooks: Hooks) -> None:
+        self.pair, self.settings, self.outdir, self.hooks = pair, settings, outdir, hooks
+        self.runs_dir = outdir / "runs"
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.started = time.monotonic()
+        self.ports: set[int] = set()
+        self.variants, skipped = plan.variants_for(list(settings.variants), pair.moe)
+        self.record: dict[str, Any] = {
+            "kind": "serve_bench", "pair": pair.as_json(), "settings": settings.as_json(),
+            "skipped_variants": skipped, "variants": {}, "runs": [], "warm_runs": [], "order": [],
+            "phase_clock_c1": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
+            "phases_s": {}}
+
+    # ---------------------------------------------------------------------------------------------- planning
+    def plan_servers(self) -> dict[str, BenchServer]:
+        s = self.settings
+        target, draft = read_config(self.pair.target), read_config(self.pair.draft)
+        max_len = plan.max_model_len(s.input_len, s.output_len, self.pair.k)
+        kv = int(s.kv_cache_gib * memory.GIB) if s.kv_cache_gib else memory.kv_cache_bytes(
+            target, draft, max_len, max(s.concurrency))
+        (w_target, src_target), (w_draft, src_draft) = (memory.weights_bytes(self.pair.target, target),
+                                                        memory.weights_bytes(self.pair.draft, draft))
+        device = self.hooks.device()
+        per_server = memory.server_bytes(w_target + w_draft, kv)
+        self.record["device_memory"] = device
+        self.record["placement"] = {
+            **memory.placement(len(self.variants), per_server, device.get("free_bytes"), s.placement),
+            "weights_gib": {"target": round(w_target / memory.GIB, 2), "draft": round(w_draft / memory.GIB, 2),
+                            "from": {"target": src_target, "draft": src_draft}},
+            "kv_cache_gib": round(kv / memory.GIB, 3)}
+        self.record["workload"] = {
+            "client": "vllm bench serve", "dataset": "random", "input_len": s.input_len, "output_len": s.output_len,
+            "range_ratio": 0, "temperature": s.temperature, "ignore_eos": True, "request_rate": "inf",
+            "concurrency": list(s.concurrency),
+            "num_prompts": {str(c): plan.num_prompts(c, s.prompts_per_slot) for c in s.concurrency},
+            "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
+        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv) for v in self.variants}
+
+    # ---------------------------------------------------------------------------------------------- servers
+    def boot(self, specs: list[BenchServer]) -> list[Live]:
+        lives = [Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
+                 for spec in specs]
+        for live in lives:
+            live.handle = self.hooks.launch(live.server, live.port, live.log)
+        deadline = time.monotonic() + self.settings.boot_s
+
+        async def all_ready() -> list[dict[str, Any]]:
+            return await asyncio.gather(*(vllm_serve.wait_healthy(live.handle, HOST, live.port, live.log.name,
+                                                                  deadline) for live in lives))
+        for live, boot in zip(lives, asyncio.run(all_ready())):
+            live.boot = boot
+            self.variant_entry(live.server)["boots"].append(boot)
+            self.hooks.say(f"[serve-bench] boot {live.server.variant}: "
+                           f"{'ready' if boot['ready'] else boot['error']} after {boot['seconds']} s")
+            self.bar.update(1)
+        return lives
+
+    def variant_entry(self, server: BenchServer) -> dict[str, Any]:
+        return self.record["variants"].setdefault(server.variant, {
+            "e2e_variant": server.e2e_variant, "serve_args": servers.serve_args(server, 0),
+            "env_switches": {k: v for k, v in servers.server_env(server).items()
+                             if k.startswith(("VLLM_USE_V2", "VLLM_PLATFORM", "PORTABLE_SPEC"))},
+            "boots": [], "facts": []})
+
+    def rpc(self, live: Live, method: str, timeout_s: float = 300.0) -> dict[str, Any]:
+        answer = asyncio.run(vllm_serve.collective_rpc(HOST, live.port, method, timeout_s=timeout_s))
+        return answer if answer is not None else {"error": f"{method}: no answer from /collective_rpc"}
+
+    def facts(self, live: Live, when: str) -> None:
+        self.variant_entry(live.server)["facts"].append({"when": when, **self.rpc(live, servers.FACTS_METHOD, 60)})
+
+    def stop(self, lives: list[Live]) -> None:
+        started = [live for live in lives if live.handle is not None]
+        with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
+            list(pool.map(lambda live: live.handle.stop(), started))
+
+    # ---------------------------------------------------------------------------------------------- client runs
+    def client_run(self, live: Live, kind: str, rnd: int, c: int, prompts: int, output_len: int,
+                   seed: int) -> dict[str, Any]:
+        variant = live.server.variant
+        name = f"{kind}_{variant}_c{c}_r{rnd}"
+        run = client_mod.ClientRun(HOST, live.port, self.pair.target, self.pair.tokenizer, self.settings.input_len,
+                                   output_len, prompts, c, seed, self.settings.temperature, str(self.runs_dir),
+                                   f"{name}.json", variant,
+                                   (f"variant={variant}", f"round={rnd}", f"kind={kind}", f"pair={self.pair.name}",
+                                    f"mode={self.pair.mode}"))
+        argv = client_mod.client_args(run)
+        self.record.setdefault("client_example", client_mod.command_line(argv))
+        outcome = self.hooks.client(argv, self.runs_dir / f"{name}.txt", self.settings.run_timeout_s)
+        row = {"kind": kind, "variant": variant, "concurrency": c, "round": rnd, "num_prompts": prompts,
+               "output_len": output_len, "seed": seed, "result_file": f"runs/{name}.json",
+               "client_output": f"runs/{name}.txt", "seconds": outcome["seconds"]}
+        if "error" in outcome:
+            row["error"] = outcome["error"]
+        else:
+            try:
+                client_mod.condense(self.runs_dir / f"{name}.json")
+                row["result"] = client_mod.read_result(self.runs_dir / f"{name}.json")
+            except client_mod.ResultError as exc:
+                row["error"] = str(exc)
+        if "error" in row:
+            self.hooks.say(f"[serve-bench] {name}: {row['error']}")
+        self.bar.update(1)
+        return row
+
+    def warm(self, live: Live) -> None:
+        """One untimed run per concurrency (graph sizes, JIT kernels, the client's first connections)."""
+        for c in self.settings.concurrency:
+            self.record["warm_runs"].append(self.client_run(live, "warm", -1, c, c, self.settings.output_len,
+                                                            self.settings.seed + 900_000 + c))
+
+    def phase_clock(self, live: Live) -> None:
+        """At concurrency 1: a run under the phase clock (real host time per phase), then a shorter one under the
+        torch profiler (device time per phase), each switched on and off through the probe."""
+        reading: dict[str, Any] = {}
+        for kind, prompts, out_len in (("clock", self.settings.clock_prompts, self.settings.output_len),
+                                       ("profile", 1, min(self.settings.profile_output_len, self.settings.output_len))):
+            begun = self.rpc(live, f"portable_spec_bench_{kind}_start")
+            if "error" in begun:
+                reading[kind] = begun
+                self.bar.update(1)
+                continue
+            run = self.client_run(live, kind, -1, 1, prompts, out_len, self.settings.seed + 800_000 + len(reading))
+            reading[kind] = self.rpc(live, f"portable_spec_bench_{kind}_stop", timeout_s=600.0)
+            reading[kind]["hooks"] = {"installed": begun.get("installed"), "skipped": begun.get("skipped")}
+            reading[f"{kind}_run"] = {k: v for k, v in run.items() if k != "result"}
+            if "error" in run:
+                reading[kind] = {"error": f"client run failed: {run['error']}"}
+        self.record["phase_clock_c1"][live.server.variant] = reading
+
+    def timed(self, lives: dict[str, Live], order: list[plan.Run]) -> None:
+        for run in order:
+            s = self.settings
+            row = self.client_run(lives[run.variant], "timed", run.round, run.concurrency,
+                                  plan.num_prompts(run.concurrency, s.prompts_per_slot), s.output_len,
+                                  s.seed + 1000 * run.round + run.concurrency)
+            self.record["runs"].append(row)
+            self.record["order"].append(run.as_json())
+            self.write_partial()
+
+    def budget_left(self, need_s: float) -> bool:
+        if self.settings.budget_s is None:
+            return True
+        left = self.settings.budget_s - (time.monotonic() - self.started) - ROUND_RESERVE_S
+        return left >= need_s
+
+    # ---------------------------------------------------------------------------------------------- placements
+    def together(self, specs: dict[str, BenchServer]) -> bool:
+        """Returns False when a server did not fit beside the others (the caller may retry in turn)."""
+        t = time.monotonic()
+        lives = self.boot(list(specs.values()))
+        self.record["phases_s"]["boot_s"] = round(time.monotonic() - t, 1)
+        try:
+            failed = [live for live in lives if not live.boot.get("ready")]
+            if failed and any(OOM.search(_tail(live.log)) for live in failed):
+                self.record["problems"].append("together: " + ", ".join(
+                    f"{live.server.variant} did not fit ({live.boot.get('error')})" for live in failed))
+                return False
+            self.record["problems"] += [f"{live.server.variant}: {live.boot.get('error')}, see {live.log.name}"
+                                        for live in failed]
+            up = {live.server.variant: live for live in lives if live.boot.get("ready")}
+            self.prepare(list(up.values()))
+            rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
+            last_round_s = 0.0
+            for rnd in rounds:
+                if not self.budget_left(last_round_s):
+                    self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
+                    break
+                t = time.monotonic()
+                self.timed(up, plan.interleaved([v for v in self.variants if v in up],
+                                                list(self.settings.concurrency), 1, rnd))
+                last_round_s = time.monotonic() - t
+                self.record["rounds_done"] += 1
+            for live in up.values():
+                self.facts(live, "after")
+        finally:
+            self.stop(lives)
+        return True
+
+    def prepare(self, lives: list[Live]) -> None:
+        """Facts before, warm-up at every concurrency, the phase clock at concurrency 1."""
+        t = time.monotonic()
+        for live in lives:
+            self.facts(live, "before")
+            self.warm(live)
+        self.record["phases_s"]["warm_s"] = round(time.monotonic() - t, 1)
+        t = time.monotonic()
+        for live in lives if self.settings.phase_clock else ():
+            self.phase_clock(live)
+        self.record["phases_s"]["phase_clock_s"] = round(time.monotonic() - t, 1)
+
+    def in_turn(self, specs: dict[str, BenchServer]) -> None:
+        rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
+        last_round_s = 0.0
+        for i, rnd in enumerate(rounds):
+            if not self.budget_left(last_round_s):
+                self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
+                break
+            t = time.monotonic()
+            for variant in rotation(list(self.variants), rnd):
+                (live,) = self.boot([specs[variant]])
+                try:
+                    if not live.boot.get("ready"):
+                        self.record["problems"].append(f"round {rnd} {variant}: {live.boot.get('error')}, see "
+                                                       f"{live.log.name}")
+                        continue
+                    self.facts(live, f"before round {rnd}")
+                    self.warm(live)
+                    if i == 0 and self.settings.phase_clock:
+                        self.phase_clock(live)
+                    self.timed({variant: live}, [plan.Run(rnd, c, variant) for c in self.settings.concurrency])
+                    self.facts(live, f"after round {rnd}")
+                finally:
+                    self.stop([live])
+            last_round_s = time.monotonic() - t
+            self.record["rounds_done"] += 1
+
+    # ---------------------------------------------------------------------------------------------- the run
+    def run(self) -> dict[str, Any]:
+        if not self.variants:
+            raise ValueError("no variant left to run")
+        specs = self.plan_servers()
+        s = self.settings
+        per_round = len(self.variants) * len(s.concurrency)
+        boots = len(self.variants) * (s.rounds if self.record["placement"]["mode"] == "in_turn" else 1)
+        self.bar = progress_bar(boots + per_round * (s.rounds + 1) + (2 * len(self.variants) if s.phase_clock else 0),
+                                desc="serve bench")
+        self.hooks.say(f"[serve-bench] {self.pair.name} ({self.pair.mode}): {', '.join(self.variants)}; placement "
+                       f"{self.record['placement']['mode']}: {self.record['placement']['reason']}")
+        try:
+            if self.record["placement"]["mode"] == "together":
+                if not self.together(specs):
+                    reason = "together did not fit (a server ran out of memory): one server at a time"
+                    self.record["placement"].update(mode="in_turn", reason=reason, fell_back=True)
+                    self.hooks.say(f"[serve-bench] {reason}")
+                    self.in_turn(specs)
+            else:
+                self.in_turn(specs)
+        except (KeyboardInterrupt, SystemExit) as exc:  # an outer time limit: servers are stopped, keep the report
+            self.record["stopped_because"] = f"interrupted ({type(exc).__name__})"
+            self.finish()
+            raise
+        finally:
+            self.bar.close()
+        return self.finish()
+
+    def finish(self) -> dict[str, Any]:
+        from portable_spec_harness.soak.report import environment
+
+        self.record["phases_s"]["total_s"] = round(time.monotonic() - self.started, 1)
+        self.record.update(environment())
+        if not self.record.get("device"):
+            self.record["device"] = self.record.get("device_memory", {}).get("name")
+        result = report.assemble(self.record, self.variants, list(self.settings.concurrency))
+        (self.outdir / "serve_bench.json").write_text(json.dumps(result, indent=1))
+        (self.outdir / "serve_bench.txt").write_text(report.table(result) + "\n")
+        report.plot(result, self.outdir / "serve_bench.png")
+        return result
+
+    def write_partial(self) -> None:
+        (self.outdir / "serve_bench.partial.json").write_text(json.dumps(self.record, default=str))
+
+
+def _tail(log: Path, size: int = 20000) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-size:]
+
+
+def run_serve_bench(pair: BenchPair, settings: Settings, outdir: str | Path,
+                    hooks: Hooks | None = None) -> dict[str, Any]:
+    """The whole benchmark; returns the report (also ``OUTDIR/serve_bench.json``, ``.txt`` and ``.png``). SIGTERM
+    (an outer ``timeout``) becomes ``SystemExit`` meanwhile, so the servers, which run in sessions of their own, are
+    stopped and the report is written before the process ends."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    vllm_serve.raise_open_file_limit()
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_term) if on_main else None
+    try:
+        return Bench(pair, settings, outdir, hooks or Hooks()).run()
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)

@@ -1,0 +1,70 @@
+"""The benchmark's servers: one ``vllm serve`` per variant, identical but for the variant's environment (platform,
+runner) and with the same fixed KV cache, so a difference between them is the drafter and runner alone."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from portable_spec_harness import vllm_serve
+from portable_spec_harness.serve_bench.pairs import BenchPair
+from portable_spec_harness.serve_bench.plan import VARIANTS
+
+PROBE = "portable_spec_harness.serve_bench.worker_extension.ServeBenchProbe"
+FACTS_METHOD = "portable_spec_soak_facts"
+GPU_MEMORY_UTILIZATION = 0.05
+"""Only vLLM's start-up check reads it (``--kv-cache-memory-bytes`` sizes the cache and skips profiling): servers
+that boot side by side each find the device partly taken."""
+
+
+@dataclass(frozen=True)
+class BenchServer:
+    variant: str
+    """A bench variant (``plan.VARIANTS``: upstream_v1, ours, mrv2)."""
+    pair: BenchPair
+    max_model_len: int
+    max_num_seqs: int
+    kv_cache_bytes: int
+
+    @property
+    def name(self) -> str:
+        return self.variant
+
+    @property
+    def e2e_variant(self) -> str:
+        return VARIANTS[self.variant]
+
+    @property
+    def role(self) -> str:
+        return "ours" if self.variant == "ours" else "reference"
+
+    @property
+    def speculative(self) -> dict[str, Any]:
+        return {"method": self.pair.method, "model": self.pair.draft, "num_speculative_tokens": self.pair.k}
+
+
+def serve_args(server: BenchServer, port: int) -> list[str]:
+    """The arguments after ``vllm serve`` (parsed by vLLM's own parser in ``tests/test_serve_bench.py``). vLLM's
+    defaults stay where a user would keep them (async scheduling, prefix caching, chunked prefill, the step's token
+    budget); ``--max-num-seqs`` is the highest concurrency, so no variant captures graphs it never replays."""
+    args = [server.pair.target, "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
+            "--max-model-len", str(server.max_model_len), "--max-num-seqs", str(server.max_num_seqs),
+            "--kv-cache-memory-bytes", str(server.kv_cache_bytes),
+            "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION),
+            "--speculative-config", json.dumps(server.speculative),
+            "--worker-extension-cls", PROBE, "--disable-uvicorn-access-log"]
+    if server.pair.tokenizer != server.pair.target:
+        args += ["--tokenizer", server.pair.tokenizer]
+    return args + list(server.pair.serve_args)
+
+
+def server_env(server: BenchServer) -> dict[str, str]:
+    env = vllm_serve.server_env(server.e2e_variant, server.pair.runner, f"serve-bench-{server.variant}")
+    env.update(server.pair.env)
+    return env
+
+
+def launch(server: BenchServer, port: int, log: Path) -> vllm_serve.ServerProcess:
+    return vllm_serve.ServerProcess(vllm_serve.serve_command(serve_args(server, port)), server_env(server), log)

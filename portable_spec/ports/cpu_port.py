@@ -1,0 +1,35 @@
+"""CPU: always available, no device graphs (probe and planning still work; capture raises a clear error)."""
+
+from __future__ import annotations
+
+import platform as _host
+from types import ModuleType
+
+import torch
+
+from portable_spec.ports.interface import DevicePort
+
+
+class CpuPort(DevicePort):
+    name = "cpu"
+    device_type = "cpu"
+    dist_backend = "gloo"
+    supports_graphs = False
+    vllm_platform = "vllm.platforms.cpu.CpuPlatform"  # vLLM's own: we add nothing to it (no graphs)
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return True
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None
+
+    def _load_device_module(self) -> ModuleType:
+        return torch.cpu
+
+    def device_name(self) -> str:
+        return _host.processor() or _host.machine()
+
+    def device(self, index: int | None = None) -> torch.device:
+        return torch.device("cpu")

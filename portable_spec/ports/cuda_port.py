@@ -1,0 +1,37 @@
+"""NVIDIA CUDA: ``torch.cuda`` with the NCCL backend."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from portable_spec.ports.fork_safe import visible_device_count
+from portable_spec.ports.interface import DevicePort
+
+
+class CudaPort(DevicePort):
+    name = "cuda"
+    device_type = "cuda"
+    dist_backend = "nccl"
+    vllm_platform = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return torch.version.cuda is not None and visible_device_count() > 0
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if getattr(torch.version, "hip", None):
+            return "platform 'cuda' selected but this torch is a ROCm build; use --platform rocm"
+        if torch.version.cuda is None or visible_device_count() == 0:
+            return ("platform 'cuda' selected but no CUDA device is visible "
+                    "(check the driver and CUDA_VISIBLE_DEVICES, or use --platform cpu)")
+        return None
+
+    def _load_device_module(self) -> ModuleType:
+        return torch.cuda
+
+    def runtime_versions(self) -> dict[str, str | None]:
+        return {"torch": torch.__version__, "cuda": torch.version.cuda,
+                "capability": ".".join(map(str, torch.cuda.get_device_capability()))}

@@ -1,0 +1,62 @@
+"""Moore Threads MUSA: ``torch.musa`` from torch_musa, MCCL, MUSAGraph (no ``keep_graph``), capture under
+``inference_mode``, and torchada's ~1900 live-executable rotation cap as the graph budget.
+
+torchada is imported only when this platform is constructed for real (it sets ``VLLM_TUNED_CONFIG_FOLDER`` on
+import). Detection asks whether torch_musa is importable, never ``torch.cuda.is_available()`` (False under torchada).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from types import ModuleType
+
+import torch
+
+from portable_spec import envs
+from portable_spec.ports.interface import DevicePort
+
+TORCHADA_DEFAULT_EXEC_CAP = int(envs.BY_NAME[envs.TORCHADA_CAP_ENV].default)
+
+
+def musa_live_graph_limit() -> int:
+    """torchada's rotation cap: ``TORCHADA_GRAPH_EXEC_CAP`` when set, else its default 1900."""
+    return envs.torchada_graph_exec_cap()
+
+
+class MusaPort(DevicePort):
+    name = "musa"
+    device_type = "musa"
+    dist_backend = "mccl"
+    vllm_platform = "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
+    capture_inference_mode = True
+    graph_class_name = "MUSAGraph"
+    live_graph_limit = musa_live_graph_limit()
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return importlib.util.find_spec("torch_musa") is not None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if importlib.util.find_spec("torch_musa") is None:
+            return ("platform 'musa' requires torch_musa, which is not installed "
+                    "(pip install torch_musa and portable-spec[musa]), or choose another platform")
+        return None
+
+    def _load_device_module(self) -> ModuleType:
+        importlib.import_module("torch_musa")
+        if importlib.util.find_spec("torchada") is not None:
+            importlib.import_module("torchada")  # aliases torch.cuda to torch.musa for vLLM's hard-coded calls
+        return torch.musa  # type: ignore[attr-defined]
+
+    def runtime_versions(self) -> dict[str, str | None]:
+        versions: dict[str, str | None] = {"torch": torch.__version__,
+                                           "musa": getattr(torch.version, "musa", None)}
+        for pkg in ("torch_musa", "torchada"):
+            try:
+                versions[pkg] = importlib.metadata.version(pkg.replace("_", "-")) if not self.injected else None
+            except importlib.metadata.PackageNotFoundError:
+                versions[pkg] = None
+        return versions
