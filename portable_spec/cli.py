@@ -16,7 +16,7 @@ from portable_spec.errors import PortableSpecError, UsageError
 from portable_spec.output import emit_error, wants_json
 from portable_spec.ports import env_platform_name
 
-COMMANDS = ("probe", "sizes", "caps", "kernels", "bench")
+COMMANDS = ("probe", "sizes", "caps", "kernels", "census", "bench")
 
 DESCRIPTION = """\
 Run vLLM's speculative-decoding drafter under FULL graphs on NVIDIA CUDA, AMD ROCm and

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "portable_spec"
 ADAPTER = PACKAGE / "vllm_adapter"
 DOCS = ("README.md", "DEVELOPERS.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 
-TOP_DIRS = ("portable_spec", "ci", "tests", "docs", "bench")
+TOP_DIRS = ("portable_spec", "harness", "ci", "tests", "docs", "bench")
 """Repository paths the docs may name whole (``ci/lanes/cpu.sh``)."""
 SUBPACKAGES = tuple(sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()))
 """The package's own subpackages: a path or dotted name starting with one (``vllm_adapter/worker/``,
@@ -33,7 +33,8 @@ EXAMPLE = {"acme": "musa", "Acme": "Musa", "ACME": "MUSA"}
 """docs/platforms.md's imaginary accelerator, and the real one its files mirror."""
 
 _PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./{},*<>-]*)" % "|".join(TOP_DIRS + SUBPACKAGES))
-_DOTTED = re.compile(r"(?<![\w./-])((?:portable_spec|%s)(?:[.:][A-Za-z_]\w*)+)" % "|".join(SUBPACKAGES))
+_DOTTED = re.compile(r"(?<![\w./-])((?:portable_spec_harness|portable_spec|%s)(?:[.:][A-Za-z_]\w*)+)"
+                     % "|".join(SUBPACKAGES))
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)]*)\)")
 
 
@@ -93,10 +94,11 @@ def module_resolves(dotted: str) -> bool:
     """``portable_spec.a.b[.Name[.member]]`` (or ``a.b`` for a subpackage, ``:`` before the name allowed) names a
     module file or package, then at most a name it defines and a member of that class."""
     parts = dotted.replace(":", ".").split(".")
-    if parts[0] != "portable_spec":
+    if parts[0] not in ("portable_spec", "portable_spec_harness"):
         parts = ["portable_spec", *parts]
+    root = ROOT / "harness" if parts[0] == "portable_spec_harness" else ROOT
     for cut in range(len(parts), 0, -1):
-        base = ROOT.joinpath(*parts[:cut])
+        base = root.joinpath(*parts[:cut])
         source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
         if source.exists():
             rest = parts[cut:]
@@ -111,7 +113,7 @@ def module_resolves(dotted: str) -> bool:
 
 
 def referenced_modules(text: str) -> set[str]:
-    return {m.rstrip(".") for m in _DOTTED.findall(text)} - {"portable_spec"}
+    return {m.rstrip(".") for m in _DOTTED.findall(text)} - {"portable_spec", "portable_spec_harness"}
 
 
 @functools.lru_cache(maxsize=None)

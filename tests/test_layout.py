@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -215,3 +216,46 @@ def test_the_wheel_ships_the_product_only(tmp_path):
     assert not [n for n in names if "harness" in n or n.startswith(("tests/", "ci/"))]
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt")
     assert b"portable_spec.vllm_adapter.plugin.platform_plugin:platform_qualname" in entry_points
+
+
+RUN_HISTORY = re.compile(r"\bissues? \d+|\bsessions? \d+|bench/results/|\b20\d\d-\d\d-\d\d\b", re.IGNORECASE)
+"""What marks run history in a docstring or comment: which issue or session, a results folder, a date. Results and
+their history belong in ``bench/results/<run>/README.md``; the product's text says why."""
+
+
+def run_history(paths: list[Path]) -> list[str]:
+    return [f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}:{n}: {line.strip()[:80]}"
+            for p in paths for n, line in enumerate(p.read_text().splitlines(), 1) if RUN_HISTORY.search(line)]
+
+
+def test_the_products_text_carries_no_run_history(tmp_path):
+    assert run_history(product_files()) == []
+    planted = tmp_path / "planted.py"
+    planted.write_text('"""Measured in session 7 (bench/results/2026-11-25-h100-session11, issue 23)."""\n')
+    assert len(run_history([planted])) == 1
+
+
+def unit_arrows() -> dict[str, set[str]]:
+    """Which units each product unit imports (its own unit left out)."""
+    arrows: dict[str, set[str]] = {}
+    for path in product_files():
+        own = unit_of(module_name(path, PACKAGE))
+        if own is not None:
+            others = {unit_of(name) for _, name in imported_names(path)} - {None, own}
+            arrows.setdefault(own, set()).update(others)
+    return arrows
+
+
+def render_import_graph(arrows: dict[str, set[str]]) -> str:
+    """One line per unit, highest layer first: ``unit → what it imports``, each list lowest layer last."""
+    order = sorted(arrows, key=lambda u: (-RANK[u], u))
+    return "\n".join(f"{u} → {', '.join(sorted(arrows[u], key=lambda o: (-RANK.get(o, -1), o))) or '(nothing)'}"
+                     for u in order)
+
+
+def test_architecture_draws_the_import_graph_the_code_has():
+    """``docs/architecture.md``'s import graph is the code's (regenerate it with ``render_import_graph``)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("<!-- import-graph:begin -->\n```\n", 1)[1].split("```\n<!-- import-graph:end -->", 1)[0]
+    assert block.strip() == render_import_graph(unit_arrows()), render_import_graph(unit_arrows())
+    assert len(block.strip().splitlines()) == len(unit_arrows()) >= 15

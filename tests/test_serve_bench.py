@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from portable_spec.errors import PortableSpecError
-from portable_spec_harness.serve_bench import (client, combine, driver, memory, pairs, plan, probe, report, servers,
+from portable_spec_harness.serve_bench import (client, combine, driver, memory, pairs, plan, worker_extension, report, servers,
                                                  stats)
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
@@ -327,7 +327,7 @@ def test_vllm_serve_parses_the_bench_command_line(vllm_platform, variant, zoo_pa
     assert args.model_tag == zoo_pair.target and args.port == 8123
     assert engine.speculative_config == {"method": "eagle", "model": zoo_pair.draft, "num_speculative_tokens": 3}
     assert engine.kv_cache_memory_bytes == 3 << 30 and engine.max_num_seqs == 32 and engine.max_model_len == 640
-    assert engine.worker_extension_cls == servers.PROBE
+    assert engine.worker_extension_cls == servers.WORKER_EXTENSION
     env = servers.server_env(server)
     assert env.get("VLLM_USE_V2_MODEL_RUNNER") == ("1" if variant == "mrv2" else "0")
     assert env.get("VLLM_PLATFORM") == ("cuda" if variant == "ours" else None)
@@ -337,7 +337,7 @@ def test_vllm_serve_parses_the_bench_command_line(vllm_platform, variant, zoo_pa
 def test_the_probe_class_is_a_worker_extension_vllm_accepts():
     from vllm.v1.worker.gpu_worker import Worker
 
-    methods = [m for m in dir(probe.ServeBenchProbe) if not m.startswith("__")]
+    methods = [m for m in dir(worker_extension.ServeBenchWorkerExtension) if not m.startswith("__")]
     assert "portable_spec_bench_clock_start" in methods and "portable_spec_soak_facts" in methods
     assert not any(hasattr(Worker, m) for m in methods)  # vLLM's clash check in WorkerWrapperBase.init_worker
 
@@ -353,12 +353,12 @@ def test_the_clock_probe_hooks_vllms_engine_step_and_restores_everything():
 
     original = core.EngineCoreProc.__dict__["_process_engine_step"]
     worker = Worker()
-    begun = probe.start(worker, "clock")
+    begun = worker_extension.start(worker, "clock")
     assert begun["installed"] > 0 and not any("EngineCoreProc" in s for s in begun["skipped"])
     assert core.EngineCoreProc.__dict__["_process_engine_step"] is not original
-    assert "already running" in probe.start(worker, "profile")["error"]
-    assert "no profile measurement" in probe.stop(worker, "profile")["error"]
-    summary = probe.stop(worker, "clock")
+    assert "already running" in worker_extension.start(worker, "profile")["error"]
+    assert "no profile measurement" in worker_extension.stop(worker, "profile")["error"]
+    summary = worker_extension.stop(worker, "clock")
     assert "never ran" in summary["error"]  # no engine step happened: an error, not a division by zero
     assert core.EngineCoreProc.__dict__["_process_engine_step"] is original
 
@@ -369,11 +369,11 @@ def test_the_profile_probe_reads_a_real_torch_profile():
     from portable_spec_harness.vllm_door.profile_scopes import STEP
 
     worker = Worker()
-    assert probe.start(worker, "profile")["kind"] == "profile"
+    assert worker_extension.start(worker, "profile")["kind"] == "profile"
     for _ in range(3):
         with torch.profiler.record_function(STEP):
             torch.ones(64).add_(1)
-    summary = probe.stop(worker, "profile")
+    summary = worker_extension.stop(worker, "profile")
     assert summary["steps"] == 3 and summary["runner"] == "v1" and "per_step" not in summary
 
 
@@ -386,7 +386,7 @@ def test_the_served_clock_divides_by_busy_time_only():
             with clock.scope(STEP):
                 now[0] += 0.003
         now[0] += 1.0  # idle: waiting for the next request
-    out = probe.served_summary(clock)
+    out = worker_extension.served_summary(clock)
     assert out["steps"] == 4 and out["step_wall_ms"] == pytest.approx(3.0) and out["busy_s"] == pytest.approx(0.012)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.soak import budget, metrics, probe, servers, workload
+from portable_spec_harness.soak import budget, metrics, worker_extension, servers, workload
 
 from soak_fake_server import fake_detokenize, fake_greedy
 
@@ -90,7 +90,7 @@ def test_vllm_serve_parses_the_soak_command_line(vllm_platform, variant, async_s
     assert engine.max_num_batched_tokens == budget.MAX_NUM_BATCHED_TOKENS
     assert engine.max_num_seqs == budget.MAX_NUM_SEQS and engine.max_model_len == budget.MAX_MODEL_LEN
     assert engine.enable_prefix_caching and engine.enable_chunked_prefill
-    assert engine.worker_extension_cls == servers.PROBE and engine.generation_config == "/tmp/genconfig"
+    assert engine.worker_extension_cls == servers.WORKER_EXTENSION and engine.generation_config == "/tmp/genconfig"
     assert engine.structured_outputs_config.backend == "xgrammar"
     assert engine.structured_outputs_config.disable_any_whitespace
 
@@ -218,10 +218,10 @@ def test_the_probe_can_extend_vllms_worker_and_ours():
     assert "parallel_config.worker_extension_cls" in source
     assert "worker_class.__bases__ = worker_class.__bases__ + (" in source
     assert "assert not hasattr(worker_class, attr)" in source
-    own = [a for a in dir(probe.SoakProbe) if not a.startswith("__")]
+    own = [a for a in dir(worker_extension.SoakWorkerExtension) if not a.startswith("__")]
     assert own == [servers.PROBE_METHOD]
     assert not any(hasattr(cls, servers.PROBE_METHOD) for cls in (Worker, PortableWorker))
-    assert f"{probe.SoakProbe.__module__}.{probe.SoakProbe.__qualname__}" == servers.PROBE
+    assert f"{worker_extension.SoakWorkerExtension.__module__}.{worker_extension.SoakWorkerExtension.__qualname__}" == servers.WORKER_EXTENSION
 
 
 def test_collective_rpc_runs_a_method_named_by_string_in_dev_mode():
@@ -235,11 +235,11 @@ def test_collective_rpc_runs_a_method_named_by_string_in_dev_mode():
     assert "if envs.VLLM_SERVER_DEV_MODE:" in build and "register_vllm_dev_api_routers(app)" in build
     assert vllm_serve.DEV_MODE_ENV == {"VLLM_SERVER_DEV_MODE": "1"}
 
-    class Worker(probe.SoakProbe):
+    class Worker(worker_extension.SoakWorkerExtension):
         pass
 
     assert "func = getattr(obj, method)" in inspect.getsource(run_method)
-    assert getattr(Worker(), servers.PROBE_METHOD).__func__ is probe.SoakProbe.portable_spec_soak_facts
+    assert getattr(Worker(), servers.PROBE_METHOD).__func__ is worker_extension.SoakWorkerExtension.portable_spec_soak_facts
 
 
 # ------------------------------------------------------------------------------------------------ the rules
@@ -294,7 +294,7 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
                               prep_declines={"first-pass batch size not captured": 2},
                               padded_metadata_builds=Counter(chain=4))
 
-    class Worker(probe.SoakProbe):
+    class Worker(worker_extension.SoakWorkerExtension):
         model_runner = SimpleNamespace(drafter=drafter, attn_groups=[])
         vllm_config = SimpleNamespace(
             additional_config={}, use_v2_model_runner=False, speculative_config=SimpleNamespace(method="eagle"),

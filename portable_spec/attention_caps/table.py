@@ -195,8 +195,8 @@ CLAIM_CHANGES: dict[str, dict[str, dict[str, Any]]] = {
                "rocm/ROCM_ATTN": {"mm_prefix": False}},
 }
 """Claims whose value moved after vLLM 0.26.0, keyed by the first release with the new value (0.26.0: none); each
-entry is the whole set of changes against the table above (not against the previous entry). The H100 found the 0.33.0 one
-(``bench/results/2026-11-25-h100-session11``): vLLM 0.33.0's ``FlashInferBackend.supports_kv_cache_dtype`` takes an
+entry is the whole set of changes against the table above (not against the previous entry). vLLM 0.33.0's
+``FlashInferBackend.supports_kv_cache_dtype`` takes an
 NVFP4 KV cache on SM80/SM90/SM120 through its FA2 path ("nvfp4" only: the slot-mapping writer has no scale search)
 and both NVFP4 variants on SM100 with trtllm-gen; 0.28.0 added "nvfp4_4over6" to the SM100 set. vLLM 0.33.0's
 ``RocmAttentionBackend.supports_mm_prefix`` says False ("Not implemented"; the agreement test found it on 0.33.0).
@@ -221,4 +221,4 @@ VENDOR_BACKENDS_NOT_IN_TABLE: dict[str, dict[str, str]] = {
 
 PLATFORMS: tuple[str, ...] = tuple(dict.fromkeys(row.platform for row in TABLE))
 DEVICES_HERE: tuple[str, ...] = ("cuda",)
-"""Platforms this project can run (an H100): rows of every other platform are declared-only."""
+"""Platforms whose rows a GPU lane verifies on the device: rows of every other platform are declared-only."""

@@ -5,7 +5,7 @@ A drafter hands the runner a ``DraftStepSource``: for a ``DraftKey`` it prepares
 metadata and returns a ``StepCall`` (the callable that runs that step at the key's padded shape, and the input
 addresses a replay must see). The runner then, for every FULL key of its dispatcher:
 - captures the most tokens first (each graph keeps its outputs in the shared pool; captured smallest first, each
-  larger graph found only holes too small for it: 1,022 vs 138 MiB for 44 graphs on the H100), after one warm-up on
+  larger graph found only holes too small for it, several times the memory), after one warm-up on
   the capture stream, into the platform's ONE process-wide pool, in the platform's grad mode (inference mode on MUSA);
 - counts every graph against the platform's live-graph budget (process-wide, as MUSA's cap is): keys beyond it run
   eagerly, the smallest batches (the launch-bound ones) keep their graphs;

@@ -23,7 +23,7 @@ Each expresses the same program without one construct an older Triton front end 
   triton.language.uint32 and triton.language.int32 because they have different signedness"; vllm-musa patches these
   lines). A uint32 divisor is what >= 3.2 builds from the literal, so the division stays unsigned: on Triton 3.6 the
   derived top-k/top-p kernel compiles to vLLM's PTX line for line. (Casting the dividend to int32 instead, as
-  vllm-musa does, makes a signed division that changes the loop code around it: 1.08-1.12x vLLM's time on an H100.)
+  vllm-musa does, makes a signed division that changes the loop code around it, and the kernel slower than vLLM's.)
 - ``flip-integer-ternary``: ``a if n > k else b`` -> ``b if n <= k else a`` where ``n`` is an unsigned count
   (integers: the negated comparison is exact). Triton 3.2's ``TritonGPUCombineTensorSelectAndIf`` pass moves a select
   on condition ``c`` into a later ``if`` on the same ``c`` and breaks dominance ("operand #0 does not dominate this

@@ -39,8 +39,7 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "annotation is not tl.constexpr; MUSA's Triton fails with \"'AnnAssign' object has no attribute 'targets'\"",
          "MooreThreads/vllm-musa 0.1.1's patch of find_seq_idx's 'left: tl.int32 = 0'; "
          "triton-lang/triton PR #4412 (visit_Assign learnt AnnAssign; parameter defaults are AnnAssign nodes); "
-         "constexpr annotations take a separate path and pass (measured with triton 3.0.0, see "
-         "bench/results/2026-11-23-triton32-check/README.md)"),
+         "constexpr annotations take a separate path and pass (front ends before that PR, e.g. triton 3.0.0)"),
     Rule("tl-extra-cuda",
          "tl.extra.cuda (torchada aliases it to tl.extra.musa; gdc_wait and gdc_launch_dependents become stubs that "
          "raise NotImplementedError)",
@@ -50,15 +49,14 @@ RULES: dict[str, Rule] = {rule.name: rule for rule in (
          "_load_ptr(ptr, tl.int32)): front ends before Triton 3.2 receive it as a constexpr and fail with "
          "\"element_ty is a constexpr.\", annotated tl.constexpr or not",
          "MooreThreads/vllm-musa patch 0032 (v1/worker/gpu/block_table: _load_ptr(.., tl.int32) -> a helper with "
-         "tl.pointer_type(tl.int32)); measured with triton 3.0.0: "
-         "bench/results/2026-11-25-triton32-check-mrv2/pre4412_mrv2_probe.py"),
+         "tl.pointer_type(tl.int32)); front ends before triton-lang/triton PR #4412 (e.g. triton 3.0.0)"),
     Rule("unsigned-division",
          "floor division or modulo of a uint32/uint64 value by an int literal or a signed value "
          "((num_outliers + T - 1) // T with num_outliers = tl.zeros((), dtype=tl.uint32)): front ends before "
          "Triton 3.2 type the literal int32 and refuse (\"Cannot use /, #, or % with triton.language.uint32 and "
          "triton.language.int32 because they have different signedness\")",
          "MooreThreads/vllm-musa patch 0027 (v1/sample/ops/topk_topp_triton: these divisions rewritten on int32 "
-         "values); measured with triton 3.0.0: bench/results/2026-11-25-triton32-check-mrv2/pre4412_mrv2_probe.py"),
+         "values); front ends before triton-lang/triton PR #4412 (e.g. triton 3.0.0)"),
     Rule("tensor-descriptor",
          "a tensor descriptor (tl.make_tensor_descriptor) not inside an 'if hasattr(..., \"make_tensor_descriptor\")' "
          "guard; Triton 3.2 has none and resolves tl.* attributes while hashing, dead constexpr branches included",

@@ -12,7 +12,7 @@ from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench.pairs import BenchPair
 from portable_spec_harness.serve_bench.plan import VARIANTS
 
-PROBE = "portable_spec_harness.serve_bench.worker_extension.ServeBenchProbe"
+WORKER_EXTENSION = "portable_spec_harness.serve_bench.worker_extension.ServeBenchWorkerExtension"
 FACTS_METHOD = "portable_spec_soak_facts"
 GPU_MEMORY_UTILIZATION = 0.05
 """Only vLLM's start-up check reads it (``--kv-cache-memory-bytes`` sizes the cache and skips profiling): servers
@@ -54,7 +54,7 @@ def serve_args(server: BenchServer, port: int) -> list[str]:
             "--kv-cache-memory-bytes", str(server.kv_cache_bytes),
             "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION),
             "--speculative-config", json.dumps(server.speculative),
-            "--worker-extension-cls", PROBE, "--disable-uvicorn-access-log"]
+            "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
     if server.pair.tokenizer != server.pair.target:
         args += ["--tokenizer", server.pair.tokenizer]
     return args + list(server.pair.serve_args)

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from portable_spec_harness.soak.worker_extension import SoakProbe, _jsonable
+from portable_spec_harness.soak.worker_extension import SoakWorkerExtension, _jsonable
 
 STATE = "_portable_spec_serve_bench"
 """The worker attribute that holds a measurement between its start and stop calls (set at run time: vLLM refuses an
 extension class whose attributes clash with its worker's)."""
 
 
-class ServeBenchProbe(SoakProbe):
+class ServeBenchWorkerExtension(SoakWorkerExtension):
     def portable_spec_bench_clock_start(self) -> dict[str, Any]:
         return start(self, "clock")
 

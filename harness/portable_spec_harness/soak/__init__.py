@@ -9,5 +9,5 @@ Modules, one job each: ``budget`` (the fixed sizes and why), ``http`` (a stdlib 
 ``probe`` (a vLLM worker extension the servers load, read through ``/collective_rpc``), ``logscan`` (our log
 lines), ``conditions`` (the counts), ``judge`` (the verdicts), ``report`` (JSON and the stdout table), ``driver``
 (the run). Entry: ``python -m portable_spec_harness.soak OUTDIR``. This package imports nothing heavy at import time:
-vLLM resolves ``probe.SoakProbe`` by name inside every soak server's worker.
+vLLM resolves ``probe.SoakWorkerExtension`` by name inside every soak server's worker.
 """

@@ -126,7 +126,7 @@ async def health(endpoint: Endpoint, timeout_s: float = 5.0) -> bool:
 
 
 async def probe_facts(endpoint: Endpoint, timeout_s: float = 60.0) -> dict[str, Any] | None:
-    """Our worker extension's reading (``probe.SoakProbe``) through vLLM's dev-mode ``/collective_rpc``."""
+    """Our worker extension's reading (``probe.SoakWorkerExtension``) through vLLM's dev-mode ``/collective_rpc``."""
     return await vllm_serve.collective_rpc(endpoint.host, endpoint.port, servers.PROBE_METHOD, timeout_s=timeout_s)
 
 

@@ -7,7 +7,7 @@ sampled request of our drafter's servers against the eager drafter's server of t
 (``sampled_equals_eager``); a comparison that compared nothing fails. Errors: any request that failed (5xx, 4xx, an
 error event in a stream, a hang, a broken connection), a server that did not boot, died, stopped answering
 ``/health`` or kept requests after the load (not drained). The run is what it claims: the V1 runner, our platform and
-drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakProbe``), async
+drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakWorkerExtension``), async
 scheduling as asked, our capture line logged, no draft key running eagerly, no input-pointer mismatch, our first-pass
 and chain graphs (DFlash: block graphs) replayed during the load, no ERROR line in any server log, and on our servers every condition
 counted above zero (``conditions.failing``).

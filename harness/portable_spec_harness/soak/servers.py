@@ -6,7 +6,7 @@ async scheduling (vLLM's default for EAGLE); per pair in ``sync_pairs`` also the
 The environments are the e2e harness's variants (``harness/e2e/configs.py``: ``VLLM_PLATFORM=cuda`` for the eager
 drafter and ours, the V1 runner forced except for MoE pairs, where vLLM picks it) plus a compile cache per server
 (servers boot together) and ``VLLM_SERVER_DEV_MODE=1``, which gives ``/collective_rpc``: the judge reads each
-worker's runner, drafter and graph counters through the ``probe.SoakProbe`` extension every server loads.
+worker's runner, drafter and graph counters through the ``probe.SoakWorkerExtension`` extension every server loads.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from portable_spec_harness import vllm_serve
 from portable_spec_harness.soak import budget
 
 SERVED_MODEL = "soak"
-PROBE = "portable_spec_harness.soak.worker_extension.SoakProbe"
+WORKER_EXTENSION = "portable_spec_harness.soak.worker_extension.SoakWorkerExtension"
 PROBE_METHOD = "portable_spec_soak_facts"
 STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
 STRUCTURED_BACKEND_MODULE = "xgrammar"
@@ -81,7 +81,7 @@ def serve_args(spec: ServerSpec, port: int) -> list[str]:
             "--async-scheduling" if spec.async_scheduling else "--no-async-scheduling",
             "--generation-config", spec.generation_config,
             "--structured-outputs-config", json.dumps(STRUCTURED_OUTPUTS),
-            "--enable-prompt-tokens-details", "--worker-extension-cls", PROBE, "--disable-uvicorn-access-log"]
+            "--enable-prompt-tokens-details", "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
     if spec.speculative is not None:
         args += ["--speculative-config", json.dumps(spec.speculative)]
     return args

@@ -20,7 +20,7 @@ def _qualname(obj: Any) -> str | None:
     return None if obj is None else f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
-class SoakProbe:
+class SoakWorkerExtension:
     def portable_spec_soak_facts(self) -> dict[str, Any]:
         runner = self.model_runner  # type: ignore[attr-defined]
         drafter = getattr(runner, "drafter", None)

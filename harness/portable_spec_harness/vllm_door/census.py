@@ -47,7 +47,8 @@ HARNESS_CENSUS: tuple[Divergence, ...] = (
                "with the returned restore function); the V1 musa-sim variants leave it off; never on the serve "
                "path (the musa-sim plugin exists only on the harness's PYTHONPATH).",
         upstream="Simulation only: torchada itself does this on MUSA.",
-        pinned_by=("test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute",)),
+        pinned_by=("test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute",),
+        platforms=("musa",)),
     Divergence(
         "designed-weights model loader (real-shape harness only)", "subclass",
         "portable_spec_harness.vllm_door.designed_loader:DesignedWeightsLoader",

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PLATFORMS = ("cuda", "rocm", "musa")
+"""Every platform our layer serves on (vLLM's own ``cpu`` gets nothing from us)."""
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -55,6 +58,9 @@ class Divergence:
     moved: tuple[tuple[str, str, str], ...] = ()
     """``(target, since, new target)``: from vLLM ``since`` on (a version of the span), ``target`` lives at ``new
     target``."""
+    platforms: tuple[str, ...] = PLATFORMS
+    """The platforms (``VLLM_PLATFORM`` values) on which this divergence happens: "where does MUSA differ" is the
+    entries whose tuple names MUSA and not every platform (``portable-spec census --platform musa``)."""
 
     def applies(self, version: tuple[int, int, int] | None = None) -> bool:
         """Whether this divergence exists on ``version`` (default: the installed vLLM)."""
@@ -132,12 +138,13 @@ CENSUS: tuple[Divergence, ...] = (
              "class leaves raising), without vllm-musa; where vLLM picks Model Runner V2 one warning names the fix "
              "(MRV2 needs compiled ops only vllm-musa has on MUSA).",
         why="Drives the MUSA code path on CPU and under musa-sim; serving on real MUSA needs vllm-musa.",
-        undone="VLLM_PLATFORM other than musa.", upstream="vllm-musa is the upstream for MUSA (issue 26).",
+        undone="VLLM_PLATFORM other than musa.", upstream="vllm-musa is the upstream for MUSA.",
         overrides=("check_and_update_config", "check_if_supports_dtype", "get_attn_backend_cls",
                    "get_current_memory_usage",
                    "get_device_capability", "get_device_communicator_cls", "get_device_name", "get_device_total_memory",
                    "get_static_graph_wrapper_cls", "is_sleep_mode_available", "manual_seed_all", "num_compute_units",
-                   "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8")),
+                   "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8"),
+        platforms=("musa",)),
     Divergence(
         "platform plugin composed with vllm-musa", "entry point", f"{_A}.plugin.platform_plugin:platform_qualname",
         ("vllm.plugins:load_plugins_by_group", "vllm.platforms:resolve_current_platform_cls_qualname",
@@ -151,7 +158,8 @@ CENSUS: tuple[Divergence, ...] = (
         undone="Unset VLLM_PLUGINS (or VLLM_PLATFORM): vllm-musa's probe alone decides.",
         upstream="vLLM's documented plugin mechanism; nothing to upstream.",
         pinned_by=("test_vllm_activates_one_oot_platform_and_filters_every_group_by_vllm_plugins",),
-        needs="vllm_musa"),
+        needs="vllm_musa",
+        platforms=("musa",)),
     Divergence(
         "vllm-musa platform with our hooks", "subclass", f"{_A}.platform.vllm_musa_platform:PortableVllmMusaPlatform",
         ("vllm_musa.platform:MUSAPlatform", "vllm.platforms.interface:Platform.apply_config_platform_defaults",
@@ -166,7 +174,8 @@ CENSUS: tuple[Divergence, ...] = (
         upstream="vllm-musa is the upstream for MUSA; our hooks are for its drafter graphs and planner.",
         overrides=("apply_config_platform_defaults", "check_and_update_config", "get_global_graph_pool"),
         base="vllm_musa.platform:MUSAPlatform", through_mixins=True,
-        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa"),
+        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa",
+        platforms=("musa",)),
     Divergence(
         "vllm-musa worker with ours", "subclass", f"{_A}.worker.vllm_musa_worker:PortableVllmMusaWorker",
         ("vllm_musa.worker:MTGPUWorker", "vllm.v1.worker.gpu_worker:Worker.init_device"),
@@ -177,7 +186,8 @@ CENSUS: tuple[Divergence, ...] = (
         undone="As for the platform: without the composed platform this worker is never named.",
         upstream="vllm-musa's worker, unchanged beneath ours.",
         overrides=("init_device",), base="vllm_musa.worker:MTGPUWorker",
-        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa"),
+        pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa",
+        platforms=("musa",)),
     Divergence(
         "worker: kernel substitutes and our V1 runner", "scoped override", f"{_A}.worker.gpu_worker:PortableWorker",
         ("vllm.v1.worker.gpu_worker:Worker.init_device", "vllm.v1.worker.gpu_model_runner:GPUModelRunner"),
@@ -201,7 +211,8 @@ CENSUS: tuple[Divergence, ...] = (
             "platform for a sleep-mode allocator MUSA has none of.",
         undone="Scoped to the call; sleep mode on gets vLLM's path.", upstream="vllm-musa patches the same gate.",
         overrides=("init_device", "_maybe_get_memory_pool_context"),
-        pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",)),
+        pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",),
+        platforms=("musa",)),
     Divergence(
         "V1 runner: our proposers", "scoped override", f"{_A}.worker.v1_model_runner:PortableV1ModelRunner",
         ("vllm.v1.worker.gpu_model_runner:EagleProposer", "vllm.v1.worker.gpu_model_runner:DFlashProposer",
@@ -327,5 +338,6 @@ CENSUS: tuple[Divergence, ...] = (
         why="MUSA's Triton 3.2 rejects some of vLLM's kernels; on CUDA fewer variants compile at boot.",
         undone="kernels.registry.uninstall() restores every original; a port with no substitutions binds none.",
         upstream="vllm-musa patches kernels for MUSA in its own series: on vllm-musa our substitute for each kernel "
-                 "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top."),
+                 "it patches is left to it (vllm_musa_contract.DEFERRED_SUBSTITUTES), the rest are bound on top.",
+        platforms=("cuda", "musa")),
 )

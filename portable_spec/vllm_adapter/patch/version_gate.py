@@ -1,4 +1,4 @@
-"""Which vLLM this process has, and what of ours exists on it: the one place per-version differences live (issue 26).
+"""Which vLLM this process has, and what of ours exists on it: the one place per-version differences live.
 
 The span: vLLM 0.26.0 (the GPU host's), 0.28.0 (vllm-musa's pin) and 0.33.0 (the newest); the cpu lane runs each
 (``ci/requirements-cpu*.txt``). Code that differs by version asks here instead of comparing versions itself:

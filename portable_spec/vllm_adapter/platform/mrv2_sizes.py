@@ -1,4 +1,4 @@
-"""Capture sizes under Model Runner V2: left to MRV2, pruned only to a live-graph budget (issue 23).
+"""Capture sizes under Model Runner V2: left to MRV2, pruned only to a live-graph budget.
 
 The decision, from what MRV2's speculator needs. Our planner's list (verify sizes rounded to multiples of 1+K,
 block-aligned for DFlash) is made for our V1 drafter. MRV2 rounds each graph manager's sizes itself (vLLM PR #45953

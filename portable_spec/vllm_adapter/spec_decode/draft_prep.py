@@ -5,8 +5,8 @@ drafter batch) launches ``eagle_prepare_next_token_padded_kernel`` (each request
 valid sampled tokens; a per-request Python loop first fills the backup tokens), copies the counts to the host on a
 side stream, launches ``eagle_prepare_inputs_padded_kernel`` (the row to sample and the rejected count per request),
 builds a new ``CommonAttentionMetadata`` with two host ``.item()`` reads, and the first pass then shifts the token
-ids and scatters the next tokens in (``set_inputs_first_pass``). Session 7's phase clock put this, with our replay,
-at +0.45-0.61 ms per step over Model Runner V2's first pass (H100, c=16).
+ids and scatters the next tokens in (``set_inputs_first_pass``): host work around one replay, which Model Runner V2
+does inside its first pass's graph.
 
 Here those steps are part of the fused first pass's graph (``FIRST_FUSED``): the two kernels (vLLM's own, through the
 names vLLM's proposer calls them by, so the bound substitutes serve) write into persistent buffers, then the token
@@ -39,7 +39,7 @@ def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: tor
     """What vLLM's ``GPUModelRunner._copy_valid_sampled_token_count`` hands to the runner's next step (the valid
     counts copied to the host behind an event, the counts on the device for its GPU-side correction, the next tokens
     as ``prev_sampled_token_ids``), with the copy on the current stream right after the replay that wrote them,
-    where vLLM switches to a side stream and waits for this one (H100: ~0.15 ms of host time per step). Stream order
+    where vLLM switches to a side stream and waits for this one (a host-side cost every step). Stream order
     also keeps the next step's replay from rewriting the buffers before the copy reads them."""
     event = runner.valid_sampled_token_count_event
     if event is None:

@@ -9,7 +9,7 @@ kernel advances).
 
 Why: with per-forward graphs the drafter's forwards are cheap, but upstream's Python around each forward (a metadata
 build, batch padding, a forward context, the sampling ops, input copies) still costs more host time than the forward
-(H100 profile, session 5: the first pass +1.06 ms host per step over Model Runner V2, whose first pass is one graph).
+(Model Runner V2's first pass is one graph, and it pays none of this).
 Here the host does what must stay outside a graph, and nothing else. First pass: see ``spec_decode.draft_prep``. Chain step:
 vLLM's own step kernel (positions, slot mapping and ``seq_lens`` advanced in place, padding rows given the padding
 slot), one fill of ``current_draft_step``, one replay. Chain steps stay one graph each (never the whole chain:

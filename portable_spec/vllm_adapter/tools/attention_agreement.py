@@ -3,7 +3,7 @@
 ``observe_backend`` asks a real ``AttentionBackend`` subclass every question the table answers (its classmethods and
 its metadata builder's graph support) in the table's vocabulary; ``disagreements`` compares a row, resolved for the
 host's facts, claim by claim. The cpu lane runs this for every backend module that imports without a GPU; the cuda
-lane runs it on the H100, where the FlashAttention version and FlashInfer decide the device-dependent claims.
+lane runs it on the GPU, where the FlashAttention version and FlashInfer decide the device-dependent claims.
 
 ``python -m portable_spec.vllm_adapter.tools.attention_agreement --json`` prints the comparison for this host.
 """
