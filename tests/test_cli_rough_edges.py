@@ -217,15 +217,18 @@ def test_probe_verify_without_vllm_names_the_readme_install_command(capsys, monk
     """On a GPU host without vLLM (a stand-in port with graphs, the verifier's import blocked)."""
     from types import SimpleNamespace
 
-    import portable_spec.commands.probe as command
+    import portable_spec.kernels
+    import portable_spec.ports
+    import portable_spec.probe
     from portable_spec.cli import main
 
     install = "pip install -e '.[vllm]'"  # README.md's set-up on a GPU host
     assert install in (ROOT / "README.md").read_text()
-    monkeypatch.setattr(command, "select_platform", lambda choice=None: SimpleNamespace(name="cuda",
-                                                                                          supports_graphs=True))
-    monkeypatch.setattr(command, "run_probe", lambda platform: {})
-    monkeypatch.setattr(command, "substitutions_for", lambda name: [])
+    # The command imports these when it runs (the CLI does not pay torch's import before that).
+    monkeypatch.setattr(portable_spec.ports, "select_platform",
+                        lambda choice=None: SimpleNamespace(name="cuda", supports_graphs=True))
+    monkeypatch.setattr(portable_spec.probe, "run_probe", lambda platform: {})
+    monkeypatch.setattr(portable_spec.kernels, "substitutions_for", lambda name: [])
     monkeypatch.setitem(sys.modules, "portable_spec.vllm_adapter.tools.attention_verify", None)
     assert main(["probe", "--verify"]) == 2
     err = capsys.readouterr().err.splitlines()

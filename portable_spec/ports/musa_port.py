@@ -12,8 +12,6 @@ import importlib.metadata
 import importlib.util
 from types import ModuleType
 
-import torch
-
 from portable_spec import envs
 from portable_spec.ports.interface import DevicePort
 
@@ -46,12 +44,16 @@ class MusaPort(DevicePort):
         return None
 
     def _load_device_module(self) -> ModuleType:
+        import torch
+
         importlib.import_module("torch_musa")
         if importlib.util.find_spec("torchada") is not None:
             importlib.import_module("torchada")  # aliases torch.cuda to torch.musa for vLLM's hard-coded calls
         return torch.musa  # type: ignore[attr-defined]
 
     def runtime_versions(self) -> dict[str, str | None]:
+        import torch
+
         versions: dict[str, str | None] = {"torch": torch.__version__,
                                            "musa": getattr(torch.version, "musa", None)}
         for pkg in ("torch_musa", "torchada"):
