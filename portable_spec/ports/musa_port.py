@@ -39,8 +39,9 @@ class MusaPort(DevicePort):
     @classmethod
     def unavailable_reason(cls) -> str | None:
         if importlib.util.find_spec("torch_musa") is None:
-            return ("platform 'musa' requires torch_musa, which is not installed "
-                    "(pip install torch_musa and portable-spec[musa]), or choose another platform")
+            return ("platform 'musa' requires torch_musa, which is not installed: it comes with the MUSA SDK, "
+                    "not from a public package index; install vllm-musa as its instructions say (its vLLM build, "
+                    "torch_musa, torchada), then pip install --no-deps portable-spec; or choose another platform")
         return None
 
     def _load_device_module(self) -> ModuleType:
