@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from portable_spec import __version__
 from portable_spec.errors import PortableSpecError, UsageError
-from portable_spec.output import emit_error, wants_json
+from portable_spec.output import emit_error, reader_gone, wants_json
 from portable_spec.ports import env_platform_name
 
 COMMANDS = ("probe", "sizes", "caps", "kernels", "census", "bench")
@@ -66,7 +66,19 @@ def run_parsed(parser: argparse.ArgumentParser, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command, and argparse's help, under one guard: a reader that closes stdout early (``| head``) ends the
+    command quietly instead of in a ``BrokenPipeError`` traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        try:
+            return _dispatch(argv)
+        finally:  # argparse's --help exits too: a buffered tail meets the closed pipe here, not at interpreter exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return reader_gone()
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["bench"]:  # the harness's command parses its own arguments (commands/bench.py)
         from portable_spec.commands.bench import forward
 

@@ -8,6 +8,7 @@ sets them per process, and vLLM's workers inherit the engine's.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Mapping
@@ -206,8 +207,17 @@ def triton32_python() -> str:
     return raw(TRITON32_PYTHON_ENV)
 
 
-def verify_jit_budget_s() -> float:
-    return float(raw(VERIFY_JIT_BUDGET_ENV))
+def verify_jit_budget_s(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds ``probe --verify`` may spend compiling; a value that is not a finite number >= 0 raises one line."""
+    value = raw(VERIFY_JIT_BUDGET_ENV, environ)
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise PortableSpecError(f"{VERIFY_JIT_BUDGET_ENV}={value!r} is not a number of seconds >= 0: set it to e.g. "
+                                f"{BY_NAME[VERIFY_JIT_BUDGET_ENV].default} (the default) or unset it")
+    return seconds
 
 
 def cuda_home() -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -28,6 +29,20 @@ def emit(args: argparse.Namespace, payload: dict[str, Any], render: Callable[[di
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render(payload).rstrip("\n") + "\n")
+
+
+READER_GONE_EXIT = 141
+"""Exit code when the reader closed stdout (``| head``): 128 + SIGPIPE, what a shell reports for any tool so cut."""
+
+
+def reader_gone() -> int:
+    """End a command whose reader closed stdout, quietly: no traceback (the output was wanted only up to there).
+    stdout is pointed at /dev/null first, because Python flushes it again at exit and that flush would raise too."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured): nothing is flushed to a pipe
+        pass
+    return READER_GONE_EXIT
 
 
 def emit_error(message: str, exit_code: int, as_json: bool) -> int:

@@ -143,7 +143,8 @@ def test_caps_bad_input_is_one_line_naming_the_choices(capsys, argv, needle):
 
 
 def test_verification_label_reads_committed_reports(tmp_path):
-    report = {"platform": "cuda", "device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22", "backends": {
+    report = {"platform": "cuda", "device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
+              "versions": {"vllm": "0.26.0"}, "backends": {
         "FLASH_ATTN": {"status": "ran", "claims": [{"claim": "non_causal", "status": "verified"},
                                                    {"claim": "head_size=512", "status": "unavailable"}]},
         "FLEX_ATTENTION": {"status": "ran", "claims": [{"claim": "head_size=512", "status": "refuted"}]},
@@ -154,7 +155,7 @@ def test_verification_label_reads_committed_reports(tmp_path):
     reports = load_reports(tmp_path)
     assert len(reports) == 1
     label = verification_label(get_row("cuda", "FLASH_ATTN"), reports)
-    assert label == "verified on NVIDIA H100 80GB HBM3 2026-11-22 (1 verified, 1 unavailable)"
+    assert label == "verified on NVIDIA H100 80GB HBM3, vLLM 0.26.0, 2026-11-22 (1 verified, 1 unavailable)"
     assert verification_label(get_row("cuda", "FLEX_ATTENTION"), reports).startswith("refuted on NVIDIA H100")
     assert "unavailable on NVIDIA H100" in verification_label(get_row("cuda", "FLASHINFER"), reports)
     assert verification_label(get_row("cuda", "TRITON_ATTN"), reports) == DECLARED

@@ -39,8 +39,11 @@ def test_bogus_vllm_platform_is_a_one_line_error_naming_the_choices():
 @pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here")
 def test_musa_without_torch_musa_is_a_one_line_error():
     proc = run_cli("probe", "--platform", "musa")
-    assert_one_line_error(proc, "platform 'musa' requires torch_musa, which is not installed "
-                                "(pip install torch_musa and portable-spec[musa]), or choose another platform")
+    assert_one_line_error(proc, "platform 'musa' requires torch_musa, which is not installed: it comes with the "
+                                "MUSA SDK, not from a public package index; install vllm-musa as its instructions "
+                                "say (its vLLM build, torch_musa, torchada), then pip install --no-deps "
+                                "portable-spec; or choose another platform")
+    assert "pip install torch_musa" not in proc.stderr  # no public index serves it
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")

@@ -217,17 +217,62 @@ def test_probe_verify_without_vllm_names_the_readme_install_command(capsys, monk
     """On a GPU host without vLLM (a stand-in port with graphs, the verifier's import blocked)."""
     from types import SimpleNamespace
 
-    import portable_spec.commands.probe as command
+    import portable_spec.kernels
+    import portable_spec.ports
+    import portable_spec.probe
     from portable_spec.cli import main
 
     install = "pip install -e '.[vllm]'"  # README.md's set-up on a GPU host
     assert install in (ROOT / "README.md").read_text()
-    monkeypatch.setattr(command, "select_platform", lambda choice=None: SimpleNamespace(name="cuda",
-                                                                                          supports_graphs=True))
-    monkeypatch.setattr(command, "run_probe", lambda platform: {})
-    monkeypatch.setattr(command, "substitutions_for", lambda name: [])
+    # The command imports these when it runs (the CLI does not pay torch's import before that).
+    monkeypatch.setattr(portable_spec.ports, "select_platform",
+                        lambda choice=None: SimpleNamespace(name="cuda", supports_graphs=True))
+    monkeypatch.setattr(portable_spec.probe, "run_probe", lambda platform: {})
+    monkeypatch.setattr(portable_spec.kernels, "substitutions_for", lambda name: [])
     monkeypatch.setitem(sys.modules, "portable_spec.vllm_adapter.tools.attention_verify", None)
     assert main(["probe", "--verify"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("portable-spec: error: probe --verify needs vLLM 0.26.0 (")
     assert err[0].endswith(f"install it: {install}")
+
+
+# ---------------------------------------------------------------- 8. output cut short by its reader, options from the env
+
+PIPED = [("caps", "--json"), ("kernels", "--json"), ("caps",), ("--help",),
+         ("sizes", "--method", "eagle3", "--num-spec", "3", "--max-num-seqs", "64", "--platform", "musa", "--json")]
+
+
+@pytest.mark.parametrize("args", PIPED, ids=[" ".join(a) for a in PIPED])
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(args):
+    """``portable-spec caps --json | head``: the reader is gone before the command writes (its end of the pipe is
+    closed before the command starts), so every write meets a closed pipe, deterministically."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN_ENV}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "portable_spec", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr[-2000:]
+    # 141 (128 + SIGPIPE) as a shell reports for any tool so cut; argparse's --help swallows the error itself (0).
+    assert proc.stderr == "" and proc.returncode == (0 if args == ("--help",) else 141), proc.returncode
+
+
+@pytest.mark.parametrize("env_platform, expected", [("rocm", "rocm"), ("cuda", "cuda"), (None, "musa")])
+def test_kernels_lists_the_platform_vllm_platform_names(env_platform, expected):
+    env = {"VLLM_PLATFORM": env_platform} if env_platform else {}
+    proc = run_cli("kernels", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["platform"] == expected
+    flag = run_cli("kernels", "--json", "--platform", "cuda", env={"VLLM_PLATFORM": "rocm"})
+    assert json.loads(flag.stdout)["platform"] == "cuda"  # --platform beats VLLM_PLATFORM
+    assert "default: $VLLM_PLATFORM, else musa" in " ".join(run_cli("kernels", "--help").stdout.split())
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "nan"])
+def test_a_bad_verify_jit_budget_is_one_line_naming_the_variable(value):
+    message = one_line_error(run_cli("probe", "--verify", "--platform", "cpu",
+                                     env={"PORTABLE_SPEC_VERIFY_JIT_BUDGET_S": value}))
+    assert message == (f"PORTABLE_SPEC_VERIFY_JIT_BUDGET_S={value!r} is not a number of seconds >= 0: set it to "
+                       "e.g. 150 (the default) or unset it")

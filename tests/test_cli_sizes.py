@@ -126,3 +126,18 @@ def test_bad_input_is_one_json_object_in_json_mode():
     assert proc.returncode == 2 and proc.stderr == ""
     assert json.loads(proc.stdout) == {"error": "num_speculative_tokens must be >= 1 (got 0): pass --num-spec 1 or "
                                                 "more", "exit": 2}
+
+
+def test_a_size_list_vllm_rewrites_is_stated_not_silently_replaced():
+    """vLLM rounds user sizes up to multiples of 1+K and drops those above the max capture size; the plan mirrors
+    that (it is what vLLM will capture) and says so in the output."""
+    payload = run_json("--method", "eagle", "--num-spec", "3", "--max-num-seqs", "8", "--sizes", "3,5,7",
+                       "--platform", "cpu")
+    assert payload["target_sizes"] == [4]
+    stated = [w for w in payload["warnings"] if "--sizes 3,5,7 became 4" in w]
+    assert len(stated) == 1 and "multiples of 4" in stated[0], payload["warnings"]
+    text = run_sizes("--method", "eagle", "--num-spec", "3", "--max-num-seqs", "8", "--sizes", "3,5,7",
+                     "--platform", "cpu").stdout
+    assert "warning: vLLM rounds capture sizes up to multiples of 4" in text
+    kept = run_json("--method", "eagle", "--num-spec", "3", "--max-num-seqs", "8", "--sizes", "4,8", "--platform", "cpu")
+    assert kept["target_sizes"] == [4, 8] and kept["warnings"] == []

@@ -7,6 +7,7 @@ import argparse
 import importlib
 import json
 
+from portable_spec import ports
 from portable_spec.commands import probe as probe_cmd
 from portable_spec.kernels import SUBSTITUTIONS, Substitution, installed, substitutions_for
 from portable_spec.ports.cpu_port import CpuPort
@@ -25,7 +26,7 @@ def test_probe_on_musa_reports_each_substitute_bound_and_why(vllm_platform, monk
     reports each one bound with its reason, and puts vLLM's objects back."""
     stand_in = CpuPort(label="musa (availability monkeypatched: the CPU port stands in)")
     stand_in.name = "musa"
-    monkeypatch.setattr(probe_cmd, "select_platform", lambda choice: stand_in)
+    monkeypatch.setattr(ports, "select_platform", lambda choice: stand_in)
     targets = [t for s in substitutions_for("musa") for t in s.targets]
     before = {t: _current(t) for t in targets}
 
@@ -58,7 +59,7 @@ def test_a_substitute_that_cannot_bind_is_reported_with_its_one_line_fix(vllm_pl
 
 
 def test_platforms_without_substitutions_get_no_section(vllm_platform, monkeypatch, capsys):
-    monkeypatch.setattr(probe_cmd, "select_platform", lambda choice: CpuPort())
+    monkeypatch.setattr(ports, "select_platform", lambda choice: CpuPort())
     assert probe_cmd.run(argparse.Namespace(platform="cpu", json=True, verify=False)) == 0
     assert "kernel_substitutions" not in json.loads(capsys.readouterr().out)
     assert substitution_report("rocm") == {"vllm": "0.26.0", "vllm_kernels_are_triton_jit": None,

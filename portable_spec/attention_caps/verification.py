@@ -39,23 +39,44 @@ def counts(claims: list[dict[str, Any]]) -> dict[str, int]:
     return {s: sum(1 for c in claims if c.get("status") == s) for s in STATUSES}
 
 
-def verification_label(row: BackendCaps, reports: list[dict[str, Any]] | None = None) -> str:
-    """One line saying how far this row's claims have been checked on a real device."""
+def report_source(report: dict[str, Any]) -> dict[str, Any]:
+    """Where a report was run: its file, device, vLLM version and date (``unknown`` where the report lacks one), so a
+    reader can tell which vLLM a "verified" was true for."""
+    return {"file": report.get("_file"), "device": report.get("device") or "unknown device",
+            "vllm": (report.get("versions") or {}).get("vllm") or "unknown", "date": report.get("date") or "unknown"}
+
+
+def verification_record(row: BackendCaps, reports: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The newest report covering ``row``: its source, the outcome (``verified``, ``refuted`` or ``unavailable``),
+    the claim counts, each claim's status and the refuted claims' names; None when no report covers the row."""
     if row.platform not in DEVICES_HERE:
-        return DECLARED_ONLY
+        return None
     reports = load_reports() if reports is None else reports
     for report in reports:
         if report.get("platform") != row.platform or row.backend not in report["backends"]:
             continue
         entry = report["backends"][row.backend]
-        where = f"{report.get('device', 'unknown device')} {report.get('date', '')}".strip()
         claims = entry.get("claims") or []
         tally = counts(claims)
-        if tally["refuted"]:
-            names = ", ".join(c["claim"] for c in claims if c.get("status") == "refuted")
-            return f"refuted on {where}: {names}"
-        if tally["verified"]:
-            rest = ", ".join(f"{n} {s}" for s, n in tally.items() if n)
-            return f"verified on {where} ({rest})"
-        return f"{DECLARED} (unavailable on {where}: {entry.get('reason') or 'no claim could run'})"
-    return DECLARED
+        outcome = "refuted" if tally["refuted"] else "verified" if tally["verified"] else "unavailable"
+        return {**report_source(report), "outcome": outcome, "counts": tally,
+                "claims": {c["claim"]: c.get("status") for c in claims},
+                "refuted": [c["claim"] for c in claims if c.get("status") == "refuted"],
+                "reason": entry.get("reason") or ("no claim could run" if outcome == "unavailable" else None)}
+    return None
+
+
+def verification_label(row: BackendCaps, reports: list[dict[str, Any]] | None = None) -> str:
+    """One line saying how far this row's claims have been checked on a real device, and on which vLLM."""
+    if row.platform not in DEVICES_HERE:
+        return DECLARED_ONLY
+    record = verification_record(row, reports)
+    if record is None:
+        return DECLARED
+    where = f"{record['device']}, vLLM {record['vllm']}, {record['date']}"
+    if record["outcome"] == "refuted":
+        return f"refuted on {where}: {', '.join(record['refuted'])}"
+    if record["outcome"] == "verified":
+        rest = ", ".join(f"{n} {s}" for s, n in record["counts"].items() if n)
+        return f"verified on {where} ({rest})"
+    return f"{DECLARED} (unavailable on {where}: {record['reason']})"

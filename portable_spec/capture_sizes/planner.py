@@ -44,6 +44,10 @@ def _normalize_method(method: object) -> str:
     return name
 
 
+def _sizes_arg(sizes: Iterable[int]) -> str:
+    return ",".join(str(s) for s in sizes)
+
+
 def _base_sizes(user_sizes: Iterable[int] | None, max_capture_size: int | None, num_spec: int, max_num_seqs: int,
                 warnings: list[str]) -> tuple[list[int], bool, int]:
     """``(sizes, from_user, cap)``: the list vLLM starts from (user sizes or its default ladder) and the max capture
@@ -187,7 +191,13 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
             warnings.append(f"no block-aligned size is a multiple of {multiple_of}: the drafter gets no FULL graph")
             target, first_mode = sp_filtered(), "NONE"
     else:
-        target = vllm_spec_decode_sizes(sp_filtered(), cap, q, tp, sp)
+        kept = sp_filtered()
+        target = vllm_spec_decode_sizes(kept, cap, q, tp, sp)
+        if from_user and target != kept:  # vLLM rewrites the user's list too; the plan says so instead of hiding it
+            warnings.append(f"vLLM rounds capture sizes up to multiples of {multiple_of} (the verify length 1+K"
+                            f"{' or TP' if multiple_of != q else ''}) and keeps those <= {cap}: --sizes "
+                            f"{_sizes_arg(kept)} became {_sizes_arg(target)}; pass multiples of {multiple_of} to "
+                            "keep your list as given")
         first = [s for s in target if q <= s <= q * max_num_seqs]
         if not first:
             if require_full_draft:

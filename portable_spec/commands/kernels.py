@@ -12,11 +12,14 @@ from typing import Any
 from portable_spec.commands._common import check_out_dir, ensure_out_dir
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
+from portable_spec.ports import env_platform_name
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
-    parser.add_argument("--platform", metavar="P", help="whose substitutions to list (default musa)")
+    parser.add_argument("--platform", metavar="P",
+                        help="whose substitutions to list (default: $VLLM_PLATFORM, else musa, the platform whose "
+                             "Triton needs them)")
     parser.add_argument("--check-triton", action="store_true",
                         help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
                              "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.check_triton:
         if args.only or args.out or args.triton32_python or args.cases:
             raise PortableSpecError("--only, --out, --cases and --triton32-python go with --check-triton")
-        emit(args, _listing(args.platform or "musa"), _render_listing)
+        # The platform the user serves on (--platform, then VLLM_PLATFORM); musa only when neither names one.
+        emit(args, _listing(args.platform or env_platform_name() or "musa"), _render_listing)
         return 0
     if args.out:
         check_out_dir(args.out)  # before minutes of compiling, not after: the report is written at the end

@@ -8,12 +8,10 @@ import argparse
 import sys
 from typing import Any
 
+from portable_spec import envs
 from portable_spec.commands._common import INSTALL_VLLM, add_platform_flag, render_mapping
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
-from portable_spec.kernels import SUBSTITUTIONS, substitutions_for
-from portable_spec.ports import select_platform
-from portable_spec.probe import run_probe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,6 +50,13 @@ def render_substitutions(section: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # torch comes in with the probe, not with the CLI: --help and the planning commands never pay for it.
+    from portable_spec.kernels import SUBSTITUTIONS, substitutions_for
+    from portable_spec.ports import select_platform
+    from portable_spec.probe import run_probe
+
+    if args.verify:
+        envs.verify_jit_budget_s()  # a bad budget fails in one line now, not after the device work began
     platform = select_platform(args.platform)
     if args.verify and not platform.supports_graphs:
         raise PortableSpecError(f"probe --verify needs a GPU host (platform {platform.name!r} has no device to run "

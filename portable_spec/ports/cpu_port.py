@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import platform as _host
 from types import ModuleType
-
-import torch
+from typing import TYPE_CHECKING
 
 from portable_spec.ports.interface import DevicePort
+
+if TYPE_CHECKING:
+    import torch
 
 
 class CpuPort(DevicePort):
@@ -26,10 +28,14 @@ class CpuPort(DevicePort):
         return None
 
     def _load_device_module(self) -> ModuleType:
+        import torch
+
         return torch.cpu
 
     def device_name(self) -> str:
         return _host.processor() or _host.machine()
 
     def device(self, index: int | None = None) -> torch.device:
+        import torch
+
         return torch.device("cpu")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-import torch
-
 from portable_spec.ports.fork_safe import visible_device_count
 from portable_spec.ports.interface import DevicePort
 
@@ -18,10 +16,14 @@ class CudaPort(DevicePort):
 
     @classmethod
     def is_active(cls) -> bool:
+        import torch
+
         return torch.version.cuda is not None and visible_device_count() > 0
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
+        import torch
+
         if getattr(torch.version, "hip", None):
             return "platform 'cuda' selected but this torch is a ROCm build; use --platform rocm"
         if torch.version.cuda is None or visible_device_count() == 0:
@@ -30,8 +32,12 @@ class CudaPort(DevicePort):
         return None
 
     def _load_device_module(self) -> ModuleType:
+        import torch
+
         return torch.cuda
 
     def runtime_versions(self) -> dict[str, str | None]:
+        import torch
+
         return {"torch": torch.__version__, "cuda": torch.version.cuda,
                 "capability": ".".join(map(str, torch.cuda.get_device_capability()))}

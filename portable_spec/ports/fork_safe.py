@@ -8,11 +8,11 @@ where those libraries are absent do we fall back to torch's runtime query.
 
 from __future__ import annotations
 
-import torch
-
 
 def visible_device_count() -> int:
     """Visible GPUs of this torch build (CUDA or HIP), without initialising the runtime when avoidable."""
+    import torch
+
     query = "_device_count_amdsmi" if getattr(torch.version, "hip", None) else "_device_count_nvml"
     counter = getattr(torch.cuda, query, None)
     if counter is not None:

@@ -5,6 +5,9 @@ here (``unavailable_reason``); like PyTorch's ``DeviceInterface``, the device fu
 members (``DeviceFunction``), each naming the attribute of the port's one device module it is (``torch.cuda``,
 ``torch.musa``, or an injected simulation). Unlike vLLM's ``Platform.__getattr__`` nothing is resolved silently: a
 device module that lacks a declared function raises at construction.
+
+torch is imported by the methods that touch it, never by importing a port: the CLI's planning commands read a
+port class's facts (``live_graph_limit``) and must not pay torch's seconds-long import for them.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import abc
 import contextlib
 import threading
 from types import ModuleType
-from typing import Any, Callable, ClassVar, Iterator
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from portable_spec.errors import PlatformError
+
+if TYPE_CHECKING:
+    import torch
 
 # ONE graph pool per (device module, device index) for the whole process: every runner, ours and vLLM's, captures
 # into it. Private pools per runner broke replay on torch_musa 2.9 (vllm-musa MUSA-0109) and waste memory anywhere.
@@ -117,12 +121,16 @@ class DevicePort(abc.ABC):
     # ---- identity and facts ----------------------------------------------------------------------------------
     def fp8_dtype(self) -> torch.dtype:
         """The fp8 dtype kernels on this device use."""
+        import torch
+
         return torch.float8_e4m3fn
 
     def device_name(self) -> str:
         return str(self._get_device_name(self._current_device())) if self.supports_graphs else "cpu"
 
     def runtime_versions(self) -> dict[str, str | None]:
+        import torch
+
         return {"torch": torch.__version__}
 
     @property
@@ -132,6 +140,8 @@ class DevicePort(abc.ABC):
         return getattr(self.device_module, "tensor_device_type", self.device_type)
 
     def device(self, index: int | None = None) -> torch.device:
+        import torch
+
         idx = self._current_device() if index is None else index
         return torch.device(self.tensor_device_type, idx)
 
@@ -167,6 +177,8 @@ class DevicePort(abc.ABC):
             return _SHARED_CAPTURE_STREAMS[key]
 
     def grad_mode_for_capture(self) -> contextlib.AbstractContextManager:
+        import torch
+
         return torch.inference_mode() if self.capture_inference_mode else torch.no_grad()
 
     @contextlib.contextmanager

@@ -12,8 +12,6 @@ import importlib.metadata
 import importlib.util
 from types import ModuleType
 
-import torch
-
 from portable_spec import envs
 from portable_spec.ports.interface import DevicePort
 
@@ -41,17 +39,22 @@ class MusaPort(DevicePort):
     @classmethod
     def unavailable_reason(cls) -> str | None:
         if importlib.util.find_spec("torch_musa") is None:
-            return ("platform 'musa' requires torch_musa, which is not installed "
-                    "(pip install torch_musa and portable-spec[musa]), or choose another platform")
+            return ("platform 'musa' requires torch_musa, which is not installed: it comes with the MUSA SDK, "
+                    "not from a public package index; install vllm-musa as its instructions say (its vLLM build, "
+                    "torch_musa, torchada), then pip install --no-deps portable-spec; or choose another platform")
         return None
 
     def _load_device_module(self) -> ModuleType:
+        import torch
+
         importlib.import_module("torch_musa")
         if importlib.util.find_spec("torchada") is not None:
             importlib.import_module("torchada")  # aliases torch.cuda to torch.musa for vLLM's hard-coded calls
         return torch.musa  # type: ignore[attr-defined]
 
     def runtime_versions(self) -> dict[str, str | None]:
+        import torch
+
         versions: dict[str, str | None] = {"torch": torch.__version__,
                                            "musa": getattr(torch.version, "musa", None)}
         for pkg in ("torch_musa", "torchada"):

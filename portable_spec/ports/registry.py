@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from portable_spec import envs
 from portable_spec.errors import PlatformError
-from portable_spec.ports.interface import DevicePort
+
+if TYPE_CHECKING:
+    from portable_spec.ports.interface import DevicePort
 
 PLATFORMS: dict[str, str] = {
     "cuda": "portable_spec.ports.cuda_port:CudaPort",

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from types import ModuleType
-
-import torch
+from typing import TYPE_CHECKING
 
 from portable_spec.ports.fork_safe import visible_device_count
 from portable_spec.ports.interface import DevicePort
+
+if TYPE_CHECKING:
+    import torch
 
 
 class RocmPort(DevicePort):
@@ -19,11 +21,15 @@ class RocmPort(DevicePort):
 
     @classmethod
     def is_active(cls) -> bool:
+        import torch
+
         # Detected from the torch build, never from torch.cuda.is_available() alone (true on CUDA too).
         return bool(getattr(torch.version, "hip", None))
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
+        import torch
+
         if not getattr(torch.version, "hip", None):
             return "platform 'rocm' requires a ROCm (HIP) build of torch; install one, or use --platform cuda/cpu"
         if visible_device_count() == 0:
@@ -31,6 +37,8 @@ class RocmPort(DevicePort):
         return None
 
     def _load_device_module(self) -> ModuleType:
+        import torch
+
         return torch.cuda
 
     def gcn_arch(self) -> str:
@@ -40,9 +48,13 @@ class RocmPort(DevicePort):
         return fp8_dtype_for_arch(self.gcn_arch())
 
     def runtime_versions(self) -> dict[str, str | None]:
+        import torch
+
         return {"torch": torch.__version__, "hip": getattr(torch.version, "hip", None), "arch": self.gcn_arch()}
 
 
 def fp8_dtype_for_arch(gcn_arch: str) -> torch.dtype:
     """MI300/MI325 (gfx94x) use float8_e4m3fnuz; every other ROCm arch the OCP float8_e4m3fn."""
+    import torch
+
     return torch.float8_e4m3fnuz if "gfx94" in gcn_arch else torch.float8_e4m3fn
