@@ -166,6 +166,31 @@ def test_cli_writes_json_and_png_and_prints_the_pooled_judgement(tmp_path, capsy
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def test_without_matplotlib_the_pool_says_it_wrote_no_png(tmp_path, capsys, monkeypatch):
+    """The PNG the command promises is either written or its absence is one line of the output (text and JSON)."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    paths = []
+    for name, rep in (("a", noisy()), ("b", noisy(1.2))):
+        paths.append(str(tmp_path / f"{name}.json"))
+        (tmp_path / f"{name}.json").write_text(json.dumps(rep))
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    out = tmp_path / "pool"
+    code, text, _ = cli(capsys, "bench", "pool", *paths, "--out", str(out))
+    assert code == 0 and not (out / "bench_pool.png").exists()
+    assert text.splitlines()[-1].startswith("no bench_pool.png: matplotlib is not installed")
+    code, text, _ = cli(capsys, "bench", "pool", *paths, "--out", str(out), "--json")
+    payload = json.loads(text)
+    assert payload["no_png"].startswith("no bench_pool.png") and not any(p.endswith(".png") for p in payload["written"])
+
+
 def test_cli_refusals_are_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "a.json").write_text(json.dumps(noisy()))
     missing = str(tmp_path / "missing.json")

@@ -23,6 +23,7 @@ CASES = [
     (("sizes", "--method", "eagle", "--num-spec", "2", "--max-num-seqs", "8", "--platform", "cuda", "--json"), 4.0),
     (("caps",), 4.0),
     (("caps", "--platform", "musa", "--json"), 4.0),
+    (("census", "--platform", "musa"), 4.0),
     (("kernels",), 4.0),
     (("kernels", "--platform", "rocm", "--json"), 4.0),
 ]

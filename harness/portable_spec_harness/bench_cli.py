@@ -298,8 +298,12 @@ def run_pool(args: argparse.Namespace) -> int:
     with open(written[0], "w") as fh:
         json.dump(pooled, fh, indent=1)
     png = plot_pool(pooled, os.path.join(args.out, "bench_pool.png"))
-    emit(args, {**pooled, "written": written + ([png] if png else [])}, render_pool)
+    no_png = None if png else NO_PNG  # said in the output, never left for the reader to notice
+    emit(args, {**pooled, "written": written + ([png] if png else []), "no_png": no_png}, render_pool)
     return 0
+
+
+NO_PNG = "no bench_pool.png: matplotlib is not installed (pip install matplotlib; the harness depends on it)"
 
 
 def render_pool(pooled: dict) -> str:
@@ -315,7 +319,8 @@ def render_pool(pooled: dict) -> str:
                  for entry in entries if entry["source"] == report["path"]]
         lines.append(f"{report['path']}: {report['date']}, {report['device']}, vLLM {report['vllm']}, "
                      f"{report['repeats']} repeats; " + "; ".join(parts))
-    return "\n".join(lines + [f"wrote {path}" for path in pooled.get("written", [])])
+    lines += [f"wrote {path}" for path in pooled.get("written", [])]
+    return "\n".join(lines + ([pooled["no_png"]] if pooled.get("no_png") else []))
 
 
 def _register_draft(bench_sub: argparse._SubParsersAction) -> None:

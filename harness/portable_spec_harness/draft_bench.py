@@ -28,6 +28,7 @@ from portable_spec_harness.synthetic.proposer import SyntheticProposer
 from portable_spec_harness.synthetic.steps import SyntheticDraftConfig, build_synthetic
 from portable_spec.errors import PortableSpecError
 from portable_spec.ports.interface import DevicePort
+from portable_spec_harness.plotting import legend
 
 RATIO_LIMIT = 1.15
 RATIO_STRETCH = 1.10
@@ -271,7 +272,7 @@ def write_plot(report: dict[str, Any], path: str) -> str | None:
     ax1.set_ylabel("µs per draft step (log)")
     ax1.set_title(f"{report['config']['method']} K={report['config']['num_spec']}, hidden "
                   f"{report['config']['hidden']}, vocab {report['config']['vocab']}")
-    ax1.legend(fontsize=8)
+    legend(ax1, fontsize=8)
     ax2.plot(bs, [r["ratio"] for r in rows], marker="o", label="per-step FULL / kernel")
     ax2.plot(bs, [r["whole_loop_ratio"] for r in rows], marker="s", label="whole-loop / kernel")
     ax2.axhline(report["ratio_limit"], color="red", linestyle="--", label=f"limit {report['ratio_limit']}")
@@ -280,7 +281,7 @@ def write_plot(report: dict[str, Any], path: str) -> str | None:
     ax2.set_xlabel("batch size (requests)")
     ax2.set_ylabel("wall / summed kernel time")
     ax2.set_title(f"{report['device']} ({report['platform']})")
-    ax2.legend(fontsize=8)
+    legend(ax2, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -14,6 +14,7 @@ from typing import Any
 from portable_spec_harness.e2e.configs import BOUNDS, RATIOS
 from portable_spec_harness.e2e.paired import LEVEL, paired_cell
 from portable_spec_harness.e2e.parent import log_excerpt
+from portable_spec_harness.plotting import legend
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 CHECKPOINT_METHODS = ("eagle", "eagle3", "mtp", "dflash")
@@ -230,7 +231,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("concurrency")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend(ax, fontsize=8)
     axes[0].set_yscale("log")
     fig.suptitle(f"{pair_label(report)}, K={report['k']}, "
                  f"TP={report.get('tensor_parallel_size', 1)}, {report['device']}, vLLM {report['vllm']}")

@@ -9,6 +9,7 @@ from typing import Any
 
 from portable_spec_harness.e2e.configs import OURS
 from portable_spec_harness.e2e.step_breakdown import PHASE_LABELS, PHASES, UNATTRIBUTED
+from portable_spec_harness.plotting import legend
 
 REFERENCE = "mrv2"
 WIDTH = 19
@@ -146,7 +147,7 @@ def draw(ax: Any, breakdowns: dict[str, dict[str, Any]], concurrency: int = 1) -
     ax.set_ylabel("ms per decode step")
     ax.set_title(f"per-step breakdown at concurrency {concurrency} (torch profiler, vLLM's scopes + ours)",
                  fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="y", alpha=0.3)
 
 

@@ -19,6 +19,7 @@ from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
+from portable_spec_harness.plotting import legend
 
 SAME = ("input_len", "output_len", "temperature", "num_prompts", "max_model_len")
 
@@ -89,7 +90,7 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
         ax.set_xlabel("max concurrency (vllm bench serve)")
         ax.set_ylabel(f"output tok/s: ours / {base}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend(ax, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

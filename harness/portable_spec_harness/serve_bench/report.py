@@ -11,6 +11,7 @@ from typing import Any
 from portable_spec_harness.e2e.step_breakdown import PHASES
 from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
+from portable_spec_harness.plotting import legend
 
 OURS = "ours"
 
@@ -175,7 +176,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
         ax.set_xlabel("max concurrency (vllm bench serve)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        legend(ax, fontsize=8)
     if profiles:
         draw(fig.add_subplot(2, 1, 2), profiles, 1)
     pair = report["pair"]
