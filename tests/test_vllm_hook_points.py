@@ -749,7 +749,8 @@ def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry, nee
         c for c in ours.__mro__ if c.__module__.startswith(("vllm.", "torch."))]
     assert vllm_bases, entry.name
     upstream = {name for base in vllm_bases for cls in base.__mro__ for name in vars(cls)}
-    mine = {name for cls in ours.__mro__ if cls.__module__.startswith("portable_spec.") and cls not in own_entries
+    mine = {name for cls in ours.__mro__ if cls.__module__.startswith(("portable_spec.", "portable_spec_harness."))
+            and cls not in own_entries
             for name in vars(cls)}
     identity = {"_enum", "device_name", "device_type", "dispatch_key", "ray_device_key", "dist_backend",
                 "device_control_env_var",  # a platform's identity attributes, not behaviour

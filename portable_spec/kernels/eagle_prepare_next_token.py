@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from portable_spec.kernels.fixed_tile import next_pow2
+
 
 @triton.jit
 def eagle_prepare_next_token_padded_kernel(
@@ -82,10 +84,6 @@ def prepare_next_token_padded_reference(sampled_token_ids: torch.Tensor, discard
     return next_ids.to(torch.int32), counts.to(torch.int32)
 
 
-def next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def launch(kernel, sampled_token_ids: torch.Tensor, discard_request_mask: torch.Tensor,
            backup_next_token_ids: torch.Tensor, vocab_size: int, *, grid_rows: int | None = None,
            num_reqs: int | None = None, num_sampled_tokens_per_req: int | None = None,
@@ -103,5 +101,5 @@ def launch(kernel, sampled_token_ids: torch.Tensor, discard_request_mask: torch.
         valid_sampled_tokens_count = next_token_ids.new_empty(batch)
     kernel[(batch if grid_rows is None else grid_rows,)](
         sampled_token_ids, discard_request_mask, backup_next_token_ids, next_token_ids, valid_sampled_tokens_count,
-        vocab_size, cols, rows, sampled_token_ids.stride(0), BLOCK_SIZE_TOKENS=next_power_of_2(cols))
+        vocab_size, cols, rows, sampled_token_ids.stride(0), BLOCK_SIZE_TOKENS=next_pow2(cols))
     return next_token_ids, valid_sampled_tokens_count

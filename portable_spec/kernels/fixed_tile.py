@@ -17,6 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+
+def next_pow2(n: int) -> int:
+    """``triton.next_power_of_2`` for ``n >= 1``, as vLLM's launchers pick a tile ``tl.constexpr`` from a length: the
+    warm-up predicts the variants serving compiles with it, and the fused first pass launches vLLM's kernel with the
+    tile vLLM's own caller would pick. Pure Python, so it holds where vLLM's Triton is a placeholder (no GPU)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
 TILE = 64
 MIN_BLOCK = 16
 

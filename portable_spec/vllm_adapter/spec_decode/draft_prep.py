@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 import vllm.v1.spec_decode.llm_base_proposer as base
-from vllm.triton_utils import triton
 
 from portable_spec.draft.dispatcher import FIRST_FUSED
+from portable_spec.kernels.fixed_tile import next_pow2
 
 
 def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: torch.Tensor) -> None:
@@ -79,7 +79,7 @@ class DraftPrepMixin:
         base.eagle_prepare_next_token_padded_kernel[(num_reqs,)](
             self.prep_sampled, runner.discard_request_mask.gpu, self.backup_next_token_ids.gpu,
             self.prep_next_tokens, self.prep_valid_counts, runner.input_batch.vocab_size, query_len, num_reqs,
-            self.prep_sampled.stride(0), BLOCK_SIZE_TOKENS=triton.next_power_of_2(query_len))  # as vLLM's caller picks it
+            self.prep_sampled.stride(0), BLOCK_SIZE_TOKENS=next_pow2(query_len))
         base.eagle_prepare_inputs_padded_kernel[(num_reqs,)](
             self.prep_cu_draft, self.prep_valid_counts, runner.query_start_loc.gpu, self.sample_indices,
             self.prep_num_rejected, num_reqs)

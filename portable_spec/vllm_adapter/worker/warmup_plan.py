@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
+from portable_spec.kernels.fixed_tile import next_pow2
+
 ONE, SIXTEEN, OTHER = "1", "16", "n"
 NEXT_TOKEN = "eagle_prepare_next_token_padded_kernel"
 INPUTS_PADDED = "eagle_prepare_inputs_padded_kernel"
@@ -73,10 +75,6 @@ MAX_ROUNDS = 48  # a bound on boot time; what it leaves out is reported, never s
 def int_class(value: int) -> str:
     """How Triton specializes an integer argument."""
     return ONE if value == 1 else SIXTEEN if value % 16 == 0 else OTHER
-
-
-def next_pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def dflash_block(max_query_len: int, k: int) -> int:
