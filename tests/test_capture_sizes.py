@@ -125,7 +125,8 @@ def test_spec_decode_rounding_matches_vllm(vllm_platform, sizes, max_size, num_s
 
 
 @settings(max_examples=80, deadline=None)
-@given(method=st.sampled_from(["eagle", "mtp"]), num_spec=st.integers(1, 9), max_num_seqs=st.integers(1, 300),
+@given(method=st.sampled_from(["eagle", "mtp", "draft_model"]), num_spec=st.integers(1, 9),
+       max_num_seqs=st.integers(1, 300),
        tp=st.sampled_from([1, 2, 4, 8]), sp=st.booleans())
 @example(method="eagle", num_spec=2, max_num_seqs=1, tp=8, sp=True)  # SP leaves vLLM nothing; 3 and 8 incompatible
 @example(method="eagle", num_spec=1, max_num_seqs=1, tp=8, sp=True)  # SP leaves vLLM nothing; 2 divides 8
@@ -157,7 +158,7 @@ def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_
 
 
 @settings(max_examples=80, deadline=None)
-@given(method=st.sampled_from(["eagle", "eagle3", "mtp", "dflash"]), num_spec=st.integers(1, 9),
+@given(method=st.sampled_from(["eagle", "eagle3", "mtp", "dflash", "draft_model"]), num_spec=st.integers(1, 9),
        max_num_seqs=st.integers(1, 300), max_capture_size=st.none() | st.integers(2, 600),
        tp=st.sampled_from([1, 2, 4]), sp=st.booleans())
 def test_planned_sizes_survive_vllm_unchanged(vllm_platform, method, num_spec, max_num_seqs, max_capture_size, tp,
@@ -309,7 +310,7 @@ def test_optional_draft_graphs_warn_instead_of_failing():
      "(a PIECEWISE target captures one graph per piece)"),
     (("eagle", 3, 8), {"live_graph_limit": 0},
      "live-graph limit must be >= 1 (got 0): pass --live-graph-limit 1 or more, or omit it for no limit"),
-    (("medusa", 3, 8), {}, "unknown speculative method 'medusa': pass --method one of eagle, eagle3, mtp, dflash"),
+    (("medusa", 3, 8), {}, "unknown speculative method 'medusa': pass --method one of eagle, eagle3, mtp, dflash, draft_model"),
     (("eagle", "3", 8), {}, "num_speculative_tokens must be an integer (got '3'): pass --num-spec with a whole number"),
     (("dflash", 8, 8), {"max_capture_size": 8},
      "1+num_speculative_tokens = 9 is above the max capture size 8, so no FULL draft graph fits: "
@@ -585,3 +586,17 @@ def test_idempotent_under_pruning_when_max_num_seqs_is_off_the_ladder():
     again = plan_capture_sizes("eagle", **dict(kw, user_sizes=list(plan.target_sizes),
                                                 max_capture_size=plan.target_sizes[-1]))
     assert again.target_sizes == plan.target_sizes
+
+
+@pytest.mark.parametrize("limit", [None, 9])
+def test_a_draft_model_first_step_brings_two_plus_k_tokens_per_request_for_each_verify_batch(limit):
+    """vLLM's draft model appends the next token to each request's 1+K verified tokens: its first step has a graph
+    of (2+K) * b tokens for every verify size (1+K) * b, pruned together with it; verify and chain sizes are
+    EAGLE's."""
+    eagle = plan_capture_sizes("eagle", 3, 8, live_graph_limit=limit)
+    plan = plan_capture_sizes("draft_model", 3, 8, live_graph_limit=limit)
+    assert plan.target_sizes == eagle.target_sizes and plan.chain_step == eagle.chain_step
+    assert plan.first_step.query_len == 5 and eagle.first_step.query_len == 4
+    assert [s // 5 for s in plan.first_step.sizes] == [s // 4 for s in eagle.first_step.sizes]
+    assert len(plan.first_step.sizes) > 1 and all(s % 5 == 0 for s in plan.first_step.sizes)
+    assert CapturePlan.from_dict(plan.to_dict()) == plan

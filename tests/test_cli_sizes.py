@@ -100,7 +100,7 @@ def test_text_output_is_a_table():
     (("--method", "eagle", "--num-spec", "3", "--max-num-seqs", "0"),
      "max_num_seqs must be >= 1 (got 0): pass --max-num-seqs 1 or more"),
     (("--method", "medusa", "--num-spec", "3", "--max-num-seqs", "8"),
-     "unknown speculative method 'medusa': pass --method one of eagle, eagle3, mtp, dflash"),
+     "unknown speculative method 'medusa': pass --method one of eagle, eagle3, mtp, dflash, draft_model"),
     (("--method", "dflash", "--num-spec", "8", "--max-num-seqs", "8", "--max-capture-size", "8"),
      "1+num_speculative_tokens = 9 is above the max capture size 8, so no FULL draft graph fits: "
      "pass --max-capture-size 9 or more, or lower --num-spec"),

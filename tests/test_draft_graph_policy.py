@@ -70,3 +70,18 @@ def test_lora_keeps_every_drafter_graph_on_vllms_path(vllm_platform, pair, caplo
         assert draft_graph_mode(config(pair, enable_lora=True)) == "upstream"
     lines = [r.getMessage() for r in caplog.records if "drafter left to upstream vLLM" in r.getMessage()]
     assert len(lines) == 1 and "LoRA" in lines[0]
+
+
+def test_a_separate_draft_model_gets_our_drafter_unless_its_vocabulary_is_mapped(vllm_platform, tmp_path_factory,
+                                                                               caplog):
+    """``draft_model`` with the target's vocabulary: ours. With ``use_heterogeneous_vocab`` vLLM maps ids between
+    two vocabularies every step: vLLM's drafter, one log line."""
+    dm = build_pair("llama_ctx_draft_model", tmp_path_factory.mktemp("zoo"))
+    cfg = config(dm)
+    assert cfg.speculative_config.method == "draft_model" and draft_graph_mode(cfg) == "full"
+    mapped = config(dm)
+    object.__setattr__(mapped.speculative_config, "use_heterogeneous_vocab", True)
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        assert draft_graph_mode(mapped) == "upstream"
+    lines = [r.getMessage() for r in caplog.records if "left to upstream" in r.getMessage()]
+    assert len(lines) == 1 and "use_heterogeneous_vocab" in lines[0]

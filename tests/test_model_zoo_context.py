@@ -34,7 +34,7 @@ from portable_spec_harness.context_zoo.models import DFLASH_TARGET_LAYERS, EAGLE
 FN = F.context_function(0)
 PROMPTS = {p["name"]: p for p in F.context_prompts(0)}
 FAMILY_OF = {"llama_ctx_eagle": "llama_ctx", "llama_ctx_eagle3": "llama_ctx", "qwen3_ctx_dflash": "qwen3_ctx",
-             "deepseek_mla_mtp": "deepseek_mla"}
+             "deepseek_mla_mtp": "deepseek_mla", "llama_ctx_draft_model": "llama_ctx"}
 
 
 @pytest.fixture(scope="module")
@@ -450,6 +450,9 @@ def _vllm_heads(name, tm, dm, seq, hidden, aux):
         h, residual = block.post_attention_layernorm(_vllm_mla(block.self_attn, block.input_layernorm(x), pos), x)
         logits = dm.compute_logits(block.mlp(h) + residual)
         return logits.argmax(-1).tolist()[2:], rule[3:]
+    if name == "llama_ctx_draft_model":  # a whole LLM: its greedy token at every position is the target's
+        states, _ = _vllm_forward_decoder(dm, torch.tensor(seq), torch.arange(len(seq)), _vllm_gqa)
+        return dm.compute_logits(states).argmax(-1).tolist(), rule
     return _vllm_dflash(dm, seq, aux)
 
 
@@ -502,13 +505,21 @@ def _vllm_cpu_check(zoo_dir: str, names: list[str]) -> dict[str, bool]:
         vc = engine_config(pair)
         with set_current_vllm_config(vc), torch.inference_mode():
             tm = get_model(vllm_config=vc)
-            dm = get_model(vllm_config=vc, model_config=vc.speculative_config.draft_model_config)
+            draft_config = vc.speculative_config.draft_model_config
+            if pair["method"] == "draft_model":  # a whole LLM, built as DraftModelProposer builds it: its own config
+                from vllm.config.utils import replace  # (the model reads vllm_config.model_config) and prefix
+
+                dm = get_model(vllm_config=replace(vc, model_config=draft_config), prefix="draft_model")
+            else:
+                dm = get_model(vllm_config=vc, model_config=draft_config)
             results[f"{name}: draft class"] = type(dm).__name__ == {
                 "eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM",
-                "dflash": "DFlashQwen3ForCausalLM", "mtp": "DeepSeekMTP"}[pair["method"]]
-            if pair["method"] != "mtp" and not dm.has_own_embed_tokens:  # what the proposer's load_model does
-                dm.model.embed_tokens = tm.model.embed_tokens
-            dm.lm_head = tm.lm_head
+                "dflash": "DFlashQwen3ForCausalLM", "mtp": "DeepSeekMTP",
+                "draft_model": "LlamaForCausalLM"}[pair["method"]]
+            if pair["method"] not in ("mtp", "draft_model") and not dm.has_own_embed_tokens:
+                dm.model.embed_tokens = tm.model.embed_tokens  # what the proposer's load_model does
+            if pair["method"] != "draft_model":  # a separate draft model keeps its own (DraftModelProposer)
+                dm.lm_head = tm.lm_head
             attend = _vllm_mla if name == "deepseek_mla_mtp" else _vllm_gqa
             hidden, aux = _vllm_forward_decoder(tm, ids, pos, attend)
             results[f"{name}: target argmax is the rule"] = tm.compute_logits(hidden).argmax(-1).tolist() == _rule(seq)

@@ -98,6 +98,29 @@ def test_dflash_step_shape_we_rely_on():
     assert "self._slot_mapping_buffer = torch.zeros(" in init and "self.positions = torch.zeros(" in init
 
 
+def test_draft_model_first_pass_shape_we_rely_on():
+    """What ``FullGraphDraftModelProposer`` stands on: a draft model passes no hidden states, so vLLM appends the
+    next token to each request's verified tokens (one extra slot per request: 2+K tokens for a verify-shaped pass),
+    in a metadata object built fresh (``extend_all_queries_by_N``) that its chain loop then advances in place."""
+    from vllm.v1.spec_decode.draft_model import DraftModelProposer
+    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
+    from vllm.v1.spec_decode.utils import extend_all_queries_by_N
+
+    assert "pass_hidden_states_to_model=False" in inspect.getsource(DraftModelProposer.__init__)
+    base_init = inspect.getsource(SpecDecodeBaseProposer.__init__)
+    assert "1 if not self.parallel_drafting else self.num_speculative_tokens" in base_init
+    assert "self.needs_extra_input_slots = self.net_num_new_slots_per_request > 0" in base_init
+    first = inspect.getsource(SpecDecodeBaseProposer.set_inputs_first_pass)
+    assert "new_cad = extend_all_queries_by_N(" in first and "return total_num_output_tokens, " in first
+    extend = inspect.getsource(extend_all_queries_by_N)
+    assert "seq_lens=cad.seq_lens + N" in extend and "max_query_len=cad.max_query_len + N" in extend
+    propose = inspect.getsource(SpecDecodeBaseProposer.propose)
+    # the metadata object our hook moves onto persistent buffers is the one the chain then advances
+    assert "self.build_per_group_and_layer_attn_metadata(common_attn_metadata)" in propose
+    assert "common_attn_metadata.seq_lens -= num_rejected_tokens_gpu" in propose
+    assert not {"build_per_group_and_layer_attn_metadata", "propose"} & set(vars(DraftModelProposer))
+
+
 def test_common_attention_metadata_fields():
     from vllm.v1.attention.backend import AttentionCGSupport, CommonAttentionMetadata
 

@@ -67,6 +67,10 @@ PARTS: dict[str, list[str]] = {
     "ctx_eagle": ["--pair", "llama_ctx_eagle", "--variants", "nospec,upstream_v1,eager_drafter,full_drafter"],
     "ctx_eagle3": ["--pair", "llama_ctx_eagle3", "--variants", "nospec,eager_drafter,full_drafter"],
     "ctx_dflash": ["--pair", "qwen3_ctx_dflash", "--variants", "nospec,eager_drafter,full_drafter"],
+    # vLLM's separate draft model (method draft_model): a 4-layer LlamaForCausalLM of the target's vocabulary whose
+    # context attention is its last layer, right only with that layer's K/V at the right positions and slots;
+    # its first pass (2+K tokens per request) and chain steps replay per-forward FULL graphs (no fused kinds).
+    "ctx_draft_model": ["--pair", "llama_ctx_draft_model", "--variants", "nospec,eager_drafter,full_drafter"],
     # MTP on a DeepSeek-V3-shaped MLA target: vLLM picks an MLA backend whose graphs need uniform batches.
     "mla_mtp": ["--pair", "deepseek_mla_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
     "probabilistic_perfect": ["--pair", "llama_eagle", "--variant", "perfect", "--seeds", "0,1,2",

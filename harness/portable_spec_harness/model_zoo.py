@@ -59,6 +59,9 @@ the greedy token and <= 12 for any other (margin 4, exact in bf16); attention ga
   at the right positions needed for slot 1) and slots >= 3 never are: acceptance ``[1, 1, 0, ...]``.
 * ``deepseek_mla_mtp``: a DeepSeek-V3-shaped MLA target (kv_lora_rank 512, rope 64: FlashMLA / FlashAttnMLA on
   Hopper) with one MTP layer (vLLM ``mtp``): 100% acceptance (prompts of >= 3 tokens).
+* ``llama_ctx_draft_model``: the Llama context target + a separate 4-layer ``LlamaForCausalLM`` draft of the same
+  vocabulary (vLLM ``draft_model``) whose context attention is its last layer: 100% acceptance, only with that
+  layer's K/V at the right positions and slots (any prompt).
 
 Their ``expected`` block has ``kind: "context"`` and the tables; :func:`expected_output` gives the greedy output of
 any pair for any prompt, :func:`context_prompts` prompts with expected outputs (> 16 KV blocks, shared prefixes for
@@ -129,6 +132,7 @@ PAIRS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "llama_ctx_eagle3": ("llama_ctx", "eagle3", ("perfect",)),
     "qwen3_ctx_dflash": ("qwen3_ctx", "dflash", ("perfect",)),
     "deepseek_mla_mtp": ("deepseek_mla", "mtp", ("perfect",)),
+    "llama_ctx_draft_model": ("llama_ctx", "draft_model", ("perfect",)),
 }
 CONTEXT_FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla")
 CONTEXT_PAIRS = tuple(name for name, (family, _, _) in PAIRS.items() if family in CONTEXT_FAMILIES)
@@ -835,8 +839,8 @@ def _build_context_draft(name: str, target: Path, outdir: str | os.PathLike, see
         if not build.fresh_link(draft, manifest):
             build.link_mtp_draft(target, draft, manifest)
     elif not _fresh(draft, manifest):
-        _save(draft, build.draft_weights(method, seed), draft_config(method, k, family=family), manifest, seed=seed,
-              with_tokenizer=False)
+        _save(draft, build.draft_weights(method, seed, logit), draft_config(method, k, family=family), manifest,
+              seed=seed, with_tokenizer=method == "draft_model")  # a separate draft model is a whole LLM
     return {"pair": name, "variant": "perfect", "seed": seed, "method": method, "target": str(target),
             "draft": str(draft),
             "speculative_config": {"method": method, "model": str(draft), "num_speculative_tokens": k},

@@ -24,9 +24,13 @@ from portable_spec.capture_sizes.vllm_rules import (
 
 logger = logging.getLogger("portable_spec.capture_sizes")
 
-METHODS = ("eagle", "eagle3", "mtp", "dflash")
-CHAIN_METHODS = ("eagle", "eagle3", "mtp")
+METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
+CHAIN_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
 """Methods that draft autoregressively: after the first step, K-1 chain steps at one token per request."""
+EXTENDING_METHODS = ("draft_model",)
+"""Methods whose first step brings one token more per request than the target verified (2+K): a separate draft
+model has no target hidden states to shift against, so vLLM keeps each request's 1+K verified tokens and appends the
+next token (``SpecDecodeBaseProposer.set_inputs_first_pass``, ``needs_extra_input_slots``)."""
 
 
 def _positive_int(value: object, what: str, flag: str, hint: str = "") -> int:
@@ -129,6 +133,15 @@ def _dflash_sizes(base: list[int], from_user: bool, q: int, multiple_of: int, ma
     return sorted({q * b for b in vllm_default_ladder(max_num_seqs) if q * b <= cap and (q * b) % multiple_of == 0})
 
 
+def first_step_plan(method: str, q: int, verify_sizes: list[int], mode: str) -> StepPlan:
+    """The first draft step's plan from the verify sizes it follows (pruned with them, so a verify size dropped
+    from the target leaves its first step too): the same sizes at query length 1+K, or for an extending method the
+    same batches at 2+K tokens per request."""
+    if method not in EXTENDING_METHODS:
+        return StepPlan(query_len=q, sizes=tuple(verify_sizes), mode=mode)
+    return StepPlan(query_len=q + 1, sizes=tuple((q + 1) * (s // q) for s in verify_sizes), mode=mode)
+
+
 def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_capture_size: int | None = None,
                        tp: int = 1, sp: bool = False, live_graph_limit: int | None = None,
                        user_sizes: Iterable[int] | None = None, graphs_per_target_size: int = 1,
@@ -225,7 +238,7 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
     return CapturePlan(
         method=method, num_spec=num_spec, max_num_seqs=max_num_seqs, max_capture_size=lists.target[-1], tp=tp, sp=sp,
         target_sizes=tuple(lists.target),
-        first_step=StepPlan(query_len=q, sizes=tuple(lists.first), mode=first_mode),
+        first_step=first_step_plan(method, q, lists.first, first_mode),
         chain_step=None if lists.chain is None else StepPlan(query_len=1, sizes=tuple(lists.chain), mode="FULL"),
         live_graphs=lists.live_graphs(), live_graph_limit=live_graph_limit, warnings=tuple(warnings),
         graphs_per_target_size=graphs_per_target_size)

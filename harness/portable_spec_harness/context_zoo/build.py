@@ -18,7 +18,7 @@ from typing import Any
 from portable_spec_harness.context_zoo import function, mla, models
 
 FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla")
-MIN_PROMPT_TOKENS = {"eagle": 2, "eagle3": 2, "dflash": 1, "mtp": 3}
+MIN_PROMPT_TOKENS = {"eagle": 2, "eagle3": 2, "dflash": 1, "mtp": 3, "draft_model": 1}
 """The shortest prompt for which a head's first draft is exact (see the modules' docstrings)."""
 
 
@@ -37,7 +37,9 @@ def target_manifest(family: str, seed: int, logit: float, zoo_version: int) -> d
             "context_function": function.context_function(seed).as_json()}
 
 
-def draft_weights(method: str, seed: int) -> dict[str, Any]:
+def draft_weights(method: str, seed: int, logit: float) -> dict[str, Any]:
+    if method == "draft_model":  # its own lm_head: the target's winning logit
+        return models.draft_model_weights(seed, logit)
     return {"eagle": models.eagle_weights, "eagle3": models.eagle3_weights,
             "dflash": models.dflash_weights}[method](seed)
 

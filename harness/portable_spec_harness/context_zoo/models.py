@@ -1,4 +1,5 @@
-"""Weights and configs of the context targets (Llama, Qwen3) and their EAGLE-1, EAGLE-3 and DFlash heads.
+"""Weights and configs of the context targets (Llama, Qwen3), their EAGLE-1, EAGLE-3 and DFlash heads, and a
+separate 4-layer draft model (``draft_model_weights``).
 
 Notation: ``e_t`` token rows, ``w_g``, ``u1_c``, ``u2_c``, ``r_c``, ``m1_c``, ``m2_c``, ``z0`` code rows of
 :mod:`.basis` (all +-1, exactly orthogonal); ``A, B1, B2, phi, table`` the tables of :mod:`.function`; every
@@ -51,6 +52,7 @@ from portable_spec_harness.context_zoo.function import context_function
 from portable_spec_harness.context_zoo.rope_profile import LLAMA, QNORM
 
 LAYERS = 2
+DRAFT_MODEL_LAYERS = 4
 INTERMEDIATE = 256
 CURRENT, PREVIOUS = 0, 1  # KV heads of the targets' and EAGLE heads' context layer
 DFLASH_X, DFLASH_Y, DFLASH_Z = 0, 1, 2
@@ -101,27 +103,38 @@ def _context_layer(seed: int):
     return att
 
 
-def target_weights(family: str, seed: int = 0, logit: float = 16.0) -> dict[str, Any]:
+def target_weights(family: str, seed: int = 0, logit: float = 16.0, *, layers: int = LAYERS,
+                   context_layer: int = 0) -> dict[str, Any]:
+    """The target (see the module docstring); ``layers`` / ``context_layer`` place the context attention in a
+    deeper stack (the separate draft model: ``draft_model_weights``)."""
     torch = _torch()
     if family not in FAMILIES:
         raise PortableSpecError(f"context_zoo: unknown family {family!r}; use one of {', '.join(FAMILIES)}")
     b = basis(seed)
     w: dict[str, Any] = {"model.embed_tokens.weight": b.tokens.clone(), "model.norm.weight": torch.ones(HIDDEN),
                          "lm_head.weight": lm_head(seed, logit)}
-    for i in range(LAYERS):
+    for i in range(layers):
         p = f"model.layers.{i}"
         w[f"{p}.input_layernorm.weight"] = torch.ones(HIDDEN)
         w[f"{p}.post_attention_layernorm.weight"] = torch.ones(HIDDEN)
-        if i == 0:
+        if i == context_layer:
             w.update(_context_layer(seed).tensors(f"{p}.self_attn"))
         else:
             w.update(filler_attention(f"{p}.self_attn", seed, f"{family}{i}"))
         if family == "qwen3_ctx":  # q/k normed per head: the position heads keep their shape, scaled to QNORM.norm
-            norm = QNORM.norm if i == 0 else 1.0
+            norm = QNORM.norm if i == context_layer else 1.0
             w[f"{p}.self_attn.q_norm.weight"] = torch.full((HEAD_DIM,), norm)
             w[f"{p}.self_attn.k_norm.weight"] = torch.full((HEAD_DIM,), norm)
         w.update(filler_mlp(f"{p}.mlp", seed, f"{family}{i}", INTERMEDIATE))
     return w
+
+
+def draft_model_weights(seed: int = 0, logit: float = 16.0) -> dict[str, Any]:
+    """The separate draft model (vLLM ``draft_model``): a ``LlamaForCausalLM`` of ``DRAFT_MODEL_LAYERS`` layers and
+    the target's vocabulary whose context attention sits in its LAST layer (every earlier layer computes and adds
+    nothing), so it predicts exactly what the target will (100% acceptance), and only through its deepest layer's
+    K/V at the right positions, slots and sequence lengths: its own current token and the previous position."""
+    return target_weights("llama_ctx", seed, logit, layers=DRAFT_MODEL_LAYERS, context_layer=DRAFT_MODEL_LAYERS - 1)
 
 
 def eagle_weights(seed: int = 0) -> dict[str, Any]:
@@ -256,6 +269,8 @@ def draft_config(method: str, k: int) -> dict[str, Any]:
 
     if method == "eagle":
         return {**_config("llama", "LlamaForCausalLM", 1), "mlp_bias": False}
+    if method == "draft_model":
+        return {**_config("llama", "LlamaForCausalLM", DRAFT_MODEL_LAYERS), "mlp_bias": False}
     if method == "eagle3":
         return {**_config("llama", "LlamaForCausalLMEagle3", 1), "mlp_bias": False, "draft_vocab_size": VOCAB,
                 "eagle_aux_hidden_state_layer_ids": EAGLE3_AUX_LAYERS}
@@ -263,4 +278,5 @@ def draft_config(method: str, k: int) -> dict[str, Any]:
         return {**_config("qwen3", "DFlashDraftModel", 1), "use_sliding_window": False, "sliding_window": None,
                 "layer_types": ["full_attention"], "block_size": k + 1, "num_target_layers": LAYERS,
                 "dflash_config": {"mask_token_id": MASK_ID, "target_layer_ids": DFLASH_TARGET_LAYERS}}
-    raise PortableSpecError(f"context_zoo: no context head for method {method!r}; use eagle, eagle3 or dflash")
+    raise PortableSpecError(f"context_zoo: no context head for method {method!r}; use eagle, eagle3, dflash or "
+                            "draft_model")

@@ -216,9 +216,10 @@ CENSUS: tuple[Divergence, ...] = (
     Divergence(
         "V1 runner: our proposers", "scoped override", f"{_A}.worker.v1_model_runner:PortableV1ModelRunner",
         ("vllm.v1.worker.gpu_model_runner:EagleProposer", "vllm.v1.worker.gpu_model_runner:DFlashProposer",
+         "vllm.v1.worker.gpu_model_runner:DraftModelProposer",
          "vllm.v1.worker.gpu_model_runner:GPUModelRunner.__init__"),
-        what="While GPUModelRunner.__init__ runs, the runner module's EagleProposer/DFlashProposer are our FULL-graph "
-             "subclasses.",
+        what="While GPUModelRunner.__init__ runs, the runner module's EagleProposer/DFlashProposer/DraftModelProposer "
+             "are our FULL-graph subclasses.",
         why="The runner builds its drafter by those module names.",
         undone="Restored when __init__ returns or raises.", upstream="A drafter-class hook would replace it.",
         pinned_by=("test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model",),
@@ -284,6 +285,23 @@ CENSUS: tuple[Divergence, ...] = (
         undone="As for EAGLE.", upstream="As for EAGLE.",
         overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
         pinned_by=("test_dflash_step_shape_we_rely_on",),
+        requires="v1_full_drafter"),
+    Divergence(
+        "Draft-model proposer: FULL graphs", "subclass", f"{_A}.spec_decode.draft_model:FullGraphDraftModelProposer",
+        ("vllm.v1.spec_decode.draft_model:DraftModelProposer",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.build_per_group_and_layer_attn_metadata",
+         "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer.set_inputs_first_pass",
+         "vllm.v1.spec_decode.utils:extend_all_queries_by_N"),
+        what="The first pass's metadata (query_start_loc and seq_lens, which upstream builds fresh each step) is "
+             "copied into persistent buffers and pointed there, same values; a uniform first pass of 2+K tokens per "
+             "request at a captured size and every chain step (padded as for EAGLE) replay per-size FULL graphs; "
+             "sampling stays upstream's, eager.",
+        why="vLLM 0.26.0 and 0.28.0 run the separate draft model on the V1 runner with PIECEWISE graphs at most, and "
+            "a draft model's many layers make its forwards launch-bound.",
+        undone="As for EAGLE; a heterogeneous-vocabulary draft stays on vLLM's path (policy).",
+        upstream="vLLM 0.33.0's Model Runner V2 standalone speculator captures no graphs.",
+        overrides=("__init__", "build_per_group_and_layer_attn_metadata"),
+        pinned_by=("test_draft_model_first_pass_shape_we_rely_on",),
         requires="v1_full_drafter"),
     Divergence(
         "MTP shared top-k indices: skip_topk per captured step", "instance override",

@@ -28,7 +28,7 @@ from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 ADDITIONAL_CONFIG_KEY = "portable_spec"
-PLANNED_METHODS = ("eagle", "eagle3", "mtp", "dflash")
+PLANNED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
 VLLM_NAMES = (("pass --", "set --"), ("--max-capture-size", "compilation_config.max_cudagraph_capture_size"),
               ("--sizes", "compilation_config.cudagraph_capture_sizes"), ("--num-spec", "num_speculative_tokens"),
               ("--max-num-seqs", "max_num_seqs"), ("--tp", "tensor_parallel_size"),

@@ -25,7 +25,7 @@ from portable_spec.vllm_adapter.platform.config_hook import plan_error
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-SUPPORTED_METHODS = ("eagle", "eagle3", "mtp", "dflash")
+SUPPORTED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
 
 
 def requested_mode() -> str:
@@ -57,6 +57,9 @@ def draft_graph_mode(vllm_config: Any) -> str:
         reason = f"method {spec.method!r} (FULL drafter graphs cover {', '.join(SUPPORTED_METHODS)})"
     elif (captured := stack_captures_drafter(spec.method)) is not None:
         reason = captured
+    elif spec.method == "draft_model" and getattr(spec, "use_heterogeneous_vocab", False):
+        reason = ("use_heterogeneous_vocab: vLLM maps each draft step's ids between two vocabularies; no run has "
+                  "shown our draft-model graphs under that mapping")
     elif spec.enforce_eager:
         reason = "speculative_config.enforce_eager=True"
     elif spec.disable_padded_drafter_batch:

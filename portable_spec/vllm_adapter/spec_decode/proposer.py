@@ -371,22 +371,7 @@ class FullGraphEagleProposer(DraftPrepMixin, FusedChainMixin, DrafterGraphMixin,
         # Only chain steps pad (a first pass replays its exact batch), and ``_classify`` gave them only for the
         # ``arange`` query_start_loc. Padding rows are ordinary one-token requests of length 1 on vLLM's null block,
         # as at capture, whose slots never write the KV cache (``_classify``).
-        if key.step != CHAIN:
-            return None
-        runner, num_reqs, padded = self.target_runner, cad.num_reqs, key.num_reqs
-        table = runner.input_batch.block_table[0].get_device_tensor(padded)
-        if not (same_start(cad.seq_lens, runner.seq_lens)
-                and same_start(cad.block_table_tensor, table)
-                and same_start(cad.slot_mapping, self._slot_mapping_buffer)):
-            return None
-        meta = padded_metadata(cad, padded, padded, query_start_loc=self.arange[: padded + 1],
-                               query_start_loc_cpu=torch.arange(padded + 1, dtype=torch.int32),
-                               seq_lens=runner.seq_lens[:padded], block_table=table,
-                               slot_mapping=self._slot_mapping_buffer[:padded])
-        if meta is not None:  # the padding rows are written only for a step that replays the padded graph
-            runner.seq_lens[num_reqs:padded].fill_(1)
-            table[num_reqs:padded].fill_(NULL_BLOCK_ID)
-        return meta
+        return pad_chain_metadata(self, cad, key, self.target_runner.seq_lens) if key.step == CHAIN else None
 
     def first_pass_key(self, kind: str, cad: CommonAttentionMetadata) -> DraftKey | None:
         """The captured ``kind`` key (FIRST or FIRST_FUSED) a verify-shaped first pass replays, or None."""
@@ -518,6 +503,28 @@ class FullGraphDFlashProposer(DrafterGraphMixin, DFlashProposer):
         self._block_query_start_loc[: num_reqs + 1].copy_(self.arange[: num_reqs + 1] * query_len)
         return capture_metadata(self, self._block_query_start_loc[: num_reqs + 1], self._block_seq_lens, num_reqs,
                                 query_len, causal=self.dflash_causal)
+
+
+def pad_chain_metadata(proposer: Any, cad: CommonAttentionMetadata, key: DraftKey,
+                       seq_lens: torch.Tensor) -> CommonAttentionMetadata | None:
+    """A chain step's metadata grown to ``key``'s batch over the persistent buffers its graph reads (``seq_lens``:
+    the buffer the drafter's chain advances in place), or None where the step's metadata does not lie on them.
+    Padding rows are ordinary one-token requests of length 1 on vLLM's null block, as at capture, whose slots never
+    write the KV cache (the caller's ``_classify`` gave them the padding slot)."""
+    num_reqs, padded = cad.num_reqs, key.num_reqs
+    table = proposer.target_runner.input_batch.block_table[0].get_device_tensor(padded)
+    if not (same_start(cad.seq_lens, seq_lens)
+            and same_start(cad.block_table_tensor, table)
+            and same_start(cad.slot_mapping, proposer._slot_mapping_buffer)):
+        return None
+    meta = padded_metadata(cad, padded, padded, query_start_loc=proposer.arange[: padded + 1],
+                           query_start_loc_cpu=torch.arange(padded + 1, dtype=torch.int32),
+                           seq_lens=seq_lens[:padded], block_table=table,
+                           slot_mapping=proposer._slot_mapping_buffer[:padded])
+    if meta is not None:  # the padding rows are written only for a step that replays the padded graph
+        seq_lens[num_reqs:padded].fill_(1)
+        table[num_reqs:padded].fill_(NULL_BLOCK_ID)
+    return meta
 
 
 def same_start(view: torch.Tensor, buffer: torch.Tensor) -> bool:

@@ -1,7 +1,7 @@
 """Our V1 model runner: vLLM's ``GPUModelRunner`` with a drafter whose steady-state forwards replay FULL graphs.
 
-Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer`` and ``DFlashProposer`` in the runner
-module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
+Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer``, ``DFlashProposer`` and
+``DraftModelProposer`` in the runner module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
 captures its graphs, at boot, never at request time, and ``kernel_warmup`` runs real steps so that the drafter/verify-path
 Triton kernels compile then too (the worker activates vLLM's JIT monitor right after); and each step's drafting
 goes first to the drafter's ``propose_with_prep`` (the runner's draft prep inside the first pass's graph), which
@@ -16,6 +16,7 @@ import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from portable_spec.vllm_adapter.patch.overrides import overridden
+from portable_spec.vllm_adapter.spec_decode.draft_model import FullGraphDraftModelProposer
 from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
@@ -24,7 +25,8 @@ from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 class PortableV1ModelRunner(GPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
         with (overridden(v1_runner_module, "EagleProposer", FullGraphEagleProposer),
-              overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer)):
+              overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer),
+              overridden(v1_runner_module, "DraftModelProposer", FullGraphDraftModelProposer)):
             super().__init__(*args, **kwargs)
 
     def propose_draft_token_ids(self, scheduler_output: Any, sampled_token_ids: Any, sampling_metadata: Any,
