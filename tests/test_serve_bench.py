@@ -570,3 +570,22 @@ def test_the_fake_server_is_the_soaks(zoo_pair, tmp_path):
         assert facts["use_v2_model_runner"] and facts["drafter"] is None and fake.step == 1 + zoo_pair.k
     finally:
         fake.stop()
+
+
+def test_a_kernel_compiled_after_boot_is_a_problem_for_ours_and_recorded_for_every_variant(clean_run, tmp_path):
+    """The server check the GPU run relies on (issue 41): vLLM's JIT-monitor line in ours' log fails the run, in a
+    baseline's it is only recorded; a clean run records none for each of its variants."""
+    result, _ = clean_run
+    assert set(result["variants"]) == {"upstream_v1", "ours", "mrv2"}
+    assert all(entry["jit_after_boot"] == [] for entry in result["variants"].values())
+    log = tmp_path / "server_ours.log"
+    log.write_text("INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n"
+                   "(Worker_TP0 pid=9) WARNING 11-23 10:00:00 [jit_monitor.py:137] Triton kernel JIT compilation "
+                   "during inference: _topk_topp_kernel. This causes a latency spike; consider extending warmup to "
+                   "cover this shape/config.\n")
+    events, problem = driver.jit_after_boot("ours", log)
+    assert events == ["Triton kernel JIT compilation: _topk_topp_kernel"]
+    assert problem.startswith("ours: 1 kernel JIT compile(s) after boot") and "_topk_topp_kernel" in problem
+    assert driver.jit_after_boot("upstream_v1", log) == (events, None)
+    log.write_text("INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n")
+    assert driver.jit_after_boot("ours", log) == ([], None)

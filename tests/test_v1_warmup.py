@@ -167,7 +167,7 @@ class RecordingRunner:
             assert self.live.pop(req_id, None) is not None, f"finishing unknown request {req_id}"
         for new in so.scheduled_new_reqs:
             assert new.req_id not in self.live and new.num_computed_tokens == 0
-            assert new.sampling_params.temperature == 0.0 and new.pooling_params is None
+            assert new.pooling_params is None and new.sampling_params.temperature in (0.0, 0.8)
             assert len(new.prompt_token_ids) == so.num_scheduled_tokens[new.req_id]
             assert max(new.prompt_token_ids) < self.model_config.get_vocab_size()
             self.live[new.req_id] = {"computed": 0, "outputs": 0, "blocks": [list(b) for b in new.block_ids]}
@@ -289,6 +289,8 @@ def test_warm_up_runs_valid_steps_and_leaves_boot_state(vllm_platform, engines, 
                  if o.total_num_scheduled_tokens and bool(o.scheduled_spec_decode_tokens) == with_drafts}
         assert {int_class(n) for n in sizes} >= {ONE, OTHER, SIXTEEN}
     assert stats["uncovered"] == [] and stats["drafter_replays"] == {FIRST: stats["steps"] - 1}
+    assert set(stats["sampled_rounds"]) == {"top_k", "top_p", "top_k_top_p", "mixed"}  # sampling_plan's rounds too
+    assert {n.sampling_params.temperature for o in runner.outputs for n in o.scheduled_new_reqs} == {0.0, 0.8}
     # Boot state is back: step bookkeeping, the drafter's per-step state and counters, seq_lens.
     assert runner._draft_token_ids is None and vars(runner.input_batch) == boot_batch
     drafter = runner.drafter

@@ -5,8 +5,10 @@ outputs, so the drafter/verify-path Triton kernels compile at boot, before vLLM 
 
 ``PortableV1ModelRunner.capture_model`` calls ``warm_up_kernels`` after the drafter captured its graphs. The steps
 (``warmup_plan``: which batch sizes and prompt lengths reach every specialization serving can reach) are built from
-vLLM's own ``SchedulerOutput``/``NewRequestData``/``CachedRequestData``, the way its scheduler builds them: greedy
-requests prefill, verify K drafts (``scheduled_spec_decode_tokens``) and are finished (``finished_req_ids``).
+vLLM's own ``SchedulerOutput``/``NewRequestData``/``CachedRequestData``, the way its scheduler builds them: requests
+prefill, verify K drafts (``scheduled_spec_decode_tokens``) and are finished (``finished_req_ids``); greedy ones
+first, then sampled ones (``sampling_plan``: top-k, top-p, seeded and not, logprobs, mixed with greedy), each with
+vLLM's own ``SamplingParams``.
 Exact by construction: no request exists at boot, so the KV blocks written (ids from 1; 0 is the null block) are ones
 the scheduler has not handed out, and its prefix cache knows none of them. Afterwards the runner's step bookkeeping
 (the last drafts, sampled-token handles, the drafter's per-step state and replay counters, ``seq_lens``) is put back
@@ -36,6 +38,9 @@ from portable_spec.envs import WARMUP_ENV, warmup_enabled
 from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
+from portable_spec.vllm_adapter.worker.sampling_plan import (
+    Sampling, SamplingLimits, plan_sampled_rounds, request_sampling, sampled_round_keys,
+)
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -111,12 +116,27 @@ class _BlockIds:
         return tuple(out)
 
 
-def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int) -> list[SchedulerOutput]:
+def sampling_limits(runner: Any) -> SamplingLimits:
+    """What this engine's config decides about sampling: draft probabilities, logprobs accepted."""
+    spec = runner.vllm_config.speculative_config
+    probabilistic = (getattr(spec, "rejection_sample_method", "standard") == "standard"
+                     and getattr(spec, "draft_sample_method", "greedy") == "probabilistic")
+    return SamplingLimits(probabilistic_drafts=probabilistic, logprobs=runner.model_config.max_logprobs != 0)
+
+
+def sampling_params(sampling: Sampling, vocab_size: int) -> SamplingParams:
+    """vLLM's ``SamplingParams`` for one warm-up request (a top-k stays below the vocab, or vLLM drops it)."""
+    top_k = min(sampling.top_k, vocab_size - 1) if sampling.top_k else 0
+    return SamplingParams(temperature=sampling.temperature, top_k=top_k, top_p=sampling.top_p,
+                          seed=sampling.seed, logprobs=sampling.logprobs)
+
+
+def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int,
+                    logprobs: bool = True) -> list[SchedulerOutput]:
     """The scheduler outputs, in order: per round a prefill step (finishing the previous round's requests) and,
     if it verifies, a step where each request verifies K drafts (one more may join with its prompt); then a
     clean-up step that finishes the last round's requests."""
     k, ahead = limits.k, limits.lookahead
-    params = SamplingParams(temperature=0.0)
     outputs: list[SchedulerOutput] = []
     finished: set[str] = set()
 
@@ -127,16 +147,18 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int) -> lis
         out.num_spec_tokens_to_schedule = k  # what the scheduler sends every step; the drafter proposes this many
         return out
 
-    def new(req_id: str, prompt: int, blocks: tuple[list[int], ...]) -> NewRequestData:
+    def new(req_id: str, prompt: int, blocks: tuple[list[int], ...], sampling: Sampling) -> NewRequestData:
         return NewRequestData(req_id=req_id, prompt_token_ids=[i % vocab_size for i in range(prompt)], mm_features=[],
-                              sampling_params=params, pooling_params=None, block_ids=blocks, num_computed_tokens=0,
-                              lora_request=None)
+                              sampling_params=sampling_params(sampling, vocab_size), pooling_params=None,
+                              block_ids=blocks, num_computed_tokens=0, lora_request=None)
 
     for index, rnd in enumerate(rounds):
         blocks = _BlockIds(limits.block_sizes)
         ids = [f"{REQ_PREFIX}{index}_{i}" for i in range(len(rnd.prompts))]
         prefill = step(finished)
-        prefill.scheduled_new_reqs = [new(r, p, blocks.grow(0, p + ahead)) for r, p in zip(ids, rnd.prompts)]
+        prefill.scheduled_new_reqs = [new(r, p, blocks.grow(0, p + ahead), request_sampling(rnd.profile, i,
+                                                                                            logprobs=logprobs))
+                                      for i, (r, p) in enumerate(zip(ids, rnd.prompts))]
         prefill.num_scheduled_tokens = dict(zip(ids, rnd.prompts))
         prefill.total_num_scheduled_tokens = sum(rnd.prompts)
         outputs.append(prefill)
@@ -155,7 +177,8 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int) -> lis
         verify.scheduled_spec_decode_tokens = {r: [0] * k for r in ids}
         if rnd.join:
             joined = f"{REQ_PREFIX}{index}_join"
-            verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead))]
+            verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead), request_sampling(
+                rnd.profile, len(ids), joined=True, logprobs=logprobs))]
             verify.num_scheduled_tokens[joined] = rnd.join
             finished.add(joined)
         verify.total_num_scheduled_tokens = sum(verify.num_scheduled_tokens.values())
@@ -232,15 +255,18 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
         logger.info("%s skipped (%s)", LOG_PREFIX, "; ".join(blockers))
         runner.warmup_stats = {"skipped": blockers}
         return runner.warmup_stats
-    limits = warmup_limits(runner)
+    limits, sampling = warmup_limits(runner), sampling_limits(runner)
     rounds, uncovered = plan_rounds(limits)
+    greedy_keys = frozenset().union(*(sampled_round_keys(r, limits, sampling) for r in rounds))
+    sampled, sampled_uncovered = plan_sampled_rounds(limits, sampling, greedy_keys) if rounds else ([], frozenset())
+    rounds, uncovered = rounds + sampled, uncovered | sampled_uncovered
     left = f"; {len(uncovered)} kernel variants left to the first requests: {_names(uncovered)}" if uncovered else ""
     if not rounds:
         logger.warning("%s skipped: %d KV-cache blocks are too few for any warm-up step%s", LOG_PREFIX,
                        limits.free_blocks + 1, left)
         runner.warmup_stats = {"skipped": ["KV-cache blocks"], "uncovered": sorted(map(str, uncovered))}
         return runner.warmup_stats
-    outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size())
+    outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size(), sampling.logprobs)
     state = StepState(runner)
     started = time.perf_counter()
     with counted_triton_compiles() as compiles:
@@ -255,14 +281,15 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
         graphs.replays.clear()
         graphs.pointer_mismatches = 0
     num_reqs = sorted({step.num_reqs for rnd in rounds for step in rnd.steps(limits.k)})
-    stats = {"steps": len(outputs), "rounds": len(rounds), "num_reqs": num_reqs, "k": limits.k,
+    stats = {"steps": len(outputs), "rounds": len(rounds), "sampled_rounds": [r.profile for r in sampled],
+             "num_reqs": num_reqs, "k": limits.k,
              "batch_agnostic": sorted(limits.batch_agnostic),
              "seconds": round(seconds, 3), "triton_compiles": dict(compiles), "drafter_replays": replays,
              "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
     level = logging.WARNING if uncovered or mismatches else logging.INFO
-    logger.log(level, "%s: %d steps (%d rounds, batches of %s requests, K=%d) in %.2f s; %d Triton compiles (%s); "
-               "drafter replays %s, %d pointer mismatches%s", LOG_PREFIX, len(outputs), len(rounds),
-               ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
+    logger.log(level, "%s: %d steps (%d rounds, %d of them sampled, batches of %s requests, K=%d) in %.2f s; "
+               "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches%s", LOG_PREFIX, len(outputs),
+               len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
                ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", replays, mismatches, left)
     runner.warmup_stats = stats
     return stats

@@ -34,9 +34,9 @@ once without and once with drafts; DFlash adds every BLOCK_SIZE bucket (the long
 prompt chunk that joins decoding requests) times the token classes. ``reachable_keys`` lists what serving can reach
 under the engine's limits; ``plan_rounds`` builds rounds (one prefill step, then optionally one step where those
 requests verify K drafts while one more request may join with its prompt) until every reachable key is covered.
-Kernels outside this model run in the same steps (at these batch classes) but are not planned for; sampling at
-temperature > 0 (``rejection_random_sample_kernel``, ``sample_recovered_tokens_kernel``: nothing batch-dependent is
-specialized) is compiled by vLLM's own sampler warm-up.
+Kernels outside this model run in the same steps (at these batch classes) but are not planned for; the sampling
+path at temperature > 0 (top-k/top-p, probabilistic rejection, logprobs) is planned by ``sampling_plan``, whose
+rounds ``kernel_warmup`` runs after these.
 
 Cost: EAGLE/MTP needs at most 3 rounds (7 steps with the clean-up); DFlash about 14 (29 steps at K=3) for vLLM's own
 kernels, its prompts up to ~250 tokens, and at most 3 rounds with the substitutes bound; all within the engine's
@@ -174,6 +174,7 @@ class Round:
     prompts: tuple[int, ...]
     verify: bool
     join: int = 0
+    profile: str = "greedy"  # how its requests sample (``sampling_plan.PROFILES``); greedy: the drafter's rounds
 
     def steps(self, k: int) -> tuple[Step, ...]:
         prefill = Step(self.prompts, verify=False)
