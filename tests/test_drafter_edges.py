@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from portable_spec.draft.dispatcher import CHAIN, FIRST
 from test_v1_drafter_logic import cad, eagle  # noqa: F401 - ``eagle`` is the fixture
 
-DRAWN = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+DRAWN = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+                 phases=(Phase.explicit, Phase.generate))  # a failing draw is printed; shrinking it costs minutes
 CAPTURED_FIRST = (1, 2, 4)  # the ``eagle`` fixture's first-pass graphs
 
 
