@@ -16,15 +16,15 @@ import sys
 import types
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 
 PRIVATE_NAME = "portable_spec_tests.vllm_spec_decode_utils_interpreted"
 
 
 def spec_decode_utils() -> types.ModuleType:
     """A fresh copy of ``vllm.v1.spec_decode.utils`` whose kernels are Triton's (skips without the interpreter)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run vLLM's Triton kernels on a CPU")
-    triton = pytest.importorskip("triton")
+    require_interpreter()
+    triton = import_triton()
     import triton.language as tl
     import vllm.triton_utils as shipped_triton_utils
     import vllm.v1.spec_decode.utils as shipped  # imports everything it needs now: the window below imports nothing

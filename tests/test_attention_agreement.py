@@ -15,6 +15,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from lane_tools import import_triton
 
 pytest.importorskip("vllm")
 
@@ -213,7 +214,7 @@ def test_vllm_triton_kernel_under_the_interpreter_verifies_its_claims():
     import subprocess
     import sys
 
-    pytest.importorskip("triton")
+    import_triton()
     env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": ""}
     proc = subprocess.run([sys.executable, "-c", _INTERPRETED_TRITON], capture_output=True, text=True, env=env,
                           timeout=600)

@@ -13,8 +13,9 @@ import subprocess
 import sys
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 
-pytest.importorskip("triton")
+import_triton()
 
 
 def _child(name: str, interpret: bool) -> dict:
@@ -23,8 +24,7 @@ def _child(name: str, interpret: bool) -> dict:
                PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(__file__)),
                                                       env.get("PYTHONPATH", "")) if p))
     if interpret:
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run Triton kernels on CPU")
+        require_interpreter()
         env["TRITON_INTERPRET"] = "1"
     proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "substitute_children.py"), name],
                           capture_output=True, text=True, env=env, timeout=600)

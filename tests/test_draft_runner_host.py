@@ -13,6 +13,8 @@ import warnings
 
 import pytest
 import torch.multiprocessing as mp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from portable_spec.capture_sizes import StepPlan
 from portable_spec.draft.agreement import all_ranks_agree
@@ -170,3 +172,32 @@ def test_a_runner_on_a_platform_without_graphs_runs_every_key_eagerly():
     with pytest.warns(DraftGraphWarning, match="no device graphs"):
         report = run.capture()
     assert not run.captured and len(report.eager) == len(run.graph_keys()) == 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(limit=st.integers(0, 20), first_keys=st.integers(0, 8), second_keys=st.integers(0, 8),
+       close_first=st.booleans())
+def test_the_live_graph_budget_counts_every_runner_of_the_process(limit, first_keys, second_keys, close_first):
+    """Two runners on one device share its budget (MUSA's cap counts the process's graph executables): the second
+    gets only what the first left, a third sees what both hold, and a closed runner gives its share back."""
+    device = RecordingDevice()
+    port = RecordingPort(device_module=device)
+    runs = [DraftGraphRunner(port, dispatcher(), Steps(device), live_graph_limit=limit) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DraftGraphWarning)
+        first = runs[0].capture(runs[0].graph_keys()[:first_keys])
+        second = runs[1].capture(runs[1].graph_keys()[:second_keys])
+        assert len(first.captured) == min(first_keys, limit)
+        assert len(second.captured) == min(second_keys, limit - len(first.captured))
+        assert len(first.over_budget) + len(first.captured) == first_keys
+        assert len(second.over_budget) + len(second.captured) == second_keys
+        assert live_graphs(port) == len(first.captured) + len(second.captured) <= limit
+        if close_first:
+            runs[0].close()
+        third = runs[2].capture()
+        held = len(second.captured) + (0 if close_first else len(first.captured))
+        assert len(third.captured) == min(8, limit - held)
+        assert live_graphs(port) == held + len(third.captured) <= limit
+    for run in runs:
+        run.close()
+    assert live_graphs(port) == 0

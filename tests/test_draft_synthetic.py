@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 import torch
 
 from portable_spec.capture_sizes import StepPlan, plan_capture_sizes
@@ -23,14 +24,18 @@ from portable_spec.ports.cpu_port import CpuPort
 TINY = SyntheticDraftConfig(hidden=64, vocab=300, layers=1, head_dim=16, num_heads=4, num_kv_heads=2,
                             max_model_len=96, dtype=torch.float32)
 
-needs_interpreter = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
-                                       reason="Triton kernels run on the CPU only with TRITON_INTERPRET=1 "
-                                              "(the cpu lane sets it)")
+needs_interpreter = pytest.mark.usefixtures("interpreter")
+
+
+@pytest.fixture
+def interpreter():
+    """Triton kernels run on the CPU only under the interpreter: fails in the lane without it, skips elsewhere."""
+    require_interpreter()
 
 
 @pytest.fixture(scope="module")
 def ops():
-    pytest.importorskip("triton")
+    import_triton()
     return Ops("triton"), Ops("torch")
 
 

@@ -10,9 +10,10 @@ import inspect
 import os
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 import torch
 
-triton = pytest.importorskip("triton")
+triton = import_triton()
 import triton.language as tl  # noqa: E402
 
 from portable_spec.kernels.derive import DERIVED_MODULE_PREFIX, REWRITES, DerivationError, derive  # noqa: E402
@@ -43,8 +44,7 @@ def _run(kernel, n: int) -> int:
 
 
 def _interpreted():
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run Triton kernels on CPU")
+    require_interpreter()
 
 
 def test_every_rewrite_changes_what_it_names_and_keeps_the_program():

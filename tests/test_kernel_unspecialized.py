@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from lane_tools import import_triton
 
-pytest.importorskip("triton")
+import_triton()
 
 from portable_spec.kernels import registry  # noqa: E402
 from portable_spec.kernels.derive import DerivationError, derive  # noqa: E402

@@ -14,9 +14,10 @@ import sys
 import textwrap
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 import torch
 
-pytest.importorskip("triton")
+import_triton()
 
 from portable_spec.errors import PortableSpecError  # noqa: E402
 from portable_spec.kernels import eagle_prepare_next_token as ours  # noqa: E402
@@ -27,8 +28,7 @@ KERNEL_TARGETS = ("vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_ker
 
 
 def _interpreted():
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run Triton kernels on CPU")
+    require_interpreter()
 
 
 def _random_case(gen: torch.Generator, batch: int, width: int, vocab: int) -> dict:

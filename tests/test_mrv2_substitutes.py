@@ -16,8 +16,9 @@ import subprocess
 import sys
 
 import pytest
+from lane_tools import import_triton, require_interpreter
 
-pytest.importorskip("triton")
+import_triton()
 
 CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "rejection_sample", "gumbel_sample", "top_k_top_p")
 COVERS = {  # which child exercises which MUSA substitute (and so must see its mutant)
@@ -32,8 +33,7 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
 def _children(*flags: str, names: tuple[str, ...] = CHILDREN, interpret: bool = True) -> dict:
     """Run the children ``names`` in one process: under the Triton interpreter, or (``interpret=False``) with the
     compiler only, which compiles for a GPU target without one."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs TRITON_INTERPRET=1 (set by the cpu lane) to run Triton kernels on CPU")
+    require_interpreter()
     env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": "",
            "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(__file__)),
                                                      os.environ.get("PYTHONPATH", "")) if p)}

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lane_tools import import_triton, require_triton32_python
 
 from portable_spec.kernels.triton_check import ENV_VAR, PROXY
 from portable_spec.kernels.triton_check_render import render_markdown, render_text
@@ -79,7 +80,7 @@ def test_each_vllm_row_gives_every_parameter_a_type_or_a_value(case):
 
 @pytest.mark.parametrize("case", OUR_KERNELS + SYNTHETIC_KERNELS, ids=lambda c: c.key)
 def test_each_of_our_rows_gives_every_parameter_a_type_or_a_value(case):
-    pytest.importorskip("triton")
+    import_triton()
     fn = getattr(importlib.import_module(case.module), case.attr).fn
     func = ast.parse(inspect.getsource(fn)).body[0]
     _check_row(case, *_params(func))
@@ -232,9 +233,7 @@ def full_check(tmp_path_factory):
     if os.environ.get(REPORT_VAR):
         path = os.environ[REPORT_VAR]
         return json.load(open(path)), Path(os.path.dirname(path))
-    python = os.environ.get(ENV_VAR)
-    if not python:
-        pytest.skip(f"{ENV_VAR} is not set (the cpu lane builds the triton==3.2.0 virtualenv and sets it)")
+    python = require_triton32_python()
     out = tmp_path_factory.mktemp("triton32")
     proc = run_cli("--check-triton", "--json", "--out", str(out), env={ENV_VAR: python})
     assert proc.returncode == 0, proc.stderr[-3000:]

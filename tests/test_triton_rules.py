@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 
 import pytest
+from lane_tools import import_triton
 
-triton = pytest.importorskip("triton")
+triton = import_triton()
 import triton.language as tl  # noqa: E402
 
 from portable_spec.kernels import triton_rules  # noqa: E402

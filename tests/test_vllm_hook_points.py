@@ -11,6 +11,7 @@ import inspect
 import types
 
 import pytest
+from lane_tools import import_triton
 import torch
 
 from portable_spec.vllm_adapter.patch import version_gate
@@ -686,7 +687,7 @@ def test_the_v1_runner_finishes_before_it_adds_and_samples_after_execute():
 
 
 def test_triton_compile_counting_chains_and_restores_the_hook():
-    knobs = pytest.importorskip("triton").knobs
+    knobs = import_triton().knobs
     from portable_spec.vllm_adapter.worker.kernel_warmup import counted_triton_compiles
 
     seen = []

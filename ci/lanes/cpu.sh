@@ -33,6 +33,9 @@ vllm_of() { grep -E '^vllm==' "$1" | cut -d= -f3; }
 
 export PYTHONDONTWRITEBYTECODE=1
 export TRITON_INTERPRET=1
+# tests/lane_tools.py: under the lane a test that needs the Triton interpreter or the Triton 3.2 Python fails
+# where either is missing, instead of skipping as it does on a developer's machine.
+export PORTABLE_SPEC_LANE=cpu
 # tests/test_cpu_install.py resolves the README's install lines against this machine image's CPU wheel and PyPI
 # mirrors (/opt/wheels, /opt/pypi*): the lane expects them, so the test fails rather than skips where they are missing.
 # A runner outside the image (GitHub's, .github/workflows/cpu.yml) says "optional".

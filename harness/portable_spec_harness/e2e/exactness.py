@@ -63,6 +63,12 @@ def _passed(unit: str, count: int) -> Verdict:
     return Verdict(True, count, unit) if count > 0 else _fail(unit, "nothing compared")
 
 
+def _unread(values: Sequence[Any]) -> list[int]:
+    """Indices of values that are no count or rate (None, a bool, a string): a counter that was never read must fail
+    its comparison, never equal another unread one."""
+    return [i for i, v in enumerate(values) if isinstance(v, bool) or not isinstance(v, (int, float))]
+
+
 def _unequal_lengths(what: str, ours: Sequence, ref: Sequence) -> str:
     return f"{what}: {len(ours)} here vs {len(ref)} in the reference"
 
@@ -105,8 +111,8 @@ def drafts_equal_per_step(steps: Sequence[Sequence[Any]] | None, eager: Sequence
         (position, drafts), (ref_position, ref_drafts) = ours, ref
         if position != ref_position:
             return 0, f": drafts for position {position} vs {ref_position} in the eager run"
-        if not drafts or len(drafts) != len(ref_drafts):
-            return 0, f" (position {position}): " + _unequal_lengths("drafts", drafts, ref_drafts)
+        if not drafts or not ref_drafts or len(drafts) != len(ref_drafts):
+            return 0, f" (position {position}): " + _unequal_lengths("drafts", drafts or [], ref_drafts or [])
         for k, (a, b) in enumerate(zip(drafts, ref_drafts)):
             if a != b:
                 return k, f" (position {position}), draft {k}: {a} vs {b} in the eager run"
@@ -130,6 +136,12 @@ def acceptance_counts_equal(counts: dict[str, Any] | None, eager: dict[str, Any]
     missing = [k for k in (*COUNTERS, "accepted_per_position") if counts.get(k) is None or eager.get(k) is None]
     if missing:
         return _fail(unit, f"counter(s) missing: {', '.join(missing)}")
+    unread = [f"{side} {k}" for side, run in (("ours", counts), (reference, eager)) for k in COUNTERS
+              if _unread([run[k]])]
+    unread += [f"{side} accepted_per_position[{i}]" for side, run in (("ours", counts), (reference, eager))
+               for i in _unread(run["accepted_per_position"])]
+    if unread:
+        return _fail(unit, f"counter(s) not read as counts: {', '.join(unread)}")
     compared = int(eager["draft_tokens"])
     if not eager["drafts"] or not compared:
         return _fail(unit, "no drafts counted")
@@ -207,6 +219,8 @@ def acceptance_as_designed(counts: dict[str, Any] | None, designed: Sequence[flo
         return _fail(unit, f"nothing drafted ({drafts} draft windows over {requests} requests)")
     if len(per_position) != len(designed):
         return _fail(unit, _unequal_lengths("positions", per_position, designed))
+    if _unread(per_position) or _unread([drafts]):
+        return _fail(unit, f"position(s) {_unread(per_position)} not read as counts")
     off = []
     for i, (accepted, rate) in enumerate(zip(per_position, designed)):
         if rate not in (0.0, 1.0):
@@ -227,6 +241,8 @@ def within_tolerance(ours: Sequence[float] | None, eager: Sequence[float] | None
         return _fail(unit, "no acceptance recorded" if not ours else "no eager acceptance to compare with")
     if len(ours) != len(eager):
         return _fail(unit, _unequal_lengths("positions", ours, eager))
+    if _unread(ours) or _unread(eager):
+        return _fail(unit, f"position(s) {sorted(set(_unread(ours)) | set(_unread(eager)))} not read as rates")
     off = [(i, a, b) for i, (a, b) in enumerate(zip(ours, eager)) if abs(a - b) * 100 > tolerance_pts]
     if off:
         return _fail(unit, f"beyond {tolerance_pts:g} points at (position, ours, eager) {off}", len(ours))

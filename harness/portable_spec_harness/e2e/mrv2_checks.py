@@ -122,4 +122,6 @@ def judge(results: list[dict], seeds: list[int], *, method: str, k: int, perfect
             ours_checks(judged, ours, builtin, prefix)
             judged.record(prefix + "acceptance_counts_equal_builtin_mrv2", exactness.acceptance_counts_equal(
                 ours.get("acceptance_counts"), (builtin or {}).get("acceptance_counts"), "builtin MRV2"))
+    if not judged.checks:  # no seed: an empty judgement would read as all checks passed
+        judged.checks["anything_judged"] = False
     return judged

@@ -85,9 +85,11 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
                 _field(nospec, "outputs"), design["outputs"].get(seed)))
         for name in SPECULATIVE:
             r = by.get((name, seed))
-            if r is None:
-                continue
             prefix = f"{name}_s{seed}_"
+            if r is None:
+                if name in asked:  # a variant of the part with no row for this seed: a truncated run, not a pass
+                    judged.checks[prefix + "ran"] = False
+                continue
             judged.checks[prefix + "ran"] = "error" not in r
             if "error" in r:
                 continue
@@ -114,6 +116,8 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
     if tolerance_pts is not None:
         judged.record(exactness.TOLERANCE, exactness.within_tolerance(
             mean_acceptance(results, "full_drafter"), mean_acceptance(results, "eager_drafter"), tolerance_pts))
+    if not judged.checks:  # no row, or no seed: an empty judgement would read as all checks passed
+        judged.checks["anything_judged"] = False
     return judged
 
 

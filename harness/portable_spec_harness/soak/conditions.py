@@ -152,11 +152,21 @@ def count(specs: dict[str, RequestSpec], outcomes: Sequence[Outcome], eos_ids: I
     return {k: out[k] for k in CONDITIONS if k in out}
 
 
-def failing(conditions: dict[str, Any]) -> dict[str, str]:
-    """Conditions that did not happen, with why: a zero count, a missing metric, or unavailable here."""
+def expected(*, speculative: bool, ours: bool) -> tuple[str, ...]:
+    """The conditions ``count`` reports for such a server (what a report without one of them never read)."""
+    skip = {"spec_decode_drafts"} if not speculative else set()
+    skip |= {"draft_graph_replays"} if not ours else set()
+    return tuple(name for name in CONDITIONS if name not in skip)
+
+
+def failing(conditions: dict[str, Any], names: Iterable[str] | None = None) -> dict[str, str]:
+    """Conditions that did not happen, with why: a zero count, a missing metric, unavailable here, or (for each of
+    ``names``, the conditions the server must count) never counted at all."""
     out = {}
-    for name in CONDITIONS:
+    for name in CONDITIONS if names is None else names:
         if name not in conditions:
+            if names is not None:
+                out[name] = "never counted: no reading of it reached the judge"
             continue
         value = conditions[name]
         if value == UNAVAILABLE:

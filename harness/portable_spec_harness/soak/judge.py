@@ -117,9 +117,14 @@ class Comparison:
     tokens: int = 0
     uncompared: int = 0
     """Requests that could not be compared (failed on either side: counted as errors there)."""
+    missing: int = 0
+    """Requests with no outcome on one side: a truncated run, never an error the error count sees, so it fails here."""
     mismatches: list[dict[str, Any]] = field(default_factory=list)
 
     def verdict(self) -> Verdict:
+        if self.missing:
+            return Verdict(False, self.tokens, "compared_tokens",
+                           f"{self.missing} request(s) without an outcome on one side against {self.against}")
         if self.mismatches:
             return Verdict(False, self.tokens, "compared_tokens", f"{len(self.mismatches)} mismatching request(s)")
         if not self.tokens:
@@ -128,7 +133,7 @@ class Comparison:
 
     def as_json(self) -> dict[str, Any]:
         return {"against": self.against, "requests": self.requests, "tokens": self.tokens,
-                "uncompared": self.uncompared, "mismatches": len(self.mismatches),
+                "uncompared": self.uncompared, "missing": self.missing, "mismatches": len(self.mismatches),
                 "examples": self.mismatches[:EXAMPLES]}
 
 
@@ -140,14 +145,25 @@ def compare(specs: Sequence[RequestSpec], ours: Sequence[Outcome], ref: Sequence
         if spec.compare != against:
             continue
         a, b = mine.get(spec.rid), theirs.get(spec.rid)
-        if a is None or b is None or not a.ok or not b.ok:
-            result.uncompared += 1
+        if a is None or b is None:
+            result.missing += 1
+            continue
+        if not a.ok or not b.ok:
+            if any(not o.ok and o.error_kind is None and not o.aborted for o in (a, b)):
+                # No error to count it under (no choice, or one without a finish reason): the comparison fails.
+                result.mismatches.append({"rid": spec.rid, "class": spec.klass, "choice": None,
+                                          "detail": "unfinished without an error (no choice or no finish reason)"})
+            else:
+                result.uncompared += 1
             continue
         result.requests += 1
-        for index in sorted(set(a.choices) | set(b.choices)):
-            if index not in a.choices or index not in b.choices:
+        # The request asked for ``n`` choices: each must be on both sides, and none beyond them.
+        for index in sorted(set(range(spec.n)) | set(a.choices) | set(b.choices)):
+            if index not in a.choices or index not in b.choices or index >= spec.n:
+                side = ("beyond the request's n" if index >= spec.n else "missing here" if index not in a.choices
+                        else f"missing in {against}")
                 result.mismatches.append({"rid": spec.rid, "class": spec.klass, "choice": index,
-                                          "detail": "choice missing on one side"})
+                                          "detail": f"choice {side}"})
                 continue
             verdict = compare_choice(a.choices[index], b.choices[index], spec, against)
             result.tokens += verdict.count
@@ -224,8 +240,8 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
         checks["our_drafter"] = str(drafter.get("drafter")).startswith(OUR_DRAFTERS)
         checks["capture_logged"] = bool(run.log.get("capture_lines"))
         checks["no_eager_draft_keys"] = run.log.get("eager_keys") == 0
-        checks["not_left_to_upstream"] = not run.log.get("left_to_upstream")
-        checks["no_pointer_mismatch_in_warmup"] = run.log.get("warmup_pointer_mismatches", 0) == 0
+        checks["not_left_to_upstream"] = run.log.get("left_to_upstream") == []  # a log never scanned fails
+        checks["no_pointer_mismatch_in_warmup"] = run.log.get("warmup_pointer_mismatches") == 0
         checks["no_pointer_mismatch"] = drafter.get("pointer_mismatches_during_load") == 0
         if str(drafter.get("drafter")).endswith("DFlashProposer"):  # one block graph a step, no chain
             checks["block_graphs_replayed"] = (drafter.get("block_replays") or 0) > 0
@@ -233,8 +249,9 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
             checks["first_pass_graphs_replayed"] = (drafter.get("first_pass_replays") or 0) > 0
             checks["chain_graphs_replayed"] = (drafter.get("chain_replays") or 0) > 0
         checks["seeded_solo_equals_eager"] = seeded is not None and seeded.verdict().ok
-        for name in conds:
-            checks[f"condition_{name}"] = name not in conditions.failing(conds)
+        expected = conditions.expected(speculative=run.speculative, ours=True)
+        for name in expected:  # every condition this server must count, present or not: one never read fails
+            checks[f"condition_{name}"] = name not in conditions.failing(conds, expected)
     return checks
 
 
