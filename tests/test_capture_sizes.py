@@ -164,9 +164,10 @@ def test_eagle_target_sizes_equal_vllms_own_pipeline(vllm_platform, method, num_
 def test_planned_sizes_survive_vllm_unchanged(vllm_platform, method, num_spec, max_num_seqs, max_capture_size, tp,
                                               sp):
     """Written into vLLM's config, our list passes _set_cudagraph_sizes and the spec-decode rounding untouched."""
-    try:
-        plan = plan_capture_sizes(method, num_spec, max_num_seqs, max_capture_size=max_capture_size, tp=tp, sp=sp)
-    except ValueError:
+    kw = dict(method=method, num_spec=num_spec, max_num_seqs=max_num_seqs, max_capture_size=max_capture_size, tp=tp,
+              sp=sp, live_graph_limit=None, user_sizes=None, graphs_per_target_size=1, require_full_draft=True)
+    plan = plan_or_none(kw)
+    if plan is None:
         return
     sizes = list(plan.target_sizes)
     cc = vllm_set_cudagraph_sizes(num_spec, max_num_seqs, user_sizes=sizes, max_capture_size=sizes[-1], tp=tp,
@@ -478,14 +479,53 @@ def plan_inputs(draw):
                 require_full_draft=draw(st.booleans()))
 
 
+def _cap(kw) -> int:
+    """The max capture size the planner plans under: the given one, else the largest user size, else vLLM's."""
+    if kw["max_capture_size"] is not None:
+        return kw["max_capture_size"]
+    return max(kw["user_sizes"]) if kw["user_sizes"] else vllm_default_max_capture_size(kw["num_spec"],
+                                                                                          kw["max_num_seqs"])
+
+
+def _multiple_of(kw) -> int:
+    q, tp = 1 + kw["num_spec"], kw["tp"]
+    return max(q, tp) if tp > 1 and kw["sp"] else q
+
+
+REFUSALS: tuple[tuple[str, object], ...] = (
+    # (the refusal's words, the inputs for which the planner's stated rule says it must refuse)
+    ("sequence parallelism needs capture sizes that are multiples of both",
+     lambda kw: kw["tp"] > 1 and kw["sp"] and max(1 + kw["num_spec"], kw["tp"]) % min(1 + kw["num_spec"], kw["tp"])),
+    ("every capture size is above the max capture size",
+     lambda kw: kw["user_sizes"] and kw["max_capture_size"] is not None
+     and min(kw["user_sizes"]) > kw["max_capture_size"]),
+    ("so no FULL draft graph fits", lambda kw: kw["require_full_draft"] and _multiple_of(kw) > _cap(kw)),
+    ("is a multiple of tensor_parallel_size", lambda kw: kw["tp"] > 1 and kw["sp"]),
+    ("no block-aligned size", lambda kw: kw["method"] == "dflash" and kw["require_full_draft"] and kw["sp"]
+     and kw["tp"] > 1 + kw["num_spec"]),
+    ("no verify capture size lies in", lambda kw: kw["require_full_draft"] and kw["method"] != "dflash"),
+    ("cannot be met", lambda kw: kw["live_graph_limit"] is not None
+     and kw["live_graph_limit"] < kw["graphs_per_target_size"] + 2),
+)
+"""Every way the planner may refuse drawn inputs, with the condition its rule states: a refusal whose condition does
+not hold (a planner refusing what it should plan) fails the property tests instead of passing them."""
+
+
+def refusal_is_legitimate(kw, msg: str) -> bool:
+    rules = [rule for words, rule in REFUSALS if words in msg]
+    return len(rules) == 1 and bool(rules[0](kw))
+
+
 def plan_or_none(kw):
-    """The plan, or None after checking that the ValueError is one line naming a fix."""
+    """The plan, or None after checking that the ValueError is one line naming a fix and one of the planner's stated
+    refusals whose condition holds for ``kw``."""
     kwargs = dict(kw)
     try:
         return plan_capture_sizes(kwargs.pop("method"), kwargs.pop("num_spec"), kwargs.pop("max_num_seqs"), **kwargs)
     except ValueError as exc:
         msg = str(exc)
         assert "\n" not in msg and ": " in msg and any(w in msg for w in ("pass", "pick", "include")), msg
+        assert refusal_is_legitimate(kw, msg), (kw, msg)
         return None
 
 
@@ -600,3 +640,43 @@ def test_a_draft_model_first_step_brings_two_plus_k_tokens_per_request_for_each_
     assert [s // 5 for s in plan.first_step.sizes] == [s // 4 for s in eagle.first_step.sizes]
     assert len(plan.first_step.sizes) > 1 and all(s % 5 == 0 for s in plan.first_step.sizes)
     assert CapturePlan.from_dict(plan.to_dict()) == plan
+
+
+ACCEPTED_FLOOR = 0.6
+"""The share of drawn planner inputs that must get a plan: a planner that refuses most inputs would pass every
+property test above vacuously. Over the draws below it is 0.68."""
+
+
+def test_the_property_tests_mostly_see_plans_not_refusals():
+    """The property tests' own input distribution (``plan_inputs``), drawn with a fixed seed: at least
+    ``ACCEPTED_FLOOR`` of it is planned, every refusal is a stated one, and each side is seen."""
+    import random
+
+    from hypothesis.strategies import SearchStrategy
+
+    assert isinstance(plan_inputs(), SearchStrategy)
+    rng = random.Random(20261128)
+    draws = [dict(method=rng.choice(["eagle", "eagle3", "mtp", "dflash"]), num_spec=rng.randint(1, 12),
+                  max_num_seqs=rng.randint(1, 300), max_capture_size=rng.choice([None, rng.randint(1, 600)]),
+                  tp=rng.choice([1, 2, 3, 4, 8]), sp=rng.random() < 0.5,
+                  live_graph_limit=rng.choice([None, rng.randint(1, 120)]),
+                  user_sizes=rng.choice([None, [rng.randint(1, 600) for _ in range(rng.randint(1, 16))]]),
+                  graphs_per_target_size=rng.randint(1, 4), require_full_draft=rng.random() < 0.5)
+             for _ in range(400)]
+    planned = [kw for kw in draws if plan_or_none(kw) is not None]
+    assert len(draws) == 400 and 0 < len(planned) < len(draws)
+    assert len(planned) / len(draws) >= ACCEPTED_FLOOR, len(planned) / len(draws)
+
+
+def test_a_refusal_outside_the_planners_rules_fails_the_property_tests(monkeypatch):
+    """What the legitimacy check exists for: a planner that refuses an input its rules accept."""
+    kw = dict(method="eagle", num_spec=3, max_num_seqs=8, max_capture_size=None, tp=1, sp=False,
+              live_graph_limit=None, user_sizes=None, graphs_per_target_size=1, require_full_draft=True)
+    assert plan_or_none(kw) is not None
+
+    def refuses(*args, **kwargs):
+        raise ValueError("no verify capture size lies in [4, 32]: pass --max-num-seqs 9 or more")
+
+    monkeypatch.setattr(sys.modules[__name__], "plan_capture_sizes", refuses)
+    with pytest.raises(AssertionError):
+        plan_or_none(dict(kw, require_full_draft=False))
