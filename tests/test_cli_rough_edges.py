@@ -231,3 +231,26 @@ def test_probe_verify_without_vllm_names_the_readme_install_command(capsys, monk
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("portable-spec: error: probe --verify needs vLLM 0.26.0 (")
     assert err[0].endswith(f"install it: {install}")
+
+
+# ---------------------------------------------------------------- empty platform, a cap torchada would ignore
+@pytest.mark.parametrize("command", [("probe",), ("caps",), ("kernels",),
+                                     ("sizes", "--method", "eagle", "--num-spec", "3", "--max-num-seqs", "8")])
+def test_an_empty_platform_is_one_line_not_auto_detection(command):
+    """``--platform ''`` and ``VLLM_PLATFORM=''`` each read as "not given" and auto-detected silently."""
+    assert one_line_error(run_cli(*command, "--platform", "")) == (
+        "--platform is set but empty: name one of cpu, cuda, musa, rocm, or leave it out (then $VLLM_PLATFORM, else "
+        "auto-detection)")
+    assert one_line_error(run_cli(*command, env={"VLLM_PLATFORM": ""})) == (
+        "VLLM_PLATFORM is set but empty: name one of cpu, cuda, musa, rocm, or unset it (auto-detection on the CLI; "
+        "vLLM's built-in platforms under vLLM)")
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "lots"])
+def test_a_torchada_cap_torchada_would_ignore_is_one_line_not_1900(value):
+    """torchada ignores such a value and caps at 1900; ``sizes`` planned 1900 without a word."""
+    args = ("sizes", "--method", "eagle3", "--num-spec", "3", "--max-num-seqs", "64", "--platform", "musa")
+    assert one_line_error(run_cli(*args, env={"TORCHADA_GRAPH_EXEC_CAP": value})) == (
+        f"TORCHADA_GRAPH_EXEC_CAP={value!r} is not a positive integer (torchada ignores it and caps live graph "
+        "executables at 1900): set a positive count, or unset it for the default")
+    assert run_cli(*args, "--live-graph-limit", "40", env={"TORCHADA_GRAPH_EXEC_CAP": value}).returncode == 0

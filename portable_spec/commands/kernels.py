@@ -9,14 +9,14 @@ import os
 import sys
 from typing import Any
 
-from portable_spec.commands._common import check_out_dir, ensure_out_dir
+from portable_spec.commands._common import check_out_dir, ensure_out_dir, platform_flag
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
-    parser.add_argument("--platform", metavar="P", help="whose substitutions to list (default musa)")
+    parser.add_argument("--platform", metavar="P", type=platform_flag, help="whose substitutions to list (default musa)")
     parser.add_argument("--check-triton", action="store_true",
                         help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
                              "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
