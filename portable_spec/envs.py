@@ -54,11 +54,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(PLATFORM_ENV, "",
            "Which platform to use: our port for the CLI, our vLLM platform class for `vllm serve` (through the "
            "`vllm.platform_plugins` entry point). Unset: the CLI detects the device and vLLM keeps its built-in "
-           "platforms. Case-insensitive.", choices=("cuda", "rocm", "musa", "cpu")),
+           "platforms. Case-insensitive. Set but empty is an error (one line): unset it instead.",
+           choices=("cuda", "rocm", "musa", "cpu")),
     EnvVar(DRAFT_GRAPH_ENV, "",
            "Our FULL drafter graphs: `full`, `piecewise` or `none` (the last two leave vLLM's drafter alone). Unset: "
-           "`full` under our platform; off on vLLM's built-in platforms, where `full` (with `--worker-cls "
-           "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker`) asks for them.",
+           "`full` under our platform; off on vLLM's built-in platforms, where `full` turns our general plugin on "
+           "but our drafter still needs our platform's capture plan (`VLLM_PLATFORM=cuda`): without one, one line "
+           "says so and vLLM's drafter runs.",
            choices=("full", "piecewise", "none")),
     EnvVar(DRAFT_CHAIN_ENV, "fused",
            "EAGLE chain steps: `fused` (forward + greedy sample + next inputs in one graph, where exact) or "
@@ -67,7 +69,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "The V1 runner's boot-time kernel warm-up; `off` (or 0/false/no) skips it, any other value keeps it on."),
     EnvVar(TORCHADA_CAP_ENV, "1900",
            "torchada's cap on live MUSA graph executables (read, not set): the live-graph budget the planner and the "
-           "drafter prune to on MUSA. Non-numeric or 0: the default."),
+           "drafter prune to on MUSA. A positive integer, as torchada reads it; torchada ignores any other value and "
+           "caps at 1900, so the CLI refuses one in one line and an engine plans with 1900 and logs that line."),
     EnvVar(VLLM_PLUGINS_ENV, "",
            "vLLM's plugin filter (read, not set): the entry-point names vLLM loads, comma-separated, in every plugin "
            "group. With vllm-musa installed, `VLLM_PLATFORM=musa` puts our layer on vllm-musa only with "
@@ -155,9 +158,12 @@ def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
 
 # -- named readers, for the call sites ---------------------------------------------------------------------------
 def requested_platform(environ: Mapping[str, str] | None = None) -> str | None:
-    """The lower-cased ``VLLM_PLATFORM``, or None when unset. Not validated here: the platform registry names the
-    valid choices (a platform may be added without touching this module)."""
-    return raw(PLATFORM_ENV, environ).lower() or None
+    """The lower-cased, stripped ``VLLM_PLATFORM``, or None when unset; ``""`` when set but blank, which the
+    platform registry refuses in one line (as vLLM's own ``env_with_choices`` validates a set-but-empty value instead
+    of reading it as unset). Not validated here otherwise: the registry names the valid choices (a platform may be
+    added without touching this module)."""
+    env = os.environ if environ is None else environ
+    return None if PLATFORM_ENV not in env else env[PLATFORM_ENV].strip().lower()
 
 
 def simulated_device() -> str | None:
@@ -189,9 +195,24 @@ def warmup_enabled() -> bool:
     return raw(WARMUP_ENV).lower() not in ("off", "0", "false", "no")
 
 
-def torchada_graph_exec_cap() -> int:
-    value = raw(TORCHADA_CAP_ENV)
-    return int(value) if value.isdigit() and int(value) > 0 else int(BY_NAME[TORCHADA_CAP_ENV].default)
+TORCHADA_DEFAULT_EXEC_CAP = int(BY_NAME[TORCHADA_CAP_ENV].default)
+
+
+def torchada_graph_exec_cap(environ: Mapping[str, str] | None = None) -> int:
+    """torchada's live-graph cap, read as torchada reads it (``torchada/_graph_rotation.py``, ``_read_cap``, 0.1.103):
+    unset means 1900, a set value is ``int()``-parsed and must be positive. torchada ignores anything else (a
+    non-integer with a warning, 0 or a negative silently) and caps at 1900; a planner that did the same would hide
+    the typo, so such a value raises one line naming the fix. Blank counts as unset, as for every variable here."""
+    value = raw(TORCHADA_CAP_ENV, environ)
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap <= 0:
+        raise PortableSpecError(f"{TORCHADA_CAP_ENV}={value!r} is not a positive integer (torchada ignores it and caps "
+                                f"live graph executables at {TORCHADA_DEFAULT_EXEC_CAP}): set a positive count, or "
+                                "unset it for the default")
+    return cap
 
 
 def fail_capture() -> str:

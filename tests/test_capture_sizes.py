@@ -22,7 +22,7 @@ from portable_spec.capture_sizes import (
     vllm_default_max_capture_size,
     vllm_spec_decode_sizes,
 )
-from portable_spec.ports.musa_port import TORCHADA_DEFAULT_EXEC_CAP
+from portable_spec.envs import TORCHADA_DEFAULT_EXEC_CAP
 from version_span import needs
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -276,3 +276,26 @@ def test_a_bad_verify_jit_budget_is_one_line_naming_the_variable(value):
                                      env={"PORTABLE_SPEC_VERIFY_JIT_BUDGET_S": value}))
     assert message == (f"PORTABLE_SPEC_VERIFY_JIT_BUDGET_S={value!r} is not a number of seconds >= 0: set it to "
                        "e.g. 150 (the default) or unset it")
+
+
+# ---------------------------------------------------------------- empty platform, a cap torchada would ignore
+@pytest.mark.parametrize("command", [("probe",), ("caps",), ("kernels",),
+                                     ("sizes", "--method", "eagle", "--num-spec", "3", "--max-num-seqs", "8")])
+def test_an_empty_platform_is_one_line_not_auto_detection(command):
+    """``--platform ''`` and ``VLLM_PLATFORM=''`` each read as "not given" and auto-detected silently."""
+    assert one_line_error(run_cli(*command, "--platform", "")) == (
+        "--platform is set but empty: name one of cpu, cuda, musa, rocm, or leave it out (then $VLLM_PLATFORM, else "
+        "auto-detection)")
+    assert one_line_error(run_cli(*command, env={"VLLM_PLATFORM": ""})) == (
+        "VLLM_PLATFORM is set but empty: name one of cpu, cuda, musa, rocm, or unset it (auto-detection on the CLI; "
+        "vLLM's built-in platforms under vLLM)")
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "lots"])
+def test_a_torchada_cap_torchada_would_ignore_is_one_line_not_1900(value):
+    """torchada ignores such a value and caps at 1900; ``sizes`` planned 1900 without a word."""
+    args = ("sizes", "--method", "eagle3", "--num-spec", "3", "--max-num-seqs", "64", "--platform", "musa")
+    assert one_line_error(run_cli(*args, env={"TORCHADA_GRAPH_EXEC_CAP": value})) == (
+        f"TORCHADA_GRAPH_EXEC_CAP={value!r} is not a positive integer (torchada ignores it and caps live graph "
+        "executables at 1900): set a positive count, or unset it for the default")
+    assert run_cli(*args, "--live-graph-limit", "40", env={"TORCHADA_GRAPH_EXEC_CAP": value}).returncode == 0

@@ -85,3 +85,22 @@ def test_a_separate_draft_model_gets_our_drafter_unless_its_vocabulary_is_mapped
         assert draft_graph_mode(mapped) == "upstream"
     lines = [r.getMessage() for r in caplog.records if "left to upstream" in r.getMessage()]
     assert len(lines) == 1 and "use_heterogeneous_vocab" in lines[0]
+
+
+def test_a_config_no_planner_ran_for_keeps_vllms_drafter_and_the_drafter_never_replans(vllm_platform, pair, caplog):
+    """vLLM's built-in platform runs no config hook, so no plan is stored (as here, with the stored state removed):
+    the policy leaves the drafter to vLLM in one line naming the fix, and the drafter's plan reader refuses instead
+    of re-planning with fewer inputs than the config hook has."""
+    from portable_spec.vllm_adapter.platform.drafter_plan import drafter_plan
+
+    cfg = config(pair)
+    assert drafter_plan(cfg).method == "eagle"  # the hook's plan, as stored
+    cfg.additional_config.pop("portable_spec")
+    with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
+        assert draft_graph_mode(cfg) == "upstream"
+    (line,) = [r.getMessage() for r in caplog.records if "drafter left to upstream vLLM" in r.getMessage()]
+    assert line == ("portable_spec: drafter left to upstream vLLM (no capture plan: no capture planner ran for this "
+                    "config (it runs in our platform's config hook; vLLM's built-in platform has none): set "
+                    "VLLM_PLATFORM=cuda for our drafter graphs)")
+    with pytest.raises(RuntimeError, match="none is stored"):
+        drafter_plan(cfg)

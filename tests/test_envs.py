@@ -79,9 +79,11 @@ def test_one_default_per_variable_and_the_readers_keep_their_meanings(monkeypatc
     monkeypatch.setenv("VLLM_PLATFORM", " CUDA ")
     monkeypatch.setenv("PORTABLE_SPEC_DRAFT_GRAPH", "Piecewise")
     monkeypatch.setenv("PORTABLE_SPEC_WARMUP", "off")
-    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "0")
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", " 40 ")
     assert envs.requested_platform() == "cuda" and envs.draft_graph() == "piecewise"
-    assert not envs.warmup_enabled() and envs.torchada_graph_exec_cap() == 1900
+    assert not envs.warmup_enabled() and envs.torchada_graph_exec_cap() == 40
+    monkeypatch.setenv("VLLM_PLATFORM", "")
+    assert envs.requested_platform() == ""  # set but empty: not unset (the registry refuses it in one line)
     monkeypatch.setenv("PORTABLE_SPEC_DRAFT_GRAPH", "always")
     with pytest.raises(PortableSpecError, match="^PORTABLE_SPEC_DRAFT_GRAPH='always' is not one of full, piecewise, "
                                                 "none; unset it or pick one of those$"):

@@ -22,11 +22,14 @@ from portable_spec_harness import musa_sim_plugin
 from portable_spec_harness.musa_sim import SimulatedMusa
 from portable_spec.ports.musa_port import MusaPort
 from portable_spec.ports import current as mixin
+from portable_spec import envs
+from portable_spec.vllm_adapter.platform import qualnames
+from portable_spec.vllm_adapter.platform import selection
 from portable_spec.vllm_adapter.plugin import platform_plugin
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
 SIM_QUALNAME = "portable_spec_harness.musa_sim_platform.MusaSimPlatform"
-SWITCHES = ("VLLM_PLATFORM", platform_plugin.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH",
+SWITCHES = ("VLLM_PLATFORM", envs.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAPH_EXEC_CAP", "PYTHONPATH",
             "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS")
 
 pytestmark = pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
@@ -56,17 +59,17 @@ def test_the_plugin_is_a_dist_info_that_only_the_harness_puts_on_the_path(tmp_pa
     assert musa_sim_plugin.write_plugin(tmp_path) == root  # idempotent
     env = musa_sim_plugin.plugin_env(tmp_path, environ={"PYTHONPATH": f"/tmp/site{os.pathsep}{root}"})
     assert env["PYTHONPATH"] == os.pathsep.join([str(root), "/tmp/site"])  # first, once; the caller's path kept
-    assert (env["VLLM_PLATFORM"], env[platform_plugin.SIM_DEVICE_ENV]) == ("musa", "musa")
+    assert (env["VLLM_PLATFORM"], env[envs.SIM_DEVICE_ENV]) == ("musa", "musa")
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert "musa_sim" not in pyproject  # never installed by pip: a plain `vllm serve` cannot load it
 
 
 @pytest.mark.parametrize("platform,sim,answers", [("musa", "musa", True), ("musa", None, False),
                                                   ("cuda", "musa", False), (None, "musa", False)])
-def test_exactly_one_probe_answers(monkeypatch, platform, sim, answers):
-    for name, value in (("VLLM_PLATFORM", platform), (platform_plugin.SIM_DEVICE_ENV, sim)):
+def test_exactly_one_probe_answers(monkeypatch, tmp_path, platform, sim, answers):
+    for name, value in (("VLLM_PLATFORM", platform), (envs.SIM_DEVICE_ENV, sim)):
         monkeypatch.delenv(name, raising=False) if value is None else monkeypatch.setenv(name, value)
-    monkeypatch.setattr(platform_plugin, "sim_plugin_installed", lambda name: True)
+    monkeypatch.syspath_prepend(str(musa_sim_plugin.write_plugin(tmp_path)))  # the simulation's plugin, as the harness
     ours, simulation = platform_plugin.platform_qualname(), musa_sim_plugin.probe()
     assert simulation == (SIM_QUALNAME if answers else None)
     if answers:
@@ -77,10 +80,9 @@ def test_exactly_one_probe_answers(monkeypatch, platform, sim, answers):
 
 def test_a_simulation_without_its_plugin_fails_in_one_line_instead_of_running_cuda(monkeypatch):
     monkeypatch.setenv("VLLM_PLATFORM", "musa")
-    monkeypatch.setenv(platform_plugin.SIM_DEVICE_ENV, "musa")
-    monkeypatch.setattr(platform_plugin, "sim_plugin_installed", lambda name: False)
-    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
-    problem = platform_plugin.selection_problem("musa")
+    monkeypatch.setenv(envs.SIM_DEVICE_ENV, "musa")
+    assert platform_plugin.platform_qualname() == qualnames.ERROR_CLASS  # no simulation plugin on this path
+    problem = selection.current().problem
     assert "portable_spec_musa_sim" in problem and "unset PORTABLE_SPEC_SIM_DEVICE" in problem
 
 
@@ -97,7 +99,7 @@ def test_vllms_resolver_activates_the_simulation_plugin_alone(sim_env):
 
 def test_without_the_plugin_on_the_path_the_simulation_switch_fails_loudly():
     proc = run_python("import vllm.platforms; print(vllm.platforms.current_platform)",
-                      {"VLLM_PLATFORM": "musa", platform_plugin.SIM_DEVICE_ENV: "musa"})
+                      {"VLLM_PLATFORM": "musa", envs.SIM_DEVICE_ENV: "musa"})
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("portable_spec.errors.PlatformError: PORTABLE_SPEC_SIM_DEVICE=musa asks for the musa-sim")
@@ -245,6 +247,22 @@ def test_musa_live_graph_limit_is_read_when_the_config_is_planned(monkeypatch):
     assert PortableMusaPlatform.live_graph_limit() == 40
     monkeypatch.delenv("TORCHADA_GRAPH_EXEC_CAP")
     assert PortableMusaPlatform.live_graph_limit() == 1900
+
+
+def test_a_cap_torchada_ignores_plans_with_torchadas_default_and_says_so_once(monkeypatch, caplog):
+    """An engine must not stop where torchada would run: it plans with the cap torchada then applies (1900), and one
+    warning (per process) names the fix."""
+    from portable_spec.vllm_adapter.platform import base
+    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
+
+    monkeypatch.setattr(base, "_SAID", set())
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "-5")
+    with caplog.at_level(logging.WARNING, logger="portable_spec.vllm_adapter"):
+        assert PortableMusaPlatform.live_graph_limit() == 1900 and PortableMusaPlatform.live_graph_limit() == 1900
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said == ("portable_spec[musa]: TORCHADA_GRAPH_EXEC_CAP='-5' is not a positive integer (torchada ignores it "
+                    "and caps live graph executables at 1900): set a positive count, or unset it for the default; "
+                    "planning with 1900")
 
 
 # ------------------------------------------------------------------------------------------------ the MUSA class

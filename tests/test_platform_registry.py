@@ -16,7 +16,8 @@ from portable_spec.ports import (
     requested_platform_name,
     select_platform,
 )
-from portable_spec.ports.musa_port import MusaPort, musa_live_graph_limit
+from portable_spec.errors import PortableSpecError
+from portable_spec.ports.musa_port import MusaPort
 from portable_spec.ports.rocm_port import RocmPort, fp8_dtype_for_arch
 from portable_spec_harness.musa_sim import SimulatedMusa
 
@@ -45,7 +46,6 @@ def test_platform_names_are_case_insensitive():
 def test_cli_choice_beats_env_beats_detection():
     assert requested_platform_name("cuda", {"VLLM_PLATFORM": "musa"}) == ("cuda", "--platform")
     assert requested_platform_name(None, {"VLLM_PLATFORM": "musa"}) == ("musa", "VLLM_PLATFORM")
-    assert requested_platform_name(None, {"VLLM_PLATFORM": "  "}) == (detect_platform_name(), "auto-detection")
     assert requested_platform_name(None, {}) == (detect_platform_name(), "auto-detection")
 
 
@@ -53,6 +53,18 @@ def test_cli_choice_beats_env_beats_detection():
 def test_detection_without_accelerator_is_cpu():
     assert detect_platform_name() == "cpu"
     assert select_platform(None, {}).name == "cpu"
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_platform_is_one_line_never_auto_detection(value):
+    with pytest.raises(PlatformError) as err:
+        requested_platform_name(None, {"VLLM_PLATFORM": value})
+    assert str(err.value) == ("VLLM_PLATFORM is set but empty: name one of cpu, cuda, musa, rocm, or unset it "
+                              "(auto-detection on the CLI; vLLM's built-in platforms under vLLM)")
+    with pytest.raises(PlatformError) as err:
+        requested_platform_name(value, {"VLLM_PLATFORM": "cuda"})
+    assert str(err.value) == ("--platform is set but empty: name one of cpu, cuda, musa, rocm, or leave it out (then "
+                              "$VLLM_PLATFORM, else auto-detection)")
 
 
 def test_unknown_env_platform_names_valid_choices():
@@ -93,12 +105,29 @@ def test_rocm_fp8_is_fnuz_only_on_gfx94x():
     assert fp8_dtype_for_arch("gfx90a") == torch.float8_e4m3fn
 
 
-def test_musa_live_graph_limit_follows_torchada_cap(monkeypatch):
+def test_musa_live_graph_limit_follows_torchada_cap_when_asked(monkeypatch):
+    """One source: the port reads torchada's cap on each access (never at import), class and instance alike."""
     monkeypatch.delenv("TORCHADA_GRAPH_EXEC_CAP", raising=False)
-    assert musa_live_graph_limit() == 1900
+    assert MusaPort.live_graph_limit == 1900 and MusaPort.runtime_live_graph_limit() == (1900, None)
     monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", "1000")
-    assert musa_live_graph_limit() == 1000
-    assert MusaPort.live_graph_limit == 1900  # class default, read at import without the override
+    assert MusaPort.live_graph_limit == 1000 and MusaPort(device_module=SimulatedMusa()).live_graph_limit == 1000
+    pinned = MusaPort(device_module=SimulatedMusa())
+    pinned.live_graph_limit = 8  # the musa-sim harness pins its own
+    assert pinned.live_graph_limit == 8 and MusaPort.live_graph_limit == 1000
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "many", "12.5"])
+def test_a_torchada_cap_torchada_would_ignore_is_one_line_for_the_cli_and_its_fallback_for_an_engine(monkeypatch,
+                                                                                                    value):
+    """torchada (``_graph_rotation._read_cap``) ignores a non-integer or non-positive cap and uses 1900: the port says
+    so in one line instead of planning 1900 silently; an engine gets torchada's 1900 with that line."""
+    monkeypatch.setenv("TORCHADA_GRAPH_EXEC_CAP", value)
+    expected = (f"TORCHADA_GRAPH_EXEC_CAP={value!r} is not a positive integer (torchada ignores it and caps live graph "
+                "executables at 1900): set a positive count, or unset it for the default")
+    with pytest.raises(PortableSpecError) as err:
+        MusaPort.live_graph_limit
+    assert str(err.value) == expected
+    assert MusaPort.runtime_live_graph_limit() == (1900, expected)
 
 
 def test_injected_device_module_bypasses_detection_and_is_labelled():

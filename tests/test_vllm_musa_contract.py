@@ -25,6 +25,8 @@ import pytest
 import vllm_musa_standin
 from portable_spec import envs
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
+from portable_spec.vllm_adapter.platform import qualnames, selection
+from portable_spec.vllm_adapter.platform import stack_report as report_module
 from portable_spec.vllm_adapter.platform import vllm_musa_stack as stack
 from portable_spec.vllm_adapter.plugin import platform_plugin
 
@@ -203,7 +205,7 @@ def test_vllm_musa_contract_vllm_resolves_our_composed_class_with_vllm_plugins(t
     out = tagged(proc.stdout)
     assert out["PLATFORM_PLUGINS"] == "['portable_spec']"  # vllm-musa's 'musa' filtered out by VLLM_PLUGINS ...
     assert out["GENERAL_PLUGINS"] == "['musa_custom_ops', 'portable_spec']"  # ... its general plugin kept
-    assert out["QUALNAME"] == stack.COMPOSED_PLATFORM and out["SUBCLASS"] == "True"
+    assert out["QUALNAME"] == qualnames.COMPOSED_MUSA_PLATFORM and out["SUBCLASS"] == "True"
     assert out["GENERAL"] == ("['musa_custom_ops'] "
                               "vllm_musa.v1.attention.backends.flash_attn.MUSAFlashAttentionBackend")
 
@@ -221,7 +223,7 @@ def test_vllm_musa_contract_without_vllm_plugins_vllm_musa_serves_alone_and_one_
 def test_vllm_musa_contract_if_our_probe_did_not_step_aside_vllm_would_refuse(tmp_path):
     """Bite: the same resolution with our step-aside switched off is vLLM's two-plugin error."""
     code = ("import portable_spec.vllm_adapter.platform.vllm_musa_stack as s\n"
-            "s.steps_aside = lambda stack: False\n") + textwrap.dedent(RESOLVE)
+            "s.vllm_musa_answers_too = lambda stack, plugins: False\n") + textwrap.dedent(RESOLVE)
     proc = run_python(code, vllm_musa_standin.env(tmp_path, VLLM_PLATFORM="musa"))
     assert proc.returncode != 0  # `import vllm` itself resolves the platform (vllm/utils/torch_utils.py PIN_MEMORY)
     refused = proc.stderr.strip().splitlines()[-1]
@@ -241,7 +243,7 @@ def test_vllm_musa_contract_vllm_plugins_without_its_general_plugin_fails_in_one
 
 def test_vllm_musa_contract_without_vllm_musa_the_standalone_class_says_so_once(tmp_path):
     proc = run_python(RESOLVE, vllm_musa_standin.env(tmp_path, vllm_musa=False, VLLM_PLATFORM="musa"))
-    assert tagged(proc.stdout)["QUALNAME"] == stack.STANDALONE_PLATFORM, proc.stderr[-2000:]
+    assert tagged(proc.stdout)["QUALNAME"] == qualnames.PLATFORM_CLASSES["musa"], proc.stderr[-2000:]
     said = [line for line in proc.stderr.splitlines() if "serving on real MUSA needs vllm-musa" in line]
     assert len(said) == 1, proc.stderr[-2000:]
 
@@ -254,12 +256,12 @@ def test_vllm_musa_contract_probe_answers_by_vllm_plugins(standin, monkeypatch, 
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
     assert "vllm-musa 0.1.28 is installed" in caplog.records[0].getMessage()
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec,musa_custom_ops,some_other_plugin")
-    assert platform_plugin.platform_qualname() == stack.COMPOSED_PLATFORM
+    assert platform_plugin.platform_qualname() == qualnames.COMPOSED_MUSA_PLATFORM
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec,musa,musa_custom_ops")
     assert platform_plugin.platform_qualname() is None
     monkeypatch.setenv("VLLM_PLUGINS", "portable_spec")
-    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
-    assert "musa_custom_ops" in platform_plugin.selection_problem("musa")
+    assert platform_plugin.platform_qualname() == qualnames.ERROR_CLASS
+    assert "musa_custom_ops" in selection.current().problem
 
 
 def test_vllm_musa_contract_the_general_plugin_stays_out_when_vllm_musa_serves_alone(standin, monkeypatch):
@@ -275,11 +277,11 @@ def test_vllm_musa_contract_the_general_plugin_stays_out_when_vllm_musa_serves_a
 def test_vllm_musa_contract_composed_platform_subclasses_vllm_musas_and_adds_only_our_hooks(standin):
     from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
 
-    ours = resolve(stack.COMPOSED_PLATFORM)
+    ours = resolve(qualnames.COMPOSED_MUSA_PLATFORM)
     theirs = resolve(contract.PLATFORM_QUALNAME)
     assert issubclass(ours, theirs) and ours.__mro__[1:4] == (PortableSpecPlatformMixin, SharedPoolMixin, theirs)
     assert (ours.device_type, ours.dispatch_key, ours.dist_backend) == ("musa", "MUSA", "mccl")  # vllm-musa's
-    assert ours.worker_cls == stack.COMPOSED_WORKER and ours.port_name == "musa"
+    assert ours.worker_cls == qualnames.COMPOSED_MUSA_WORKER and ours.port_name == "musa"
     for name in ("get_attn_backend_cls", "get_device_communicator_cls", "is_sleep_mode_available",
                  "get_static_graph_wrapper_cls"):
         owner = next(c for c in ours.__mro__ if name in vars(c))
@@ -291,7 +293,7 @@ def test_vllm_musa_contract_composed_worker_is_ours_over_mtgpuworker_without_the
     from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
     from portable_spec.vllm_adapter.worker.musa_worker import MusaWorker
 
-    ours = resolve(stack.COMPOSED_WORKER)
+    ours = resolve(qualnames.COMPOSED_MUSA_WORKER)
     theirs = resolve(contract.WORKER_QUALNAME)
     assert ours.__mro__[1:3] == (PortableWorker, theirs) and MusaWorker not in ours.__mro__
     assert ours.init_device is PortableWorker.init_device
@@ -335,13 +337,13 @@ def test_vllm_musa_contract_engine_config_and_worker_composition(tmp_path, dflas
     from test_vllm_config import DFLASH, QWEN3, model_dir
 
     target, draft = model_dir(models, "qwen3", QWEN3), model_dir(models, "dflash", DFLASH)
-    code = ENGINE.format(platform=stack.COMPOSED_PLATFORM, target=target, draft=draft)
+    code = ENGINE.format(platform=qualnames.COMPOSED_MUSA_PLATFORM, target=target, draft=draft)
     env = vllm_musa_standin.env(tmp_path / "standin", VLLM_MUSA_DFLASH_FULL_WRAP=dflash_wrap)
     proc = run_python(code, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tagged(proc.stdout)
     assert out["THEIRS"] == "['apply_config_platform_defaults', 'check_and_update_config']"
-    assert out["WORKER"] == stack.COMPOSED_WORKER
+    assert out["WORKER"] == qualnames.COMPOSED_MUSA_WORKER
     # vllm-musa's DFlash coercion (pure FULL) only with its wrap on; our plan keeps the block-aligned sizes either way
     assert out["SIZES"] == ("[9, 18, 36, 72] FULL" if dflash_wrap == "1" else "[9, 18, 36, 72] FULL_AND_PIECEWISE")
     assert out["PLAN"] == "{'query_len': 9, 'sizes': [9, 18, 36, 72], 'mode': 'FULL'}"
@@ -421,23 +423,23 @@ def test_vllm_musa_contract_substitutes_over_the_stack_leave_its_kernels_and_sur
 
 # ------------------------------------------------------------------ 6. what `portable-spec probe --platform musa` says
 def test_vllm_musa_contract_stack_report_with_vllm_musa(standin, monkeypatch):
-    report = stack.stack_report()
+    report = report_module.stack_report()
     assert report["found"] == "vllm-musa 0.1.28" and report["vllm_plugins"]["composes"] is False
     assert report["vllm_platform"].startswith("none: our probe steps aside")
     monkeypatch.setenv("VLLM_PLUGINS", contract.VLLM_PLUGINS_VALUE)
-    report = stack.stack_report()
-    assert report["vllm_platform"] == stack.COMPOSED_PLATFORM and report["worker"] == stack.COMPOSED_WORKER
+    report = report_module.stack_report()
+    assert report["vllm_platform"] == qualnames.COMPOSED_MUSA_PLATFORM and report["worker"] == qualnames.COMPOSED_MUSA_WORKER
     layer = report["our_layer"]
     assert layer["kernel substitutes"]["left to vllm-musa"] == contract.DEFERRED_SUBSTITUTES
     assert layer["drafter graphs"]["eagle"] == "ours (our V1 runner)"
     assert layer["drafter graphs"]["dflash"].startswith("vllm-musa captures the DFlash drafter")
 
 
-def test_vllm_musa_contract_stack_report_standalone(monkeypatch):
-    monkeypatch.setattr(stack, "find_vllm_musa", lambda: None)
-    report = stack.stack_report()
+def test_vllm_musa_contract_stack_report_standalone(tmp_path):
+    with vllm_musa_standin.installed(tmp_path / "standin", vllm_musa=False):  # torch_musa, no vllm-musa
+        report = report_module.stack_report()
     assert report["found"] == "standalone (vllm-musa not installed)"
-    assert report["vllm_platform"] == stack.STANDALONE_PLATFORM and "needs vllm-musa" in report["serving"]
+    assert report["vllm_platform"] == qualnames.PLATFORM_CLASSES["musa"] and "needs vllm-musa" in report["serving"]
 
 
 def test_vllm_musa_contract_probe_command_reports_the_stack_and_binds_only_what_is_ours(standin, vllm_platform,

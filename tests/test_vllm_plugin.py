@@ -12,12 +12,14 @@ import textwrap
 
 import pytest
 
+from portable_spec import envs as our_envs
 from portable_spec.ports.musa_port import MusaPort
+from portable_spec.vllm_adapter.platform import qualnames, selection
 from portable_spec.vllm_adapter.plugin import general_plugin
 from portable_spec.vllm_adapter.plugin import platform_plugin
 from portable_spec.vllm_adapter.patch.manifest import CENSUS
 
-PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_plugin:probe"
+PROBE_EP = "portable_spec.vllm_adapter.plugin.platform_plugin:platform_qualname"
 GENERAL_EP = "portable_spec.vllm_adapter.plugin.general_plugin:register"
 
 
@@ -36,14 +38,23 @@ def test_entry_points_are_discoverable_and_load():
 def test_probe_is_none_when_vllm_platform_is_unset(monkeypatch):
     monkeypatch.delenv("VLLM_PLATFORM", raising=False)
     assert platform_plugin.platform_qualname() is None
-    monkeypatch.setenv("VLLM_PLATFORM", "   ")
-    assert platform_plugin.platform_qualname() is None
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_vllm_platform_is_the_error_class_not_vllms_built_ins(monkeypatch, value):
+    """Set but empty is not unset: vLLM's own variables read an empty value as a value (``envs.env_with_choices``
+    validates it, ``VLLM_PLUGINS=""`` loads no plugin), so the probe names the fix instead of stepping aside."""
+    monkeypatch.setenv("VLLM_PLATFORM", value)
+    assert platform_plugin.platform_qualname() == qualnames.ERROR_CLASS
+    assert selection.current().problem == (
+        "VLLM_PLATFORM is set but empty: name one of cpu, cuda, musa, rocm, or unset it (auto-detection on the CLI; "
+        "vLLM's built-in platforms under vLLM)")
 
 
 @pytest.mark.parametrize("value", ["bogus", "tpu", "cuda-12"])
 def test_probe_routes_unknown_values_to_the_error_class(monkeypatch, value):
     monkeypatch.setenv("VLLM_PLATFORM", value)
-    assert platform_plugin.platform_qualname() == platform_plugin.ERROR_QUALNAME
+    assert platform_plugin.platform_qualname() == qualnames.ERROR_CLASS
 
 
 def test_probe_answers_each_platform_by_availability(monkeypatch):
@@ -52,18 +63,17 @@ def test_probe_answers_each_platform_by_availability(monkeypatch):
 
     for name in ("cuda", "rocm", "musa", "cpu"):
         monkeypatch.setenv("VLLM_PLATFORM", name.upper())
-        expected = (platform_class(name).vllm_platform if platform_class(name).unavailable_reason() is None
-                    else platform_plugin.ERROR_QUALNAME)
+        expected = (qualnames.PLATFORM_CLASSES[name] if platform_class(name).unavailable_reason() is None
+                    else qualnames.ERROR_CLASS)
         assert platform_plugin.platform_qualname() == expected
-    assert platform_plugin.vllm_platform_qualname("cpu") == "vllm.platforms.cpu.CpuPlatform"
-    assert platform_plugin.vllm_platform_qualname("musa") == "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
-    assert platform_plugin.vllm_platform_qualname("bogus") is None
+    assert qualnames.PLATFORM_CLASSES["cpu"] == "vllm.platforms.cpu.CpuPlatform"
+    assert qualnames.PLATFORM_CLASSES["musa"] == "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
 
 
 def test_probe_imports_no_vllm_platform_module():
     code = ("import os, sys; os.environ['VLLM_PLATFORM'] = 'musa'\n"
             "from portable_spec.vllm_adapter.plugin.platform_plugin import platform_qualname\n"
-            "probe(); probe()\n"
+            "platform_qualname(); platform_qualname()\n"
             "print(sorted(m for m in sys.modules if m.startswith('vllm')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -142,7 +152,7 @@ def vllm_envs(monkeypatch):
     import vllm.envs as envs
 
     table = {name: getter for name, getter in envs.environment_variables.items()
-             if getter is not platform_plugin.requested_platform}  # as if our plugin had not run in this process
+             if getter is not our_envs.requested_platform}  # as if our plugin had not run in this process
     monkeypatch.setattr(envs, "environment_variables", table)
     for name in [n for n in os.environ if n.startswith("VLLM_") and n not in envs.environment_variables]:
         monkeypatch.delenv(name)
@@ -233,18 +243,55 @@ def test_vllms_plugin_loader_silences_the_unknown_variable_check_musa_sim():
     assert proc.stdout.strip().splitlines()[-1] == "Unknown vLLM environment variable detected: VLLM_NOT_A_REAL_VAR"
 
 
-def test_every_port_names_a_vllm_platform_class_that_exists():
-    """One registry: the port says which vLLM platform class serves it; a typo there would only fail at serve time."""
+def test_every_qualname_in_the_table_names_a_class_of_our_source_or_vllms():
+    """One table: a typo there would only fail at serve time. Every port has its row, and every name is a class (or
+    an assigned name) at the top of the module it names; the error class's module raises on import, by design."""
     import ast
     import importlib.util
 
-    from portable_spec.ports import platform_class, platform_names
+    from portable_spec.ports import platform_names
 
-    for name in platform_names():
-        module, _, cls = platform_class(name).vllm_platform.rpartition(".")
+    assert sorted(qualnames.PLATFORM_CLASSES) == platform_names()
+    checked = 0
+    for qualname in qualnames.ALL:
+        module, _, cls = qualname.rpartition(".")
         spec = importlib.util.find_spec(module)
         assert spec is not None, module
+        if qualname == qualnames.ERROR_CLASS:
+            checked += 1
+            continue
         tree = ast.parse(open(spec.origin).read())
         assert cls in {node.name for node in tree.body if isinstance(node, ast.ClassDef)} or \
             cls in {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
                     if isinstance(t, ast.Name)}, (module, cls)
+        checked += 1
+    assert checked == len(qualnames.ALL) == 9
+
+
+def test_the_entry_points_are_scanned_once_and_every_reader_gets_the_one_selection(monkeypatch, vllm_envs):
+    """vLLM calls the probe twice per process; the general plugin, the error class and the CLI's stack section read
+    the same decision. One entry-point scan, one ``Selection`` object, for all of them."""
+    import importlib.metadata
+
+    from portable_spec.errors import PlatformError
+    from portable_spec.vllm_adapter.platform.stack_report import stack_report
+
+    scans, seen = [], []
+    real_scan, real_current = importlib.metadata.entry_points, selection.current
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda *a, **k: scans.append(k) or real_scan(*a, **k))
+    monkeypatch.setattr(selection, "current", lambda: seen.append(real_current()) or seen[-1])
+    monkeypatch.setenv("VLLM_PLATFORM", "musa")
+    selection.forget()
+    answers = [platform_plugin.platform_qualname(), platform_plugin.platform_qualname()]
+    general_plugin.register()
+    assert general_plugin.portable_spec_active() and general_plugin.INSTALLED == ["general_plugin"]
+    with pytest.raises(PlatformError):
+        importlib.import_module("portable_spec.vllm_adapter.plugin.platform_error")
+    report = stack_report()
+    assert answers[0] == answers[1] == (qualnames.PLATFORM_CLASSES["musa"] if MusaPort.unavailable_reason() is None
+                                        else qualnames.ERROR_CLASS)
+    assert report["found"] == "standalone (vllm-musa not installed)"
+    assert len(scans) == 1, scans
+    assert len(seen) >= 6 and all(chosen is seen[0] for chosen in seen), seen
+    monkeypatch.setenv("VLLM_PLATFORM", "cuda")  # a changed input is a fresh decision, from the same scan
+    assert real_current() is not seen[0] and real_current().name == "cuda" and len(scans) == 1

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from portable_spec.envs import sim_torchada_graphs, sim_vllm_musa_ops
 from portable_spec_harness.musa_sim import LABEL, SimulatedMusa, alias_torch_cuda_graphs
-from portable_spec.ports.musa_port import MusaPort, musa_live_graph_limit
+from portable_spec.ports.musa_port import MusaPort
 from portable_spec.ports.current import install_device_port, installed_port
 from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 
@@ -40,7 +40,7 @@ def install_musa_sim_port() -> MusaPort:
     port = installed_port("musa")
     if port is not None and isinstance(port.device_module, SimulatedMusa):
         return port
-    port = MusaPort(device_module=SimulatedMusa(live_graph_cap=musa_live_graph_limit()), label=LABEL)
+    port = MusaPort(device_module=SimulatedMusa(live_graph_cap=MusaPort.runtime_live_graph_limit()[0]), label=LABEL)
     install_device_port(port)
     if sim_torchada_graphs():
         alias_torch_cuda_graphs(port.device_module)

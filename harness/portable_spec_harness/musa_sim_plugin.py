@@ -27,7 +27,7 @@ from pathlib import Path
 
 from portable_spec.envs import PLATFORM_ENV as ENV_VAR, SIM_DEVICE_ENV, requested_platform, simulated_device
 from portable_spec_harness.runtime_plugin import dist_files, pythonpath_first, write_dist_info
-from portable_spec.vllm_adapter.plugin.platform_plugin import PLATFORM_PLUGINS_GROUP, sim_plugin_name
+from portable_spec.vllm_adapter.platform.selection import PLATFORM_PLUGINS_GROUP, sim_plugin_name
 
 DEVICE = "musa"
 ENTRY_POINT = sim_plugin_name(DEVICE)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from portable_spec.capture_sizes.planner import CHAIN_METHODS
 from portable_spec.capture_sizes.vllm_rules import round_up
 
 MODES = {  # name -> (decode mode, mixed mode, separate decode routine), as vLLM's CUDAGraphMode defines them
@@ -34,7 +35,6 @@ MODES = {  # name -> (decode mode, mixed mode, separate decode routine), as vLLM
     "FULL_DECODE_ONLY": ("FULL", "NONE", True),
     "FULL_AND_PIECEWISE": ("FULL", "PIECEWISE", True),
 }
-AUTOREGRESSIVE = ("eagle", "eagle3", "mtp")
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def managers(method: str, num_spec: int, mode: str, target_pieces: int, draft_pi
     found = [Manager("target", mode, q, target_pieces)]
     if method == "dflash":
         found.append(Manager("draft_query", decode_only, q, draft_pieces))
-    elif method in AUTOREGRESSIVE:
+    elif method in CHAIN_METHODS:
         found.append(Manager("draft_prefill", mode, q, draft_pieces))
         if num_spec > 1:
             found.append(Manager("draft_decode", decode_only, 1, draft_pieces))

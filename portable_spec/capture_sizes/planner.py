@@ -25,6 +25,8 @@ from portable_spec.capture_sizes.vllm_rules import (
 logger = logging.getLogger("portable_spec.capture_sizes")
 
 METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
+"""The speculative methods we plan for and run FULL drafter graphs for: the one list (the adapter's config hook and
+drafter policy, the CLI and the harness import it)."""
 CHAIN_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
 """Methods that draft autoregressively: after the first step, K-1 chain steps at one token per request."""
 EXTENDING_METHODS = ("draft_model",)

@@ -9,14 +9,23 @@ from typing import Any
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.ports import platform_names
+from portable_spec.ports.registry import checked_platform_name
 
 INSTALL_VLLM = "pip install -e '.[vllm]'"
 """How README.md installs vLLM 0.26.0 with the project on a GPU host (from the clone); errors quote it as is."""
 
 
 def add_platform_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--platform", metavar="P",
+    parser.add_argument("--platform", metavar="P", type=platform_flag,
                         help=f"one of {', '.join(platform_names())} (default: $VLLM_PLATFORM, else auto-detect)")
+
+
+def platform_flag(value: str) -> str:
+    """``--platform`` as given (each command names an unknown one in its own terms); an empty one is refused here,
+    for every command, since commands read an empty value as "not given" and would silently auto-detect."""
+    if not value.strip():
+        checked_platform_name(value, source="--platform")  # raises the one line naming the fix
+    return value
 
 
 def render_mapping(payload: dict[str, Any], indent: int = 0) -> str:

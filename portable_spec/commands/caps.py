@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from portable_spec.commands._common import platform_flag
 from portable_spec.attention_caps import CLAIM_FIELDS, PLATFORMS, VLLM_VERSION, rows, verification_label
 from portable_spec.attention_caps.model import CONDITIONS, describe_claim
 from portable_spec.attention_caps.platform_pick import attention_picks, render_picks
@@ -17,7 +18,7 @@ from portable_spec.output import add_json_flag, emit
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("caps", help="print the declared attention-backend capabilities (no device needed)")
-    parser.add_argument("--platform", metavar="P", help=f"only this platform's rows: one of {', '.join(PLATFORMS)}")
+    parser.add_argument("--platform", metavar="P", type=platform_flag, help=f"only this platform's rows: one of {', '.join(PLATFORMS)}")
     parser.add_argument("--backend", metavar="B", help="only this vLLM backend (e.g. FLASH_ATTN, TRITON_ATTN)")
     add_json_flag(parser)
     parser.set_defaults(func=run)

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from portable_spec.commands._common import check_out_dir, ensure_out_dir
+from portable_spec.commands._common import check_out_dir, ensure_out_dir, platform_flag
 from portable_spec.output import add_json_flag, emit
 from portable_spec.errors import PortableSpecError
 from portable_spec.ports import env_platform_name
@@ -17,7 +17,7 @@ from portable_spec.ports import env_platform_name
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("kernels", help="kernel substitutions per platform; --check-triton: the Triton 3.2 check")
-    parser.add_argument("--platform", metavar="P",
+    parser.add_argument("--platform", metavar="P", type=platform_flag,
                         help="whose substitutions to list (default: $VLLM_PLATFORM, else musa, the platform whose "
                              "Triton needs them)")
     parser.add_argument("--check-triton", action="store_true",

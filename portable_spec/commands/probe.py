@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_probe(platform)
     substitutions = SUBSTITUTIONS
     if platform.name == "musa":
-        from portable_spec.vllm_adapter.platform.vllm_musa_stack import stack_report, substitutions_bound_here
+        from portable_spec.vllm_adapter.platform.stack_report import stack_report, substitutions_bound_here
 
         report["stack"] = stack_report()
         substitutions = substitutions_bound_here()

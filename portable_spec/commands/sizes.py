@@ -53,10 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _live_graph_limit(args: argparse.Namespace) -> tuple[str, int | None]:
     name, source = requested_platform_name(args.platform)
-    limit = platform_class(name, source=source).live_graph_limit
-    if args.live_graph_limit is not None:
-        limit = args.live_graph_limit
-    return name.strip().lower(), limit
+    port = platform_class(name, source=source)
+    # The flag wins, and then the platform's own limit (an environment setting) is not read at all.
+    limit = port.live_graph_limit if args.live_graph_limit is None else args.live_graph_limit
+    return name, limit
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ class CpuPort(DevicePort):
     device_type = "cpu"
     dist_backend = "gloo"
     supports_graphs = False
-    vllm_platform = "vllm.platforms.cpu.CpuPlatform"  # vLLM's own: we add nothing to it (no graphs)
 
     @classmethod
     def is_active(cls) -> bool:

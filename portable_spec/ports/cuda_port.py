@@ -12,7 +12,6 @@ class CudaPort(DevicePort):
     name = "cuda"
     device_type = "cuda"
     dist_backend = "nccl"
-    vllm_platform = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
 
     @classmethod
     def is_active(cls) -> bool:

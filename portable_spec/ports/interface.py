@@ -60,9 +60,6 @@ class DevicePort(abc.ABC):
     """True where capture must run under ``torch.inference_mode`` (MUSA rejects in-place updates under no_grad)."""
     graph_class_name: ClassVar[str] = "CUDAGraph"
     """Attribute of the device module that is the graph class."""
-    vllm_platform: ClassVar[str | None] = None
-    """Qualname of the vLLM platform class ``VLLM_PLATFORM=<name>`` selects (read by the platform plugin's probe, which
-    never imports it): so a new accelerator is one port module plus one ``PLATFORMS`` entry."""
 
     # The device functions a port uses, from its device module (the DeviceInterface pattern).
     _Stream = DeviceFunction("Stream")
@@ -76,6 +73,13 @@ class DevicePort(abc.ABC):
     _graph = DeviceFunction("graph")
     _current_device = DeviceFunction("current_device")
     _get_device_name = DeviceFunction("get_device_name")
+
+    @classmethod
+    def runtime_live_graph_limit(cls) -> tuple[int | None, str | None]:
+        """The live-graph limit the device's runtime applies, and the one line saying which setting of it the runtime
+        ignores (None: none). A running engine plans with this and logs the line: it must not stop where the runtime
+        itself would run. The CLI reads ``live_graph_limit``, which refuses such a setting."""
+        return cls.live_graph_limit, None
 
     @classmethod
     def device_functions(cls) -> tuple[str, ...]:

@@ -15,22 +15,33 @@ from types import ModuleType
 from portable_spec import envs
 from portable_spec.ports.interface import DevicePort
 
-TORCHADA_DEFAULT_EXEC_CAP = int(envs.BY_NAME[envs.TORCHADA_CAP_ENV].default)
+from portable_spec.errors import PortableSpecError
 
 
-def musa_live_graph_limit() -> int:
-    """torchada's rotation cap: ``TORCHADA_GRAPH_EXEC_CAP`` when set, else its default 1900."""
-    return envs.torchada_graph_exec_cap()
+class TorchadaCap:
+    """``MusaPort.live_graph_limit``: torchada's cap (``TORCHADA_GRAPH_EXEC_CAP``), read from the environment on each
+    access, never at import, so the value a harness or an engine sets for its process is the one its planner and its
+    drafter see. A port instance may pin its own (``port.live_graph_limit = n``: the musa-sim harness)."""
+
+    def __get__(self, port: object, owner: type) -> int:
+        return envs.torchada_graph_exec_cap()
 
 
 class MusaPort(DevicePort):
     name = "musa"
     device_type = "musa"
     dist_backend = "mccl"
-    vllm_platform = "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
     capture_inference_mode = True
     graph_class_name = "MUSAGraph"
-    live_graph_limit = musa_live_graph_limit()
+    live_graph_limit = TorchadaCap()
+
+    @classmethod
+    def runtime_live_graph_limit(cls) -> tuple[int | None, str | None]:
+        """torchada caps at its default where it ignores the setting; the line says so."""
+        try:
+            return cls.live_graph_limit, None
+        except PortableSpecError as exc:
+            return envs.TORCHADA_DEFAULT_EXEC_CAP, str(exc)
 
     @classmethod
     def is_active(cls) -> bool:

@@ -33,6 +33,10 @@ def platform_names() -> list[str]:
 def checked_platform_name(name: str, *, source: str = "platform name") -> str:
     """``name`` normalised (stripped, lower case); an unknown name raises one line listing the valid choices."""
     key = name.strip().lower()
+    if not key:
+        fix = ("unset it (auto-detection on the CLI; vLLM's built-in platforms under vLLM)" if source == envs.PLATFORM_ENV
+               else "leave it out (then $VLLM_PLATFORM, else auto-detection)")
+        raise PlatformError(f"{source} is set but empty: name one of {', '.join(platform_names())}, or {fix}")
     if key not in PLATFORMS:
         raise PlatformError(f"unknown platform {name!r} from {source}; valid choices: {', '.join(platform_names())}")
     return key
@@ -54,11 +58,12 @@ def detect_platform_name() -> str:
 
 def requested_platform_name(cli_choice: str | None = None,
                             environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """``(name, source)`` by precedence: CLI flag, then ``VLLM_PLATFORM``, then detection."""
-    if cli_choice:
-        return cli_choice, "--platform"
+    """``(name, source)`` by precedence: CLI flag, then ``VLLM_PLATFORM``, then detection. A flag or variable that is
+    given but empty is an error, never a silent fall-through to detection."""
+    if cli_choice is not None:
+        return checked_platform_name(cli_choice, source="--platform"), "--platform"
     requested = env_platform_name(environ)
-    if requested:
+    if requested is not None:
         return requested, envs.PLATFORM_ENV
     return detect_platform_name(), "auto-detection"
 

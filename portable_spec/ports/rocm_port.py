@@ -17,7 +17,6 @@ class RocmPort(DevicePort):
     name = "rocm"
     device_type = "cuda"
     dist_backend = "nccl"
-    vllm_platform = "portable_spec.vllm_adapter.platform.rocm.PortableRocmPlatform"
 
     @classmethod
     def is_active(cls) -> bool:

@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from portable_spec.capture_sizes import METHODS
 from portable_spec_harness.e2e.configs import BOUNDS, RATIOS
 from portable_spec_harness.e2e.paired import LEVEL, paired_cell
 from portable_spec_harness.e2e.parent import log_excerpt
 from portable_spec_harness.plotting import legend
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
-CHECKPOINT_METHODS = ("eagle", "eagle3", "mtp", "dflash")
+CHECKPOINT_METHODS = METHODS
 
 
 def check_checkpoint_method(method: str) -> None:

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from portable_spec.kernels import bound
-from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.ports.current import installed_port
 from portable_spec_harness.vllm_door.mrv2_graphs import mrv2_graph_facts
 from portable_spec_harness.vllm_door.offline import vllm_graph_facts
@@ -54,15 +54,15 @@ def platform_facts(worker: Any) -> dict[str, Any]:
     drafter = getattr(runner, "drafter", None)
     speculator = getattr(runner, "speculator", None)  # Model Runner V2's drafter
     graphs = getattr(drafter, "graph_runner", None)
-    state = (worker.vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY) or {}
+    state = plan_state.read(worker.vllm_config)
     draft_groups = (getattr(drafter, "draft_attn_groups", None) if drafter is not None
                     else getattr(speculator, "attn_groups", None))
     return {"worker": f"{type(worker).__module__}.{type(worker).__qualname__}",
             "attention_backends": backend_names(getattr(runner, "attn_groups", None)),
             "draft_attention_backends": backend_names(draft_groups),
             "substitutes_bound": sorted({sub.name for sub in bound().values()}),
-            "capture_plan": state.get("plan"), "plan_warnings": state.get("warnings", []),
-            "mrv2_sizes": state.get("mrv2"), **mrv2_graph_facts(runner),
+            "capture_plan": state.dict_for_report(), "plan_warnings": list(state.warnings),
+            "mrv2_sizes": state.mrv2, **mrv2_graph_facts(runner),
             "drafter_graphs": len(graphs.captured) if graphs is not None else 0,
             "drafter_live_graph_limit": graphs.live_graph_limit if graphs is not None else None,
             "drafter_port": graphs.platform.label if graphs is not None else None,

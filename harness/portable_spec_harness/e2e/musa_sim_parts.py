@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from portable_spec_harness.e2e.configs import MUSA_SIM_BUDGET_CAP, MUSA_SIM_MRV2_BUDGET_CAP, VARIANTS
-from portable_spec.ports.musa_port import TORCHADA_DEFAULT_EXEC_CAP
+from portable_spec.envs import TORCHADA_DEFAULT_EXEC_CAP
 
 MUSA_SIM = "musa_sim_full_drafter"
 CUDA_TRITON = "cuda_triton_full_drafter"

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from portable_spec.capture_sizes import METHODS
 from portable_spec.errors import PortableSpecError
 
 PAIR_FILE = "pair.json"
-METHODS = ("eagle", "eagle3", "mtp", "dflash")
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 SHAPE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
               "intermediate_size", "moe_intermediate_size", "vocab_size", "draft_vocab_size", *MOE_KEYS,

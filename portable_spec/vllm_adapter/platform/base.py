@@ -10,12 +10,11 @@ from typing import Any, ClassVar
 from portable_spec.ports import platform_class
 from portable_spec.ports.current import device_port
 from portable_spec.vllm_adapter.platform.config_hook import apply_capture_plan, record_user_sizes
+from portable_spec.vllm_adapter.platform.qualnames import PORTABLE_WORKER
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
-
-PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker"
-"""The worker our platforms set when the user left ``worker_cls`` on "auto" (named, not imported: vLLM imports it
-in the worker process)."""
+_SAID: set[str] = set()
+"""Ignored live-graph settings already logged in this process (vLLM re-runs the config hook on replaced configs)."""
 
 
 class PortableSpecPlatformMixin:
@@ -28,7 +27,14 @@ class PortableSpecPlatformMixin:
 
     @classmethod
     def live_graph_limit(cls) -> int | None:
-        return platform_class(cls.port_name).live_graph_limit
+        """The port's limit as the device's runtime applies it, read when vLLM's config is planned (so a limit set
+        for one engine reaches its planner and, through the plan, its drafter). A setting the runtime ignores is
+        logged once and the runtime's own value planned with: the engine runs where the runtime would."""
+        limit, ignored = platform_class(cls.port_name).runtime_live_graph_limit()
+        if ignored is not None and ignored not in _SAID:
+            _SAID.add(ignored)
+            logger.warning("portable_spec[%s]: %s; planning with %s", cls.label(), ignored, limit)
+        return limit
 
     @classmethod
     def label(cls) -> str:

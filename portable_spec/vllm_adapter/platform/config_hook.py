@@ -2,7 +2,7 @@
 
 vLLM keeps ONE capture-size list for target and drafter and has no drafter-mode field, so we write one list valid
 for both (verify sizes, multiples of 1+K; block-aligned for DFlash) and keep the drafter's own sizes and modes in
-``additional_config["portable_spec"]`` for the drafter to read.
+``additional_config["portable_spec"]`` for the drafter to read (``plan_state``: the one reader and writer).
 
 Two hooks, because vLLM runs ``VllmConfig.__post_init__`` again on every ``dataclasses.replace`` (workers do that):
 - ``record_user_sizes`` runs from ``apply_config_platform_defaults``, *before* vLLM fills in its default list, and
@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from portable_spec.envs import draft_graph
+from portable_spec.capture_sizes import METHODS
 from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.platform import plan_state
+from portable_spec.vllm_adapter.platform.drafter_request import drafter_graphs_wanted
 from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-ADDITIONAL_CONFIG_KEY = "portable_spec"
-PLANNED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
 VLLM_NAMES = (("pass --", "set --"), ("--max-capture-size", "compilation_config.max_cudagraph_capture_size"),
               ("--sizes", "compilation_config.cudagraph_capture_sizes"), ("--num-spec", "num_speculative_tokens"),
               ("--max-num-seqs", "max_num_seqs"), ("--tp", "tensor_parallel_size"),
@@ -36,18 +36,9 @@ VLLM_NAMES = (("pass --", "set --"), ("--max-capture-size", "compilation_config.
 """The planner's options (it speaks the ``portable-spec sizes`` CLI) as the vLLM settings they stand for."""
 
 
-def _state(vllm_config: Any) -> dict[str, Any]:
-    if vllm_config.additional_config is None:
-        vllm_config.additional_config = {}
-    return vllm_config.additional_config.setdefault(ADDITIONAL_CONFIG_KEY, {})
-
-
 def record_user_sizes(vllm_config: Any) -> None:
     """Remember the user's explicit capture sizes (None: vLLM's default ladder) before vLLM fills the list."""
-    state = _state(vllm_config)
-    if "user_sizes" not in state:
-        sizes = vllm_config.compilation_config.cudagraph_capture_sizes
-        state["user_sizes"] = sorted(set(sizes)) if sizes else None
+    plan_state.record_user_sizes(vllm_config, vllm_config.compilation_config.cudagraph_capture_sizes)
 
 
 def _sequence_parallel(vllm_config: Any) -> bool:
@@ -69,13 +60,12 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
     when no plan can be made: then ``plan_error`` says why)."""
     spec = vllm_config.speculative_config
     cc = vllm_config.compilation_config
-    if spec is None or spec.method not in PLANNED_METHODS:
+    if spec is None or spec.method not in METHODS:
         return None
     if vllm_config.use_v2_model_runner:
         # Model Runner V2 captures its own graphs, our drafter does not run: its sizes stay vLLM's (mrv2_sizes).
         if cc.cudagraph_capture_sizes and cc.cudagraph_mode:
-            leave_sizes_to_mrv2(vllm_config, _state(vllm_config), live_graph_limit=live_graph_limit,
-                                platform_name=platform_name)
+            leave_sizes_to_mrv2(vllm_config, live_graph_limit=live_graph_limit, platform_name=platform_name)
         return None
     if not cc.cudagraph_capture_sizes or cc.cudagraph_mode is None or not cc.cudagraph_mode.has_full_cudagraphs():
         logger.info("portable_spec: no FULL graphs configured (mode %s); capture sizes left as they are",
@@ -83,50 +73,38 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
         return None
     from portable_spec.capture_sizes import plan_capture_sizes
 
-    state = _state(vllm_config)
+    user_sizes = plan_state.read(vllm_config).user_sizes
     before = list(cc.cudagraph_capture_sizes)
     try:
         plan = plan_capture_sizes(
             spec.method, spec.num_speculative_tokens, vllm_config.scheduler_config.max_num_seqs,
             max_capture_size=cc.max_cudagraph_capture_size,
             tp=vllm_config.parallel_config.tensor_parallel_size, sp=_sequence_parallel(vllm_config),
-            live_graph_limit=live_graph_limit, user_sizes=state.get("user_sizes"),
+            live_graph_limit=live_graph_limit, user_sizes=None if user_sizes is None else list(user_sizes),
             graphs_per_target_size=graphs_per_target_size(vllm_config), require_full_draft=drafter_graphs_wanted())
     except ValueError as exc:
-        _keep_vllm_sizes(state, platform_name, spec, exc)
+        _keep_vllm_sizes(vllm_config, platform_name, spec, exc)
         return None
     after = list(plan.target_sizes)
-    if state.get("user_sizes") is None:  # the planner chose from vLLM's default ladder: say where that is not vLLM's
+    if user_sizes is None:  # the planner chose from vLLM's default ladder: say where that is not vLLM's
         version_gate.say_unsupported("planner_mirrors_vllm_sizes", logger)
     cc.cudagraph_capture_sizes = after
     cc.max_cudagraph_capture_size = after[-1]
-    state["plan"] = plan.to_dict()
-    state["platform"] = platform_name
-    state.pop("plan_error", None)
-    # Re-runs on a replaced config re-plan from the pruned list and warn no more: keep what the first run said.
-    state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *plan.warnings]))
+    # Re-runs on a replaced config re-plan from the pruned list and warn no more: the state keeps what was said.
+    plan_state.store_plan(vllm_config, plan, platform_name)
     if before != after:
         logger.info("portable_spec[%s]: %s K=%d capture sizes %s -> %s (drafter: %s)", platform_name, spec.method,
                     spec.num_speculative_tokens, before, after, _drafter_summary(plan))
-    return state["plan"]
+    return plan.to_dict()
 
 
-def drafter_graphs_wanted() -> bool:
-    """Whether our FULL drafter graphs are asked for (``PORTABLE_SPEC_DRAFT_GRAPH`` unset or ``full``; this hook runs
-    only under our platform, where unset means ``full``). Only then must the plan hold the drafter's FULL sizes:
-    with ``none`` or ``piecewise`` vLLM's drafter runs, and it needs none."""
-    return draft_graph() in (None, "full")
-
-
-def _keep_vllm_sizes(state: dict[str, Any], platform_name: str, spec: Any, error: ValueError) -> None:
+def _keep_vllm_sizes(vllm_config: Any, platform_name: str, spec: Any, error: ValueError) -> None:
     """No plan: vLLM's sizes stay, the reason is recorded for the drafter's policy (``plan_error``), and one warning
     says why and what would fix it (vLLM re-runs this hook on every replaced config: warn only the first time)."""
     reason = in_vllm_terms(str(error))
-    state.pop("plan", None)
-    if state.get("plan_error") != reason:
+    if plan_state.store_plan_error(vllm_config, reason):
         logger.warning("portable_spec[%s]: %s K=%d: no capture plan (%s); vLLM's capture sizes are kept and the "
                        "drafter stays on vLLM's path", platform_name, spec.method, spec.num_speculative_tokens, reason)
-    state["plan_error"] = reason
 
 
 def in_vllm_terms(message: str) -> str:
@@ -134,11 +112,6 @@ def in_vllm_terms(message: str) -> str:
     for option, setting in VLLM_NAMES:
         message = message.replace(option, setting)
     return message
-
-
-def plan_error(vllm_config: Any) -> str | None:
-    """Why no capture plan could be made for this config (None: there is one, or none was needed)."""
-    return (vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY, {}).get("plan_error")
 
 
 def _drafter_summary(plan: Any) -> str:

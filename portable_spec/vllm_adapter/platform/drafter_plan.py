@@ -1,22 +1,24 @@
-"""The drafter's capture sizes, read from the plan our platform stored in ``additional_config`` or, on a built-in
-platform (``PORTABLE_SPEC_DRAFT_GRAPH=full``), planned here from the same config."""
+"""The drafter's capture sizes: the plan our platform's config hook stored (``plan_state``), and the live-graph
+budget the drafter's runner keeps to at run time."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from portable_spec.capture_sizes import CapturePlan, plan_capture_sizes
-from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.capture_sizes import CapturePlan
+from portable_spec.vllm_adapter.platform import plan_state
 
 
 def drafter_plan(vllm_config: Any) -> CapturePlan:
-    stored = (vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY, {}).get("plan")
-    if stored:
-        return CapturePlan.from_dict(stored)
-    spec, cc = vllm_config.speculative_config, vllm_config.compilation_config
-    return plan_capture_sizes(spec.method, spec.num_speculative_tokens, vllm_config.scheduler_config.max_num_seqs,
-                              max_capture_size=cc.max_cudagraph_capture_size,
-                              user_sizes=list(cc.cudagraph_capture_sizes or []) or None)
+    """The stored plan. Our drafter runs only where the drafter policy found one (``policy.draft_graph_mode``: no
+    plan, vLLM's drafter), so none here is a broken invariant, not a reason to re-plan with fewer inputs than the
+    config hook had (the live-graph limit, TP, sequence parallelism, the graphs per size)."""
+    state = plan_state.read(vllm_config)
+    if state.plan is None:
+        raise RuntimeError("portable_spec: our drafter asked for its capture plan, but none is stored "
+                           f"({state.plan_error or 'no planner ran for this config'}); the drafter policy should "
+                           "have left the drafter to vLLM")
+    return state.plan
 
 
 def draft_graph_budget(plan: CapturePlan) -> int | None:

@@ -20,12 +20,11 @@ from typing import Any
 
 from portable_spec.capture_sizes.mrv2 import mrv2_budget
 from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.logs import share_vllm_log_handlers
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-STATE_KEY = "mrv2"
-"""Where ``additional_config["portable_spec"]`` keeps what MRV2 was left (sizes, graphs counted, warnings)."""
 LEFT_TO_MRV2 = "capture sizes left to Model Runner V2"
 """The one line's marker (what the e2e checks count in an engine log)."""
 
@@ -38,12 +37,13 @@ def pieces(model_config: Any, parallel_config: Any) -> int:
         return 0
 
 
-def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_limit: int | None,
-                        platform_name: str) -> dict[str, Any]:
+def leave_sizes_to_mrv2(vllm_config: Any, *, live_graph_limit: int | None, platform_name: str) -> dict[str, Any]:
     """Keep vLLM's capture sizes for MRV2 (pruned to ``live_graph_limit`` when one applies); returns what was
-    stored in ``state[STATE_KEY]``. Logs the decision once per engine and each pruning warning once."""
+    stored (``plan_state``'s ``mrv2``). Logs the decision once per engine and each pruning warning once."""
     spec, cc = vllm_config.speculative_config, vllm_config.compilation_config
-    first = STATE_KEY not in state
+    earlier = plan_state.read(vllm_config).mrv2
+    first = earlier is None
+    earlier = earlier or {}
     counted = version_gate.has("mrv2_graph_budget")  # the count mirrors this vLLM's managers
     limit = live_graph_limit if counted else None
     if live_graph_limit is not None and not counted:
@@ -58,7 +58,6 @@ def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_l
     if budget.dropped:
         cc.cudagraph_capture_sizes = list(budget.sizes)
         cc.max_cudagraph_capture_size = budget.sizes[-1]
-    earlier = state.get(STATE_KEY, {})
     said = earlier.get("warnings", [])
     new = [w for w in budget.warnings if w not in said]
     # A re-run on a replaced config starts from the pruned list: keep what the first run dropped and said.
@@ -66,8 +65,7 @@ def leave_sizes_to_mrv2(vllm_config: Any, state: dict[str, Any], *, live_graph_l
               "warnings": [*said, *new], "platform": platform_name, "counted": counted}
     if not counted:  # a count mirrored from another vLLM's managers would be a guess: record none
         stored.update(graphs={}, live_graphs=None)
-    state[STATE_KEY] = stored
-    state["warnings"] = list(dict.fromkeys([*state.get("warnings", []), *new]))
+    plan_state.store_mrv2(vllm_config, stored, new)
     share_vllm_log_handlers()  # config time: our lines go where vLLM's go, as the worker's do later
     if first:
         q = 1 + spec.num_speculative_tokens

@@ -18,13 +18,12 @@ from typing import Any
 import torch
 from vllm.platforms.interface import DeviceCapability, Platform, PlatformEnum
 
-from portable_spec.ports.musa_port import musa_live_graph_limit
 from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
+from portable_spec.vllm_adapter.platform.qualnames import MUSA_WORKER
 from portable_spec.ports.current import device_port
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-MUSA_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
 BF16_MIN_CAPABILITY = 22
 """MUSA 2.2 (MTT S4000): vllm-musa maps CUDA 8.0, vLLM's bf16 threshold, to MUSA 2.2."""
 
@@ -71,12 +70,6 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
 
     def is_sleep_mode_available(self) -> bool:
         return False
-
-    @classmethod
-    def live_graph_limit(cls) -> int | None:
-        """torchada's cap as this process's environment sets it (``TORCHADA_GRAPH_EXEC_CAP``), read when vLLM's config
-        is planned, so a cap set for one engine reaches its planner and its drafter's runtime budget."""
-        return musa_live_graph_limit()
 
     @classmethod
     def opaque_attention_op(cls) -> bool:

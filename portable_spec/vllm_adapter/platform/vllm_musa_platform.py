@@ -22,10 +22,10 @@ from typing import ClassVar, Mapping
 
 from vllm.utils.import_utils import resolve_obj_by_qualname
 
-from portable_spec.ports.musa_port import musa_live_graph_limit
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
 from portable_spec.vllm_adapter.platform.base import PortableSpecPlatformMixin, SharedPoolMixin
-from portable_spec.vllm_adapter.platform.vllm_musa_stack import COMPOSED_WORKER, drafter_left_to_vllm_musa
+from portable_spec.vllm_adapter.platform.qualnames import COMPOSED_MUSA_WORKER
+from portable_spec.vllm_adapter.platform.vllm_musa_stack import drafter_left_to_vllm_musa
 
 VllmMusaPlatform = resolve_obj_by_qualname(contract.PLATFORM_QUALNAME)
 """vllm-musa's ``MUSAPlatform`` (its MTML or non-MTML class, whichever it chose at import)."""
@@ -33,16 +33,10 @@ VllmMusaPlatform = resolve_obj_by_qualname(contract.PLATFORM_QUALNAME)
 
 class PortableVllmMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, VllmMusaPlatform):  # type: ignore[misc]
     port_name = "musa"
-    worker_cls = COMPOSED_WORKER
+    worker_cls = COMPOSED_MUSA_WORKER
     stack: ClassVar[str] = contract.DISTRIBUTION
     substitutes_left_to_stack: ClassVar[Mapping[str, str]] = contract.DEFERRED_SUBSTITUTES
     """Our MUSA substitutes whose kernel vllm-musa patches itself: not bound here (``worker.gpu_worker``)."""
-
-    @classmethod
-    def live_graph_limit(cls) -> int | None:
-        """torchada's cap as this process's environment sets it (``TORCHADA_GRAPH_EXEC_CAP``), as on our standalone
-        class: vllm-musa's graphs go through the same torchada."""
-        return musa_live_graph_limit()
 
     @classmethod
     def drafter_left_to_stack(cls, method: str) -> str | None:

@@ -1,5 +1,6 @@
 """Which MUSA stack this interpreter has (vllm-musa, or our standalone class), and how ``VLLM_PLATFORM=musa`` puts our
-layer on vllm-musa with vLLM's own plugin mechanism. No vLLM import: the platform probe and the CLI call this.
+layer on vllm-musa with vLLM's own plugin mechanism. No vLLM import and no entry-point scan of its own: the platform
+``selection`` scans once and asks this module what the entry points it found mean.
 
 How the two probes coexist (vLLM 0.26.0, ``vllm/platforms/__init__.py`` and ``vllm/plugins/__init__.py``):
 
@@ -27,18 +28,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Any, Mapping
+from typing import Any, Iterable, Sequence
 
 from portable_spec import envs
+from portable_spec.vllm_adapter.platform import qualnames
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-COMPOSED_PLATFORM = "portable_spec.vllm_adapter.platform.vllm_musa_platform.PortableVllmMusaPlatform"
-COMPOSED_WORKER = "portable_spec.vllm_adapter.worker.vllm_musa_worker.PortableVllmMusaWorker"
-STANDALONE_PLATFORM = "portable_spec.vllm_adapter.platform.musa.PortableMusaPlatform"
-STANDALONE_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
 INSTALL = "install vllm-musa (its vLLM build, torch_musa, torchada), then pip install --no-deps portable-spec"
 _SAID: set[str] = set()
 """Warnings already logged in this process (vLLM calls the probe twice in every process)."""
@@ -58,16 +55,19 @@ class VllmMusa:
         return f"{self.distribution} {self.version}"
 
 
-def find_vllm_musa() -> VllmMusa | None:
-    """vllm-musa's distribution, found by its platform entry point's target (``vllm_musa:musa_platform_plugin``)."""
-    platform_eps = [ep for ep in entry_points(group=contract.PLATFORM_PLUGIN.group)
-                    if ep.value == contract.PLATFORM_PLUGIN.value]
+def vllm_musa_in(found: Iterable[Any]) -> VllmMusa | None:
+    """vllm-musa's distribution among scanned entry points, found by its platform entry point's target
+    (``vllm_musa:musa_platform_plugin``); None: not installed."""
+    found = tuple(found)
+    platform_eps = [ep for ep in found
+                    if ep.group == contract.PLATFORM_PLUGIN.group and ep.value == contract.PLATFORM_PLUGIN.value]
     if not platform_eps:
         return None
     ep = platform_eps[0]
     dist = getattr(ep, "dist", None)
-    general = tuple(g.name for g in entry_points(group=contract.GENERAL_PLUGIN.group)
-                    if g.value == contract.GENERAL_PLUGIN.value) or (contract.GENERAL_PLUGIN.name,)
+    general = tuple(g.name for g in found
+                    if g.group == contract.GENERAL_PLUGIN.group and g.value == contract.GENERAL_PLUGIN.value) \
+        or (contract.GENERAL_PLUGIN.name,)
     return VllmMusa(distribution=dist.metadata["Name"] if dist else contract.DISTRIBUTION,
                     version=dist.version if dist else "unknown", platform_plugin=ep.name, general_plugins=general)
 
@@ -94,22 +94,19 @@ def missing_general_plugins(stack: VllmMusa, plugins: list[str] | None) -> str |
             f"{envs.VLLM_PLUGINS_ENV}={plugins_value(stack)}")
 
 
-def steps_aside(stack: VllmMusa | None) -> bool:
-    """Whether our probe leaves ``VLLM_PLATFORM=musa`` to vllm-musa alone (both probes would answer otherwise);
-    logs one warning per process naming the value that composes."""
-    if stack is None or not vllm_musa_answers_too(stack, envs.vllm_plugins()):
-        return False
+def musa_platform_class(stack: VllmMusa | None) -> str:
+    """The class our probe answers ``VLLM_PLATFORM=musa`` with (once it answers at all)."""
+    return qualnames.PLATFORM_CLASSES["musa"] if stack is None else qualnames.COMPOSED_MUSA_PLATFORM
+
+
+def say_steps_aside(stack: VllmMusa, plugins: Sequence[str] | None) -> None:
+    """The one warning (per process) that our probe leaves ``VLLM_PLATFORM=musa`` to vllm-musa alone, naming the
+    value that composes."""
     _warn_once("step-aside", "portable_spec: %s=musa: %s is installed and vLLM loads its platform plugin %r too "
                "(%s %s); vLLM activates one platform plugin, so %s serves alone, without portable_spec's layer. To "
                "put our layer on it: %s=%s", envs.PLATFORM_ENV, stack.label, stack.platform_plugin,
-               envs.VLLM_PLUGINS_ENV, "unset" if envs.vllm_plugins() is None else "names it", stack.label,
+               envs.VLLM_PLUGINS_ENV, "unset" if plugins is None else "names it", stack.label,
                envs.VLLM_PLUGINS_ENV, plugins_value(stack))
-    return True
-
-
-def platform_qualname(stack: VllmMusa | None) -> str:
-    """The class our probe answers ``VLLM_PLATFORM=musa`` with (once it answers at all)."""
-    return STANDALONE_PLATFORM if stack is None else COMPOSED_PLATFORM
 
 
 def say_standalone() -> None:
@@ -141,49 +138,3 @@ def substitutes_on_top(names: list[str]) -> tuple[list[str], dict[str, str]]:
     """Our MUSA substitutes ``names`` split into those bound on vllm-musa and those left to its own patches."""
     left = {name: contract.DEFERRED_SUBSTITUTES[name] for name in names if name in contract.DEFERRED_SUBSTITUTES}
     return [name for name in names if name not in left], left
-
-
-def substitutions_bound_here() -> tuple[Any, ...]:
-    """The substitution table as our worker binds it on this interpreter's stack: without the entries vllm-musa
-    patches itself where vllm-musa is installed."""
-    from portable_spec.kernels import SUBSTITUTIONS
-
-    if find_vllm_musa() is None:
-        return SUBSTITUTIONS
-    return tuple(sub for sub in SUBSTITUTIONS if sub.name not in contract.DEFERRED_SUBSTITUTES)
-
-
-def stack_report(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """What ``portable-spec probe --platform musa`` says about the stack: which one this interpreter has, what our
-    probe answers, and what our layer binds on top. Names only: nothing is imported or bound here."""
-    from portable_spec.kernels import substitutions_for
-
-    stack = find_vllm_musa()
-    plugins = envs.vllm_plugins(environ)
-    names = [sub.name for sub in substitutions_for("musa")]
-    layer = {"config hook": "capture-size planner, live-graph budget (torchada's cap, TORCHADA_GRAPH_EXEC_CAP)",
-             "graph pool": "one per device, vLLM's and our drafter's graphs (SharedPoolMixin)"}
-    if stack is None:
-        return {"found": "standalone (vllm-musa not installed)", "vllm_platform": STANDALONE_PLATFORM,
-                "worker": STANDALONE_WORKER,
-                "our_layer": {**layer, "drafter graphs": "ours (our V1 runner)",
-                              "kernel substitutes": f"all {len(names)} MUSA substitutes",
-                              "attention": "selected from our MUSA rows of the capability table"},
-                "serving": f"needs vllm-musa on a real MUSA host: {INSTALL}"}
-    bound, left = substitutes_on_top(names)
-    problem = missing_general_plugins(stack, plugins)
-    composes = not vllm_musa_answers_too(stack, plugins) and problem is None
-    if composes:
-        answer = COMPOSED_PLATFORM
-    elif problem:
-        answer = f"error: {problem}"
-    else:
-        answer = f"none: our probe steps aside, {stack.label} serves alone"
-    drafters = {m: drafter_left_to_vllm_musa(m) or "ours (our V1 runner)" for m in ("eagle", "eagle3", "mtp", "dflash")}
-    return {"found": stack.label, "vllm_platform": answer, "worker": COMPOSED_WORKER if composes else "vllm-musa's",
-            "vllm_plugins": {"value": "unset" if plugins is None else ",".join(plugins),
-                             "composes": composes, "needed": plugins_value(stack)},
-            "our_layer": {**layer, "drafter graphs": drafters,
-                          "kernel substitutes": {"bound on top": ", ".join(bound) or "none",
-                                                 "left to vllm-musa": left},
-                          "attention": "vllm-musa's selection (its backends; our table's MUSA rows name them)"}}

@@ -1,18 +1,18 @@
 """The ``vllm.general_plugins`` entry point: installs portable_spec's vLLM integrations in every vLLM process.
 
 vLLM calls ``register()`` once per process (engine core, each worker) before the worker class is resolved. It is a
-no-op unless our platform is selected (``VLLM_PLATFORM``) or ``PORTABLE_SPEC_DRAFT_GRAPH=full`` asks for our drafter
-on a built-in platform. It decides from the environment only: resolving ``current_platform`` here would be too early.
+no-op unless our platform is selected (the process's platform ``Selection``: ``VLLM_PLATFORM`` names one of our
+classes, not left to vllm-musa alone) or ``PORTABLE_SPEC_DRAFT_GRAPH=full`` asks for our drafter on a built-in
+platform. It decides from the environment only: resolving ``current_platform`` here would be too early.
 """
 
 from __future__ import annotations
 
 import logging
 
-from portable_spec import envs as our_envs
 from portable_spec.envs import DRAFT_GRAPH_ENV, PLATFORM_ENV, requested_platform
-from portable_spec.vllm_adapter.plugin.platform_plugin import leaves_musa_to_vllm_musa, vllm_platform_qualname
-
+from portable_spec.vllm_adapter.platform import qualnames, selection
+from portable_spec.vllm_adapter.platform.drafter_request import asked_for_explicitly
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -23,12 +23,7 @@ INSTALLED: list[str] = []
 def portable_spec_active() -> bool:
     """True when our platform is selected (not left to vllm-musa alone) or our drafter graphs are requested
     explicitly."""
-    name = requested_platform()
-    ours = (name is not None and (vllm_platform_qualname(name) or "").startswith("portable_spec.")
-            and not leaves_musa_to_vllm_musa(name))
-    # Compared, not validated: a bad value must not stop an engine on vLLM's own platform (our policy names it
-    # where our drafter would run).
-    return ours or our_envs.raw(DRAFT_GRAPH_ENV).lower() == "full"
+    return selection.current().ours or asked_for_explicitly()
 
 
 def declare_platform_env() -> None:
@@ -49,14 +44,14 @@ def declare_platform_env() -> None:
 def register() -> None:
     if not portable_spec_active():
         return
-    if requested_platform() is not None:
+    platform = selection.current().name
+    if platform is not None:
         declare_platform_env()
     if "general_plugin" not in INSTALLED:
         INSTALLED.append("general_plugin")
-        logger.info("portable_spec general plugin registered (platform %s)", requested_platform() or "built-in")
-        if requested_platform() is None:
-            from portable_spec.vllm_adapter.platform.base import PORTABLE_WORKER
-
-            # On a built-in platform our worker is not chosen for the user; vLLM's own flag chooses it.
-            logger.info("portable_spec: %s=full on a built-in platform needs --worker-cls %s (or VLLM_PLATFORM=cuda)",
-                        DRAFT_GRAPH_ENV, PORTABLE_WORKER)
+        logger.info("portable_spec general plugin registered (platform %s)", platform or "built-in")
+        if platform is None:
+            # A built-in platform runs no capture planner: our worker (vLLM's --worker-cls) keeps vLLM's drafter.
+            logger.info("portable_spec: %s=full on a built-in platform: our drafter graphs need our platform's capture "
+                        "plan: set VLLM_PLATFORM=cuda (with --worker-cls %s alone, vLLM's drafter runs)",
+                        DRAFT_GRAPH_ENV, qualnames.PORTABLE_WORKER)

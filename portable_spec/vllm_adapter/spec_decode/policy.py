@@ -2,8 +2,9 @@
 
 ``PORTABLE_SPEC_DRAFT_GRAPH``: ``full`` (default when our platform is selected), ``piecewise`` or ``none`` (leave the
 upstream drafter alone). ``speculative_config.enforce_eager`` and ``disable_padded_drafter_batch`` also leave the
-upstream drafter in charge, and so does a config our platform could make no capture plan for
-(``config_hook.plan_error``: vLLM's sizes were kept, so our drafter has no sizes of its own), and so does a platform
+upstream drafter in charge, and so does a config with no capture plan (``plan_state``): one our platform could make
+none for (vLLM's sizes were kept, so our drafter has no sizes of its own), or one no planner ran for (vLLM's built-in
+platform: our drafter would have to re-plan at capture with fewer inputs than the config hook has), and so does a platform
 stack that captures this drafter in FULL graphs itself (vllm-musa with its draft wrap on: ``stack_captures_drafter``).
 
 LoRA (``lora_config`` set) declines every drafter graph kind, because each holds the draft forward. vLLM wraps the
@@ -20,17 +21,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from portable_spec.envs import DRAFT_GRAPH_ENV, draft_graph
-from portable_spec.vllm_adapter.platform.config_hook import plan_error
+from portable_spec.capture_sizes import METHODS
+from portable_spec.envs import DRAFT_GRAPH_ENV
+from portable_spec.vllm_adapter.platform import plan_state
+from portable_spec.vllm_adapter.platform.drafter_request import requested_mode
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
-SUPPORTED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "draft_model")
-
-
-def requested_mode() -> str:
-    """``PORTABLE_SPEC_DRAFT_GRAPH`` where our drafter would run: unset means ``full``; a bad value raises one line."""
-    return draft_graph() or "full"
+NO_PLANNER = ("no capture planner ran for this config (it runs in our platform's config hook; vLLM's built-in "
+              "platform has none): set VLLM_PLATFORM=cuda for our drafter graphs")
 
 
 def stack_captures_drafter(method: str) -> str | None:
@@ -53,8 +52,8 @@ def draft_graph_mode(vllm_config: Any) -> str:
     reason = None
     if mode != "full":
         reason = f"{DRAFT_GRAPH_ENV}={mode}"
-    elif spec.method not in SUPPORTED_METHODS:
-        reason = f"method {spec.method!r} (FULL drafter graphs cover {', '.join(SUPPORTED_METHODS)})"
+    elif spec.method not in METHODS:
+        reason = f"method {spec.method!r} (FULL drafter graphs cover {', '.join(METHODS)})"
     elif (captured := stack_captures_drafter(spec.method)) is not None:
         reason = captured
     elif spec.method == "draft_model" and getattr(spec, "use_heterogeneous_vocab", False):
@@ -70,8 +69,8 @@ def draft_graph_mode(vllm_config: Any) -> str:
         reason = "enforce_eager=True"
     elif not vllm_config.compilation_config.cudagraph_mode.has_full_cudagraphs():
         reason = f"cudagraph_mode={vllm_config.compilation_config.cudagraph_mode.name} has no FULL graphs"
-    elif plan_error(vllm_config):
-        reason = f"no capture plan: {plan_error(vllm_config)}"
+    elif (state := plan_state.read(vllm_config)).plan is None:
+        reason = f"no capture plan: {state.plan_error or NO_PLANNER}"
     if reason:
         logger.info("portable_spec: drafter left to upstream vLLM (%s)", reason)
         return "upstream"

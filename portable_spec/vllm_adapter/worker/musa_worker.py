@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from vllm.platforms import current_platform
 
-from portable_spec.vllm_adapter.platform.config_hook import ADDITIONAL_CONFIG_KEY
+from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.logs import share_vllm_log_handlers
 from portable_spec.ports.current import platform_label
 from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
@@ -50,15 +50,19 @@ class MusaWorker(PortableWorker):
     def init_device(self) -> None:
         share_vllm_log_handlers()
         label = platform_label(current_platform)
-        state = (self.vllm_config.additional_config or {}).get(ADDITIONAL_CONFIG_KEY) or {}
+        state = plan_state.read(self.vllm_config)
         # Our drafter's plan on the V1 runner; what Model Runner V2 was left (mrv2_sizes) under MRV2.
-        mrv2 = state.get("mrv2") if not state.get("plan") else None
-        what, plan = ("Model Runner V2", mrv2) if mrv2 else ("capture plan", state.get("plan") or {})
+        if state.plan is None and state.mrv2:
+            what, limit, graphs, sizes = ("Model Runner V2", state.mrv2.get("live_graph_limit"),
+                                          state.mrv2.get("live_graphs"), state.mrv2.get("sizes"))
+        else:
+            plan = state.plan
+            what, limit, graphs, sizes = ("capture plan", plan and plan.live_graph_limit, plan and plan.live_graphs,
+                                          plan and list(plan.target_sizes))
         platform = type(current_platform)
         logger.info("portable_spec[%s]: MusaWorker on %s.%s, live-graph limit %s (%s: %s live graphs, "
-                    "target sizes %s%s)", label, platform.__module__, platform.__qualname__,
-                    plan.get("live_graph_limit"), what, plan.get("live_graphs"),
-                    plan.get("sizes", plan.get("target_sizes")), "".join(f"; {w}" for w in state.get("warnings", ())))
+                    "target sizes %s%s)", label, platform.__module__, platform.__qualname__, limit, what, graphs,
+                    sizes, "".join(f"; {w}" for w in state.warnings))
         # MUSA's Triton 3.2 rejects some of vLLM's kernels: PortableWorker binds our substitutes before the drafter
         # is built.
         with device_type_presented_as(self.device_config, "cuda"):
