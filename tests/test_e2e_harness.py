@@ -475,3 +475,16 @@ def test_bench_summary_pairs_the_mrv2_engines_against_the_no_regression_bound():
     assert (mrv2["median"], mrv2["bound"], mrv2["verdict"]) == (0.8, 0.98, "fails")
     ours = summary["paired_full_drafter_vs_upstream_v1"][4]
     assert ours["median"] == 2.0 and "verdict" not in ours
+
+
+def test_a_musa_sim_variant_reports_the_harness_simulation_of_our_class_as_ours():
+    """The e2e child refuses to report vLLM's own path under our variant's name; musa-sim's platform class lives in
+    the harness (outside the product), and only a simulated-device variant may resolve to it."""
+    from portable_spec_harness.e2e.child import resolved_ours
+    from portable_spec_harness.musa_sim_plugin import PLATFORM_QUALNAME
+
+    assert resolved_ours("portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform", None)
+    assert resolved_ours(PLATFORM_QUALNAME, "musa")
+    assert not resolved_ours(PLATFORM_QUALNAME, None)  # a CUDA variant never passes on the simulation's class
+    assert not resolved_ours("vllm.platforms.cuda.CudaPlatform", "musa")
+    assert not resolved_ours("vllm.platforms.cuda.CudaPlatform", None)

@@ -145,6 +145,14 @@ def main(argv: list[str] | None = None) -> None:
         boot_and_run(args, injection)
 
 
+def resolved_ours(platform_name: str, simulated_device: str | None) -> bool:
+    """Whether the platform vLLM resolved is one our variant may report as ours: a product class, or, for a simulated
+    device, the harness's simulation of our class (``musa_sim_plugin.PLATFORM_QUALNAME``)."""
+    from portable_spec_harness.musa_sim_plugin import PLATFORM_QUALNAME
+
+    return platform_name.startswith("portable_spec.") or bool(simulated_device) and platform_name == PLATFORM_QUALNAME
+
+
 def boot_and_run(args: argparse.Namespace, injection: Injection | None) -> None:
     from portable_spec_harness.vllm_door.offline import engine_api, resolved_platform_label, resolved_platform_qualname
 
@@ -157,10 +165,11 @@ def boot_and_run(args: argparse.Namespace, injection: Injection | None) -> None:
                               "boot_s": round(time.perf_counter() - started, 2)}
     vcfg = llm.llm_engine.vllm_config
     platform_name, label = resolved_platform_qualname(), resolved_platform_label()
-    if "VLLM_PLATFORM" in variant.env and not platform_name.startswith("portable_spec."):
+    if "VLLM_PLATFORM" in variant.env and not resolved_ours(platform_name, variant.simulated_device):
         # Never report vLLM's own path under our variant's name (e.g. entry points not installed here).
         raise SystemExit(f"variant {args.variant} needs portable_spec's platform but vLLM resolved {platform_name}; "
-                         "install the project into this interpreter (python -m pip install -e .)")
+                         "install the project and its harness into this interpreter "
+                         "(python -m pip install -e . -e harness)")
     if variant.simulated_device and label != f"{variant.simulated_device}-sim":
         raise SystemExit(f"variant {args.variant} simulates {variant.simulated_device} but vLLM resolved "
                          f"{platform_name} ({label}); run it through portable_spec_harness.e2e.parent")
