@@ -139,11 +139,10 @@ def _fake_report(refuted: bool) -> dict:
 def device_host(monkeypatch):
     """``probe --verify`` refuses a host without a device: a stand-in port with graphs (named cpu, so the fake
     report fits), its probe stubbed."""
-    import portable_spec.commands.probe as command
-
     port = SimpleNamespace(name="cpu", supports_graphs=True)
-    monkeypatch.setattr(command, "select_platform", lambda choice=None: port)
-    monkeypatch.setattr(command, "run_probe", lambda platform: {"platform": platform.name})
+    # the probe command imports both when it runs: patched where they live
+    monkeypatch.setattr("portable_spec.ports.select_platform", lambda choice=None: port)
+    monkeypatch.setattr("portable_spec.probe.run_probe", lambda platform: {"platform": platform.name})
 
 
 @pytest.mark.parametrize("refuted", [False, True])

@@ -451,7 +451,7 @@ def test_vllm_musa_contract_probe_command_reports_the_stack_and_binds_only_what_
 
     port = CpuPort(label="musa (availability monkeypatched: the CPU port stands in)")
     port.name = "musa"
-    monkeypatch.setattr(probe_cmd, "select_platform", lambda choice: port)
+    monkeypatch.setattr("portable_spec.ports.select_platform", lambda choice: port)  # probe imports it when it runs
     monkeypatch.setenv("VLLM_PLUGINS", contract.VLLM_PLUGINS_VALUE)
     assert probe_cmd.run(argparse.Namespace(platform="musa", json=True, verify=False)) == 0
     report = json.loads(capsys.readouterr().out)
