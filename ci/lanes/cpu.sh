@@ -22,11 +22,15 @@ out="${PORTABLE_SPEC_LANE_OUT:-$work/out}"; mkdir -p "$out"
 # A virtualenv with the project installed; prints its interpreter.
 # --check-build-dependencies: without build isolation pip would build with whatever setuptools the venv has;
 # pyproject's SPDX license string needs setuptools>=77 (torch's own requirement brings it).
+# setuptools warns at every editable install ("folders in your working directory with the same name as your package
+# ..."): advice, not a fault. The install's output goes to the lane's out folder and reaches the console only when the
+# install fails, so a green log has no line that reads like one.
 lane_python() {
-  local python
+  local python log
   python="$(bash ci/lanes/cpu_venv.sh "$1")"
+  log="$out/install-$(basename "$1" .txt).log"
   "$python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-    --check-build-dependencies -e "$root" -e "$root/harness" >&2
+    --check-build-dependencies -e "$root" -e "$root/harness" >"$log" 2>&1 || { cat "$log" >&2; return 1; }
   echo "$python"
 }
 vllm_of() { grep -E '^vllm==' "$1" | cut -d= -f3; }
