@@ -163,7 +163,7 @@ def test_bench_e2e_concurrency_0_through_the_console_entry(tmp_path):
     (("--target", "{t}", "--method", "eagle"), "--method eagle needs --draft DIR (only mtp drafts from the target "
                                                 "itself)"),
     (("--target", "{t}", "--draft", "{t}", "--method", "medusa"),
-     "--method 'medusa' is not one our drafter covers: pass one of eagle, eagle3, mtp, dflash"),
+     "--method 'medusa' is not one our drafter covers: pass one of eagle, eagle3, mtp, dflash, draft_model"),
     (("--draft", "{t}"), "your own models need --target DIR and --method M (and --draft DIR except for mtp)"),
 ])
 def test_bench_e2e_own_checkpoints_are_checked_in_one_line(capsys, monkeypatch, tmp_path, args, expected):
