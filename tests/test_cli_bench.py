@@ -186,3 +186,20 @@ def test_own_checkpoints_name_the_pair_the_report_ran(tmp_path):
     assert checkpoint_pair(str(tmp_path / "tgt"), None, "mtp")["draft"] == str(tmp_path / "tgt")
     assert pair_label({"pair": pair["name"], "model_variant": None}) == "tgt + dft (eagle3)"
     assert pair_label({"pair": "llama_eagle", "model_variant": "perfect"}) == "llama_eagle (perfect)"
+
+
+def test_without_the_harness_bench_says_in_one_line_how_to_get_it(monkeypatch, capsys):
+    """The product ships without the harness: ``portable-spec bench`` finds no ``portable_spec.commands:bench`` entry
+    point, prints one line naming the install, and exits 2 (text and ``--json``); with the harness it forwards."""
+    import portable_spec.commands.bench as bench_command
+    from portable_spec.cli import main
+
+    found = [ep for ep in bench_command.entry_points(group=bench_command.COMMAND_GROUP) if ep.name == "bench"]
+    assert [ep.value for ep in found] == ["portable_spec_harness.bench_cli:main"]  # the harness declares it
+    monkeypatch.setattr(bench_command, "entry_points", lambda group: [])
+    assert main(["bench", "pool", "a.json", "--out", "x"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [f"portable-spec: error: {bench_command.HARNESS_MISSING}"]
+    assert "pip install --no-deps -e harness/" in err
+    assert main(["bench", "--json", "breakdown", "r.json"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"error": bench_command.HARNESS_MISSING, "exit": 2}
