@@ -69,7 +69,7 @@ def test_cuda_substitutes_are_vllms_kernels_with_fewer_specializations():
     one-tile launcher; uninstall restores every site."""
     report = _child(_FLAGS, interpret=False)
     assert sorted(report.pop("targets")) == report.pop("restored") == sorted(t for s in CUDA for t in s.targets)
-    assert set(report) == {sub.name for sub in CUDA} and len(CUDA) == 4
+    assert set(report) == {sub.name for sub in CUDA} and len(CUDA) == 5
     for sub in CUDA:
         row = report[sub.name]
         kernel = sub.name.split(":")[0]
@@ -77,6 +77,7 @@ def test_cuda_substitutes_are_vllms_kernels_with_fewer_specializations():
         assert row["derived_from"] == f"vllm.v1.spec_decode.utils:{kernel}", row
         assert row["unspecialized"] == sorted(sub.unspecialize), row
         launchers = {"portable_spec.kernels.fixed_tile:one_tile_launcher": "FixedTileLauncher",
+                     "portable_spec.kernels.fixed_tile:one_tile_tokens_launcher": "FixedTileLauncher",
                      "portable_spec.kernels.fixed_tile:min_block_launcher": "MinBlockLauncher", None: "JITFunction"}
         assert row["type"] == launchers[sub.launcher], row
 
@@ -151,6 +152,76 @@ def test_one_tile_dflash_launch_writes_what_vllms_launch_writes():
     for c in cases:
         assert c["equal"], c
         assert c["ids_written"] == len(c["lens"]) * 9, c  # the comparison is over written outputs, not sentinels
+
+
+_EXPAND = _ENABLE_TRITON + r"""
+import vllm.v1.spec_decode.utils as utils
+from vllm.triton_utils import triton
+from portable_spec.kernels.derive import derive
+from portable_spec.kernels.fixed_tile import one_tile_tokens_launcher
+
+upstream = utils.copy_and_expand_eagle_inputs_kernel
+ours = one_tile_tokens_launcher(derive(upstream, {}, ("total_input_tokens",)))  # what the registry binds
+gen = torch.Generator().manual_seed(5)
+PAD_ID, PARALLEL_ID = 0, 90001
+
+def launch(kernel, lens, rejected, extra, shift):
+    # As SpecDecodeBaseProposer.set_inputs_first_pass launches it (vLLM 0.26.0).
+    batch, total_in = len(lens), sum(lens)
+    qsl = torch.zeros(batch + 1, dtype=torch.int32)
+    qsl[1:] = torch.tensor(lens).cumsum(0)
+    qel = qsl[1:] - 1 - torch.tensor(rejected, dtype=torch.int32)
+    g = torch.Generator().manual_seed(sum(lens) * 31 + extra)
+    tokens = torch.randint(1, 1000, (total_in,), generator=g, dtype=torch.int32)
+    positions = torch.cat([s + torch.arange(n) for s, n in zip(torch.randint(0, 500, (batch,), generator=g).tolist(),
+                                                               lens)]).to(torch.int64)
+    next_ids = torch.randint(1, 1000, (batch,), generator=g, dtype=torch.int32)
+    net = extra - (1 if shift else 0)
+    per_req = max(lens) + net
+    tile = min(256, triton.next_power_of_2(per_req))
+    total_out = total_in + net * batch
+    outs = dict(ids=torch.full((total_out,), -7, dtype=torch.int32), pos=torch.full((total_out,), -7, dtype=torch.int64),
+                rej=torch.zeros(total_out, dtype=torch.bool), masked=torch.zeros(total_out, dtype=torch.bool),
+                new=torch.full((batch * extra,), -7, dtype=torch.int32),
+                hidden=torch.full((total_in,), -7, dtype=torch.int32))
+    kernel[(batch, triton.cdiv(per_req, tile))](
+        target_token_ids_ptr=tokens, target_positions_ptr=positions, next_token_ids_ptr=next_ids,
+        out_input_ids_ptr=outs["ids"], out_positions_ptr=outs["pos"], out_is_rejected_token_mask_ptr=outs["rej"],
+        out_is_masked_token_mask_ptr=outs["masked"], out_new_token_indices_ptr=outs["new"],
+        out_hidden_state_mapping_ptr=outs["hidden"], query_start_loc_ptr=qsl, query_end_loc_ptr=qel,
+        padding_token_id=PAD_ID, parallel_drafting_token_id=PARALLEL_ID, total_input_tokens=total_in,
+        num_padding_slots_per_request=extra, shift_input_ids=int(shift), BLOCK_SIZE_TOKENS=tile)  # the interpreter
+    # takes no Python bool for a tl.bool argument (compiled Triton does: an int 0/1 specializes the same)
+    return tile, {k: v.tolist() for k, v in outs.items()}
+
+# (query lens, rejected per request, slots per request, shift): the draft model (1 slot, no shift) and parallel
+# drafting (K slots, shifted), decode-only, verify with rejections, prefills up to past one 256-slot tile.
+specs = [([5] * 4, [0, 1, 2, 4], 1, False), ([1], [0], 1, False), ([300, 7], [0, 0], 1, False),
+         ([130, 5, 60], [0, 3, 0], 1, False), ([5] * 16, [2] * 16, 1, False), ([33, 17, 1], [0, 0, 0], 1, False),
+         ([4] * 3, [1, 0, 3], 3, True), ([70, 4], [0, 2], 3, True), ([255], [0], 1, False)]
+cases = []
+for lens, rejected, extra, shift in specs:
+    tile, theirs = launch(upstream, lens, rejected, extra, shift)
+    _, mine = launch(ours, lens, rejected, extra, shift)
+    cases.append({"lens": lens, "tile": tile, "equal": theirs == mine,
+                  "ids_written": sum(1 for x in theirs["ids"] if x != -7), "ids": len(theirs["ids"]),
+                  "new_written": sum(1 for x in theirs["new"] if x != -7)})
+print(json.dumps({"upstream_is_jit": hasattr(upstream, "fn"), "cases": cases}))
+"""
+
+
+def test_one_tile_expand_launch_writes_what_vllms_launch_writes():
+    """vLLM's real expand kernel (interpreter: the draft model's and parallel drafting's input copy), launched as vLLM
+    launches it (tile = next power of two of the longest query + new slots, up to 256) and through our one-tile
+    launcher: every output buffer equal, element for element, for the draft model's single slot and parallel
+    drafting's shifted K slots, decode-only, rejected tokens and prompts past one 256-slot tile."""
+    report = _child(_EXPAND, interpret=True)
+    assert report["upstream_is_jit"]
+    cases = report["cases"]
+    assert {c["tile"] for c in cases} >= {2, 8, 256}, "the cases must cover tiles below, at and above ours"
+    for c in cases:
+        assert c["equal"], c
+        assert c["ids_written"] == c["ids"] and c["new_written"] > 0, c  # compared written outputs, not sentinels
 
 
 _NEXT_TOKEN = _ENABLE_TRITON + r"""

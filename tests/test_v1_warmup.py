@@ -24,8 +24,9 @@ from portable_spec.draft.runner import DraftGraphRunner
 from portable_spec_harness.model_zoo import build_pair
 from portable_spec.ports.cpu_port import CpuPort
 from portable_spec.vllm_adapter.worker.warmup_plan import (
-    BATCH_PARAMS, DFLASH_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, batch_agnostic_kernels, dflash_block,
-    dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys,
+    BATCH_PARAMS, DFLASH_INPUTS, EXPAND_INPUTS, MAX_ROUNDS, ONE, OTHER, SIXTEEN, Limits, Step, batch_agnostic_kernels,
+    dflash_block, dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys, tile_block,
+    tile_buckets,
 )
 
 K = 3
@@ -44,11 +45,22 @@ def test_int_class_is_how_triton_specializes_an_integer_argument():
         assert (int_class(a) == int_class(b)) == (triton_key(a) == triton_key(b)), (a, b)
 
 
-@pytest.mark.parametrize("dflash", [False, True], ids=["eagle", "dflash"])
+# The drafters whose kernels differ: EAGLE/MTP, DFlash, and those that add input slots per request (vLLM's separate
+# draft model: one slot; parallel drafting: K slots, its inputs shifted, so K - 1 new ones).
+KINDS = {"eagle": {}, "dflash": {"dflash": True}, "draft_model": {"expand_slots": 1},
+         "parallel_drafting": {"expand_slots": 2, "parallel_drafting": True}}
+
+
+def limits_for(kind: str, **kw) -> Limits:
+    return Limits(**{"dflash": False, **KINDS[kind], **kw})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
 @pytest.mark.parametrize("max_reqs", [1, 8, 64, 256])
 @pytest.mark.parametrize("k", [1, 3, 4])
-def test_the_plan_reaches_every_variant_serving_can_reach(dflash, max_reqs, k):
-    limits = Limits(max_reqs=max_reqs, max_tokens=8192, max_len=2048, k=k, dflash=dflash)
+def test_the_plan_reaches_every_variant_serving_can_reach(kind, max_reqs, k):
+    limits = limits_for(kind, max_reqs=max_reqs, max_tokens=8192, max_len=2048, k=k)
+    dflash = limits.dflash
     rounds, uncovered = plan_rounds(limits)
     assert uncovered == frozenset()
     covered = frozenset().union(*(round_keys(r, limits) for r in rounds))
@@ -65,6 +77,10 @@ def test_the_plan_reaches_every_variant_serving_can_reach(dflash, max_reqs, k):
         if max_reqs > 1:
             assert {dflash_block(max(s.query_lens), k) for s in steps if s.verify} == {
                 b for b in buckets if b >= dflash_block(k + 1, k)}
+    if limits.expand_slots:  # every tile of the expand kernel, reached by some step (it has no verify flag)
+        slots = limits.expand_slots
+        assert {tile_block(max(s.query_lens), slots) for s in steps} == set(tile_buckets(limits, EXPAND_INPUTS))
+        assert {tile_block(1, slots), 256} <= set(tile_buckets(limits, EXPAND_INPUTS))
 
 
 def test_eagle_plans_three_rounds_and_tells_what_a_bound_leaves_out():
@@ -81,19 +97,21 @@ def test_cudas_bound_substitutes_make_every_modelled_kernel_batch_agnostic_and_m
 
     assert batch_agnostic_kernels(substitutions_for("cuda")) == frozenset(BATCH_PARAMS)
     assert batch_agnostic_kernels(substitutions_for("musa")) == frozenset()  # MUSA's entries keep vLLM's variants
-    one_tile = next(s for s in substitutions_for("cuda") if s.name.startswith(DFLASH_INPUTS))
-    assert DFLASH_INPUTS not in batch_agnostic_kernels([dataclasses.replace(one_tile, launcher=None)])
+    for tiled in (DFLASH_INPUTS, EXPAND_INPUTS):
+        one_tile = next(s for s in substitutions_for("cuda") if s.name.startswith(tiled))
+        assert tiled not in batch_agnostic_kernels([dataclasses.replace(one_tile, launcher=None)])
 
 
-@pytest.mark.parametrize("dflash", [False, True], ids=["eagle", "dflash"])
-def test_batch_agnostic_kernels_need_one_round_per_request_class_and_no_more(dflash):
-    """With every modelled kernel bound batch-agnostic, DFlash needs no round per tile bucket or token class; each
-    request class keeps its round (kernels outside the model may specialize on the batch)."""
-    full = Limits(max_reqs=64, max_tokens=8192, max_len=2048, k=K, dflash=dflash)
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_batch_agnostic_kernels_need_one_round_per_request_class_and_no_more(kind):
+    """With every modelled kernel bound batch-agnostic, DFlash and the draft model need no round per tile bucket or
+    token class; each request class keeps its round (kernels outside the model may specialize on the batch)."""
+    full = limits_for(kind, max_reqs=64, max_tokens=8192, max_len=2048, k=K)
+    tiled = bool(full.tiled())
     lean = dataclasses.replace(full, batch_agnostic=frozenset(BATCH_PARAMS))
     rounds, uncovered = plan_rounds(lean)
     assert not uncovered and [(len(r.prompts), r.verify) for r in rounds] == [(1, True), (3, True), (16, True)]
-    assert len(plan_rounds(full)[0]) > 3 if dflash else len(plan_rounds(full)[0]) == 3
+    assert len(plan_rounds(full)[0]) > 3 if tiled else len(plan_rounds(full)[0]) == 3
     steps = [s for r in rounds for s in r.steps(K)]
     assert {(int_class(s.num_reqs), s.verify) for s in steps} == {(c, v) for c in (ONE, OTHER, SIXTEEN)
                                                                    for v in (False, True)}
@@ -115,13 +133,14 @@ def brute_force_keys(limits: Limits) -> frozenset:
     return frozenset(keys)
 
 
-@pytest.mark.parametrize("max_reqs,max_tokens,k,dflash", [
-    (1, 40, 1, True), (2, 40, 3, True), (3, 40, 1, True), (3, 24, 2, True), (3, 48, 3, True), (2, 16, 5, True),
-    (3, 40, 3, False), (1, 20, 1, False)])
+@pytest.mark.parametrize("max_reqs,max_tokens,k,kind", [
+    (1, 40, 1, "dflash"), (2, 40, 3, "dflash"), (3, 40, 1, "dflash"), (3, 24, 2, "dflash"), (3, 48, 3, "dflash"),
+    (2, 16, 5, "dflash"), (3, 40, 3, "eagle"), (1, 20, 1, "eagle"), (1, 40, 3, "draft_model"),
+    (3, 40, 3, "draft_model"), (2, 24, 1, "draft_model"), (3, 48, 3, "parallel_drafting")])
 @pytest.mark.parametrize("agnostic", [False, True], ids=["vllm_kernels", "batch_agnostic"])
-def test_the_reachable_model_matches_a_brute_force_enumeration(max_reqs, max_tokens, k, dflash, agnostic):
-    limits = Limits(max_reqs=max_reqs, max_tokens=max_tokens, max_len=64, k=k, dflash=dflash,
-                    batch_agnostic=frozenset(BATCH_PARAMS) if agnostic else frozenset())
+def test_the_reachable_model_matches_a_brute_force_enumeration(max_reqs, max_tokens, k, kind, agnostic):
+    limits = limits_for(kind, max_reqs=max_reqs, max_tokens=max_tokens, max_len=64, k=k,
+                        batch_agnostic=frozenset(BATCH_PARAMS) if agnostic else frozenset())
     assert reachable_keys(limits) == brute_force_keys(limits)
     assert not plan_rounds(limits)[1]
 
@@ -225,17 +244,19 @@ def kv_cache_config(num_blocks: int, block_sizes=(16,), spec_cls=None):
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
-    """vLLM configs and our real proposers for the EAGLE and the DFlash pair (max_num_seqs 64)."""
+    """vLLM configs and our real proposers for the EAGLE, the DFlash and the draft-model pair (max_num_seqs 64)."""
     import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.config import set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
 
+    from portable_spec.vllm_adapter.spec_decode.draft_model import FullGraphDraftModelProposer
     from portable_spec.vllm_adapter.spec_decode.proposer import FullGraphDFlashProposer, FullGraphEagleProposer
 
     saved, base.PIN_MEMORY = base.PIN_MEMORY, False  # no pinned-memory allocator on a CPU-only host
     out = {}
     try:
-        for name, cls in (("llama_eagle", FullGraphEagleProposer), ("qwen3_dflash", FullGraphDFlashProposer)):
+        for name, cls in (("llama_eagle", FullGraphEagleProposer), ("qwen3_dflash", FullGraphDFlashProposer),
+                          ("llama_ctx_draft_model", FullGraphDraftModelProposer)):
             pair = build_pair(name, tmp_path_factory.mktemp("zoo"), variant="perfect")
             cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=64, max_model_len=1024,
                              speculative_config=pair["speculative_config"]).create_engine_config()
@@ -312,6 +333,23 @@ def test_dflash_warm_up_reaches_every_block_bucket(vllm_platform, engines):
     assert {b for verify, b in seen if verify} == {b for b in dflash_buckets(limits) if b >= dflash_block(
         limits.k + 1, limits.k)}
     assert any(key[0] == DFLASH_INPUTS for key in reachable_keys(limits))
+
+
+def test_draft_model_warm_up_reaches_every_tile_of_the_expand_kernel(vllm_platform, engines):
+    """vLLM's draft model adds one input slot per request (read from its real ``DraftModelProposer``), so its expand
+    kernel's tile follows the longest query plus one: with vLLM's kernel (nothing bound here) the warm-up reaches
+    every tile, with and without drafts; bound one-tile (CUDA) it needs no round for them."""
+    from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels, warmup_limits
+
+    runner = recording_runner(engines, "llama_ctx_draft_model")
+    stats = warm_up_kernels(runner)
+    limits = warmup_limits(runner)
+    assert limits.expand_slots == 1 and not limits.dflash and limits.tiled() == (EXPAND_INPUTS,)
+    assert stats["uncovered"] == []
+    tiles = {tile_block(max(o.num_scheduled_tokens.values()), 1) for o in runner.outputs if o.total_num_scheduled_tokens}
+    assert tiles == set(tile_buckets(limits, EXPAND_INPUTS)) and {2, 256} <= tiles
+    lean = dataclasses.replace(limits, batch_agnostic=frozenset(BATCH_PARAMS))
+    assert len(plan_rounds(lean)[0]) == 3 < len(plan_rounds(limits)[0])
 
 
 @pytest.mark.parametrize("case,reason", [

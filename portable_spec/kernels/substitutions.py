@@ -196,4 +196,17 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         unspecialize=("total_input_tokens",),
         launcher="portable_spec.kernels.fixed_tile:one_tile_launcher",
     ),
+    Substitution(
+        name="copy_and_expand_eagle_inputs_kernel:one_tile",
+        targets=(f"{_SD}.utils.copy_and_expand_eagle_inputs_kernel",
+                 f"{_SD}.llm_base_proposer.copy_and_expand_eagle_inputs_kernel"),
+        platforms=("cuda",),
+        reason=("the input kernel of drafters that add slots per request (the separate draft model, parallel "
+                "drafting) specializes on the step's token count and on a tile size vLLM picks from the longest query "
+                "(BLOCK_SIZE_TOKENS up to 256): up to 24 variants, the long ones first reached by a long prompt after "
+                "boot. Every slot is computed and stored on its own (masked by its index), so one tile size over a "
+                "finer grid writes the same outputs"),
+        unspecialize=("total_input_tokens",),
+        launcher="portable_spec.kernels.fixed_tile:one_tile_tokens_launcher",
+    ),
 )

@@ -91,8 +91,12 @@ def warmup_limits(runner: Any) -> Limits:
     sched, drafter, kv = runner.vllm_config.scheduler_config, runner.drafter, runner.kv_cache_config
     max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
     max_len = min(runner.max_model_len, getattr(runner, "effective_drafter_max_model_len", runner.max_model_len))
+    dflash = isinstance(drafter, FullGraphDFlashProposer)
+    # vLLM's expand kernel runs where the drafter adds input slots per request (the draft model, parallel drafting).
+    expand = 0 if dflash or not getattr(drafter, "needs_extra_input_slots", False) else \
+        int(drafter.net_num_new_slots_per_request)
     return Limits(max_reqs=runner.max_num_reqs, max_tokens=max_tokens, max_len=max_len, k=runner.num_spec_tokens,
-                  dflash=isinstance(drafter, FullGraphDFlashProposer),
+                  dflash=dflash, expand_slots=expand,
                   parallel_drafting=bool(getattr(drafter, "parallel_drafting", False)),
                   block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),
                   free_blocks=kv.num_blocks - 1,

@@ -20,6 +20,11 @@ are fresh tensors or a persistent buffer's start, so alignment never varies; wha
 - ``copy_and_expand_dflash_inputs_kernel`` (DFlash, every step): ``total_input_tokens`` (the step's scheduled
   tokens), constexpr ``BLOCK_SIZE = min(256, next_pow2(max query len + 1 + K))`` and constexpr ``HAS_NUM_REJECTED``
   (the step verifies drafts). Key: (verify step?, BLOCK_SIZE, class of tokens).
+- ``copy_and_expand_eagle_inputs_kernel`` (drafters that add input slots per request: vLLM's separate draft model
+  and EAGLE's parallel drafting, every step): ``total_input_tokens`` (the step's scheduled tokens) and constexpr
+  ``BLOCK_SIZE_TOKENS = min(256, next_pow2(max query len + new slots per request))``; nothing else varies with the
+  batch (the rejected counts only change a fresh tensor). Key: (BLOCK_SIZE_TOKENS, class of tokens); the verify
+  flag of DFlash's key is ``ANY`` here.
 
 On CUDA our platform binds these kernels unspecialized on their batch arguments, and DFlash's at one tile size
 (``portable_spec/kernels/substitutions.py``). ``Limits.batch_agnostic`` names the kernels bound so
@@ -30,8 +35,9 @@ next-token and DFlash kernels also fold the with/without-drafts variant into one
 over-approximation: it may plan a step more, never one less).
 
 So the request classes need batches of 1, of a non-multiple of 16 and (max_num_seqs >= 16) of 16 requests, each
-once without and once with drafts; DFlash adds every BLOCK_SIZE bucket (the longest query of a step: a prompt, or a
-prompt chunk that joins decoding requests) times the token classes. ``reachable_keys`` lists what serving can reach
+once without and once with drafts; DFlash (and the expand kernel of a drafter that adds input slots) adds every tile
+bucket (the longest query of a step: a prompt, or a prompt chunk that joins decoding requests) times the token
+classes, unless its substitute is bound (one tile, tokens unspecialized). ``reachable_keys`` lists what serving can reach
 under the engine's limits; ``plan_rounds`` builds rounds (one prefill step, then optionally one step where those
 requests verify K drafts while one more request may join with its prompt) until every reachable key is covered.
 Kernels outside this model run in the same steps (at these batch classes) but are not planned for; the sampling
@@ -57,6 +63,7 @@ INPUTS_PADDED = "eagle_prepare_inputs_padded_kernel"
 REJECTION = "rejection_greedy_sample_kernel"
 CHAIN_STEP = "eagle_step_slot_mapping_metadata_kernel"
 DFLASH_INPUTS = "copy_and_expand_dflash_inputs_kernel"
+EXPAND_INPUTS = "copy_and_expand_eagle_inputs_kernel"
 UNMODELLED = "kernels outside this model (batch classes)"
 ANY = "any"  # an argument a bound substitute does not specialize on
 # The integer arguments (and, for DFlash, the tile size) each modelled kernel's key depends on: a substitute that
@@ -66,8 +73,10 @@ BATCH_PARAMS = {
     INPUTS_PADDED: ("num_reqs",),
     CHAIN_STEP: ("batch_size",),
     DFLASH_INPUTS: ("total_input_tokens",),
+    EXPAND_INPUTS: ("total_input_tokens",),
 }
-NEEDS_FIXED_TILE = frozenset({DFLASH_INPUTS})
+TILED = (DFLASH_INPUTS, EXPAND_INPUTS)  # input kernels whose tile constexpr follows the step's longest query
+NEEDS_FIXED_TILE = frozenset(TILED)
 MAX_DFLASH_BLOCK = 256
 MAX_ROUNDS = 48  # a bound on boot time; what it leaves out is reported, never silently dropped
 
@@ -79,7 +88,13 @@ def int_class(value: int) -> str:
 
 def dflash_block(max_query_len: int, k: int) -> int:
     """DFlash's ``BLOCK_SIZE`` constexpr for a step whose longest query has ``max_query_len`` tokens."""
-    return min(MAX_DFLASH_BLOCK, next_pow2(max_query_len + k + 1))
+    return tile_block(max_query_len, k + 1)
+
+
+def tile_block(max_query_len: int, extra: int) -> int:
+    """A tiled input kernel's tile constexpr: the power of two of the longest query plus the slots its kernel adds
+    per request (DFlash: 1+K; the expand kernel: the drafter's new slots per request), at most 256."""
+    return min(MAX_DFLASH_BLOCK, next_pow2(max_query_len + extra))
 
 
 @dataclass(frozen=True)
@@ -95,11 +110,21 @@ class Limits:
     block_sizes: tuple[int, ...] = (16,)  # one per KV-cache group
     free_blocks: int | None = None  # block ids a round may hold (1 .. num_blocks - 1); None: unlimited
     batch_agnostic: frozenset = frozenset()  # modelled kernels bound without batch specialization
+    expand_slots: int = 0  # new input slots per request the drafter's expand kernel adds (0: it never runs)
 
     @property
     def lookahead(self) -> int:
         """Slots the scheduler allocates beyond the scheduled tokens (``Scheduler.num_lookahead_tokens``)."""
         return self.k + 1 if self.dflash else self.k
+
+    def tile_extra(self, kernel: str) -> int:
+        """What a tiled input kernel adds to the longest query before rounding up to its tile."""
+        return self.k + 1 if kernel == DFLASH_INPUTS else self.expand_slots
+
+    def tiled(self) -> tuple[str, ...]:
+        """The tiled input kernels this engine's drafter launches."""
+        return tuple(kernel for kernel, runs in ((DFLASH_INPUTS, self.dflash), (EXPAND_INPUTS, self.expand_slots > 0))
+                     if runs)
 
     @property
     def chain(self) -> bool:
@@ -142,12 +167,15 @@ def batch_agnostic_kernels(bound: Any) -> frozenset:
 
 
 def _collapsed(key: tuple, limits: Limits) -> tuple:
-    """``key`` with the parts a batch-agnostic kernel does not specialize on replaced by ``ANY``."""
+    """``key`` with the parts a kernel does not specialize on replaced by ``ANY`` (the expand kernel has no verify
+    flag; a batch-agnostic kernel none of its batch parts)."""
+    if key[0] == EXPAND_INPUTS:
+        key = (EXPAND_INPUTS, ANY) + key[2:]
     if key[0] not in limits.batch_agnostic:
         return key
     if key[0] == NEXT_TOKEN:
         return key[:2] + (ANY,)
-    if key[0] == DFLASH_INPUTS:
+    if key[0] in TILED:
         return key[:2] + (ANY, ANY)
     return (key[0], ANY)
 
@@ -160,8 +188,9 @@ def kernel_keys(step: Step, limits: Limits) -> frozenset:
         keys |= {(INPUTS_PADDED, reqs), (REJECTION,)}
     if limits.chain:
         keys.add((CHAIN_STEP, reqs))
-    if limits.dflash:
-        keys.add((DFLASH_INPUTS, step.verify, dflash_block(max(step.query_lens), limits.k), int_class(step.tokens)))
+    for kernel in limits.tiled():
+        block = tile_block(max(step.query_lens), limits.tile_extra(kernel))
+        keys.add((kernel, step.verify, block, int_class(step.tokens)))
     return frozenset(_collapsed(key, limits) for key in keys)
 
 
@@ -209,12 +238,18 @@ def request_classes(max_reqs: int) -> list[str]:
 
 
 def dflash_buckets(limits: Limits) -> dict[int, tuple[int, int]]:
-    """``BLOCK_SIZE`` -> the range of longest-query lengths that select it (within what a step can schedule)."""
-    k, top = limits.k, limits.longest_query
-    out, block = {}, dflash_block(1, k)
+    """DFlash's ``BLOCK_SIZE`` -> the range of longest-query lengths that select it."""
+    return tile_buckets(limits, DFLASH_INPUTS)
+
+
+def tile_buckets(limits: Limits, kernel: str) -> dict[int, tuple[int, int]]:
+    """A tiled input kernel's tile -> the range of longest-query lengths that select it (within what a step can
+    schedule)."""
+    extra, top = limits.tile_extra(kernel), limits.longest_query
+    out, block = {}, tile_block(1, extra)
     while block <= MAX_DFLASH_BLOCK:
-        lo = 1 if block == dflash_block(1, k) else block // 2 - k
-        hi = top if block == MAX_DFLASH_BLOCK else min(block - k - 1, top)
+        lo = 1 if block == tile_block(1, extra) else block // 2 - extra + 1
+        hi = top if block == MAX_DFLASH_BLOCK else min(block - extra, top)
         if lo <= hi:
             out[block] = (lo, hi)
         block *= 2
@@ -243,25 +278,25 @@ def reachable_keys(limits: Limits) -> frozenset:
                  (UNMODELLED, False, reqs), (UNMODELLED, True, reqs)}
         if limits.chain:
             keys.add((CHAIN_STEP, reqs))
-    if limits.dflash:
-        keys |= _dflash_reachable(limits)
+    for kernel in limits.tiled():
+        keys |= _tiled_reachable(limits, kernel)
     return frozenset(_collapsed(key, limits) for key in keys)
 
 
-def _dflash_reachable(limits: Limits) -> set:
+def _tiled_reachable(limits: Limits, kernel: str) -> set:
     k, n, cap = limits.k, limits.max_reqs, limits.max_tokens
     keys = set()
-    for block, (lo, hi) in dflash_buckets(limits).items():
+    for block, (lo, hi) in tile_buckets(limits, kernel).items():
         # Prefill-only steps: the longest prompt (chunk) picks the bucket, the others are no longer than it.
-        keys |= {(DFLASH_INPUTS, False, block, c) for c in interval_classes(lo, min(cap, n * hi))}
+        keys |= {(kernel, False, block, c) for c in interval_classes(lo, min(cap, n * hi))}
         # Steps that verify drafts: requests of 1+K tokens, plus prompt chunks (a longer one picks the bucket).
         if lo <= k + 1 <= hi:
             top = min(cap, n * (k + 1)) if n >= 2 else k + 1
-            keys |= {(DFLASH_INPUTS, True, block, c) for c in interval_classes(k + 1, top)}
+            keys |= {(kernel, True, block, c) for c in interval_classes(k + 1, top)}
         longest = min(hi, cap - k - 1)
         shortest = max(lo, k + 2)
         if n >= 2 and shortest <= longest:
-            keys |= {(DFLASH_INPUTS, True, block, c)
+            keys |= {(kernel, True, block, c)
                      for c in interval_classes(shortest + k + 1, min(cap, k + 1 + (n - 1) * longest))}
     return keys
 
@@ -293,7 +328,7 @@ def plan_rounds(limits: Limits, max_rounds: int = MAX_ROUNDS) -> tuple[list[Roun
     covered: set = set()
 
     def add(count: int, verify: bool, join: int = 0) -> None:
-        """A round of ``count`` requests whose prompts also cover a DFlash prefill key still wanted, if any can."""
+        """A round of ``count`` requests whose prompts also cover a tiled kernel's prefill key still wanted, if any can."""
         plain = Round((limits.k + 2,) * count, verify, join)  # longer than a verify query: never a uniform decode
         rnd = _covering_prefill(limits, count, verify, join, goal - covered) or plain
         if verify and not rnd.fits(limits) and not join:  # too many tokens to verify: at least prefill them
@@ -305,12 +340,12 @@ def plan_rounds(limits: Limits, max_rounds: int = MAX_ROUNDS) -> tuple[list[Roun
     for count in _request_counts(limits.max_reqs):
         add(count, verify=True)
     for key in sorted(goal - covered, key=_order):
-        if key not in covered and key[0] == DFLASH_INPUTS and key[1]:
+        if key not in covered and key[0] == DFLASH_INPUTS and key[1] is True:
             found = _verify_step_for(limits, key)
             if found is not None:
                 add(*found)
     for key in sorted(goal - covered, key=_order):
-        if key not in covered and key[0] == DFLASH_INPUTS:
+        if key not in covered and key[0] in TILED:
             for count in range(1, min(limits.max_reqs, 17) + 1):
                 rnd = _covering_prefill(limits, count, False, 0, {key})
                 if rnd is not None:
@@ -330,10 +365,11 @@ def _request_counts(max_reqs: int) -> list[int]:
 
 
 def _covering_prefill(limits: Limits, count: int, verify: bool, join: int, wanted: set) -> Round | None:
-    """A round of ``count`` requests whose prefill step compiles one of the ``wanted`` DFlash prefill keys."""
-    buckets = dflash_buckets(limits)
+    """A round of ``count`` requests whose prefill step compiles one of the ``wanted`` prefill keys of a tiled input
+    kernel (the expand kernel's keys, having no verify flag, are all prefill keys: a prefill of the same lengths
+    compiles what a verify step would)."""
     for key in sorted(wanted, key=_order):
-        if key[0] != DFLASH_INPUTS or key[1] or key[2] not in buckets:
+        if key[0] not in TILED or key[1] is True or key[2] not in (buckets := tile_buckets(limits, key[0])):
             continue
         lo, hi = buckets[key[2]]
         # The smallest total of the class: the likeliest to fit (a larger one holds more tokens and blocks).
