@@ -39,7 +39,7 @@ VARIABLES: tuple[LaneVar, ...] = (
           "`versions.json`. Unset: a temporary folder, removed when the lane ends.", "ci/lanes/cpu.sh"),
     _knob("PORTABLE_SPEC_VENV_ROOT", "~/.cache/portable_spec/venvs",
           "Where the cpu lane's virtualenvs live: one per vLLM version of the span, keyed by its requirements file's "
-          "hash, and the Triton 3.2 one (about 17 GB in all).", "ci/lanes/cpu_venv.sh", "ci/lanes/triton32_venv.sh"),
+          "hash, and the Triton 3.2 one.", "ci/lanes/cpu_venv.sh", "ci/lanes/triton32_venv.sh"),
     _knob("PORTABLE_SPEC_VENV", "",
           "A fixed folder for the main (vLLM 0.26.0) cpu-lane virtualenv instead of its keyed one under "
           "`PORTABLE_SPEC_VENV_ROOT`; the span's other versions always get keyed folders.", "ci/lanes/cpu_venv.sh"),
