@@ -35,6 +35,8 @@ STACK_DIR_ENV = "PORTABLE_SPEC_STACK_DIR"
 VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
 VLLM_MUSA_DRAFT_WRAP_ENV = "VLLM_MUSA_DRAFT_FULL_WRAP"
 VLLM_MUSA_DFLASH_WRAP_ENV = "VLLM_MUSA_DFLASH_FULL_WRAP"
+VLLM_BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
+FLASHINFER_WORKSPACE_ENV = "FLASHINFER_WORKSPACE_BASE"
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(CUDA_HOME_ENV, "",
            "Read, not set: `probe --verify` skips JIT-compiled backends when neither nvcc nor CUDA_HOME is there.",
            who="cli"),
+    EnvVar(VLLM_BATCH_INVARIANT_ENV, "",
+           "vLLM's switch (read, not acted on): `probe --verify` copies it into its report, because vLLM's attention "
+           "kernels read it at import and `1` changes which kernel runs (the 3D split-softmax decode kernel is off).",
+           who="cli"),
+    EnvVar(FLASHINFER_WORKSPACE_ENV, "/tmp/portable_spec_flashinfer",
+           "FlashInfer's JIT workspace (read, not acted on): `probe --verify` sets this default when it is unset, so "
+           "its compiled kernels are reused across runs, and copies the value into its report.", who="cli"),
     EnvVar(STACK_EVERY_ENV, "0",
            "Harness (boot-time driver): sample every process's stacks every N seconds while an engine boots "
            "(0: off).", who="test"),

@@ -3,37 +3,16 @@ the one in ``docs/environment.md``, and its readers keep the meanings the call s
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
+from env_reads import environment_reads
 from portable_spec import envs
 from portable_spec.errors import PortableSpecError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "portable_spec"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "environment.md"
-
-
-def _is_environ(node: ast.AST) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == "environ" and getattr(node.value, "id", None) == "os"
-
-
-def environment_reads(path: Path) -> list[tuple[int, str]]:
-    """``os.environ.get(...)``, ``os.getenv(...)``, ``os.environ[...]`` loads and ``... in os.environ`` in ``path``.
-    Copies handed to a child process (``os.environ.items()``, ``dict(os.environ)``) and writes are not reads."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "get" and _is_environ(node.func.value):
-                found.append((node.lineno, ast.unparse(node)))
-            elif node.func.attr == "getenv" and getattr(node.func.value, "id", None) == "os":
-                found.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.Subscript) and _is_environ(node.value) and isinstance(node.ctx, ast.Load):
-            found.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.Compare) and any(_is_environ(c) for c in node.comparators):
-            found.append((node.lineno, ast.unparse(node)))
-    return found
 
 
 # Pass-through of the caller's PYTHONPATH to a child process (the harness composes child environments).

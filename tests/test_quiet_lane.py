@@ -84,6 +84,13 @@ def test_lane_installs_vllm_last_and_nothing_after_resolves_dependencies():
     assert all("--no-deps" in step for step in steps[at:]), steps[at:]
 
 
+def test_lane_pytest_prints_skip_reasons():
+    """A green log says why each test skipped (issue 36: 5, 40 and 95 skips went unexplained): every pytest run of
+    the lane has ``-rs``."""
+    runs = [line for line in LANE.read_text().splitlines() if "-m pytest" in line and not line.lstrip().startswith("#")]
+    assert runs and all(" -rs " in line for line in runs), runs
+
+
 def test_lane_build_fails_on_pip_errors():
     text = VENV_BUILD.read_text()
     guard = """grep -n '^ERROR:' "$venv/install.log\""""

@@ -400,7 +400,7 @@ def _verify_attention(platform: str, backends: tuple[str, ...] | None, device: t
     report.update(device=torch.cuda.get_device_name(device) if device is not None and device.type == "cuda"
                   else str(device), capability=list(facts.capability) if facts.capability else None,
                   host_facts=facts.to_dict(), versions=_versions(),
-                  env=envs.recorded(("VLLM_BATCH_INVARIANT", "FLASHINFER_WORKSPACE_BASE")))
+                  env=envs.recorded((envs.VLLM_BATCH_INVARIANT_ENV, envs.FLASHINFER_WORKSPACE_ENV)))
     jobs = []
     for row in rows(platform):
         if backends and row.backend not in backends:

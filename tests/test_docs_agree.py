@@ -1,0 +1,198 @@
+"""The docs' verdicts and published numbers are the committed results', and no verdict goes unchecked.
+
+Issue 36 found the README saying the MRV2 no-regression bench was "not yet decided" in one place and "every cell
+holds" in another. Here each verdict sentence of ``README.md``, ``DEVELOPERS.md`` and ``docs/*.md`` is a row of
+``CLAIMS``: the doc, a pattern the sentence must match (whitespace folded, so line wraps do not matter), and a check
+that reads the committed JSON under ``bench/results/`` and says what the sentence must say. A doc that words a
+verdict the JSON does not support fails, and so does a verdict word (``VERDICT``) that no row covers: a new verdict
+sentence gets a row, with the results it stands on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "DEVELOPERS.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+
+MRV2 = "bench/results/2026-11-27-h200-session15/mrv2_bench"
+PINNED = (f"{MRV2}/pooled_pinned_eagle/bench_pool.json", f"{MRV2}/pooled_pinned_eagle3/bench_pool.json")
+"""MRV2 on our CUDA platform / on vLLM's, both engines on one pinned CPU, every pinned boot pooled (K=3, then K=5)."""
+UNPINNED = (f"{MRV2}/pooled_unpinned_eagle/bench_pool.json", f"{MRV2}/pooled_unpinned_eagle3/bench_pool.json")
+"""The same bench unpinned, every unpinned H200 boot pooled."""
+SERVE = "bench/results/2026-11-27-h200-session14/real_shapes_summary/serve_bench_summary.json"
+"""Every real-shape serving bench pooled: the README's serving table."""
+PAIRED = "paired_ours_platform_mrv2_vs_builtin_mrv2"
+
+VERDICT = re.compile(r"\bundecided\b|\bnot (?:yet )?decided\b|\bhas not decided\b|\bholds at 0\.98\b|"
+                     r"\bevery cell holds\b", re.IGNORECASE)
+"""Words that state a verdict; each occurrence in a doc must lie inside a matched ``CLAIMS`` pattern."""
+
+
+def results(path: str) -> dict:
+    return json.loads((ROOT / path).read_text())
+
+
+def cells(paths: tuple[str, ...]) -> list[dict]:
+    """The paired cells (one per report pool and concurrency) of the MRV2 bench pools; none is an error."""
+    found = [cell for path in paths for cell in results(path)["summary"][PAIRED].values()]
+    assert found, paths
+    return found
+
+
+def every_cell_holds(paths: tuple[str, ...]) -> int:
+    verdicts = [cell["verdict"] for cell in cells(paths)]
+    assert set(verdicts) == {"holds"}, verdicts
+    return len(verdicts)
+
+
+def most_cells_undecided(paths: tuple[str, ...]) -> int:
+    verdicts = [cell["verdict"] for cell in cells(paths)]
+    assert verdicts.count("undecided") * 2 > len(verdicts), verdicts
+    return len(verdicts)
+
+
+def lower_bounds(paths: tuple[str, ...]) -> list[float]:
+    return [cell["interval"][0] for cell in cells(paths)]
+
+
+def ratios_of_medians(path: str) -> list[float]:
+    summary = results(path)["summary"]["ours_platform_mrv2_over_builtin_mrv2"]
+    return [summary[c] for c in sorted(summary, key=int)]
+
+
+def span(values: list[float], digits: int) -> list[str]:
+    return [f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"]
+
+
+def boots_and_passes() -> list[str]:
+    """Reports pooled per pair, then passes per cell per pair (one count per pool, or the doc cannot say one)."""
+    pools = [results(p) for p in PINNED]
+    passes = [{cell["passes"] for cell in pool["summary"][PAIRED].values()} for pool in pools]
+    assert all(len(counts) == 1 for counts in passes), passes
+    return [str(len(pool["reports"])) for pool in pools] + [str(counts.pop()) for counts in passes]
+
+
+def check_pinned_numbers_readme(m: re.Match) -> int:
+    """README's status row: boots, passes, each ratio of medians, the lower bounds' span, and the verdict."""
+    expect = boots_and_passes() + [f"{v:.3f}" for p in PINNED for v in ratios_of_medians(p)]
+    expect += span(lower_bounds(PINNED), 3)
+    assert list(m.groups()) == expect
+    return len(expect) + every_cell_holds(PINNED)
+
+
+def check_pinned_numbers_platforms(m: re.Match) -> int:
+    """docs/platforms.md's row: the same, with the ratios of medians as one span."""
+    expect = boots_and_passes() + span([v for p in PINNED for v in ratios_of_medians(p)], 3)
+    expect += span(lower_bounds(PINNED), 3)
+    assert list(m.groups()) == expect
+    return len(expect) + every_cell_holds(PINNED)
+
+
+def serve_ratios(key: str) -> list[float]:
+    found = [cell["output_tok_s"] for pair in results(SERVE)[key].values() for mode in pair.values()
+             for cell in mode.values()]
+    assert found, key
+    return found
+
+
+def check_serve_range(m: re.Match) -> int:
+    expect = span(serve_ratios("ours_over_upstream_v1"), 2) + span(serve_ratios("ours_over_mrv2"), 2)
+    assert list(m.groups()) == expect
+    return len(expect)
+
+
+PAIRS = {"8B + EAGLE-3": "llama8b_eagle3", "8B + EAGLE-1": "llama8b_eagle", "30B-A3B MoE + EAGLE-3": "qwen3moe30b_eagle3"}
+MODES = {"designed": "designed-perfect", "dummy": "dummy"}
+_SERVE_ROW = re.compile(r"^\| (?P<pair>[^|]+?) \| (?P<mode>designed|dummy)\b[^|]*\| (?P<v1>[\d. /]+) \| "
+                        r"(?P<mrv2>[^|]+?) \|", re.MULTILINE)
+
+
+def check_serve_table(m: re.Match) -> int:
+    """Every cell of the README's real-shape serving table, rounded as printed, against the pooled summary."""
+    summary, compared, rows = results(SERVE), 0, 0
+    for row in _SERVE_ROW.finditer(m.group(0)):
+        pair, mode = PAIRS[row["pair"]], MODES[row["mode"]]
+        for column, key in (("v1", "ours_over_upstream_v1"), ("mrv2", "ours_over_mrv2")):
+            cells_ = summary[key].get(pair, {}).get(mode)
+            if cells_ is None:
+                assert row[column] == "(V1 only)", row.group(0)
+                continue
+            expect = " / ".join(f"{cells_[c]['output_tok_s']:.2f}" for c in ("1", "2", "8", "32"))
+            assert row[column] == expect, (row.group(0), expect)
+            compared += 4
+        rows += 1
+    assert rows == sum(len(p) for p in summary["ours_over_upstream_v1"].values()), rows
+    return compared
+
+
+@dataclass(frozen=True)
+class Claim:
+    doc: str
+    pattern: str
+    check: Callable[[re.Match], int]
+    """Asserts the sentence against the committed JSON; returns how many values it compared (0 fails)."""
+    multiline: bool = False
+    """Match the doc as it is (a table), not whitespace-folded."""
+
+
+CLAIMS = (
+    Claim("README.md", r"every cell of the no-regression bench holds at 0\.98", lambda m: every_cell_holds(PINNED)),
+    Claim("README.md", r"cuda-h200: no regression against MRV2 on vLLM's platform, every cell holds at 0\.98",
+          lambda m: every_cell_holds(PINNED)),
+    Claim("README.md", r"all pinned boots pooled \((\d+) and (\d+) boots; (\d+) and (\d+) passes of 512 tokens per cell\): "
+                       r"ratios of medians K=3 (\S+) / (\S+) / (\S+) / (\S+), K=5 (\S+) / (\S+) / (\S+) / (\S+); paired "
+                       r"lower bounds (\S+)–(\S+): \*\*every cell holds\*\*", check_pinned_numbers_readme),
+    Claim("README.md", r"Unpinned on the H200 .{0,120}? the same bench left most cells undecided",
+          lambda m: most_cells_undecided(UNPINNED)),
+    Claim("README.md", r"output tok/s \*\*(\S+)–(\S+)× upstream V1's\*\* and (\S+)–(\S+)× MRV2's", check_serve_range),
+    Claim("README.md", r"^\| pair \| weights \| ours / upstream V1 \(output tok/s\).*?\n\n", check_serve_table,
+          multiline=True),
+    Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
+                               r"one CPU there, every cell holds at 0\.98",
+          lambda m: most_cells_undecided(UNPINNED) + every_cell_holds(PINNED)),
+    Claim("docs/platforms.md", r"every pinned boot pooled \((\d+) and (\d+) boots, (\d+) and (\d+) passes per cell\): "
+                               r"ratios of medians (\S+)–(\S+), paired 95% lower bounds (\S+)–(\S+), \*\*every cell "
+                               r"holds at 0\.98\*\*", check_pinned_numbers_platforms),
+    Claim("docs/platforms.md", r"every unpinned boot pooled, left most cells undecided",
+          lambda m: most_cells_undecided(UNPINNED)),
+)
+
+
+def folded(doc: str) -> str:
+    return re.sub(r"\s+", " ", (ROOT / doc).read_text())
+
+
+def claim_match(claim: Claim) -> re.Match:
+    text = (ROOT / claim.doc).read_text() if claim.multiline else folded(claim.doc)
+    flags = re.MULTILINE | re.DOTALL if claim.multiline else 0
+    found = list(re.finditer(claim.pattern, text, flags))
+    assert len(found) == 1, f"{claim.doc}: {len(found)} sentences match {claim.pattern!r} (want exactly one)"
+    return found[0]
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: f"{c.doc}:{c.pattern[:40]}")
+def test_each_verdict_is_what_the_committed_results_say(claim):
+    assert claim.check(claim_match(claim)) > 0
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_verdict_sentence_is_checked(doc):
+    """A verdict word outside every checked sentence is a verdict nobody compares with the results."""
+    text = folded(doc)
+    covered = [m.span() for c in CLAIMS if c.doc == doc and not c.multiline for m in re.finditer(c.pattern, text)]
+    loose = [text[max(0, m.start() - 80):m.end() + 20] for m in VERDICT.finditer(text)
+             if not any(start <= m.start() and m.end() <= end for start, end in covered)]
+    assert loose == [], f"{doc}: verdicts no row of CLAIMS checks against bench/results/: {loose}"
+
+
+def test_the_checks_read_every_results_file_they_name():
+    for path in (*PINNED, *UNPINNED, SERVE):
+        assert (ROOT / path).is_file(), path
+    assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}
