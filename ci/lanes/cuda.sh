@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
-#   soak serve-bench version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak, serve-bench, version-span
+#   soak serve-bench join-probe version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak, serve-bench, join-probe, version-span
 #   and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all)
 #   runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of
 #   TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the
@@ -31,6 +31,8 @@
 #   SERVE_BENCH_INPUT_LEN / SERVE_BENCH_OUTPUT_LEN (default 256/256), SERVE_BENCH_PROMPTS_PER_SLOT (default 2),
 #   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
 #   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
+#   join-probe: where a served engine's time goes when a long prompt joins a decode (issue 41,
+#   python -m portable_spec_harness.serve_bench.join_probe: stalls per repeat with the engine thread's sampled stacks).
 #   version-span: what matters on another vLLM of the span (issue 26, ci/gpu/version_span.py, ~6 min): the version
 #   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
 #   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
@@ -95,6 +97,7 @@ for stage in "${stages[@]}"; do
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
               --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
               --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
+    join-probe) "$py" -m portable_spec_harness.serve_bench.join_probe "$out/join-probe" 2>&1 | tee "$out/join_probe.log" ;;
     real-shapes) "$py" -m portable_spec_harness.real_shapes.smoke "$out/real_shapes" \
               --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
               --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;

@@ -18,6 +18,7 @@ from typing import Any
 
 from portable_spec_harness.soak.worker_extension import SoakWorkerExtension, _jsonable
 
+SAMPLER = "_portable_spec_stack_sampler"
 STATE = "_portable_spec_serve_bench"
 """The worker attribute that holds a measurement between its start and stop calls (set at run time: vLLM refuses an
 extension class whose attributes clash with its worker's)."""
@@ -35,6 +36,24 @@ class ServeBenchWorkerExtension(SoakWorkerExtension):
 
     def portable_spec_bench_profile_stop(self) -> dict[str, Any]:
         return stop(self, "profile")
+
+    def portable_spec_bench_sampler_start(self, interval_ms: str = "5") -> dict[str, Any]:
+        """Sample this thread's stack (the engine core's busy loop, which answers utility calls between steps)."""
+        import threading
+
+        from portable_spec_harness.serve_bench.stack_sampler import StackSampler
+
+        if getattr(self, SAMPLER, None) is not None:
+            return {"error": "the stack sampler is already running"}
+        setattr(self, SAMPLER, StackSampler(threading.get_ident(), float(interval_ms) / 1000).start())
+        return {"thread": threading.get_ident()}
+
+    def portable_spec_bench_sampler_stop(self) -> dict[str, Any]:
+        sampler = getattr(self, SAMPLER, None)
+        if sampler is None:
+            return {"error": "the stack sampler is not running"}
+        setattr(self, SAMPLER, None)
+        return sampler.stop()
 
 
 def start(worker: Any, kind: str) -> dict[str, Any]:

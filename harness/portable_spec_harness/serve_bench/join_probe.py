@@ -1,0 +1,141 @@
+"""Where a served engine's time goes when a long prompt joins a running decode: one ``vllm serve`` per variant (the
+serving benchmark's servers, booted one at a time), a streamed request decoding, a second long prompt sent after
+``--join-after`` of its tokens, repeated with fresh prompts; every streamed token's arrival time, the stalls (a gap
+over ``--stall-ms``) and, for each stall, what the engine-core thread was doing (``stack_sampler``: its Python stack
+every 5 ms and the garbage collector's pauses, lined up on the host's clock).
+
+    python -m portable_spec_harness.serve_bench.join_probe OUT --pair llama_eagle --mode attention
+
+Writes ``OUT/join_probe.json`` (and each server's log). A diagnostic, not a benchmark: it times nothing it compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from portable_spec_harness import vllm_serve
+from portable_spec_harness.serve_bench import memory, plan
+from portable_spec_harness.serve_bench.driver import jit_after_boot
+from portable_spec_harness.serve_bench.pairs import read_config, resolve
+from portable_spec_harness.serve_bench.servers import BenchServer, launch
+from portable_spec_harness.serve_bench.stack_sampler import window
+
+HOST = "127.0.0.1"
+
+
+async def stream(session: Any, url: str, model: str, prompt: list[int], max_tokens: int,
+                 times: list[float]) -> None:
+    """One streamed completion; appends each chunk's arrival time (``time.time``) to ``times``."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
+            "stream": True}
+    async with session.post(url, json=body) as response:
+        response.raise_for_status()
+        async for raw in response.content:
+            line = raw.decode(errors="replace").strip()
+            if line.startswith("data:") and line != "data: [DONE]":
+                times.append(time.time())
+
+
+async def scenario(session: Any, url: str, model: str, prompts: tuple[list[int], list[int]], output_len: int,
+                   join_after: int) -> dict[str, list[float]]:
+    """Request A decodes; B (a long prompt) is sent once A has streamed ``join_after`` tokens."""
+    a_times: list[float] = []
+    b_times: list[float] = []
+    a = asyncio.create_task(stream(session, url, model, prompts[0], output_len, a_times))
+    while len(a_times) < join_after and not a.done():
+        await asyncio.sleep(0.001)
+    sent = time.time()
+    await asyncio.gather(a, stream(session, url, model, prompts[1], output_len, b_times))
+    return {"a": a_times, "b": b_times, "b_sent": sent}
+
+
+def stalls(times: list[float], threshold_s: float) -> list[tuple[float, float]]:
+    return [(t0, t1) for t0, t1 in zip(times, times[1:]) if t1 - t0 > threshold_s]
+
+
+async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace, vocab: int) -> dict[str, Any]:
+    import aiohttp
+
+    port = vllm_serve.free_port()
+    log = out / f"server_{server.variant}.log"
+    handle = launch(server, port, log)
+    result: dict[str, Any] = {"variant": server.variant}
+    try:
+        boot = await vllm_serve.wait_healthy(handle, HOST, port, log.name, time.monotonic() + args.boot_timeout)
+        result["boot"] = boot
+        if not boot.get("ready"):
+            return result
+        started = await vllm_serve.collective_rpc(HOST, port, "portable_spec_bench_sampler_start")
+        result["sampler_start"] = started
+        rng = random.Random(args.seed)
+        url = f"http://{HOST}:{port}/v1/completions"
+        runs = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
+            for _ in range(args.repeats):
+                prompts = tuple([rng.randrange(10, vocab - 10) for _ in range(args.input_len)] for _ in range(2))
+                runs.append(await scenario(session, url, server.pair.target, prompts, args.output_len,
+                                           args.join_after))
+        report = await vllm_serve.collective_rpc(HOST, port, "portable_spec_bench_sampler_stop", timeout_s=120)
+        result["sampler"] = {k: v for k, v in (report or {}).items() if k != "samples"}
+        result["samples"] = len((report or {}).get("samples") or [])
+        threshold = args.stall_ms / 1000
+        result["runs"] = []
+        for i, run in enumerate(runs):
+            found = []
+            for name in ("a", "b"):
+                for t0, t1 in stalls(run[name], threshold):
+                    found.append({"request": name, "ms": round((t1 - t0) * 1000, 1),
+                                  "after_b_sent_ms": round((t0 - run["b_sent"]) * 1000, 1),
+                                  **({"engine": window(report, t0, t1)} if report and "samples" in report else {})})
+            gaps = [t1 - t0 for name in ("a", "b") for t0, t1 in zip(run[name], run[name][1:])]
+            result["runs"].append({"repeat": i, "tokens": {n: len(run[n]) for n in ("a", "b")},
+                                   "max_gap_ms": round(max(gaps) * 1000, 1) if gaps else None,
+                                   "b_ttft_ms": round((run["b"][0] - run["b_sent"]) * 1000, 1) if run["b"] else None,
+                                   "stalls": found})
+    finally:
+        handle.stop()
+        result["jit_after_boot"] = jit_after_boot(server.variant, log)[0]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m portable_spec_harness.serve_bench.join_probe")
+    parser.add_argument("out")
+    parser.add_argument("--pair", default="llama_eagle")
+    parser.add_argument("--mode", default="attention")
+    parser.add_argument("--variants", default="ours,upstream_v1")
+    parser.add_argument("--input-len", type=int, default=1024)
+    parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument("--join-after", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stall-ms", type=float, default=100.0)
+    parser.add_argument("--boot-timeout", type=float, default=420.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pair = resolve(args.pair, args.mode, None, out / "work")
+    target, draft = read_config(pair.target), read_config(pair.draft)
+    max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
+    kv = memory.kv_cache_bytes(target, draft, max_len, 2)
+    vllm_serve.raise_open_file_limit()
+    results = []
+    for variant in args.variants.split(","):
+        server = BenchServer(variant, pair, max_len, 2, kv)
+        results.append(asyncio.run(probe_variant(server, out, args, int(target["vocab_size"]))))
+        print("join probe: max gap ms per repeat", json.dumps({r["variant"]: [run["max_gap_ms"] for run in
+                                                                r.get("runs", [])] for r in results}), flush=True)
+    (out / "join_probe.json").write_text(json.dumps({"pair": pair.as_json(), "settings": vars(args),
+                                                     "variants": results}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
