@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import random
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pair = resolve(args.pair, args.mode, None, out / "work")
+    pair = resolve(args.pair, args.mode, None, Path(tempfile.gettempdir()) / "portable_spec_join_probe")  # not in OUT
     target, draft = read_config(pair.target), read_config(pair.draft)
     max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
     kv = memory.kv_cache_bytes(target, draft, max_len, 2)
