@@ -25,7 +25,8 @@ SMALL = {name: B.design_of(shapes.pair(name, "small")) for name in PAIR_NAMES}
 
 
 def test_the_pairs_are_one_list_with_the_public_numbers():
-    assert PAIR_NAMES == ("llama8b_eagle", "llama8b_eagle3", "qwen3moe30b_eagle3") == tuple(shapes.PAIRS)
+    assert PAIR_NAMES == ("llama8b_eagle", "llama8b_eagle3", "qwen3moe30b_eagle3", "llama8b_draft1b") == tuple(
+        shapes.PAIRS)
     llama, qwen = shapes.LLAMA31_8B, shapes.QWEN3_30B_A3B
     assert (llama["hidden_size"], llama["num_hidden_layers"], llama["num_attention_heads"],
             llama["num_key_value_heads"], llama["intermediate_size"], llama["vocab_size"]) == (
@@ -40,6 +41,39 @@ def test_the_pairs_are_one_list_with_the_public_numbers():
         assert p.active == 32000 and p.head.get("draft_vocab_size", 32000) == 32000
     assert shapes.parameter_count(llama) == 8_030_261_248  # Llama-3.1-8B's published count
     assert 30.4e9 < shapes.parameter_count(qwen) < 30.6e9  # Qwen3-30B-A3B: 30.5B
+
+
+def test_the_draft_model_pair_is_llama_3_2_1b_beside_llama_3_1_8b():
+    p = shapes.pair("llama8b_draft1b")
+    d = p.head
+    assert p.method == "draft_model" and p.target is shapes.LLAMA31_8B and p.family == "llama"
+    assert (d["architectures"], d["hidden_size"], d["num_hidden_layers"], d["num_attention_heads"],
+            d["num_key_value_heads"], d["head_dim"], d["intermediate_size"], d["vocab_size"]) == (
+        ["LlamaForCausalLM"], 2048, 16, 32, 8, 64, 8192, 128256)
+    assert d["rope_theta"] == 500000.0 and d["rope_scaling"] == {
+        "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}
+    assert d["tie_word_embeddings"] is True and d["torch_dtype"] == "bfloat16" and d["rms_norm_eps"] == 1e-5
+    assert (d["bos_token_id"], d["eos_token_id"]) == (shapes.LLAMA31_8B["bos_token_id"],
+                                                      shapes.LLAMA31_8B["eos_token_id"])
+    assert shapes.parameter_count(d) == 1_235_814_400  # Llama-3.2-1B's published count (tied embeddings)
+    plan = memory.plan(p)  # a whole model: all its weights, KV in each of its 16 layers
+    assert plan["head_params"] == 1_235_814_400 and plan["kind"] == "nvidia-h100-x1"
+    assert plan["kv_bytes_per_token"] == (32 + 16) * 2 * 8 * 128 * 2 - 16 * 2 * 8 * 64 * 2
+    small = shapes.pair("llama8b_draft1b", "small").head
+    assert small["num_hidden_layers"] == 2 and small["hidden_size"] != shapes.SMALL_TARGET["hidden_size"]
+    assert small["vocab_size"] == shapes.SMALL_TARGET["vocab_size"] and small["rope_scaling"]["factor"] == 32.0
+
+
+def test_build_pair_writes_the_draft_model_and_its_speculative_config(tmp_path):
+    path = build_pair("llama8b_draft1b", "dummy", tmp_path / "pair")
+    info = B.load(path)
+    assert info["drafts"] == {"dummy": str(path / "draft")}
+    assert json.loads((path / "draft" / "config.json").read_text()) == shapes.LLAMA32_1B
+    args = serve_args(path, k=5)
+    assert args[:3] == [str(path / "target"), "--load-format", "dummy"]
+    assert json.loads(args[args.index("--speculative-config") + 1]) == {
+        "method": "draft_model", "model": str(path / "draft"), "num_speculative_tokens": 5}
 
 
 def test_unknown_names_are_one_line_errors():
@@ -224,5 +258,6 @@ def test_cli_builds_lists_and_fails_in_one_line(tmp_path):
         assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     bad = _cli("build", "--pair", "nope", "--mode", "dummy", "--out", str(tmp_path / "x"), "--json")
     assert bad.returncode == 2 and json.loads(bad.stdout) == {
-        "error": "real_shapes: unknown pair 'nope'; use one of llama8b_eagle, llama8b_eagle3, qwen3moe30b_eagle3",
+        "error": "real_shapes: unknown pair 'nope'; use one of llama8b_eagle, llama8b_eagle3, qwen3moe30b_eagle3, "
+                 "llama8b_draft1b",
         "exit": 2}
