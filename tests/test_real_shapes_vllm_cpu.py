@@ -127,7 +127,7 @@ def _inject(bug: str):
 
     patchers = []
     if bug.startswith("target_lm_head"):
-        def wrong_head(make):  # built for f(f(t)): the greedy token one step ahead
+        def wrong_head(make, successor=None):  # built for f(f(t)): the greedy token one step ahead
             d = make.design
             f = make.index(D.tables(d).f)
             w = make.zeros(d.vocab_size, d.hidden_size).index_add_(0, f[f], make.embeddings())
