@@ -5,6 +5,7 @@ profile, the memory plan and the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -25,7 +26,8 @@ SMALL = {name: B.design_of(shapes.pair(name, "small")) for name in PAIR_NAMES}
 
 
 def test_the_pairs_are_one_list_with_the_public_numbers():
-    assert PAIR_NAMES == ("llama8b_eagle", "llama8b_eagle3", "qwen3moe30b_eagle3") == tuple(shapes.PAIRS)
+    assert PAIR_NAMES == ("llama8b_eagle", "llama8b_eagle3", "qwen3moe30b_eagle3", "llama8b_draft1b") == tuple(
+        shapes.PAIRS)
     llama, qwen = shapes.LLAMA31_8B, shapes.QWEN3_30B_A3B
     assert (llama["hidden_size"], llama["num_hidden_layers"], llama["num_attention_heads"],
             llama["num_key_value_heads"], llama["intermediate_size"], llama["vocab_size"]) == (
@@ -40,6 +42,109 @@ def test_the_pairs_are_one_list_with_the_public_numbers():
         assert p.active == 32000 and p.head.get("draft_vocab_size", 32000) == 32000
     assert shapes.parameter_count(llama) == 8_030_261_248  # Llama-3.1-8B's published count
     assert 30.4e9 < shapes.parameter_count(qwen) < 30.6e9  # Qwen3-30B-A3B: 30.5B
+
+
+def test_the_draft_model_pair_is_llama_3_2_1b_beside_llama_3_1_8b():
+    p = shapes.pair("llama8b_draft1b")
+    d = p.head
+    assert p.method == "draft_model" and p.target is shapes.LLAMA31_8B and p.family == "llama"
+    assert (d["architectures"], d["hidden_size"], d["num_hidden_layers"], d["num_attention_heads"],
+            d["num_key_value_heads"], d["head_dim"], d["intermediate_size"], d["vocab_size"]) == (
+        ["LlamaForCausalLM"], 2048, 16, 32, 8, 64, 8192, 128256)
+    assert d["rope_theta"] == 500000.0 and d["rope_scaling"] == {
+        "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}
+    assert d["tie_word_embeddings"] is True and d["torch_dtype"] == "bfloat16" and d["rms_norm_eps"] == 1e-5
+    assert (d["bos_token_id"], d["eos_token_id"]) == (shapes.LLAMA31_8B["bos_token_id"],
+                                                      shapes.LLAMA31_8B["eos_token_id"])
+    assert shapes.parameter_count(d) == 1_235_814_400  # Llama-3.2-1B's published count (tied embeddings)
+    plan = memory.plan(p)  # a whole model: all its weights, KV in each of its 16 layers
+    assert plan["head_params"] == 1_235_814_400 and plan["kind"] == "nvidia-h100-x1"
+    assert plan["kv_bytes_per_token"] == (32 + 16) * 2 * 8 * 128 * 2 - 16 * 2 * 8 * 64 * 2
+    small = shapes.pair("llama8b_draft1b", "small").head
+    assert small["num_hidden_layers"] == 2 and small["hidden_size"] != shapes.SMALL_TARGET["hidden_size"]
+    assert small["vocab_size"] == shapes.SMALL_TARGET["vocab_size"] and small["rope_scaling"]["factor"] == 32.0
+
+
+def test_build_pair_writes_the_draft_model_and_its_speculative_config(tmp_path):
+    path = build_pair("llama8b_draft1b", "dummy", tmp_path / "pair")
+    info = B.load(path)
+    assert info["drafts"] == {"dummy": str(path / "draft")}
+    assert json.loads((path / "draft" / "config.json").read_text()) == shapes.LLAMA32_1B
+    args = serve_args(path, k=5)
+    assert args[:3] == [str(path / "target"), "--load-format", "dummy"]
+    assert json.loads(args[args.index("--speculative-config") + 1]) == {
+        "method": "draft_model", "model": str(path / "draft"), "num_speculative_tokens": 5}
+
+
+def test_the_designed_draft_model_is_the_targets_design_at_its_own_hidden_size(tmp_path):
+    p = shapes.pair("llama8b_draft1b")
+    path = build_pair("llama8b_draft1b", "designed", tmp_path / "pair")
+    info = B.load(path)
+    assert sorted(info["drafts"]) == sorted(D.VARIANTS) and info["method"] == "draft_model"
+    _, target = D.read_marker(info["target"])
+    for variant, draft in info["drafts"].items():
+        marker, design = D.read_marker(draft)
+        assert (marker["role"], marker["variant"], marker["family"]) == ("draft_model", variant, "llama")
+        assert design == dataclasses.replace(target, hidden_size=2048) and design.problem() is None
+        assert json.loads((Path(draft) / "config.json").read_text()) == {**shapes.LLAMA32_1B,
+                                                                          "tie_word_embeddings": False}
+        spec = json.loads(serve_args(path, variant)[-1])
+        assert spec == {"method": "draft_model", "model": draft, "num_speculative_tokens": 3}
+    assert list(info["deviations"]) == ["draft.tie_word_embeddings"] and "262,668,288" in info["deviations"][
+        "draft.tie_word_embeddings"]
+    assert info["shapes"]["head"] == shapes.LLAMA32_1B  # the public shape; the deviation is named beside it
+    assert info["expected_acceptance"]["partial"]["per_position_k3"] == D.expected_acceptance("partial", 3)
+    assert B.load(build_pair("llama8b_draft1b", "dummy", tmp_path / "d"))["deviations"] == {}
+    assert json.loads((tmp_path / "d" / "draft" / "config.json").read_text())["tie_word_embeddings"] is True
+    with pytest.raises(PortableSpecError, match="set tie_word_embeddings false") as err:
+        next(iter(D.weights("draft_model", p.head, design, "llama", "perfect", "cpu", torch.bfloat16)))
+    assert "\n" not in str(err.value)
+
+
+def test_the_draft_models_readout_is_g_on_every_token_and_catches_swapped_tables():
+    """Small scale (hidden 512: the construction reads the draft's own width): the perfect draft reads out f, the
+    partial one f(f(t)) on D, on every token with margin; a draft built for the other variant misses exactly D, and
+    the loader's self-check refuses it in one line."""
+    p = shapes.pair("llama8b_draft1b", "small")
+    d = B.draft_design(p, SMALL["llama8b_draft1b"])
+    assert d.hidden_size == 512 and D.tables(d).f.equal(D.tables(SMALL["llama8b_draft1b"]).f)
+    make = D.Maker(d, "cpu", torch.bfloat16)
+    cfg = B.draft_config(p, "designed")
+    heads = {}
+    for variant in D.VARIANTS:
+        g = D.draft_successor(d, variant)
+        named = dict(D.weights("draft_model", cfg, d, "llama", variant, "cpu", torch.bfloat16))
+        assert named["model.embed_tokens.weight"].shape == (d.vocab_size, 512)
+        assert len([n for n in named if n.endswith("mlp.down_proj.weight")]) == 2
+        heads[variant] = named["lm_head.weight"]
+        emb = named["model.embed_tokens.weight"].float()
+        assert torch.equal((emb @ heads[variant].float().t()).argmax(-1), g)  # every token, all rows competing
+        report = D.self_check("draft_model", cfg, d, variant, "cpu", torch.bfloat16, 512,
+                              loaded={"embed_tokens": named["model.embed_tokens.weight"], "lm_head": heads[variant]})
+        assert report["tokens"] == d.vocab_size and report["wrong"] == 0 and report["min_margin"] >= D.MIN_MARGIN
+    misses = int(D.tables(d).disagree.sum())
+    assert misses == round(0.4 * d.active)
+    for built, checked in (("perfect", "partial"), ("partial", "perfect")):
+        swapped = D.target_readout(make, heads[built], D.draft_successor(d, checked))
+        assert swapped["wrong"] == misses, swapped
+        with pytest.raises(PortableSpecError, match="designed draft_model weights miss their tokens") as err:
+            D.self_check("draft_model", cfg, d, checked, "cpu", torch.bfloat16, 512, loaded={"lm_head": heads[built]})
+        assert "\n" not in str(err.value)
+
+
+def test_simulated_acceptance_of_the_draft_model_is_its_designs():
+    """The draft model drafts g(input token), the chain ``simulate`` runs: with the draft's own design (the same
+    tables) the simulation is the target design's, 1.0 for perfect and about agreement ** (i + 1) for partial."""
+    p = shapes.pair("llama8b_draft1b", "small")
+    target = SMALL["llama8b_draft1b"]
+    draft = B.draft_design(p, target)
+    prompt = [target.words + 3, 17, 5]
+    for variant in D.VARIANTS:
+        sim = D.simulate(draft, variant, prompt, 2000, 3)
+        assert sim == D.simulate(target, variant, prompt, 2000, 3)
+        for rate, want in zip(sim["acceptance_per_position"], D.expected_acceptance(variant, 3)):
+            assert abs(rate - want) < 0.06, sim["acceptance_per_position"]
 
 
 def test_unknown_names_are_one_line_errors():
@@ -224,5 +329,6 @@ def test_cli_builds_lists_and_fails_in_one_line(tmp_path):
         assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     bad = _cli("build", "--pair", "nope", "--mode", "dummy", "--out", str(tmp_path / "x"), "--json")
     assert bad.returncode == 2 and json.loads(bad.stdout) == {
-        "error": "real_shapes: unknown pair 'nope'; use one of llama8b_eagle, llama8b_eagle3, qwen3moe30b_eagle3",
+        "error": "real_shapes: unknown pair 'nope'; use one of llama8b_eagle, llama8b_eagle3, qwen3moe30b_eagle3, "
+                 "llama8b_draft1b",
         "exit": 2}

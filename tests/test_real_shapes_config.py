@@ -19,7 +19,7 @@ pytest.importorskip("tokenizers")
 from portable_spec_harness.real_shapes import PAIR_NAMES, build_pair, plugin, serve_args  # noqa: E402
 from portable_spec_harness.real_shapes import shapes  # noqa: E402
 
-DRAFT_CLASS = {"eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM"}
+DRAFT_CLASS = {"eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM", "draft_model": "LlamaForCausalLM"}
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,16 @@ def test_vllm_builds_each_pairs_config_at_its_real_size(vllm_platform, built, na
     assert cfg.speculative_config.method == p.method and cfg.speculative_config.num_speculative_tokens == 3
     assert ModelRegistry.resolve_model_cls(draft.architectures, draft)[0].__name__ == DRAFT_CLASS[p.method]
     assert ModelRegistry.resolve_model_cls(model.architectures, model)[0].__name__ == p.target["architectures"][0]
-    assert draft.get_hidden_size() == p.head["hidden_size"]
-    assert draft.hf_config.num_hidden_layers == 1 and draft.get_vocab_size() == p.target["vocab_size"]
+    assert draft.get_hidden_size() == p.head["hidden_size"] and draft.get_vocab_size() == p.target["vocab_size"]
+    assert draft.hf_config.num_hidden_layers == p.head["num_hidden_layers"] == (16 if p.method == "draft_model" else 1)
+    if p.method == "draft_model":
+        # DraftModelProposer loads with the target's load config (its _get_model passes none): the pair's load format
+        # reaches the draft with nothing more; the draft reads the target's tokenizer, so its folder needs none
+        assert cfg.speculative_config.draft_load_config is None and draft.tokenizer == args[0]
+        assert draft.get_head_size() == 64 and draft.get_total_num_kv_heads() == 8
+        assert draft.hf_config.tie_word_embeddings is (mode == "dummy")  # designed: its own lm_head (design.py)
+        assert cfg.speculative_config.draft_parallel_config.tensor_parallel_size == 1
+        assert draft.hf_config.rope_parameters["factor"] == 32.0
     if p.method == "eagle3":
         assert draft.hf_config.draft_vocab_size == 32000
     if p.family == "qwen3_moe":

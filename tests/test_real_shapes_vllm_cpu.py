@@ -127,7 +127,7 @@ def _inject(bug: str):
 
     patchers = []
     if bug.startswith("target_lm_head"):
-        def wrong_head(make):  # built for f(f(t)): the greedy token one step ahead
+        def wrong_head(make, successor=None):  # built for f(f(t)): the greedy token one step ahead
             d = make.design
             f = make.index(D.tables(d).f)
             w = make.zeros(d.vocab_size, d.hidden_size).index_add_(0, f[f], make.embeddings())
@@ -248,17 +248,22 @@ def _run(root: str) -> dict[str, dict[str, bool]]:
     return runs
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    pytest.importorskip("vllm")
-    root = tmp_path_factory.mktemp("real_shapes_cpu")
+def checked_in_subprocess(script: str, flag: str, root: Path) -> dict:
+    """``python script flag root`` on CPU with the designed loader's plugin on PYTHONPATH (and only it allowed):
+    the JSON object it printed last."""
     env = {**os.environ, **plugin.plugin_env(root / "plugin"), "CUDA_VISIBLE_DEVICES": "",
            "VLLM_PLUGINS": plugin.ENTRY_POINT, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, __file__, "--real-shapes-cpu-check", str(root)], env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, script, flag, str(root)], env=env, capture_output=True, text=True,
+                          timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
     return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    pytest.importorskip("vllm")
+    return checked_in_subprocess(__file__, "--real-shapes-cpu-check", tmp_path_factory.mktemp("real_shapes_cpu"))
 
 
 def test_vllms_loader_and_modules_give_the_designed_tokens_and_drafts(runs):

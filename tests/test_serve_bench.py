@@ -501,6 +501,29 @@ def test_real_shapes_pairs_reach_the_servers_with_their_load_format_plugin_and_h
         pairs.resolve("llama_eagle", None, None, tmp_path / "zoo", "perfect")
 
 
+def test_the_draft_model_pair_resolves_by_name_in_both_modes_on_the_v1_runner(vllm_platform, tmp_path):
+    """``--pair llama8b_draft1b`` (the name: built at real scale under the work dir): vLLM parses ``draft_model``
+    with the draft folder ``--head`` picks, the pair's load format, and the designed loader's plugin for designed."""
+    from portable_spec_harness.real_shapes import plugin
+    from portable_spec_harness.real_shapes.design import FORMAT
+
+    dummy = pairs.resolve("llama8b_draft1b", "dummy", None, tmp_path)
+    engine, env = served(dummy)
+    assert (dummy.method, dummy.runner, dummy.mode, dummy.source, engine.load_format) == (
+        "draft_model", "v1", "dummy", "real_shapes", "dummy")
+    assert engine.speculative_config == {"method": "draft_model", "model": dummy.draft, "num_speculative_tokens": 3}
+    assert dummy.draft.endswith("/draft") and plugin.ENTRY_POINT not in env.get("PYTHONPATH", "")
+    assert dummy.shapes["draft"]["num_hidden_layers"] == 16 and dummy.shapes["draft"]["hidden_size"] == 2048
+    for head in ("perfect", "partial"):
+        designed = pairs.resolve("llama8b_draft1b", "designed", 4, tmp_path, head)
+        engine, env = served(designed)
+        assert designed.draft.endswith(f"/draft_{head}") and designed.mode == f"designed-{head}"
+        assert (designed.method, designed.runner, engine.load_format) == ("draft_model", "v1", FORMAT)
+        assert engine.speculative_config == {"method": "draft_model", "model": designed.draft,
+                                             "num_speculative_tokens": 4}
+        assert env["PYTHONPATH"].split(__import__("os").pathsep)[0].endswith(plugin.DEFAULT_ROOT.name)
+
+
 def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
     from portable_spec_harness import real_shapes
     from portable_spec_harness.serve_bench import __main__ as cli

@@ -23,8 +23,10 @@
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
 #   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
 #   serve-bench: `vllm serve` per variant driven by vLLM's own `vllm bench serve` (issue 24, python -m
-#   portable_spec_harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder or a zoo pair, default llama_eagle),
-#   SERVE_BENCH_MODE (zoo variant or weights label, default attention), SERVE_BENCH_VARIANTS (default
+#   portable_spec_harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder, a zoo pair or a real_shapes pair
+#   name such as llama8b_draft1b, default llama_eagle), SERVE_BENCH_MODE (zoo variant, or dummy|designed for a
+#   real_shapes pair, default attention), SERVE_BENCH_HEAD (a designed real_shapes pair's draft: perfect, the default,
+#   or partial), SERVE_BENCH_VARIANTS (default
 #   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
 #   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
 #   portable_spec_harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
@@ -91,7 +93,8 @@ for stage in "${stages[@]}"; do
               ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
               | tee "$out/soak.log" ;;
     serve-bench) "$py" -m portable_spec_harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
-              --mode "${SERVE_BENCH_MODE:-attention}" --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
+              --mode "${SERVE_BENCH_MODE:-attention}" ${SERVE_BENCH_HEAD:+--head "$SERVE_BENCH_HEAD"} \
+              --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
               --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
               --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \

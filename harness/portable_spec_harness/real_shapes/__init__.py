@@ -1,13 +1,14 @@
-"""Real-shape pairs without downloads (issue 24): Llama-3.1-8B with an EAGLE-1 and an EAGLE-3 head, and a
-Qwen3-30B-A3B-shaped MoE target with an EAGLE-3 head, built from public numbers, served by ``vllm serve`` unchanged.
+"""Real-shape pairs without downloads (issues 24, 39): Llama-3.1-8B with an EAGLE-1 head, an EAGLE-3 head or a
+Llama-3.2-1B-shaped draft model, and a Qwen3-30B-A3B-shaped MoE target with an EAGLE-3 head, built from public
+numbers, served by ``vllm serve`` unchanged.
 
 One job per module:
 
 * ``shapes``: the public numbers (configs we write ourselves) and ``PAIRS``, the one list of pair names; ``SMALL``
   test scale;
 * ``tokenizer``: a WordLevel tokenizer with exactly each model's vocabulary;
-* ``design``: the designed weights (known greedy tokens, a perfect and a ~60% head), made on the device, and the
-  checks the loader runs on them;
+* ``design``: the designed weights (known greedy tokens, a perfect and a ~60% head or draft model), made on the
+  device, and the checks the loader runs on them;
 * ``build``: ``build_pair(name, mode, out_dir) -> Path`` writes a pair's folder; ``serve_args`` / ``load`` read it;
 * ``memory``: the one-GPU memory plan (which kind a pair needs);
 * ``plugin``: puts the designed-weights loader (``harness/portable_spec_harness/vllm_door/designed_loader.py``) on vLLM's plugin

@@ -9,6 +9,7 @@ format ``portable_spec_designed``), writing every weight on the device at load t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -41,6 +42,31 @@ def design_of(p: Pair, seed: int = 0) -> D.Design:
                     words=p.vocabulary.words, active=p.active, seed=seed)
 
 
+def draft_design(p: Pair, design: D.Design) -> D.Design:
+    """A draft model's design: the target's at the draft's hidden size (same token tables); a head's is the
+    target's (it reads the target's embeddings)."""
+    if p.method != "draft_model":
+        return design
+    return dataclasses.replace(design, hidden_size=p.head["hidden_size"])
+
+
+def draft_config(p: Pair, mode: str) -> dict[str, Any]:
+    """The draft folder's config.json: the public shape, but a designed draft model unties its lm_head from its
+    embeddings (``design``: it reads out ``g``, not the input token; recorded in ``pair.json``'s ``deviations``)."""
+    if mode == "designed" and p.method == "draft_model" and p.head.get("tie_word_embeddings"):
+        return {**p.head, "tie_word_embeddings": False}
+    return p.head
+
+
+def deviations(p: Pair, mode: str) -> dict[str, str]:
+    """Where a folder's config differs from the public shape in ``shapes``, and why."""
+    if draft_config(p, mode) is p.head:
+        return {}
+    return {"draft.tie_word_embeddings": "false (public: true): the designed draft's lm_head reads out g(t), so it "
+                                         "cannot be the embeddings' transpose; per step the same lm_head matmul "
+                                         f"runs, with {p.head['vocab_size'] * p.head['hidden_size']:,} more weights"}
+
+
 def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2) + "\n")
 
@@ -60,7 +86,7 @@ def build_pair(name: str, mode: str, out_dir: str | os.PathLike, *, seed: int = 
         raise PortableSpecError(f"real_shapes: {bad}")
     p, out = pair(name, scale), Path(out_dir)
     design = design_of(p, seed)
-    bad = design.problem()
+    bad = design.problem() or draft_design(p, design).problem()
     if bad:
         raise PortableSpecError(f"real_shapes: {bad}")
     tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
@@ -75,7 +101,8 @@ def build_pair(name: str, mode: str, out_dir: str | os.PathLike, *, seed: int = 
     drafts = {}
     for variant in variants:
         folder = f"draft_{variant}" if designed else "draft"
-        _model_dir(tmp / folder, p.head, D.marker(p.method, p.family, design, variant) if designed else None)
+        _model_dir(tmp / folder, draft_config(p, mode),
+                   D.marker(p.method, p.family, draft_design(p, design), variant) if designed else None)
         drafts[variant] = folder
     _write_json(tmp / PAIR_FILE, describe(p, mode, seed, scale, design, drafts))
     shutil.rmtree(out, ignore_errors=True)
@@ -89,7 +116,7 @@ def describe(p: Pair, mode: str, seed: int, scale: str, design: D.Design, drafts
     return {
         "pair": p.name, "mode": mode, "seed": seed, "scale": scale, "public": p.public, "method": p.method,
         "family": p.family, "target": "target", "drafts": drafts, "load_format": LOAD_FORMATS[mode],
-        "shapes": {"target": p.target, "head": p.head},
+        "shapes": {"target": p.target, "head": p.head}, "deviations": deviations(p, mode),
         "design": {"active_tokens": design.active, "logit": design.logit, "agreement": design.agreement,
                    "min_margin": D.MIN_MARGIN} if mode == "designed" else None,
         "expected_acceptance": ({v: {"per_position_k3": D.expected_acceptance(v, 3, design.agreement)}

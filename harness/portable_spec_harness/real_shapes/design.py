@@ -31,6 +31,13 @@ The zoo's construction (``portable_spec_harness.model_zoo``) at sizes where embe
   V subtracts). The draft lm_head row of ``f(t)`` (partial: ``g(t)``) reads ``c_t``: it drafts ``f(input token)`` for
   every input token in ``C``, i.e. every token after the first generated one. Right only when the drafter's
   positions and KV slots are (the zoo's attention-variant property).
+* **Draft model** (vLLM ``draft_model``, e.g. Llama-3.2-1B's shape; role ``draft_model``): the target's construction
+  at the draft's own hidden size (its ``Design`` is the target's with ``hidden_size`` replaced: the token tables
+  never read it, so ``f`` and ``D`` are the target's), with its own embeddings and an lm_head whose row ``j`` sums
+  the embeddings of ``g``'s preimage of ``j`` (``g`` = :func:`draft_successor`): fed any token ``t`` it drafts
+  ``g(t)``, the chain the EAGLE heads draft, so :func:`simulate` and :func:`expected_acceptance` hold for it too.
+  Its lm_head cannot be its embeddings' transpose (that would read back ``t``, not ``g(t)``): a designed draft
+  model is served with ``tie_word_embeddings`` false (the lm_head matmul runs either way; +vocab * hidden weights).
 
 What a head drafts is exact on the tokens it can see; :func:`simulate` gives the exact acceptance of a prompt.
 """
@@ -55,7 +62,7 @@ PARTIAL_AGREEMENT = 0.6
 FILLER_STD = 0.02
 MIN_MARGIN = LOGIT / 4
 MIN_ROPE_GAP = 20.0
-ROLES = ("target", "eagle", "eagle3")
+ROLES = ("target", "eagle", "eagle3", "draft_model")
 VARIANTS = ("perfect", "partial")
 CHUNK = 4096
 
@@ -213,11 +220,12 @@ class Maker:
         return tensor.to(self.device)
 
 
-def target_lm_head(make: Maker):
-    """Row ``j`` = ``L / H`` * the sum of the embeddings of f's preimage of ``j`` (rows outside C are zero)."""
+def target_lm_head(make: Maker, successor=None):
+    """Row ``j`` = ``L / H`` * the sum of the embeddings of the preimage of ``j`` under ``successor`` (default f; a
+    draft model's: ``g``), whose image lies in C: rows outside C are zero."""
     d = make.design
     w = make.zeros(d.vocab_size, d.hidden_size)
-    w.index_add_(0, make.index(tables(d).f), make.embeddings())
+    w.index_add_(0, make.index(tables(d).f if successor is None else successor), make.embeddings())
     return w.mul_(d.logit / d.hidden_size)
 
 
@@ -238,8 +246,9 @@ def _mlp(make: Maker, p: str, hidden: int, intermediate: int):
     yield f"{p}.down_proj.weight", make.zeros(hidden, intermediate)  # the layer adds nothing
 
 
-def target_weights(make: Maker, cfg: dict[str, Any], family: str) -> Iterator[tuple[str, Any]]:
-    """HF checkpoint names of a Llama or Qwen3-MoE target (vLLM's own ``load_weights`` maps and shards them)."""
+def target_weights(make: Maker, cfg: dict[str, Any], family: str, successor=None) -> Iterator[tuple[str, Any]]:
+    """HF checkpoint names of a Llama or Qwen3-MoE target (vLLM's own ``load_weights`` maps and shards them); its
+    lm_head reads out ``successor`` (default f)."""
     h = cfg["hidden_size"]
     yield "model.embed_tokens.weight", make.embeddings()
     for i in range(cfg["num_hidden_layers"]):
@@ -254,7 +263,15 @@ def target_weights(make: Maker, cfg: dict[str, Any], family: str) -> Iterator[tu
         else:
             yield from _mlp(make, f"{p}.mlp", h, cfg["intermediate_size"])
     yield "model.norm.weight", make.ones(h)
-    yield "lm_head.weight", target_lm_head(make)
+    yield "lm_head.weight", target_lm_head(make, successor)
+
+
+def draft_model_weights(make: Maker, cfg: dict[str, Any], variant: str) -> Iterator[tuple[str, Any]]:
+    """A Llama draft model: the target's construction at its own size, its lm_head reading out ``g``."""
+    if cfg.get("tie_word_embeddings"):
+        raise PortableSpecError("real_shapes: a designed draft model needs its own lm_head; set tie_word_embeddings "
+                                "false in its config.json (build_pair --mode designed does)")
+    return target_weights(make, cfg, "llama", draft_successor(make.design, variant))
 
 
 def eagle_weights(make: Maker, cfg: dict[str, Any], variant: str) -> Iterator[tuple[str, Any]]:
@@ -375,19 +392,22 @@ def weights(role: str, cfg: dict[str, Any], design: Design, family: str, variant
         return target_weights(make, cfg, family)
     if role == "eagle":
         return eagle_weights(make, cfg, variant or "perfect")
+    if role == "draft_model":
+        return draft_model_weights(make, cfg, variant or "perfect")
     return eagle3_weights(make, cfg, variant or "perfect")
 
 
 # ----------------------------------------------------------------------------------------------------- checks
 
 
-def target_readout(make: Maker, lm_head=None) -> dict[str, Any]:
-    """Every token's target logits ``e_t @ lm_head.T`` (in float32): how many argmaxes are not ``f(t)``, and the
-    smallest winning margin (the zero rows outside C count as competitors at logit 0)."""
+def target_readout(make: Maker, lm_head=None, successor=None) -> dict[str, Any]:
+    """Every token's logits ``e_t @ lm_head.T`` (in float32): how many argmaxes are not ``successor(t)`` (default
+    f: the target; a draft model's ``g``), and the smallest winning margin (the zero rows outside C count as
+    competitors at logit 0)."""
     torch = _torch()
     d, t = make.design, tables(make.design)
-    lm = (target_lm_head(make) if lm_head is None else lm_head)[make.index(t.active)].float()
-    f, active = make.index(t.f), make.index(t.active)
+    lm = (target_lm_head(make, successor) if lm_head is None else lm_head)[make.index(t.active)].float()
+    f, active = make.index(t.f if successor is None else successor), make.index(t.active)
     wrong, margin = 0, math.inf
     for start in range(0, d.vocab_size, CHUNK):
         logits = make.embeddings()[start:start + CHUNK].float() @ lm.t()
@@ -440,14 +460,16 @@ def rope_gap(cfg: dict[str, Any], max_len: int) -> dict[str, Any]:
 
 def self_check(role: str, cfg: dict[str, Any], design: Design, variant: str | None, device: Any, dtype: Any,
                max_len: int, loaded: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the loader asserts before serving: the target's readout (every token), the EAGLE-3 head's readout (every
-    token of C), RoPE profile and geometry; on the tensors vLLM holds where ``loaded`` has them (``embed_tokens``,
+    """What the loader asserts before serving: the target's readout (every token), a draft model's (every token,
+    against ``g``), the EAGLE-3 head's readout (every token of C), RoPE profile and geometry; on the tensors vLLM holds where ``loaded`` has them (``embed_tokens``,
     ``lm_head``), else on freshly made ones. Raises a one-line error when the construction does not hold."""
     make, loaded = Maker(design, device, dtype), loaded or {}
     if "embed_tokens" in loaded:
         make._embeddings = loaded["embed_tokens"]
     if role == "target":
         report = target_readout(make, loaded.get("lm_head"))
+    elif role == "draft_model":
+        report = target_readout(make, loaded.get("lm_head"), draft_successor(design, variant or "perfect"))
     elif role == "eagle3":
         problem = Eagle3Geometry.of(cfg).problem()
         if problem:

@@ -8,7 +8,8 @@ that with half again to spare (prefix blocks, the drafter's lookahead).
 Llama-3.1-8B: 15.0 GiB of weights (+0.8 GiB EAGLE-3 head): ~52 GiB of KV on an H100 (~400k tokens). Qwen3-30B-A3B:
 56.9 GiB (+0.3 GiB head), 96 KiB of KV per token: ~10 GiB / ~100k tokens on an H100, which fits the bench (with less
 room for long-context runs); an H200 leaves ~65 GiB. The partial EAGLE-1 head ships its own embeddings (+1 GiB;
-not in the plan).
+not in the plan). A draft model (``draft_model``) counts as a whole model with its own KV in every layer (Llama-3.2-1B:
+2.3 GiB tied, +0.5 GiB for the designed draft's untied lm_head, not in the plan; 32 KiB of KV per token).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ def kv_bytes_per_token(config: dict[str, Any], layers: int | None = None) -> int
 
 
 def plan(p: Pair) -> dict[str, Any]:
-    target, head = parameter_count(p.target), parameter_count(p.head, head=True)
+    whole = p.method == "draft_model"  # a draft model: every layer of its own, not one head layer
+    target, head = parameter_count(p.target), parameter_count(p.head, head=not whole)
     weights = (target + head) * BYTES / GIB
-    per_token = kv_bytes_per_token(p.target) + kv_bytes_per_token(p.head, layers=1)
+    per_token = kv_bytes_per_token(p.target) + kv_bytes_per_token(p.head, layers=None if whole else 1)
     cards = {}
     for kind, total in CARDS_GIB.items():
         room = total * UTILIZATION - weights - OVERHEAD_GIB

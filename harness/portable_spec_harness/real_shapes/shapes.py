@@ -25,7 +25,7 @@ Where we differ from the public files, and why: every head takes the target's ``
 head's RoPE table from the head's own config, and a request past it would index outside the table.
 
 ``SMALL`` is the same construction at test scale (hidden 1024, 4 layers, vocabulary 8192, draft vocabulary 2048, 8
-experts with 2 active): the CPU tests run vLLM's own modules on it.
+experts with 2 active; a 2-layer draft model of hidden 512): the CPU tests run vLLM's own modules on it.
 """
 
 from __future__ import annotations
@@ -104,6 +104,12 @@ EAGLE_LLAMA3_8B = _head(LLAMA31_8B, "LlamaForCausalLM", hidden_size=4096, interm
 """EAGLE-LLaMA3-Instruct-8B's shape; vLLM's EAGLEConfig renames the architecture to EagleLlamaForCausalLM."""
 EAGLE3_LLAMA31_8B = _head(LLAMA31_8B, "LlamaForCausalLMEagle3", hidden_size=4096, intermediate_size=14336,
                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, draft_vocab_size=32000)
+LLAMA32_1B: dict[str, Any] = {
+    **LLAMA31_8B, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "head_dim": 64,
+    "rope_scaling": {**LLAMA31_8B["rope_scaling"], "factor": 32.0}, "tie_word_embeddings": True,
+}
+"""Llama-3.2-1B's shape: Llama-3.1-8B's config (vocabulary, heads, BOS / EOS, RoPE theta, positions, eps) but for
+these numbers; the draft of ``llama8b_draft1b``."""
 EAGLE3_QWEN3_30B_A3B = _head(QWEN3_30B_A3B, "LlamaForCausalLMEagle3", hidden_size=2048, intermediate_size=6144,
                              num_attention_heads=32, num_key_value_heads=4, head_dim=128, draft_vocab_size=32000)
 
@@ -129,6 +135,8 @@ PAIRS: dict[str, Pair] = {p.name: p for p in (
          "Llama-3.1-8B + EAGLE3-LLaMA3.1-Instruct-8B"),
     Pair("qwen3moe30b_eagle3", QWEN3_30B_A3B, EAGLE3_QWEN3_30B_A3B, "eagle3", QWEN3_VOCAB, "qwen3_moe",
          "Qwen3-30B-A3B + a Qwen3-30B-A3B EAGLE-3 head (LlamaForCausalLMEagle3, 32000-token draft vocabulary)"),
+    Pair("llama8b_draft1b", LLAMA31_8B, LLAMA32_1B, "draft_model", LLAMA3_VOCAB, "llama",
+         "Llama-3.1-8B + a Llama-3.2-1B-shaped draft model"),
 )}
 """Every pair this package builds: the one list (the bench and the CLI read it)."""
 PAIR_NAMES: tuple[str, ...] = tuple(PAIRS)
@@ -139,6 +147,10 @@ SMALL_TARGET = {"hidden_size": 1024, "intermediate_size": 512, "num_hidden_layer
                 "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "max_window_layers": 4}
 SMALL_HEAD = {"hidden_size": 1024, "intermediate_size": 512, "num_attention_heads": 8, "num_key_value_heads": 2,
               "head_dim": 128, "vocab_size": 8192, "max_position_embeddings": 16384}
+SMALL_DRAFT_MODEL = {"hidden_size": 512, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+                     "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192}
+"""A draft model at test scale: several layers (the chain runs through each) and a hidden size of its own, unlike
+the target's, so that a construction reading the wrong one fails."""
 SMALL_DRAFT_VOCAB = 2048
 SMALL_SPECIALS = 64
 
@@ -146,8 +158,11 @@ SMALL_SPECIALS = 64
 def _small(pair: Pair) -> Pair:
     """The same pair at test scale: only the numbers above change (the construction reads them from the configs)."""
     target = {**pair.target, **{k: v for k, v in SMALL_TARGET.items() if k in pair.target}}
-    head = {**pair.head, **SMALL_HEAD, "rope_scaling": copy.deepcopy(target["rope_scaling"]),
-            "max_position_embeddings": target["max_position_embeddings"]}
+    if pair.method == "draft_model":  # a whole model: its own RoPE (the public one's), the target's positions
+        head = {**pair.head, **SMALL_DRAFT_MODEL, "max_position_embeddings": target["max_position_embeddings"]}
+    else:
+        head = {**pair.head, **SMALL_HEAD, "rope_scaling": copy.deepcopy(target["rope_scaling"]),
+                "max_position_embeddings": target["max_position_embeddings"]}
     if "draft_vocab_size" in head:
         head["draft_vocab_size"] = SMALL_DRAFT_VOCAB
     words = SMALL_TARGET["vocab_size"] - SMALL_SPECIALS
@@ -175,8 +190,8 @@ def pair(name: str, scale: str = "real") -> Pair:
 
 
 def parameter_count(config: dict[str, Any], *, head: bool = False) -> int:
-    """Weights of a target (embeddings, layers, lm_head) or of a head (its layer, fc, its own lm_head; it shares the
-    target's embeddings): the memory plan's numbers."""
+    """Weights of a target or draft model (embeddings, layers, lm_head unless tied) or of a head (its layer, fc, its
+    own lm_head; it shares the target's embeddings): the memory plan's numbers."""
     h, layers = config["hidden_size"], config.get("num_hidden_layers", 1)
     hd, heads, kv = config["head_dim"], config["num_attention_heads"], config["num_key_value_heads"]
     q_in = 2 * h if head and config.get("draft_vocab_size") else h
@@ -187,7 +202,8 @@ def parameter_count(config: dict[str, Any], *, head: bool = False) -> int:
         mlp = 3 * h * config["intermediate_size"]
     norms = 2 * h + (2 * hd if config.get("model_type") == "qwen3_moe" else 0)
     if not head:
-        return config["vocab_size"] * h * 2 + layers * (attention + mlp + norms) + h
+        lm_heads = 1 if config.get("tie_word_embeddings") else 2
+        return config["vocab_size"] * h * lm_heads + layers * (attention + mlp + norms) + h
     if config.get("draft_vocab_size"):
         return 3 * h * h + attention + mlp + 4 * h + config["draft_vocab_size"] * h
     return 2 * h * h + attention + mlp + h

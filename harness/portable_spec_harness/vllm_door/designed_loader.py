@@ -10,8 +10,8 @@ folder's marker and config.json, makes every weight on the model's device (``rea
 under their checkpoint names, to the model's own ``load_weights`` (vLLM maps, stacks and shards them as for a real
 checkpoint). Then it checks that every parameter was written (each is NaN-filled first; the heads that share the
 target's embeddings leave theirs to the proposer) and that the construction holds on the device: the target's greedy
-token and margin for every token, the EAGLE-3 head's for every token it can see, its RoPE profile up to
-``max_model_len`` (``design.self_check``). Any failure is one line naming the fix.
+token and margin for every token, a draft model's (against its successor map ``g``) for every token, the EAGLE-3
+head's for every token it can see, its RoPE profile up to ``max_model_len`` (``design.self_check``). Any failure is one line naming the fix.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class DesignedWeightsLoader(BaseModelLoader):
                                               model_config.dtype))
         unwritten = sorted(name for name, param in params.items()
                            if param.is_floating_point() and bool(torch.isnan(param).any()))
-        shared = {name for name in unwritten if role != "target" and name.endswith("embed_tokens.weight")}
+        shared = {name for name in unwritten  # a head's embeddings are the target's; a draft model writes its own
+                  if role in ("eagle", "eagle3") and name.endswith("embed_tokens.weight")}
         if set(unwritten) - shared:
             raise PortableSpecError(f"real_shapes: the designed {role} left parameters unwritten: "
                                     f"{', '.join(sorted(set(unwritten) - shared))}; the construction does not match "
@@ -72,9 +73,9 @@ class DesignedWeightsLoader(BaseModelLoader):
 
 def _loaded_tensors(params: dict[str, nn.Parameter], role: str, spec: design.Design) -> dict[str, torch.Tensor]:
     """What vLLM now holds for the readout check, where it holds whole tensors (one rank; vocabulary padding cut)."""
-    wanted = {"target": {"embed_tokens": "model.embed_tokens.weight", "lm_head": "lm_head.weight"},
-              "eagle3": {"lm_head": "lm_head.weight"}}.get(role, {})
-    rows = {"embed_tokens": spec.vocab_size, "lm_head": spec.vocab_size if role == "target" else spec.active}
+    whole = {"embed_tokens": "model.embed_tokens.weight", "lm_head": "lm_head.weight"}
+    wanted = {"target": whole, "draft_model": whole, "eagle3": {"lm_head": "lm_head.weight"}}.get(role, {})
+    rows = {"embed_tokens": spec.vocab_size, "lm_head": spec.active if role == "eagle3" else spec.vocab_size}
     out = {}
     for key, name in wanted.items():
         param = params.get(name)
