@@ -1,6 +1,6 @@
 """Where a served engine's time goes when a long prompt joins a running decode: one ``vllm serve`` per variant (the
 serving benchmark's servers, booted one at a time), a streamed request decoding, a second long prompt sent after
-``--join-after`` of its tokens, repeated with fresh prompts; every streamed token's arrival time, the stalls (a gap
+``--join-after`` of its streamed chunks (engine steps), repeated with fresh prompts; every streamed token's arrival time, the stalls (a gap
 over ``--stall-ms``) and, for each stall, what the engine-core thread was doing (``stack_sampler``: its Python stack
 every 5 ms and the garbage collector's pauses, lined up on the host's clock).
 
@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="ours,upstream_v1")
     parser.add_argument("--input-len", type=int, default=1024)
     parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--join-after", type=int, default=32)
+    parser.add_argument("--join-after", type=int, default=8,
+                        help="streamed chunks of A before B is sent (a chunk holds every token of one engine step)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--stall-ms", type=float, default=100.0)
     parser.add_argument("--boot-timeout", type=float, default=420.0)

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from typing import Any
 
-DEPTH = 14
+DEPTH = 64  # deep enough to reach the engine step from inside a compiler
 
 
 def frame_stack(frame: Any, depth: int = DEPTH) -> list[str]:
