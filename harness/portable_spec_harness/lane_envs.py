@@ -111,6 +111,7 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("SERVE_BENCH_PAIR", "llama_eagle",
           "A prepared pair folder, a zoo pair or a real-shapes name for the serving benchmark."),
     _knob("SERVE_BENCH_MODE", "attention", "The zoo variant or the weights label (`dummy`, `designed`)."),
+    _knob("SERVE_BENCH_HEAD", "perfect", "A designed real_shapes pair's draft: `perfect` or `partial`."),
     _knob("SERVE_BENCH_VARIANTS", "upstream_v1,ours,mrv2", "The servers compared."),
     _knob("SERVE_BENCH_CONCURRENCY", "1,2,8,32", "`--max-concurrency` of each client run."),
     _knob("SERVE_BENCH_ROUNDS", "3", "Rounds; every round visits every (concurrency, variant) cell."),
