@@ -386,6 +386,37 @@ def test_no_warm_up_where_it_must_not_run(vllm_platform, engines, monkeypatch, c
     assert len(lines) == 1 and "skipped" in lines[0] and reason in lines[0]
 
 
+def uniform_type_group(*inner):
+    """A KV-cache group as vLLM builds it for a separate draft model whose head size differs from its target's:
+    one ``UniformTypeKVCacheSpecs`` over both layers' specs."""
+    from vllm.v1.kv_cache_interface import KVCacheGroupSpec, UniformTypeKVCacheSpecs
+
+    specs = {f"layers.{i}.attn": spec for i, spec in enumerate(inner)}
+    merged = UniformTypeKVCacheSpecs(block_size=inner[0].block_size, kv_cache_specs=specs)
+    return KVCacheGroupSpec(list(specs), merged)
+
+
+def test_a_draft_models_merged_kv_group_is_warmed_and_a_merged_mamba_layer_is_not(vllm_platform, engines):
+    """vLLM merges a draft model's attention layers (head size 64) with its target's (128) into one
+    ``UniformTypeKVCacheSpecs`` group (seen on the 8B + 1B-shaped pair): the warm-up runs for it, and refuses a
+    merged group that holds a layer kind it does not allocate for."""
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec
+
+    from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
+
+    target = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype=torch.bfloat16)
+    draft = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=64, dtype=torch.bfloat16)
+    runner = recording_runner(engines, "llama_ctx_draft_model")
+    runner.kv_cache_config.kv_cache_groups[:] = [uniform_type_group(target, draft)]
+    stats = warm_up_kernels(runner)
+    assert "skipped" not in stats and stats["steps"] > 3 and stats["uncovered"] == []
+    mamba = MambaSpec(block_size=16, shapes=((1,),), dtypes=(torch.float16,))
+    runner = recording_runner(engines, "llama_ctx_draft_model")
+    runner.kv_cache_config.kv_cache_groups[:] = [uniform_type_group(target, mamba)]
+    stats = warm_up_kernels(runner)
+    assert runner.calls == [] and any("MambaSpec" in s for s in stats["skipped"]), stats
+
+
 def test_too_few_kv_blocks_skip_with_one_warning(vllm_platform, engines, caplog):
     from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, warm_up_kernels
 

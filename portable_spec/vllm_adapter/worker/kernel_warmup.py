@@ -32,6 +32,7 @@ from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec, FullAttentionSpec, HiddenStateCacheSpec, SinkFullAttentionSpec, SlidingWindowSpec,
+    UniformTypeKVCacheSpecs,
 )
 
 from portable_spec.envs import WARMUP_ENV, warmup_enabled
@@ -65,8 +66,8 @@ def warmup_blockers(runner: Any) -> list[str]:
     cfg = runner.vllm_config
     parallel, spec = cfg.parallel_config, cfg.speculative_config
     groups = runner.kv_cache_config.kv_cache_groups
-    odd = sorted({type(g.kv_cache_spec).__name__ for g in groups if not isinstance(g.kv_cache_spec, WARMABLE_SPECS)
-                  or isinstance(g.kv_cache_spec, UNWARMABLE_SPECS)})
+    odd = sorted({type(spec).__name__ for g in groups for spec in layer_specs(g.kv_cache_spec)
+                  if not isinstance(spec, WARMABLE_SPECS) or isinstance(spec, UNWARMABLE_SPECS)})
     checks = [
         (not warmup_enabled(), f"{WARMUP_ENV}=off"),
         (cfg.use_v2_model_runner, "Model Runner V2 warms its own kernels"),
@@ -84,6 +85,13 @@ def warmup_blockers(runner: Any) -> list[str]:
         (bool(odd), f"KV-cache groups the warm-up does not allocate for ({', '.join(odd)})"),
     ]
     return [reason for blocked, reason in checks if blocked]
+
+
+def layer_specs(spec: Any) -> list[Any]:
+    """The per-layer specs a KV-cache group holds: vLLM merges attention layers of one type but different shapes
+    (a separate draft model's head size next to its target's) into one ``UniformTypeKVCacheSpecs`` group, whose
+    layers share the group's block size and block table, so the warm-up allocates for it as for one spec."""
+    return list(spec.kv_cache_specs.values()) if isinstance(spec, UniformTypeKVCacheSpecs) else [spec]
 
 
 def warmup_limits(runner: Any) -> Limits:
