@@ -101,7 +101,8 @@ def _run_rocm(args: argparse.Namespace) -> int:
     _write(args.out, "rocm_compile", report, render_markdown)
     emit(args, report, render_text)
     if not report["green"]:
-        print("portable-spec: failed on a target ROCm serves: "
-              f"{', '.join(report['failed_served']) or 'nothing compiled'}", file=sys.stderr)
+        why = (f"failed on a target ROCm serves: {', '.join(report['failed_served'])}" if report["failed_served"]
+               else "no compile on a target ROCm serves; add --target hip:gfx942 or hip:gfx90a")
+        print(f"portable-spec: {why}", file=sys.stderr)
         return 1
     return 0

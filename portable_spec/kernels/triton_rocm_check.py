@@ -83,12 +83,16 @@ def run_rocm_check(targets: list[str], only: list[str] | None = None) -> dict[st
     return merge(run_worker(sys.executable, "rocm", only, timeout=1800, extra_args=extra), targets)
 
 
+def _spills(cell: dict[str, Any]) -> int:
+    regs = cell.get("registers") or {}
+    return regs.get("vgpr_spill_count", 0) + regs.get("sgpr_spill_count", 0)
+
+
 def _registers(cell: dict[str, Any]) -> str:
     regs = cell.get("registers")
     if not regs:
         return "-"
-    spills = regs.get("vgpr_spill_count", 0) + regs.get("sgpr_spill_count", 0)
-    return f"{regs.get('vgpr_count', '?')}v/{regs.get('sgpr_count', '?')}s, {spills} spilled"
+    return f"{regs.get('vgpr_count', '?')}v/{regs.get('sgpr_count', '?')}s, {_spills(cell)} spilled"
 
 
 def _summary(report: dict[str, Any]) -> list[str]:
@@ -111,12 +115,12 @@ def render_text(report: dict[str, Any]) -> str:
     if errors:
         lines += ["", "first errors:"]
         lines += [f"  {k} on {t} ({c['status']}): {c['first_error']}" for k, t, c in errors]
-    spilled = [(r["kernel"], t, c) for r in rows for t, c in r["targets"].items()
-               if (c.get("registers") or {}).get("vgpr_spill_count") or (c.get("registers") or {}).get("sgpr_spill_count")]
+    spilled = [(r["kernel"], t, c) for r in rows for t, c in r["targets"].items() if _spills(c)]
     lines += ["", f"register spills: {len(spilled)} compiles spill"
               + "".join(f"\n  {k} on {t}: {_registers(c)}" for k, t, c in spilled)]
+    failed = ", ".join(report["failed_served"]) or "no compile on a target ROCm serves"
     lines.append("result: " + ("green: every compile on a target ROCm serves passed" if report["green"] else
-                               "NOT green: " + (", ".join(report["failed_served"]) or "nothing compiled")))
+                               f"NOT green: {failed}"))
     return "\n".join(lines)
 
 
