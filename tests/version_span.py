@@ -31,6 +31,7 @@ MODULES = (
     # plugin
     "test_vllm_plugin.py",
     "test_platform_registry.py",
+    "test_rocm_platform.py",
     # unit tests of the adapter and the version gate
     "test_version_gate.py",
     "test_adapter_logs.py",

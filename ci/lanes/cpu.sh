@@ -4,8 +4,9 @@
 # 0.26.0, the main run) and ci/requirements-cpu-<version>.txt (the other versions of the span). Each gets the project
 # installed editable (vLLM finds our entry points through it).
 # - vLLM 0.26.0: the Triton 3.2 front-end check (its triton==3.2.0 virtualenv from ci/lanes/triton32_venv.sh; fails
-#   unless every MUSA-path kernel passes with substitutes bound), then the whole suite (which reuses the check's
-#   report);
+#   unless every MUSA-path kernel passes with substitutes bound), the ROCm compile step (every ROCm-path kernel built
+#   for gfx942 and gfx90a with the lane's Triton; fails when one fails on a target ROCm serves), then the whole suite
+#   (which reuses the Triton 3.2 check's report);
 # - every other version: the span's tests (tests/version_span.py: unit, config, plugin and hook-point tests), where
 #   what that vLLM cannot have is skipped with the version gate's one-line reason.
 # Every run writes pytest's JUnit XML; ci/versions_report.py turns them into versions.json (passed / failed / skipped
@@ -65,6 +66,13 @@ export PORTABLE_SPEC_TRITON32_PYTHON="$(bash ci/lanes/triton32_venv.sh "$main_py
 log "Triton 3.2 front-end check (proxy for MUSA's Triton)"
 "$main_python" -m portable_spec kernels --check-triton --out "$work" \
   --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS
+# Every ROCm-path Triton kernel compiled for MI300 (gfx942) and MI250 (gfx90a) with this virtualenv's Triton, whose
+# AMD backend links in-process; fails when a kernel fails on a target ROCm serves. Report: $out/rocm_compile/.
+log "ROCm-path Triton kernels compiled for hip:gfx942 and hip:gfx90a"
+start=$SECONDS
+"$main_python" -m portable_spec kernels --check-triton --target hip:gfx942 --target hip:gfx90a \
+  --out "$out/rocm_compile" | tail -n 1
+log "ROCm compile step: $((SECONDS - start)) s"
 export PORTABLE_SPEC_TRITON32_REPORT="$work/triton32_check.json"  # tests/test_triton_check.py reuses it
 run_pytest "$(vllm_of "$main_reqs")" "$main_python" "$@" tests
 unset PORTABLE_SPEC_TRITON32_REPORT

@@ -58,8 +58,9 @@ def _package_root() -> str:
 
 
 def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: int = 900,
-               case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One layer of the check in a subprocess; its JSON report."""
+               case_sources: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One layer of the check in a subprocess (``extra_args`` appended to the worker's command line); its JSON
+    report."""
     cache = tempfile.mkdtemp(prefix="portable-spec-triton-cache-")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p),
@@ -69,6 +70,7 @@ def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: 
         cmd += ["--only", key]
     for source in case_sources:
         cmd += ["--cases", source]
+    cmd += list(extra_args)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -43,12 +43,36 @@ def ast_source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any]) -
 
 
 def compile_for_target(fn: Any, signature: dict[str, str], constexprs: dict[str, Any],
-                       options: dict[str, int] | None = None, target: tuple[str, int, int] = ("cuda", 90, 32)) -> Any:
-    """All compiler stages for ``target`` (backend, arch, warp size); raises what Triton raises."""
+                       options: dict[str, int] | None = None,
+                       target: tuple[str, int | str, int] = ("cuda", 90, 32)) -> Any:
+    """All compiler stages for ``target`` (backend, arch, warp size: ``("hip", "gfx942", 64)`` for an AMD one);
+    raises what Triton raises."""
     import triton
     from triton.backends.compiler import GPUTarget
 
     return triton.compile(ast_source(fn, signature, constexprs), target=GPUTarget(*target), options=options or None)
+
+
+_NATIVE_ERROR = re.compile(r"(error:|Assertion|LLVM ERROR|UNREACHABLE)")
+
+
+def native_error_line(lines: list[str]) -> str | None:
+    """The first line of the compiler's native output (what its C++ side wrote to file descriptor 2) that names an
+    error, without the source path before it. Triton's AMD passes report a failure there and raise only
+    "PassManager::run failed"; an LLVM assertion aborts the process with nothing raised at all."""
+    for line in lines:
+        found = _NATIVE_ERROR.search(line)
+        if found and "Failures have been detected" not in line:
+            return line[found.start():].strip()
+    return None
+
+
+def amd_register_use(amdgcn: str) -> dict[str, int]:
+    """Registers and spills of an AMD code object, from the metadata notes its assembly carries (``.vgpr_count``,
+    ``.vgpr_spill_count``, ...): what ``CompiledKernel.n_spills`` would say once a driver loaded it."""
+    found = dict(re.findall(r"^\s*\.(vgpr_count|sgpr_count|vgpr_spill_count|sgpr_spill_count):\s*(\d+)", amdgcn,
+                            re.MULTILINE))
+    return {name: int(value) for name, value in found.items()}
 
 
 def _last_line(exc: BaseException) -> str:

@@ -4,10 +4,12 @@ the check on it, first as vLLM ships it, then with the MUSA substitutes bound; p
 This module imports vLLM (it runs only in the check's own subprocess, never inside the product): it pins a
 CPU-importable vLLM platform and turns vLLM's Triton switch on, which vLLM leaves off on a host without a GPU driver
 (its kernels would otherwise be placeholders). ``--layer compile`` compiles with the running Triton for a CUDA
-target (the 3.2.0 virtualenv's interpreter runs it); ``--layer static`` applies ``triton_rules``.
+target (the 3.2.0 virtualenv's interpreter runs it); ``--layer static`` applies ``triton_rules``; ``--layer rocm``
+compiles the ROCm path's rows (``triton_table_rocm``) for each ``--target`` with the running Triton (3.3+, whose
+AMD backend links in-process), as vLLM ships them: ROCm binds no substitute.
 
-    python -m portable_spec.vllm_adapter.tools.triton_check_worker --layer compile|static [--only KEY ...]
-        [--cases MODULE:ATTR ...]
+    python -m portable_spec.vllm_adapter.tools.triton_check_worker --layer compile|static|rocm [--only KEY ...]
+        [--cases MODULE:ATTR ...] [--target hip:gfx942 ...]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import importlib
 import importlib.metadata
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -55,17 +58,28 @@ def _bound_name(obj: Any) -> str:
     return f"{fn.__module__}.{fn.__qualname__}" if fn is not None else repr(obj)
 
 
-def _one(case: Any, layer: str) -> dict[str, Any]:
-    from portable_spec.kernels.triton_compile import compile_for_target, first_error_line
-    from portable_spec.kernels.triton_rules import is_jit_function, scan
+def _load(case: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The JIT function a row names, or the error row saying why there is none."""
+    from portable_spec.kernels.triton_rules import is_jit_function
 
-    start = time.perf_counter()
     try:
         obj = getattr(importlib.import_module(case.module), case.attr)
     except (ImportError, AttributeError) as exc:
-        return {"verdict": "error", "first_error": f"cannot load {case.ref}: {exc}"}
+        return None, {"verdict": "error", "first_error": f"cannot load {case.ref}: {exc}"}
     if not is_jit_function(obj):
-        return {"verdict": "error", "first_error": f"{case.ref} is {type(obj).__name__}, not a Triton JIT function"}
+        return None, {"verdict": "error",
+                      "first_error": f"{case.ref} is {type(obj).__name__}, not a Triton JIT function"}
+    return obj, None
+
+
+def _one(case: Any, layer: str) -> dict[str, Any]:
+    from portable_spec.kernels.triton_compile import compile_for_target, first_error_line
+    from portable_spec.kernels.triton_rules import scan
+
+    start = time.perf_counter()
+    obj, error = _load(case)
+    if error:
+        return error
     out: dict[str, Any] = {"bound": _bound_name(obj),
                            "derived_from": getattr(obj.fn, "__portable_spec_derived_from__", None)}
     if layer == "static":
@@ -103,16 +117,145 @@ def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...]
     return report
 
 
+def _compile_on(obj: Any, row: Any, target: tuple) -> dict[str, Any]:
+    """One row on one target: ok or failed with the line that names why, and the AMD code object's registers."""
+    from portable_spec.kernels.triton_compile import amd_register_use, compile_for_target, first_error_line
+
+    try:
+        compiled = compile_for_target(obj, row.signature(), row.case.constexprs, row.case.options, target)
+    except Exception as exc:  # the compiler's own error is the result
+        return {"verdict": "failed", "first_error": first_error_line(exc), "registers": None}
+    amdgcn = compiled.asm.get("amdgcn")
+    return {"verdict": "ok", "first_error": None, "registers": amd_register_use(amdgcn) if amdgcn else None}
+
+
+def _child(jobs: list[tuple], start: int, write_end: int, native: str) -> None:
+    """A forked child: compiles ``jobs[start:]`` in order, file descriptor 2 appending to the file ``native``,
+    writing one JSON line per compile to ``write_end`` before (``begin``: where its native output starts) and after
+    it (``result``)."""
+    os.dup2(os.open(native, os.O_WRONLY | os.O_APPEND), 2)
+    for index in range(start, len(jobs)):
+        os.write(write_end, (json.dumps({"begin": index, "at": os.fstat(2).st_size}) + "\n").encode())
+        began = time.perf_counter()
+        try:
+            result = jobs[index][0](*jobs[index][1:])
+        except BaseException as exc:  # noqa: BLE001 - reported as the compile's result
+            result = {"verdict": "failed", "first_error": f"{type(exc).__name__}: {exc}", "registers": None}
+        result["seconds"] = round(time.perf_counter() - began, 3)
+        os.write(write_end, (json.dumps({"result": index, **result, "at": os.fstat(2).st_size})
+                             + "\n").encode())
+    os._exit(0)
+
+
+def isolated(jobs: list[tuple]) -> list[dict[str, Any]]:
+    """Each job ``(compile_one, *args)`` run as ``compile_one(*args)`` in a forked child, one child for as many jobs
+    as it survives: an LLVM assertion in Triton's AMD backend aborts the process (it raises nothing) and writes its
+    message to file descriptor 2. The job that ended a child becomes a failed result with that message, and a new
+    child goes on with the next job; a raised error gets the native line that names it, when there is one."""
+    results: list[dict[str, Any]] = []
+    fd, path = tempfile.mkstemp(prefix="portable-spec-compile-", suffix=".log")
+    os.close(fd)
+    try:
+        while len(results) < len(jobs):
+            _one_child(jobs, results, path)
+    finally:
+        os.unlink(path)
+    return results
+
+
+def _one_child(jobs: list[tuple], results: list[dict[str, Any]], path: str) -> None:
+    """Forks one child for the jobs after ``results``; appends what it reports (and the job it ended in)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _child(jobs, len(results), write_end, path)
+    os.close(write_end)
+    began, at, started = False, 0, time.perf_counter()
+    with os.fdopen(read_end, "r") as fh, open(path, "rb") as native:
+        for line in fh:
+            message = json.loads(line)
+            if "begin" in message:
+                began, at, started = True, message["at"], time.perf_counter()
+                continue
+            native.seek(at)
+            segment = native.read(message.pop("at") - at).decode("utf-8", "replace").splitlines()
+            results.append(_with_native(message, segment))
+            began = False
+        _, status = os.waitpid(pid, 0)
+        native.seek(at)
+        segment = native.read().decode("utf-8", "replace").splitlines()
+    if began:  # the child ended inside this job
+        results.append(_with_native({"verdict": "failed", "registers": None,
+                                     "first_error": f"the compiler ended the process ({_ended(status)})",
+                                     "seconds": round(time.perf_counter() - started, 3)}, segment))
+    elif len(results) < len(jobs):
+        raise RuntimeError(f"the compile child ended ({_ended(status)}) between jobs")
+
+
+def _with_native(result: dict[str, Any], lines: list[str]) -> dict[str, Any]:
+    from portable_spec.kernels.triton_compile import native_error_line
+
+    result.pop("result", None)
+    detail = native_error_line(lines) if result["verdict"] != "ok" else None
+    if detail and detail not in result["first_error"]:
+        result["first_error"] = f"{result['first_error']}: {detail}"
+    return result
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return signal.Signals(os.WTERMSIG(status)).name
+    return f"exit {os.WEXITSTATUS(status)}"
+
+
+def run_rocm(targets: list[str], only: list[str] | None = None) -> dict[str, Any]:
+    """Every ROCm-path row compiled for each target, vLLM's kernels as shipped (the ROCm substitutions are bound
+    first, and there are none: the report says how many sites that bound)."""
+    import triton
+
+    from portable_spec.kernels import registry
+    from portable_spec.kernels.triton_table_rocm import TARGETS, rocm_rows
+
+    rows = [r for r in rocm_rows() if not only or r.key in only]
+    enable_vllm_triton()
+    report: dict[str, Any] = {"layer": "rocm", "triton": triton.__version__, "python": sys.executable,
+                              "vllm": _version("vllm"), "targets": targets, "rows": {}}
+    try:
+        report["bound_targets"] = registry.install_substitutions("rocm")
+        loaded = {row.key: _load(row.case) for row in rows}
+        for row in rows:
+            report["rows"][row.key] = {t: loaded[row.key][1] for t in targets}
+        compiled = [row for row in rows if loaded[row.key][1] is None]
+        # One process per target (``isolated`` forks): Triton 3.6's AMD backend keeps state across compiles in a
+        # process; after gfx942 compiles, a gfx90a compile of an fp8e4b8 kernel took gfx942's hardware conversion
+        # and failed where a fresh process's compile of it did not (measured), so no target follows another in one.
+        for target in targets:
+            jobs = [(_compile_on, loaded[row.key][0], row, TARGETS[target]) for row in compiled]
+            for row, result in zip(compiled, isolated(jobs)):
+                report["rows"][row.key][target] = result
+    finally:
+        registry.uninstall()
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layer", choices=("compile", "static"), required=True)
+    parser.add_argument("--layer", choices=("compile", "static", "rocm"), required=True)
     parser.add_argument("--only", action="append", metavar="KEY", help="only this table row (repeatable)")
     parser.add_argument("--cases", action="append", default=[], metavar="MODULE:ATTR",
                         help="more rows: a tuple of KernelCase (repeatable)")
+    parser.add_argument("--target", action="append", default=[], metavar="T",
+                        help="--layer rocm: a target of triton_table_rocm.TARGETS (repeatable)")
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="portable-spec-triton-check-"))
-    print(json.dumps(run(args.layer, args.only, tuple(args.cases))))
+    if args.layer == "rocm":
+        print(json.dumps(run_rocm(args.target, args.only)))
+    else:
+        print(json.dumps(run(args.layer, args.only, tuple(args.cases))))
     return 0
 
 

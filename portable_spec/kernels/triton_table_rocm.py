@@ -1,0 +1,197 @@
+"""Every Triton kernel the ROCm serving path runs, for the AMD compile check (``portable-spec kernels --check-triton
+--target hip:gfx942 ...``), and the targets it is compiled for.
+
+ROCm binds no substitute (``substitutions.py``: no entry names ``rocm``), so the rows are vLLM's kernels as shipped:
+the shared table's vLLM rows (``triton_table.VLLM_KERNELS``: V1 drafter, rejection sampler, TRITON_ATTN, Model Runner
+V2), launched with ROCm's options where vLLM picks others on ROCm (``ROCM_OPTIONS``), plus ROCM_ATTN's own kernels
+(the ``ROCM_ATTN`` rows) and the fp8 KV-cache variants (``FP8_ROWS``), each compiled once per fp8 type. Which fp8 type a
+target serves is vLLM's rule (``vllm/platforms/rocm.py`` ``RocmPlatform.fp8_dtype``: float8_e4m3fnuz, Triton's
+``fp8e4b8``, where the arch names gfx94; float8_e4m3fn, ``fp8e4nv``, elsewhere), so an fp8 type a target is not
+served with is compiled for the record and its failure reads "not served on this target", never a failed lane.
+
+ROCM_ATTN's rows are at the shared table's layer (32 query heads, 8 KV heads, head size 128, bf16, KV block 16) with
+ROCM_ATTN's cache layout (``paged_attn.py`` ``split_kv_cache``: K ``[blocks, kv_heads, head/x, block, x]``, V ``[blocks,
+kv_heads, head, block]``, ``x = 16 // element size``: 8 for bf16, 16 for fp8). Like the shared table, importing this
+module imports neither vLLM nor Triton.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from portable_spec.kernels.triton_case import KernelCase, sig
+from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS
+
+TARGETS: dict[str, tuple[str, int | str, int]] = {
+    "hip:gfx942": ("hip", "gfx942", 64),
+    "hip:gfx90a": ("hip", "gfx90a", 64),
+    "cuda:90": ("cuda", 90, 32),
+}
+"""``--target`` name -> Triton's ``GPUTarget`` (backend, arch, warp size): MI300 (gfx942), MI250 (gfx90a), and H100
+(sm_90) for comparison."""
+
+SERVED: dict[str, str] = {"hip:gfx942": "fp8e4b8", "hip:gfx90a": "fp8e4nv"}
+"""The targets ROCm serves, each with the Triton type of the fp8 KV cache vLLM gives it (``RocmPlatform.fp8_dtype``:
+fnuz on gfx94x). A target not here (``cuda:90``) is compiled for comparison only and never fails the check."""
+
+FP8_TYPES = ("fp8e4b8", "fp8e4nv")
+"""Every fp8 KV type some ROCm target serves; each fp8 row is compiled with each of them on every target."""
+
+_OPS = "vllm/v1/attention/ops"
+_PP = f"{_OPS}/prefix_prefill.py"
+_CP = f"{_OPS}/chunked_prefill_paged_decode.py"
+_RC = f"{_OPS}/triton_reshape_and_cache_flash.py"
+_KV = "fp8kv"  # the placeholder type an fp8 row gives its KV-cache pointers
+
+
+@dataclass(frozen=True)
+class RocmRow:
+    """One compile on every target: ``case`` as the shared table describes it, ``fp8_kv`` the Triton type put in place
+    of the ``*fp8kv`` placeholder (None: the row has no fp8 KV cache), ``source`` which list the row comes from."""
+
+    case: KernelCase
+    source: str
+    fp8_kv: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.case.key if self.fp8_kv is None else f"{self.case.key}[{self.fp8_kv}]"
+
+    def served(self, target: str) -> bool:
+        """Whether ROCm runs this compile on ``target``: a ROCm target, and the fp8 type that target is served with."""
+        return target in SERVED and self.fp8_kv in (None, SERVED[target])
+
+    def signature(self) -> dict[str, str]:
+        return {n: (f"*{self.fp8_kv}" if ty == f"*{_KV}" else ty) for n, ty in self.case.signature.items()}
+
+
+ROCM_OPTIONS: dict[str, dict[str, int]] = {
+    "reshape_and_cache_kernel_flash": dict(num_warps=8, num_stages=4),
+}
+"""Shared-table rows vLLM launches with other options on ROCm (``triton_reshape_and_cache_flash.py:418``:
+``num_stages = 4; num_warps = 8`` when ``current_platform.is_rocm()``; 16 warps / 10 stages on CUDA)."""
+
+_PA_SIG = (
+    "output_ptr query_ptr key_cache_ptr value_cache_ptr:*bf16 | sink_ptr:none | block_tables_ptr seq_lens_ptr:*i32"
+    " | alibi_slopes_ptr:none | scale:fp32 | k_scale v_scale:*fp32 | out_scale_inv:fp32"
+    " | block_table_stride query_stride_0 query_stride_1 output_stride_0 output_stride_1:i64"
+    " | stride_k_cache_0 stride_k_cache_1 stride_k_cache_2 stride_k_cache_3 stride_k_cache_4:i64"
+    " | stride_v_cache_0 stride_v_cache_1 stride_v_cache_2 stride_v_cache_3:i64 | query_start_len_ptr:*i32")
+_PA_CONST = dict(num_query_heads=32, num_queries_per_kv=4, num_queries_per_kv_padded=16, BLOCK_SIZE=16,
+                 PHYSICAL_BLOCK_SIZE=16, HEAD_SIZE=128, HEAD_SIZE_PADDED=128, USE_ALIBI_SLOPES=False,
+                 SLIDING_WINDOW=0, filter_by_query_len=True, USE_SINKS=False, USE_FP8=False)
+_PP_STRIDES = ("stride_b_loc_b stride_b_loc_s stride_qbs stride_qh stride_qd stride_kbs stride_kh stride_kd stride_vbs"
+               " stride_vh stride_vd stride_obs stride_oh stride_od stride_k_cache_bs stride_k_cache_h"
+               " stride_k_cache_d")
+_FWD_SIG = (
+    "Q K V K_cache V_cache:*bf16 | sink_ptr:none | B_Loc:*i32 | sm_scale:fp32 | k_scale v_scale:*fp32"
+    f" | out_scale_inv:fp32 | B_Start_Loc B_Seqlen:*i32 | Out:*bf16 | {_PP_STRIDES}"
+    " stride_k_cache_x stride_v_cache_bs stride_v_cache_h stride_v_cache_d stride_v_cache_bl:i32")
+_FWD_CONST = dict(num_queries_per_kv=4, IN_PRECISION=None, BLOCK_M=128, BLOCK_DMODEL=128, BLOCK_DMODEL_PADDED=128,
+                  BLOCK_SIZE=32, PHYSICAL_BLOCK_SIZE=16, BLOCK_N=64, SLIDING_WINDOW=0, num_unroll_cache=4,
+                  num_unroll_request=1, SKIP_DECODE=True, USE_SINKS=False, USE_FP8=False, CAUSAL=True)
+
+
+def _paged_sig(kv: str) -> dict[str, str]:
+    """``kernel_paged_attention_2d``'s types: bf16 query and output, KV caches of Triton type ``kv``."""
+    return {**sig(_PA_SIG), "key_cache_ptr": kv, "value_cache_ptr": kv}
+
+
+def _rocm_attn(kv: str, x: int, suffix: str = "") -> tuple[KernelCase, ...]:
+    """ROCM_ATTN's kernels with KV caches of Triton type ``kv`` (``*bf16``, or the fp8 placeholder), ``x`` the
+    cache layout's innermost K split."""
+    return (
+        KernelCase(  # decode rows, when ROCm's custom paged attention (a HIP kernel) does not apply
+            f"rocm_attn/kernel_paged_attention_2d{suffix}",
+            "vllm.v1.attention.ops.chunked_prefill_paged_decode:kernel_paged_attention_2d",
+            _paged_sig(kv), {**_PA_CONST, "x": x},
+            f"{_CP}:447 chunked_prefill_paged_decode (decode rows, the Triton fallback of paged_attention_rocm; "
+            "RocmAttentionImpl.forward, rocm_attn.py:446)"),
+        KernelCase(  # queries longer than one token: prefill and the spec-decode verify batch
+            f"rocm_attn/_fwd_kernel{suffix}", "vllm.v1.attention.ops.prefix_prefill:_fwd_kernel",
+            {**sig(_FWD_SIG), "K_cache": kv, "V_cache": kv}, {**_FWD_CONST, "x": x, "stride_k_cache_bl": x},
+            f"{_PP}:820 context_attention_fwd (max_query_len > 1: prefill and verify; from "
+            f"{_CP}:304)", options=dict(num_warps=4, num_stages=1)),
+    )
+
+
+ROCM_ATTN: tuple[KernelCase, ...] = _rocm_attn("*bf16", 8) + (
+    KernelCase(  # ALiBi models' prefill and verify
+        "rocm_attn/_fwd_kernel_alibi", "vllm.v1.attention.ops.prefix_prefill:_fwd_kernel_alibi",
+        sig("Q K V K_cache V_cache:*bf16 | B_Loc:*i32 | sm_scale:fp32 | k_scale v_scale:*fp32"
+            " | B_Start_Loc B_Seqlen:*i32 | Alibi_slopes:*fp32 | block_size x:i32 | Out:*bf16"
+            f" | {_PP_STRIDES} stride_k_cache_bl stride_k_cache_x stride_v_cache_bs stride_v_cache_h"
+            " stride_v_cache_d stride_v_cache_bl num_queries_per_kv:i32"),
+        dict(IN_PRECISION=None, BLOCK_M=128, BLOCK_DMODEL=128, BLOCK_DMODEL_PADDED=128, BLOCK_N=128,
+             SKIP_DECODE=True),
+        f"{_PP}:746 context_attention_fwd (alibi_slopes given; NUM_WARPS = 4 on ROCm, prefix_prefill.py:16)",
+        options=dict(num_warps=4, num_stages=1)),
+    KernelCase(  # ROCM_ATTN's cache update for blocks other than 16/32 or a stride-padded (hybrid) layout
+        "rocm_attn/reshape_and_cache_kernel_flash[head-major]",
+        "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
+        V1_KERNELS[-1].signature,
+        dict(num_heads=8, head_size=128, block_size=544, x=8, USE_HEAD_MAJOR_LAYOUT=True, FP8_KV_CACHE=False,
+             TILE_SIZE=1024),
+        f"{_RC}:434 triton_reshape_and_cache_flash (RocmAttentionImpl.do_kv_cache_update, rocm_attn.py:508: "
+        "block size not 16/32, e.g. 544, or a hybrid layout)", options=ROCM_OPTIONS["reshape_and_cache_kernel_flash"]),
+)
+"""ROCM_ATTN's Triton kernels (``vllm/v1/attention/backends/rocm_attn.py``), bf16 KV cache."""
+
+_FP8 = f"*{_KV}"
+FP8_CASES: tuple[KernelCase, ...] = _rocm_attn(_FP8, 16, "[fp8-kv]") + (
+    KernelCase(
+        "reshape_and_cache_kernel_flash[fp8-kv]",
+        "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
+        {**V1_KERNELS[-1].signature, "key_cache_ptr": _FP8, "value_cache_ptr": _FP8},
+        {**V1_KERNELS[-1].constexprs, "FP8_KV_CACHE": True}, V1_KERNELS[-1].launched_at + ", fp8 KV cache",
+        options=ROCM_OPTIONS["reshape_and_cache_kernel_flash"]),
+    *(replace(case, key=f"{case.key}[fp8-kv]", launched_at=case.launched_at + ", fp8 KV cache",
+              signature={**case.signature, "key_cache_ptr": _FP8, "value_cache_ptr": _FP8})
+      for case in V1_KERNELS if case.key in ("kernel_unified_attention[2d]", "kernel_unified_attention[3d]")),
+)
+"""The rows that read or write an fp8 KV cache (``--kv-cache-dtype fp8``), pointers typed ``*fp8kv`` until a row
+is made per fp8 type. vLLM views the uint8 cache as ``current_platform.fp8_dtype()`` before each launch
+(``triton_reshape_and_cache_flash.py:403``, ``chunked_prefill_paged_decode.py:343``, ``prefix_prefill.py:687``);
+the query stays bf16 on ROCm (no fp8 query input there)."""
+
+NOT_ON_ROCM_PATH: dict[str, str] = {
+    "vllm.v1.attention.ops.triton_prefill_attention:_fwd_kernel":
+        "encoder and encoder-only attention only (RocmAttentionImpl._forward_encoder_attention, rocm_attn.py:351); "
+        "decoder serving with a drafter never launches it",
+    "vllm.v1.attention.ops.triton_reshape_and_cache_flash:_reshape_cache_per_token_head":
+        "per-token-head quantized KV caches only (int8/fp8_per_token_head), a TRITON_ATTN option this check does "
+        "not serve",
+    "vllm.v1.attention.ops.int4_per_token_head:_attn_packed":
+        "int4 per-token-head KV cache only (--kv-cache-dtype int4_per_token_head; unified_attention's int4 branch, "
+        "triton_unified_attention.py:862)",
+    "vllm.v1.attention.ops.int4_per_token_head:_hadamard_mma_kernel":
+        "int4 per-token-head KV cache only (its Hadamard rotation)",
+    "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash_diffkv":
+        "the diff-KV backend only (triton_attn_diffkv.py, models whose K and V head sizes differ)",
+}
+"""Kernels launched in a ROCm-path module that no row covers, each with why the ROCm serving path this check stands
+for (decoder models, bf16 or fp8 KV cache, with or without a drafter) does not launch it."""
+
+ROCM_PATH_MODULES: tuple[str, ...] = (
+    "vllm.v1.attention.ops.chunked_prefill_paged_decode", "vllm.v1.attention.ops.prefix_prefill",
+    "vllm.v1.attention.ops.triton_reshape_and_cache_flash", "vllm.v1.attention.ops.triton_unified_attention",
+    "vllm.v1.attention.ops.triton_prefill_attention", "vllm.v1.spec_decode.utils",
+    "vllm.v1.sample.rejection_sampler",
+)
+"""The modules whose launched kernels the ROCm path runs (ROCM_ATTN's and TRITON_ATTN's ops, the V1 drafter and
+rejection sampler; Model Runner V2's are ``triton_table_mrv2``'s). ``tests/test_rocm_compile.py`` derives the ops
+modules from ``rocm_attn.py``'s imports and fails on a launched kernel with neither a row nor a reason here."""
+
+
+def _shared(case: KernelCase) -> KernelCase:
+    options = ROCM_OPTIONS.get(case.key)
+    return replace(case, options=options) if options else case
+
+
+def rocm_rows() -> tuple[RocmRow, ...]:
+    """Every compile of the check, in order: the shared table's vLLM rows with ROCm's options, ROCM_ATTN's, then each
+    fp8 row once per fp8 type."""
+    rows = [RocmRow(_shared(c), "table") for c in VLLM_KERNELS]
+    rows += [RocmRow(c, "rocm_attn") for c in ROCM_ATTN]
+    rows += [RocmRow(c, "fp8_kv", fp8) for c in FP8_CASES for fp8 in FP8_TYPES]
+    return tuple(rows)

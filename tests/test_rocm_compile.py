@@ -1,0 +1,263 @@
+"""``portable-spec kernels --check-triton --target``: the ROCm path's kernel rows against vLLM's source (every kernel
+a ROCm-path module launches has a row or a reason), the fp8 rule against vLLM's and our port's, and, with the real
+Triton (the cpu lane's 3.6, whose AMD backend links in-process), compiles that can fail: a broken kernel on gfx942,
+the fnuz fp8 KV type on gfx942 and gfx90a, and the command's exit code."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from lane_tools import import_triton, missing
+from test_triton_check import VLLM_ROOT, _check_row, _jit_names, _launched_jit_kernels, _params, _vllm_function
+
+from portable_spec.kernels.triton_rocm_check import NOT_SERVED, checked_targets, merge, render_markdown, render_text
+from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
+from portable_spec.kernels.triton_table_rocm import (FP8_CASES, NOT_ON_ROCM_PATH, ROCM_ATTN, ROCM_OPTIONS,
+                                                     ROCM_PATH_MODULES, SERVED, TARGETS, rocm_rows)
+from portable_spec.errors import PortableSpecError
+
+REPO = os.path.join(os.path.dirname(__file__), "..")
+ROCM_ATTN_FILE = os.path.join(VLLM_ROOT, "vllm", "v1", "attention", "backends", "rocm_attn.py")
+_OPS = "vllm.v1.attention.ops"
+
+
+def _path(module: str) -> str:
+    return os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
+
+
+@pytest.mark.parametrize("case", ROCM_ATTN + FP8_CASES, ids=lambda c: c.key)
+def test_each_rocm_row_gives_every_parameter_a_type_or_a_value(case):
+    """Read from vLLM's source, as the shared table's rows are: a missing parameter or a typed constexpr fails."""
+    _check_row(case, *_params(_vllm_function(case.module, case.attr)))
+
+
+def test_each_rocm_row_names_the_line_that_launches_it_and_rocms_options():
+    """``launched_at``'s ``vllm/<file>:<line>`` launches the row's kernel; ROCm's launch options are the ones vLLM's
+    ROCm branch sets (``triton_reshape_and_cache_flash.py``: 4 stages, 8 warps under ``is_rocm()``)."""
+    for case in ROCM_ATTN + FP8_CASES:
+        path, _, line = case.launched_at.split()[0].partition(":")
+        text = open(os.path.join(VLLM_ROOT, path), encoding="utf-8").read().splitlines()[int(line) - 1]
+        assert f"{case.attr}[" in text, (case.key, case.launched_at, text)
+    source = open(_path(f"{_OPS}.triton_reshape_and_cache_flash"), encoding="utf-8").read()
+    source = source.split("def triton_reshape_and_cache_flash(")[1].split("\ndef ")[0]
+    rocm_branch = source.split("if current_platform.is_rocm() or current_platform.is_xpu():")[1].split("else")[0]
+    assert "num_stages = 4" in rocm_branch and "num_warps = 8" in rocm_branch
+    rows = {r.key: r for r in rocm_rows()}
+    assert rows["reshape_and_cache_kernel_flash"].case.options == ROCM_OPTIONS["reshape_and_cache_kernel_flash"]
+
+
+def rocm_path_modules() -> list[str]:
+    """The ops modules ROCM_ATTN imports (at the top or inside a method) and the relative imports of those, read from
+    vLLM's source, plus the shared modules the ROCm path runs (TRITON_ATTN's, the drafter's, the sampler's)."""
+    found: list[str] = []
+    todo = [("vllm.v1.attention.backends.rocm_attn", ROCM_ATTN_FILE)]
+    while todo:
+        module, path = todo.pop()
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            name = (module.rpartition(".")[0] + "." + (node.module or "")) if node.level else node.module or ""
+            if name.startswith(_OPS + ".") and name not in found:
+                found.append(name)
+                todo.append((name, _path(name)))
+    return found + [m for m in ROCM_PATH_MODULES if m not in found]
+
+
+def uncovered(refs: set[str]) -> tuple[list[str], int]:
+    """ROCm-path kernels (launched in their own module) with no ref in ``refs`` and no reason, and how many kernels
+    the walk found (Model Runner V2's included, with its own exclusions)."""
+    launched = set()
+    for module in rocm_path_modules():
+        path = _path(module)
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        subscripted = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                       and isinstance(n.value, ast.Name)}
+        launched |= {f"{module}:{name}" for name in _jit_names(path) & subscripted}
+    launched |= set(_launched_jit_kernels(os.path.join(VLLM_ROOT, "vllm", "v1", "worker", "gpu")))
+    missing_rows = sorted(launched - refs - set(NOT_ON_ROCM_PATH) - set(MRV2_EXCLUDED))
+    return missing_rows, len(launched)
+
+
+def test_every_kernel_the_rocm_path_launches_has_a_row_or_a_reason():
+    """A new ``@triton.jit`` kernel in a module ROCM_ATTN imports (or in the shared ROCm-path modules, or in Model
+    Runner V2) fails here until it gets a row in ``triton_table_rocm`` or a reason in ``NOT_ON_ROCM_PATH``."""
+    modules = rocm_path_modules()
+    assert {f"{_OPS}.chunked_prefill_paged_decode", f"{_OPS}.prefix_prefill",
+            f"{_OPS}.triton_reshape_and_cache_flash"} <= set(modules)  # derived from rocm_attn.py's imports
+    refs = {r.case.ref for r in rocm_rows()}
+    missing_rows, walked = uncovered(refs)
+    assert walked >= 50, walked
+    assert not missing_rows, f"ROCm-path kernels with no row in portable_spec/kernels/triton_table_rocm.py: " \
+                             f"{missing_rows}"
+    assert all(why for why in NOT_ON_ROCM_PATH.values()) and not set(NOT_ON_ROCM_PATH) & refs
+    stale = [k for k in NOT_ON_ROCM_PATH if k.partition(":")[0] not in modules
+             or k.partition(":")[2] not in _jit_names(_path(k.partition(":")[0]))]
+    assert not stale, stale
+
+
+def test_a_missing_row_is_caught():
+    """The coverage walk is not vacuous: drop ROCM_ATTN's decode kernel from the rows and it is reported."""
+    dropped = "vllm.v1.attention.ops.chunked_prefill_paged_decode:kernel_paged_attention_2d"
+    refs = {r.case.ref for r in rocm_rows()} - {dropped}
+    assert uncovered(refs)[0] == [dropped]
+
+
+def test_the_fp8_types_served_follow_vllms_rule_and_our_ports():
+    """gfx942 is served the fnuz type (Triton's fp8e4b8), gfx90a the OCP one (fp8e4nv): our port's rule, vLLM's
+    (``RocmPlatform.is_fp8_fnuz``: ``"gfx94" in _GCN_ARCH``, read from its source: vllm.platforms.rocm does not
+    import on a CPU torch), and Triton's own names for the torch dtypes."""
+    triton = import_triton()
+    import torch
+
+    from portable_spec.ports.rocm_port import fp8_dtype_for_arch
+
+    names = triton._utils.type_canonicalisation_dict
+    assert SERVED and set(SERVED) <= set(TARGETS) and "cuda:90" not in SERVED
+    for target, fp8 in SERVED.items():
+        dtype = fp8_dtype_for_arch(TARGETS[target][1])
+        assert names[str(dtype).removeprefix("torch.")] == fp8, target
+    assert SERVED["hip:gfx942"] == names["float8_e4m3fnuz"] and fp8_dtype_for_arch("gfx942") == torch.float8_e4m3fnuz
+    source = open(os.path.join(VLLM_ROOT, "vllm", "platforms", "rocm.py"), encoding="utf-8").read()
+    assert 'return "gfx94" in _GCN_ARCH' in source
+    assert "if cls.is_fp8_fnuz():\n            return torch.float8_e4m3fnuz" in source
+    rows = [r for r in rocm_rows() if r.fp8_kv]
+    assert len(rows) == 2 * len(FP8_CASES)
+    served = {(r.key, t) for r in rows for t in TARGETS if r.served(t)}
+    assert len(served) == len(FP8_CASES) * len(SERVED)
+
+
+def _worker_report(results: dict[str, dict[str, dict]]) -> dict:
+    return {"triton": "3.6.0", "python": sys.executable, "vllm": "0.26.0", "bound_targets": [], "rows": results}
+
+
+def test_a_failure_fails_only_where_rocm_serves_it():
+    """Merged from a worker's report (no Triton): a failure on a served target and type turns the check red; the
+    unserved fp8 type on gfx90a and anything on cuda:90 read "not served on this target"; nothing compiled is red."""
+    ok = {"verdict": "ok", "first_error": None, "registers": {"vgpr_count": 14, "vgpr_spill_count": 2},
+          "seconds": 0.1}
+    plain = {**ok, "registers": {"vgpr_count": 14, "vgpr_spill_count": 0}}
+    bad = {"verdict": "failed", "first_error": "RuntimeError: PassManager::run failed", "registers": None,
+           "seconds": 0.1}
+    key = "reshape_and_cache_kernel_flash[fp8-kv]"
+    targets = ["hip:gfx942", "hip:gfx90a", "cuda:90"]
+    report = merge(_worker_report({
+        f"{key}[fp8e4b8]": {"hip:gfx942": ok, "hip:gfx90a": bad, "cuda:90": bad},
+        f"{key}[fp8e4nv]": {"hip:gfx942": plain, "hip:gfx90a": plain, "cuda:90": plain}}), targets)
+    cells = {r["kernel"]: r["targets"] for r in report["kernels"]}
+    assert cells[f"{key}[fp8e4b8]"]["hip:gfx90a"]["status"] == NOT_SERVED
+    assert cells[f"{key}[fp8e4b8]"]["cuda:90"]["status"] == NOT_SERVED
+    assert report["green"] and report["compiled"] == 6 and report["served_compiled"] == 2
+    assert "2 spilled" in render_markdown(report) and "1 compiles spill" in render_text(report)
+    red = merge(_worker_report({f"{key}[fp8e4b8]": {"hip:gfx942": bad, "hip:gfx90a": ok, "cuda:90": ok}}), targets)
+    assert not red["green"] and red["failed_served"] == [f"{key}[fp8e4b8] on hip:gfx942"]
+    assert "NOT green" in render_text(red)
+    assert not merge(_worker_report({}), targets)["green"]
+
+
+def test_targets_and_flags_are_one_line_errors():
+    with pytest.raises(PortableSpecError, match="valid choices: hip:gfx942, hip:gfx90a, cuda:90"):
+        checked_targets(["hip:gfx1100"])
+    assert checked_targets(["cuda:90", "hip:gfx942", "cuda:90"]) == ["cuda:90", "hip:gfx942"]
+    for extra in (["--target", "hip:gfx942"], ["--target", "hip:gfx942", "--check-triton", "--cases", "x:y"]):
+        proc = subprocess.run([sys.executable, "-m", "portable_spec", "kernels", *extra], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _compile_env() -> dict[str, str]:
+    """This interpreter's environment without the interpreter switch (a JIT function must be compilable); a missing
+    triton fails under the lane and skips elsewhere."""
+    if importlib.util.find_spec("triton") is None:
+        missing("needs triton with its AMD backend installed")
+    return {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+
+
+_BROKEN = '''
+import triton
+import triton.language as tl
+
+@triton.jit
+def broken(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, tl.dot(a, a))  # a 1-D dot: Triton refuses it at code generation
+'''
+
+
+def test_a_broken_kernel_fails_on_gfx942_with_the_line_that_says_why(tmp_path):
+    """The worker's isolated compiles (forked children), for hip:gfx942 with the real Triton: a kernel Triton refuses
+    is "failed" with the error that names the problem; a job that aborts its process (as an LLVM assertion in the AMD
+    backend does) is "failed" with its native message, and the next job still runs."""
+    (tmp_path / "broken_kernel.py").write_text(textwrap.dedent(_BROKEN))
+    script = textwrap.dedent('''
+        import json
+        import os
+
+        from broken_kernel import broken
+        from portable_spec.kernels.triton_case import KernelCase
+        from portable_spec.kernels.triton_table_rocm import RocmRow, TARGETS
+        from portable_spec.vllm_adapter.tools.triton_check_worker import _compile_on, isolated
+
+        def _exit_hard():
+            os.write(2, b"LLVM ERROR: a stand-in for an assertion\\n")
+            os.abort()
+
+        row = RocmRow(KernelCase("broken", "broken_kernel:broken", {"x_ptr": "*fp32"}, {"BLOCK": 64}, "test"), "t")
+        jobs = [(_compile_on, broken, row, TARGETS["hip:gfx942"]), (_exit_hard,), (_compile_on, broken, row,
+                TARGETS["hip:gfx942"])]
+        print(json.dumps(isolated(jobs)))
+    ''')
+    env = {**_compile_env(), "PYTHONPATH": os.pathsep.join([str(tmp_path), REPO, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, aborted, after = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert first["verdict"] == "failed" and "equal ranks >= 2" in first["first_error"], first
+    assert aborted["verdict"] == "failed" and "SIGABRT" in aborted["first_error"], aborted
+    assert "LLVM ERROR: a stand-in for an assertion" in aborted["first_error"], aborted
+    assert after["first_error"] == first["first_error"]  # a new child went on after the job that ended one
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "portable_spec", "kernels", "--check-triton", *args, "--json"],
+                          capture_output=True, text=True, env=_compile_env(), timeout=600)
+
+
+def test_the_fnuz_kv_cache_compiles_on_gfx942_and_is_not_served_on_gfx90a(tmp_path):
+    """The whole command on TRITON_ATTN's decode kernel with an fp8 KV cache, vLLM 0.26.0's kernel and the real
+    Triton: float8_e4m3fnuz (fp8e4b8) compiles for gfx942, where ROCm serves it; on gfx90a the AMD backend cannot
+    select its conversion, which ROCm never asks for there (gfx90a is served e4m3fn, fp8e4nv, which compiles): "not
+    served on this target", and exit 0."""
+    key = "kernel_unified_attention[3d][fp8-kv]"
+    proc = _cli("--target", "hip:gfx942", "--target", "hip:gfx90a", "--only", f"{key}[fp8e4b8]",
+                "--only", f"{key}[fp8e4nv]", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    cells = {r["kernel"]: r["targets"] for r in report["kernels"]}
+    fnuz, ocp = cells[f"{key}[fp8e4b8]"], cells[f"{key}[fp8e4nv]"]
+    assert fnuz["hip:gfx942"]["status"] == "ok" and fnuz["hip:gfx942"]["served"]
+    assert fnuz["hip:gfx942"]["registers"]["vgpr_count"] > 0
+    assert fnuz["hip:gfx90a"]["status"] == NOT_SERVED and not fnuz["hip:gfx90a"]["served"]
+    assert "fp8" in fnuz["hip:gfx90a"]["first_error"], fnuz["hip:gfx90a"]
+    assert ocp["hip:gfx90a"]["status"] == "ok" and ocp["hip:gfx90a"]["served"]
+    assert report["green"] and report["served_compiled"] == 2 and report["substitutes_bound"] == []
+    assert {p.name for p in tmp_path.iterdir()} == {"rocm_compile.json", "rocm_compile.md"}
+
+
+def test_a_row_that_fails_where_rocm_serves_it_fails_the_command(monkeypatch, capsys):
+    """The command's exit code follows ``green``, with one stderr line naming each failed compile."""
+    from portable_spec import cli
+    from portable_spec.kernels import triton_rocm_check
+
+    bad = {"verdict": "failed", "first_error": "x", "registers": None, "seconds": 0.0}
+    report = merge(_worker_report({"reshape_and_cache_kernel_flash": {"hip:gfx942": bad}}), ["hip:gfx942"])
+    monkeypatch.setattr(triton_rocm_check, "run_rocm_check", lambda targets, only=None: report)
+    assert cli.main(["kernels", "--check-triton", "--target", "hip:gfx942"]) == 1
+    assert "reshape_and_cache_kernel_flash on hip:gfx942" in capsys.readouterr().err
+
