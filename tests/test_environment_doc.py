@@ -17,6 +17,7 @@ DOC = ROOT / "docs" / "environment.md"
 STANDARD = {
     "BASH_SOURCE": "bash's own: where a script lies, to find the repository root",
     "PIPESTATUS": "bash's own: the exit status of a pipeline's first command",
+    "SECONDS": "bash's own: seconds since the shell started, to time a lane step",
     "HOME": "the user's home, only as the root of a default path",
     "PYTHONPATH": "Python's own search path: the lanes prepend to it and children inherit it, never a switch of ours",
 }
