@@ -76,6 +76,26 @@ class BoolAsIntLaunch(DeviceLaunch):
                                                         for k, v in kwargs.items()})
 
 
+class RecordingExpandLaunch(BoolAsIntLaunch):
+    """Also records each launch's tile and token count: what the warm-up's model of the kernel predicts."""
+
+    def __init__(self, kernel) -> None:
+        super().__init__(kernel)
+        self.launches: list[dict] = []
+
+    def __getitem__(self, grid):
+        launch = super().__getitem__(grid)
+
+        def recorded(*args, **kwargs):
+            self.launches.append({"grid": tuple(grid), "BLOCK_SIZE_TOKENS": kwargs["BLOCK_SIZE_TOKENS"],
+                                  "total_input_tokens": int(kwargs["total_input_tokens"]),
+                                  "max_query_len": int((kwargs["query_start_loc_ptr"][1:]
+                                                        - kwargs["query_start_loc_ptr"][:-1]).max())})
+            return launch(*args, **kwargs)
+
+        return recorded
+
+
 class MetadataBuilder(RecordingBuilder):
     """A draft attention builder whose per-layer metadata is the common metadata itself, so the draft reads the
     very tensors a graph captured with it reads at replay."""
@@ -98,9 +118,10 @@ def drafter(vllm_platform, tmp_path_factory, monkeypatch, vllm_kernels):
 
     for name, kernel in vllm_kernels.items():
         monkeypatch.setattr(base, name, kernel)
-    monkeypatch.setattr(base, "copy_and_expand_eagle_inputs_kernel",
-                        BoolAsIntLaunch(spec_decode_utils().copy_and_expand_eagle_inputs_kernel))
+    expand = RecordingExpandLaunch(spec_decode_utils().copy_and_expand_eagle_inputs_kernel)
+    monkeypatch.setattr(base, "copy_and_expand_eagle_inputs_kernel", expand)
     proposer = make_proposer(FullGraphDraftModelProposer, PAIR, tmp_path_factory, monkeypatch)
+    proposer._test_expand_launches = expand.launches
     assert proposer.method == "draft_model" and not proposer.pass_hidden_states_to_model
     proposer.graphs = proposer.graph_runner = None
     proposer.model = KvDraft(proposer.hidden_states.shape[1])
@@ -205,6 +226,21 @@ def test_a_ragged_first_pass_runs_vllms_forward_and_the_chain_replays(drafter):
     ours, upstream = draft_both_ways(drafter, 4, ragged=True)
     assert ours.replays == {CHAIN: drafter.graph_k - 1}
     assert_same_drafting(ours, upstream, 4)
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["uniform", "ragged"])
+def test_vllms_expand_launch_is_what_the_warm_up_plan_models(drafter, ragged):
+    """The warm-up plans the expand kernel's variants from a model of vLLM's launch (``warmup_plan.tile_block`` of
+    the longest query plus the drafter's new slots per request; the step's scheduled tokens): here vLLM's own
+    ``set_inputs_first_pass`` launches it, and every launch is what the model says."""
+    from portable_spec.vllm_adapter.worker.warmup_plan import tile_block
+
+    draft_both_ways(drafter, 4, ragged=ragged)
+    launches = drafter._test_expand_launches
+    assert launches and drafter.needs_extra_input_slots and drafter.net_num_new_slots_per_request == 1
+    for launch in launches:
+        assert launch["BLOCK_SIZE_TOKENS"] == tile_block(launch["max_query_len"], 1), launch
+        assert launch["grid"][0] == 4, launch
 
 
 def test_with_no_graph_for_the_batch_every_forward_is_vllms(drafter):
