@@ -35,6 +35,21 @@ from portable_spec.draft.dispatcher import FIRST_FUSED
 from portable_spec.kernels.fixed_tile import next_pow2
 
 
+def inference_alias(tensor: torch.Tensor) -> torch.Tensor:
+    """An inference tensor over ``tensor``'s memory (same storage, offset, shape and strides).
+
+    What we hand to vLLM in place of a tensor vLLM itself would have made inside inference mode must be an inference
+    tensor too: ``torch.compile`` guards on a tensor's dispatch keys, which differ between normal and inference
+    tensors, so a compiled vLLM helper that receives ours one step and vLLM's the next compiles again once, during
+    serving (``update_num_computed_tokens_for_batch_change`` reads the valid counts every step under async
+    speculative decoding: a one-off ~0.1-0.6 s pause). The alias costs no copy: replays that write the buffer are
+    seen through it."""
+    with torch.inference_mode():
+        alias = torch.empty(0, dtype=tensor.dtype, device=tensor.device)
+        alias.set_(tensor.untyped_storage(), tensor.storage_offset(), tensor.shape, tensor.stride())
+    return alias
+
+
 def hand_off_counts(runner: Any, next_token_ids: torch.Tensor, valid_counts: torch.Tensor) -> None:
     """What vLLM's ``GPUModelRunner._copy_valid_sampled_token_count`` hands to the runner's next step (the valid
     counts copied to the host behind an event, the counts on the device for its GPU-side correction, the next tokens
@@ -69,6 +84,9 @@ class DraftPrepMixin:
             self.prep_next_tokens = torch.zeros(rows, dtype=torch.int32, device=device)
             self.prep_valid_counts = torch.zeros(rows, dtype=torch.int32, device=device)
             self.prep_num_rejected = torch.zeros(rows, dtype=torch.int32, device=device)
+        # What the runner's next step reads of ours, as the inference tensors vLLM's own step would leave there.
+        self.handoff_next_tokens = inference_alias(self.prep_next_tokens)
+        self.handoff_valid_counts = inference_alias(self.prep_valid_counts)
 
     def _draft_prep_body(self, num_reqs: int) -> None:
         """Recorded before the forward inside a FIRST_FUSED capture: vLLM's two prep kernels over ``num_reqs`` rows,
@@ -135,7 +153,7 @@ class DraftPrepMixin:
         self.hidden_states[:num_tokens] = target_hidden
         self._get_slot_mapping(first_key.num_tokens, cad.slot_mapping[:num_tokens])
         self.graph_runner.replay(first_key)
-        hand_off_counts(runner, self.prep_next_tokens[:batch], self.prep_valid_counts[:batch])
+        hand_off_counts(runner, self.handoff_next_tokens[:batch], self.handoff_valid_counts[:batch])
         return self._run_fused_chain(chain_key, batch, self.chain_positions[:batch], copy.copy(cad),
                                      self.prep_num_rejected[:batch])
 
