@@ -112,10 +112,12 @@ VARIABLES: tuple[EnvVar, ...] = (
            "known drafter bug through `harness/portable_spec_harness/vllm_door/bug_injection.py` to show the exactness checks "
            "catch it: `position_off_by_one` (chain draft positions one too far), `wrong_slot` (the last request's "
            "first-pass KV slots are padding), `stale_seq_lens` (chain steps read the previous step's `seq_lens`), "
-           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high), `d2t_unmapped` "
+           "`wrong_num_computed` (one request's valid-token count handed to the runner one too high), "
+           "`draft_position_off_by_one` (the draft model's chain steps one position ahead), `d2t_unmapped` "
            "(the fused graphs skip an EAGLE-3 draft vocabulary's d2t map: draft ids, not target ids). Unset: "
            "nothing is installed. Never set in production.",
-           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed", "d2t_unmapped"),
+           choices=("position_off_by_one", "wrong_slot", "stale_seq_lens", "wrong_num_computed",
+                    "draft_position_off_by_one", "d2t_unmapped"),
            who="test"),
     EnvVar(TRITON32_PYTHON_ENV, "",
            "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "

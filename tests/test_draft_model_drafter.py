@@ -308,6 +308,22 @@ def test_the_comparison_catches_each_bug_planted_in_our_path(drafter, mutation, 
         assert_same_drafting(ours, upstream, 4)
 
 
+def test_the_e2e_harness_draft_position_bug_fires_on_our_path_only_and_is_caught(drafter):
+    """The GPU matrix's ``draft_position_off_by_one`` (``vllm_door/bug_injection.py``, the part
+    ``bug_draft_position_off_by_one_ctx_draft_model``), installed as the e2e child installs it: it perturbs our
+    chain only (vLLM's path here runs with no graph runner, as vLLM's own proposer would), fires once per chain step,
+    and the comparison with vLLM's drafting fails."""
+    from portable_spec_harness.vllm_door import bug_injection
+
+    with bug_injection.injected("draft_position_off_by_one") as injection:
+        ours, upstream = draft_both_ways(drafter, 4)
+        fired = injection.report()["fired"]
+    assert ours.replays == {FIRST: 1, CHAIN: drafter.graph_k - 1}
+    assert fired == {"draft_position_off_by_one": drafter.graph_k - 1}
+    with pytest.raises(AssertionError):
+        assert_same_drafting(ours, upstream, 4)
+
+
 def test_capture_keys_the_first_pass_at_two_plus_k_tokens_per_request(drafter):
     from portable_spec.vllm_adapter.platform.drafter_plan import drafter_plan
 

@@ -305,9 +305,11 @@ def test_the_bug_names_are_one_list_in_envs_the_injector_and_the_matrix():
     spec.loader.exec_module(matrix)
     names = envs.BY_NAME[envs.INJECT_BUG_ENV].choices
     assert set(names) == set(bug_injection.BUGS) == set(matrix.BUGS) == set(load_e2e_script().INJECTABLE_BUGS)
-    assert set(matrix.GROUPS["bugs"]) == {f"bug_{b}_{p}" for b in names if b != "d2t_unmapped"
+    own = {"d2t_unmapped": "eagle3_d2t", "draft_position_off_by_one": "ctx_draft_model"}
+    assert set(matrix.GROUPS["bugs"]) == {f"bug_{b}_{p}" for b in names if b not in own
                                           for p in ("ctx_eagle", "attention", "partial")} | {
-        "bug_d2t_unmapped_eagle3_d2t"}  # only a head with a draft vocabulary takes the d2t gather
+        f"bug_{b}_{p}" for b, p in own.items()}  # only a head with a draft vocabulary takes the d2t gather; only
+    # the draft model's chain takes its positions
     assert matrix.part_args("bug_d2t_unmapped_eagle3_d2t") == [
         *matrix.PARTS["eagle3_d2t"], "--variants", "nospec,eager_drafter,full_drafter", "--inject-bug", "d2t_unmapped"]
     assert matrix.part_args("bug_stale_seq_lens_perfect") == [

@@ -93,9 +93,10 @@ BUGS = BY_NAME[INJECT_BUG_ENV].choices
 BUG_BASES = ("ctx_eagle", "attention", "partial")
 """The parts every injected bug runs on (``--parts bugs``): the context pair, which should catch every bug in its
 greedy output too, and two f-chain pairs (any TP=1 part may also be named, ``bug_<bug>_<part>``)."""
-OWN_BUG_BASES = {"d2t_unmapped": ("eagle3_d2t",)}
+OWN_BUG_BASES = {"d2t_unmapped": ("eagle3_d2t",), "draft_position_off_by_one": ("ctx_draft_model",)}
 """Bugs that exist only on one kind of head, with the parts they run on instead (a head without a draft vocabulary
-never takes the d2t gather, so the bug could not fire there)."""
+never takes the d2t gather, and only our draft-model drafter runs the draft-model position bug, so elsewhere the bug
+could not fire)."""
 
 
 def bug_part(name: str) -> list[str] | None:

@@ -27,6 +27,11 @@ again from Python: it marks the step kind as holding the bug, and every later re
   too high, so the runner's next step computes its ``num_computed_tokens`` (positions, slots, ``seq_lens``) one
   too far. Its drafts go to another position (the per-step oracle's position stamp); a context-sensitive target's
   greedy output changes.
+- ``draft_position_off_by_one`` (the separate draft model's chain steps, ``spec_decode.draft_model``'s
+  ``_classify``: the positions buffer a chain graph reads, after vLLM's step advanced it): each chain step our
+  draft-model drafter replays runs one position ahead, so its RoPE positions are off by one while its KV slots stay
+  right. Drafts 1..K-1 change on a position-sensitive draft (the zoo's ``llama_ctx_draft_model``). A step that
+  replays no graph (vLLM's path) is untouched.
 - ``d2t_unmapped`` (``spec_decode.fused_chain``'s call of ``draft_sample.greedy_draft_tokens`` where the fused graphs
   take the d2t gather): the graphs sample the EAGLE-3 draft vocabulary's argmax and never map it, so every draft is a
   draft id, not a target id. Fires only on a head with a draft vocabulary (the zoo's ``llama_eagle3`` ``d2t``), and
@@ -48,6 +53,7 @@ BASE_PROPOSER = "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer"
 FUSED_CHAIN = "portable_spec.vllm_adapter.spec_decode.fused_chain:FusedChainMixin"
 FUSED_CHAIN_MODULE = "portable_spec.vllm_adapter.spec_decode.fused_chain"
 DRAFT_PREP = "portable_spec.vllm_adapter.spec_decode.draft_prep"
+DRAFT_MODEL = "portable_spec.vllm_adapter.spec_decode.draft_model:FullGraphDraftModelProposer"
 PADDING_SLOT = -1  # vLLM's PADDING_SLOT_ID: the KV-cache write skips the row
 
 
@@ -98,6 +104,20 @@ def _stale_seq_lens(owner: Any, fired: Callable[[], None]) -> contextlib.Abstrac
         return out
 
     return overridden(owner, "_update_positions_dependent_metadata", _update_positions_dependent_metadata)
+
+
+def _draft_position_off_by_one(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
+    original = vars(owner)["_classify"]
+
+    @functools.wraps(original)
+    def _classify(self: Any, cad: Any, draft_index: int) -> Any:
+        key = original(self, cad, draft_index)
+        if draft_index > 0 and key is not None:  # a chain step our graph replays: its positions are already set
+            self.positions[: cad.num_reqs] += 1
+            fired()
+        return key
+
+    return overridden(owner, "_classify", _classify)
 
 
 def _wrong_num_computed(owner: Any, fired: Callable[[], None]) -> contextlib.AbstractContextManager:
@@ -158,6 +178,10 @@ BUGS: dict[str, InjectedBug] = {bug.name: bug for bug in (
                 "draft_prep.hand_off_counts: the count hand-off to the runner's next step",
                 "drafts_equal_eager_per_step (position stamps) on every pair; greedy_equals_nospec on "
                 "context-sensitive targets"),
+    InjectedBug("draft_position_off_by_one", DRAFT_MODEL, "_classify", _draft_position_off_by_one,
+                "draft_model: the positions buffer our draft-model chain graphs read",
+                "drafts_equal_eager_per_step and acceptance_counts_equal_eager on the context draft-model pair "
+                "(the ctx_draft_model part)"),
     InjectedBug("d2t_unmapped", FUSED_CHAIN_MODULE, "greedy_draft_tokens", _d2t_unmapped,
                 "fused_chain: the d2t gather after the draft vocabulary's argmax",
                 "drafts_equal_eager_per_step and acceptance_counts_equal_eager on an EAGLE-3 head with a draft "

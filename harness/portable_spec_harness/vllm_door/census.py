@@ -71,8 +71,10 @@ HARNESS_CENSUS: tuple[Divergence, ...] = (
          "vllm.v1.spec_decode.llm_base_proposer:SpecDecodeBaseProposer._update_positions_dependent_metadata",
          f"{_A}.spec_decode.fused_chain:FusedChainMixin._run_fused_chain",
          f"{_A}.spec_decode.draft_prep:hand_off_counts",
-         f"{_A}.spec_decode.fused_chain:greedy_draft_tokens"),
-        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed|d2t_unmapped "
+         f"{_A}.spec_decode.fused_chain:greedy_draft_tokens",
+         f"{_A}.spec_decode.draft_model:FullGraphDraftModelProposer._classify"),
+        what="PORTABLE_SPEC_INJECT_BUG=position_off_by_one|wrong_slot|stale_seq_lens|wrong_num_computed|"
+             "draft_position_off_by_one|d2t_unmapped "
              "wraps one of these so our drafter makes that mistake (vLLM's methods act only on our proposers).",
         why="Shows the e2e exactness checks catch each bug (issue 21, item 3).",
         undone="Bench/tests only: the e2e child of our variant at TP=1 installs it for its life when the variable is "
