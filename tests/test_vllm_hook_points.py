@@ -49,6 +49,25 @@ def test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device():
     assert lookup in built and "GPUModelRunnerV1(self.vllm_config, self.device)" in built
 
 
+def test_mrv2_worker_calls_warmup_kernels_by_module_lookup():
+    """What the MRV2 sampled warm-up swaps: the worker module's ``warmup_kernels`` global, called by name inside
+    ``compile_or_warm_up_model`` with the worker's step functions, before the JIT monitor is activated; and the
+    runner parts it reads (request states, KV connector switch, speculative steps)."""
+    if not version_gate.has("mrv2_sampled_warmup"):
+        pytest.skip(version_gate.why_not("mrv2_sampled_warmup"))
+    import vllm.v1.worker.gpu_worker as module
+    from vllm.v1.worker.gpu import warmup
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    assert module.warmup_kernels is warmup.warmup_kernels
+    source = inspect.getsource(module.Worker.compile_or_warm_up_model)
+    call = "warmup_kernels(self.model_runner, self.execute_model, self.sample_tokens)"
+    assert call in source and source.index(call) < source.index("activate_jit_monitor(")
+    init = inspect.getsource(GPUModelRunner.__init__)
+    assert "self.num_speculative_steps" in init and "self.kv_connector" in inspect.getsource(GPUModelRunner)
+    assert "self._remove_request(req_id)" in inspect.getsource(GPUModelRunner.finish_requests)
+
+
 def test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model():
     import vllm.v1.worker.gpu_model_runner as module
 
@@ -148,7 +167,8 @@ def test_our_subclasses_override_only_what_we_mean_to():
     from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
 
     assert set(vars(PortableWorker)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__",
-                                        "__static_attributes__"} == {"init_device"}
+                                        "__static_attributes__"} == {"init_device",
+                                                                   "compile_or_warm_up_model"}
     assert {"__init__", "capture_model", "propose_draft_token_ids"} <= set(vars(PortableV1ModelRunner))
     ours = {name for cls in FullGraphEagleProposer.__mro__[:4] for name in vars(cls) if not name.startswith("__")}
     upstream = {name for cls in FullGraphEagleProposer.__mro__[4:] for name in vars(cls)}

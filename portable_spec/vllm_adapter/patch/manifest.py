@@ -185,7 +185,7 @@ CENSUS: tuple[Divergence, ...] = (
         why="vllm-musa's worker does its device set-up; vLLM's device gate already accepts 'musa' in its build.",
         undone="As for the platform: without the composed platform this worker is never named.",
         upstream="vllm-musa's worker, unchanged beneath ours.",
-        overrides=("init_device",), base="vllm_musa.worker:MTGPUWorker",
+        overrides=("init_device", "compile_or_warm_up_model"), base="vllm_musa.worker:MTGPUWorker",
         pinned_by=("test_vllm_musa_composition_targets_resolve_on_the_contract_standin",), needs="vllm_musa",
         platforms=("musa",)),
     Divergence(
@@ -198,7 +198,7 @@ CENSUS: tuple[Divergence, ...] = (
         undone="Restored when init_device returns or raises; Model Runner V2, PORTABLE_SPEC_DRAFT_GRAPH=none, LoRA "
                "and a config without a capture plan skip it (spec_decode.policy).",
         upstream="A runner-class hook in vLLM would replace the override.",
-        overrides=("init_device",),
+        overrides=("init_device", "compile_or_warm_up_model"),
         pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",
                    "test_our_subclasses_override_only_what_we_mean_to",
                    "test_lora_reaches_the_draft_through_shared_target_modules_and_keys_vllms_graphs")),
@@ -210,7 +210,7 @@ CENSUS: tuple[Divergence, ...] = (
         why="vLLM 0.26.0's Worker.init_device raises for any device type but cuda, and asks every non-CUDA-alike "
             "platform for a sleep-mode allocator MUSA has none of.",
         undone="Scoped to the call; sleep mode on gets vLLM's path.", upstream="vllm-musa patches the same gate.",
-        overrides=("init_device", "_maybe_get_memory_pool_context"),
+        overrides=("init_device", "_maybe_get_memory_pool_context", "compile_or_warm_up_model"),
         pinned_by=("test_worker_builds_the_v1_runner_by_module_lookup_inside_init_device",),
         platforms=("musa",)),
     Divergence(
@@ -335,6 +335,25 @@ CENSUS: tuple[Divergence, ...] = (
                    "test_drafter_replay_intercepts_a_model_whose_class_replaces_call",
                    "test_vllm_compiles_mtp_heads_at_their_class_and_eagle_heads_inside"),
         requires="v1_full_drafter"),
+    Divergence(
+        "Model Runner V2: sampled rounds after its boot warm-up", "scoped override",
+        f"{_A}.worker.mrv2_warmup:with_sampled_rounds",
+        ("vllm.v1.worker.gpu_worker:warmup_kernels", "vllm.v1.worker.gpu_worker:Worker.compile_or_warm_up_model",
+         "vllm.v1.worker.gpu.warmup:warmup_kernels"),
+        what="For the one compile_or_warm_up_model call of PortableWorker under Model Runner V2, swaps the worker "
+             "module's warmup_kernels for one that runs vLLM's, then rounds of sampled requests (top-k, top-p, "
+             "both, temperature, min-p, with and without logprobs, seeded and not, greedy with a sampled one "
+             "joining; worker/mrv2_sampling_plan.py) through the worker's execute_model/sample_tokens, finishing "
+             "every request.",
+        why="MRV2's own warm-up runs one batch of one sampling variant, so its sampler and rejection sampler "
+            "kernels (_temperature_kernel, _topk_topp_kernel, _compute_local_logits_stats_kernel, "
+            "_rejection_kernel, _resample_kernel, ...) compile again at the first sampled request of another "
+            "variant.",
+        undone="Restored when compile_or_warm_up_model returns or raises; PORTABLE_SPEC_WARMUP=off, pipeline/data "
+               "parallel, KV/EC transfer, EPLB, no speculation skip the rounds (one log line).",
+        upstream="vLLM's MRV2 compiles these at the first sampled request.",
+        pinned_by=("test_mrv2_worker_calls_warmup_kernels_by_module_lookup",),
+        requires="mrv2_sampled_warmup", platforms=("cuda", "rocm", "musa")),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",
         ("triton.knobs:runtime.jit_post_compile_hook",),

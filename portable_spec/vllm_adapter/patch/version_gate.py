@@ -101,6 +101,14 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
         "MRV2's graphs (its sizes stay vLLM's)",
         until="0.27.0"),
     Feature(
+        "mrv2_sampled_warmup",
+        "the boot-time sampled warm-up under Model Runner V2 (worker/mrv2_warmup.py, planned by "
+        "mrv2_sampling_plan.py from vLLM 0.26.0's MRV2 sampler and rejection sampler kernels): after MRV2's own "
+        "warm-up, sampled rounds compile every sampling-path kernel variant serving reaches",
+        "its kernel model and hook point (gpu_worker.warmup_kernels) are derived from vLLM 0.26.0's Model Runner V2; "
+        "on this vLLM, MRV2's own warm-up runs alone and its first sampled request may compile sampling kernels",
+        until="0.27.0"),
+    Feature(
         "planner_mirrors_vllm_sizes",
         "the capture-size planner's mirror of vLLM's own size rules (capture_sizes/vllm_rules.py: default ladder, "
         "default max, sequence-parallel filter): with no sizes given, its target list is the one vLLM would pick",

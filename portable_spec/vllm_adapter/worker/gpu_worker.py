@@ -3,7 +3,8 @@ place of vLLM's, for the V1 runner only.
 
 vLLM 0.26.0's (and 0.28.0's) ``Worker.init_device`` imports ``GPUModelRunner`` from ``vllm.v1.worker.gpu_model_runner`` inside the
 method, so swapping that module attribute for the duration of the one call reaches exactly that construction and
-nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) is untouched: it already has FULL draft graphs. Substitutes
+nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) keeps its runner (it already has FULL draft graphs); its boot
+warm-up gains our sampled rounds (``compile_or_warm_up_model``, ``mrv2_warmup``). Substitutes
 (``portable_spec.kernels``: MUSA's Triton-3.2 rewrites, CUDA's unspecialized spec-decode kernels) are bound before
 any model or drafter is built, so every kernel compiles once, as bound.
 """
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
+import vllm.v1.worker.gpu_worker as vllm_worker_module
 from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
@@ -90,3 +93,13 @@ class PortableWorker(Worker):
 
         with overridden(v1_runner_module, "GPUModelRunner", PortableV1ModelRunner):
             super().init_device()
+
+    def compile_or_warm_up_model(self) -> Any:
+        # Under Model Runner V2 our sampled rounds run right after MRV2's own warm-up, inside this one call: before
+        # vLLM activates its JIT monitor (worker/mrv2_warmup.py says what they cover and why).
+        if not self.vllm_config.use_v2_model_runner:
+            return super().compile_or_warm_up_model()
+        from portable_spec.vllm_adapter.worker.mrv2_warmup import with_sampled_rounds
+
+        with overridden(vllm_worker_module, "warmup_kernels", with_sampled_rounds(vllm_worker_module.warmup_kernels)):
+            return super().compile_or_warm_up_model()

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from math import ceil
 from typing import Any
 
@@ -61,19 +61,12 @@ DRAFTER_STEP_STATE = ("num_speculative_tokens", "_last_draft_probs", "_dflash_nu
 _ABSENT = object()
 
 
-def warmup_blockers(runner: Any) -> list[str]:
-    """Why the warm-up must not run on this runner (empty: it runs)."""
+def engine_blockers(runner: Any) -> list[tuple[bool, str]]:
+    """What keeps any boot-time warm-up of ours off an engine, V1 runner or Model Runner V2: (blocked?, why)."""
     cfg = runner.vllm_config
-    parallel, spec = cfg.parallel_config, cfg.speculative_config
-    groups = runner.kv_cache_config.kv_cache_groups
-    odd = sorted({type(spec).__name__ for g in groups for spec in layer_specs(g.kv_cache_spec)
-                  if not isinstance(spec, WARMABLE_SPECS) or isinstance(spec, UNWARMABLE_SPECS)})
-    checks = [
+    parallel = cfg.parallel_config
+    return [
         (not warmup_enabled(), f"{WARMUP_ENV}=off"),
-        (cfg.use_v2_model_runner, "Model Runner V2 warms its own kernels"),
-        (not isinstance(getattr(runner, "drafter", None), DrafterGraphMixin), "our FULL drafter is off"),
-        (spec is not None and bool(getattr(spec, "num_speculative_tokens_per_batch_size", None)),
-         "dynamic speculative token counts"),
         (parallel.pipeline_parallel_size > 1, "pipeline parallel (the worker coordinates the stages)"),
         (parallel.data_parallel_size > 1, "data parallel (engines coordinate every batch)"),
         (cfg.kv_transfer_config is not None or cfg.ec_transfer_config is not None,
@@ -82,6 +75,25 @@ def warmup_blockers(runner: Any) -> list[str]:
          "EPLB would count the warm-up's expert load"),
         (bool(getattr(runner, "calculate_kv_scales", False)), "KV-cache scales come from the first forward's data"),
         (bool(runner.is_pooling_model), "pooling model"),
+    ]
+
+
+def unwarmable_groups(groups: Any) -> list[str]:
+    """The KV-cache spec types of ``groups`` the warm-up does not allocate blocks for."""
+    return sorted({type(spec).__name__ for g in groups for spec in layer_specs(g.kv_cache_spec)
+                   if not isinstance(spec, WARMABLE_SPECS) or isinstance(spec, UNWARMABLE_SPECS)})
+
+
+def warmup_blockers(runner: Any) -> list[str]:
+    """Why the warm-up must not run on this runner (empty: it runs)."""
+    cfg = runner.vllm_config
+    spec = cfg.speculative_config
+    odd = unwarmable_groups(runner.kv_cache_config.kv_cache_groups)
+    checks = engine_blockers(runner) + [
+        (cfg.use_v2_model_runner, "Model Runner V2 warms its own kernels"),
+        (not isinstance(getattr(runner, "drafter", None), DrafterGraphMixin), "our FULL drafter is off"),
+        (spec is not None and bool(getattr(spec, "num_speculative_tokens_per_batch_size", None)),
+         "dynamic speculative token counts"),
         (bool(odd), f"KV-cache groups the warm-up does not allocate for ({', '.join(odd)})"),
     ]
     return [reason for blocked, reason in checks if blocked]
@@ -139,15 +151,17 @@ def sampling_limits(runner: Any) -> SamplingLimits:
 def sampling_params(sampling: Sampling, vocab_size: int) -> SamplingParams:
     """vLLM's ``SamplingParams`` for one warm-up request (a top-k stays below the vocab, or vLLM drops it)."""
     top_k = min(sampling.top_k, vocab_size - 1) if sampling.top_k else 0
-    return SamplingParams(temperature=sampling.temperature, top_k=top_k, top_p=sampling.top_p,
+    return SamplingParams(temperature=sampling.temperature, top_k=top_k, top_p=sampling.top_p, min_p=sampling.min_p,
                           seed=sampling.seed, logprobs=sampling.logprobs)
 
 
-def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int,
-                    logprobs: bool = True) -> list[SchedulerOutput]:
+def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int, logprobs: bool = True,
+                    sampler: Callable[..., Sampling] = request_sampling,
+                    req_prefix: str = REQ_PREFIX) -> list[SchedulerOutput]:
     """The scheduler outputs, in order: per round a prefill step (finishing the previous round's requests) and,
     if it verifies, a step where each request verifies K drafts (one more may join with its prompt); then a
-    clean-up step that finishes the last round's requests."""
+    clean-up step that finishes the last round's requests. ``sampler`` gives each request's sampling from its
+    round's profile (``sampling_plan.request_sampling``; Model Runner V2's: ``mrv2_sampling_plan``'s)."""
     k, ahead = limits.k, limits.lookahead
     outputs: list[SchedulerOutput] = []
     finished: set[str] = set()
@@ -160,16 +174,19 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int,
         return out
 
     def new(req_id: str, prompt: int, blocks: tuple[list[int], ...], sampling: Sampling) -> NewRequestData:
-        return NewRequestData(req_id=req_id, prompt_token_ids=[i % vocab_size for i in range(prompt)], mm_features=[],
+        tokens = [i % vocab_size for i in range(prompt)]
+        # prefill_token_ids as the scheduler's from_request sets them (Model Runner V2 reads them).
+        return NewRequestData(req_id=req_id, prompt_token_ids=tokens, mm_features=[],
                               sampling_params=sampling_params(sampling, vocab_size), pooling_params=None,
-                              block_ids=blocks, num_computed_tokens=0, lora_request=None)
+                              block_ids=blocks, num_computed_tokens=0, lora_request=None,
+                              prefill_token_ids=list(tokens))
 
     for index, rnd in enumerate(rounds):
         blocks = _BlockIds(limits.block_sizes)
-        ids = [f"{REQ_PREFIX}{index}_{i}" for i in range(len(rnd.prompts))]
+        ids = [f"{req_prefix}{index}_{i}" for i in range(len(rnd.prompts))]
         prefill = step(finished)
-        prefill.scheduled_new_reqs = [new(r, p, blocks.grow(0, p + ahead), request_sampling(rnd.profile, i,
-                                                                                            logprobs=logprobs))
+        prefill.scheduled_new_reqs = [new(r, p, blocks.grow(0, p + ahead),
+                                          sampler(rnd.profile, i, logprobs=logprobs))
                                       for i, (r, p) in enumerate(zip(ids, rnd.prompts))]
         prefill.num_scheduled_tokens = dict(zip(ids, rnd.prompts))
         prefill.total_num_scheduled_tokens = sum(rnd.prompts)
@@ -188,8 +205,8 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int,
         verify.num_scheduled_tokens = {r: k + 1 for r in ids}
         verify.scheduled_spec_decode_tokens = {r: [0] * k for r in ids}
         if rnd.join:
-            joined = f"{REQ_PREFIX}{index}_join"
-            verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead), request_sampling(
+            joined = f"{req_prefix}{index}_join"
+            verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead), sampler(
                 rnd.profile, len(ids), joined=True, logprobs=logprobs))]
             verify.num_scheduled_tokens[joined] = rnd.join
             finished.add(joined)

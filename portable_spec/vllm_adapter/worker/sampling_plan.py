@@ -100,6 +100,7 @@ class Sampling:
     temperature: float = 0.0
     top_k: int = 0  # 0: off (vLLM's default); a value is clipped below the vocab size when built
     top_p: float = 1.0
+    min_p: float = 0.0  # Model Runner V2's rounds only (the V1 runner ignores min-p with speculation)
     seed: int | None = None
     logprobs: int | None = None
 
@@ -222,9 +223,16 @@ def plan_sampled_rounds(limits: Limits, sampling: SamplingLimits, covered: froze
     """Sampled rounds that cover ``sampled_reachable_keys`` beyond ``covered`` (what the greedy rounds reach), and
     the keys left uncovered. Each pick is the candidate adding the most keys, the smallest batch on a tie."""
     goal = sampled_reachable_keys(limits, sampling)
+    candidates = [(rnd, sampled_round_keys(rnd, limits, sampling) & goal) for rnd in _candidates(limits)]
+    return greedy_cover(candidates, goal, covered)
+
+
+def greedy_cover(candidates: list[tuple[Round, frozenset]], goal: frozenset, covered: frozenset = frozenset()
+                 ) -> tuple[list[Round], frozenset]:
+    """Rounds picked from ``candidates`` (each with the keys of ``goal`` it reaches) until nothing more of ``goal``
+    is reached: each pick the candidate adding the most keys, the smallest batch on a tie; and the keys left."""
     have = set(covered) & goal
     rounds: list[Round] = []
-    candidates = [(rnd, sampled_round_keys(rnd, limits, sampling) & goal) for rnd in _candidates(limits)]
     while True:
         best = max(candidates, key=lambda c: (len(c[1] - have), -len(c[0].prompts)), default=None)
         if best is None or not best[1] - have:

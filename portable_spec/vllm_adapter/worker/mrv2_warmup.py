@@ -1,0 +1,134 @@
+"""Boot-time sampled warm-up under Model Runner V2 (our platforms only): after MRV2's own ``warmup_kernels`` (one
+batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan``) run through the worker's
+``execute_model`` / ``sample_tokens``, so that no Triton kernel of MRV2's sampler or rejection sampler compiles at
+the first sampled request, before vLLM activates its JIT monitor.
+
+``PortableWorker.compile_or_warm_up_model`` swaps ``vllm.v1.worker.gpu_worker.warmup_kernels`` for
+``with_sampled_rounds(original)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's warm-up
+first, unchanged. The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
+``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), as for the V1 runner.
+Exact by construction: no request exists at boot, the KV blocks written are ids from 1 the scheduler has not handed
+out; the KV connector is disabled for the steps (as MRV2's warm-up does), and the last step finishes every request,
+so MRV2's request states (``req_states``: the runner removes a finished request from its sampler, block tables and
+model state) are empty again; the warm-up checks that and fails loudly otherwise. Blockers: the V1 warm-up's
+(``kernel_warmup.engine_blockers``: ``PORTABLE_SPEC_WARMUP=off``, pipeline/data parallel, KV/EC transfer, EPLB, ...),
+no speculative decoding, KV-cache groups it does not allocate for, and a vLLM whose MRV2 this was not derived from
+(``version_gate``: ``mrv2_sampled_warmup``). One log line says what ran or why not.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan
+from portable_spec.vllm_adapter.worker.kernel_warmup import (
+    counted_triton_compiles, engine_blockers, sampling_limits, unwarmable_groups, warmup_schedule,
+)
+from portable_spec.vllm_adapter.worker.warmup_plan import Limits
+
+logger = logging.getLogger("portable_spec.vllm_adapter")
+
+LOG_PREFIX = "portable_spec: Model Runner V2 sampled warm-up"
+REQ_PREFIX = "_portable_spec_mrv2_warmup_"
+FEATURE = "mrv2_sampled_warmup"
+
+
+def mrv2_blockers(runner: Any) -> list[str]:
+    """Why the sampled warm-up must not run on this MRV2 runner (empty: it runs)."""
+    cfg = runner.vllm_config
+    odd = unwarmable_groups(runner.kv_cache_config.kv_cache_groups)
+    checks = engine_blockers(runner) + [
+        (not cfg.use_v2_model_runner, "not Model Runner V2"),
+        (cfg.speculative_config is None or not getattr(runner, "num_speculative_steps", 0),
+         "no speculative decoding (its rounds verify drafts)"),
+        (getattr(runner, "sampler", None) is None, "no sampler on this rank"),
+        (bool(odd), f"KV-cache groups the warm-up does not allocate for ({', '.join(odd)})"),
+    ]
+    return [reason for blocked, reason in checks if blocked]
+
+
+def mrv2_limits(runner: Any) -> Limits:
+    """What one step may hold on this MRV2 engine, read from vLLM's config and KV cache."""
+    sched, kv, spec = runner.scheduler_config, runner.kv_cache_config, runner.vllm_config.speculative_config
+    max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+    return Limits(max_reqs=runner.max_num_reqs, max_tokens=max_tokens, max_len=runner.max_model_len,
+                  k=runner.num_speculative_steps, dflash=getattr(spec, "method", "") == "dflash",
+                  block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),
+                  free_blocks=kv.num_blocks - 1)
+
+
+def live_requests(runner: Any) -> int:
+    """Requests MRV2's ``req_states`` holds (0 at boot, and again after the warm-up)."""
+    return len(runner.req_states.req_id_to_index)
+
+
+@torch.inference_mode()
+def run_sampled_rounds(runner: Any, execute_model: Callable[[Any], Any],
+                       sample_tokens: Callable[[Any], Any]) -> dict[str, Any]:
+    """Plan and run the sampled rounds on ``runner`` through the worker's step functions; log one line; return the
+    statistics (also ``runner.portable_spec_sampled_warmup``)."""
+    if version_gate.say_unsupported(FEATURE, logger):
+        stats: dict[str, Any] = {"skipped": [version_gate.why_not(FEATURE)]}
+    elif blockers := mrv2_blockers(runner):
+        logger.info("%s skipped (%s)", LOG_PREFIX, "; ".join(blockers))
+        stats = {"skipped": blockers}
+    else:
+        stats = _run(runner, execute_model, sample_tokens)
+    runner.portable_spec_sampled_warmup = stats
+    return stats
+
+
+def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callable[[Any], Any]) -> dict[str, Any]:
+    limits, sampling = mrv2_limits(runner), sampling_limits(runner)
+    rounds, uncovered = mrv2_sampling_plan.plan_rounds(limits, sampling)
+    left = f"; {len(uncovered)} kernel variants left to the first requests: {sorted(map(str, uncovered))}" \
+        if uncovered else ""
+    if not rounds:
+        logger.warning("%s skipped: %d KV-cache blocks are too few for any round%s", LOG_PREFIX,
+                       limits.free_blocks + 1, left)
+        return {"skipped": ["KV-cache blocks"], "uncovered": sorted(map(str, uncovered))}
+    if live_requests(runner):
+        raise RuntimeError(f"{LOG_PREFIX}: {live_requests(runner)} requests live before the warm-up")
+    outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size(), sampling.logprobs,
+                              sampler=mrv2_sampling_plan.request_sampling, req_prefix=REQ_PREFIX)
+    started = time.perf_counter()
+    runner.kv_connector.set_disabled(True)
+    try:
+        with counted_triton_compiles() as compiles:
+            for output in outputs:
+                if execute_model(output) is None and output.total_num_scheduled_tokens:
+                    sample_tokens(None)
+            if torch.accelerator.is_available():
+                torch.accelerator.synchronize()
+    finally:
+        runner.kv_connector.set_disabled(False)
+    seconds = time.perf_counter() - started
+    if live_requests(runner):
+        raise RuntimeError(f"{LOG_PREFIX}: {live_requests(runner)} warm-up requests left in the runner")
+    stats = {"steps": len(outputs), "rounds": len(rounds), "profiles": [r.profile for r in rounds],
+             "num_reqs": sorted({len(r.prompts) for r in rounds}), "k": limits.k, "seconds": round(seconds, 3),
+             "triton_compiles": dict(compiles), "uncovered": sorted(map(str, uncovered))}
+    logger.log(logging.WARNING if uncovered else logging.INFO,
+               "%s: %d steps (%d rounds: %s; batches of %s requests, K=%d) in %.2f s; %d Triton compiles (%s)%s",
+               LOG_PREFIX, len(outputs), len(rounds), ",".join(stats["profiles"]),
+               ",".join(map(str, stats["num_reqs"])), limits.k, seconds, sum(compiles.values()),
+               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", left)
+    return stats
+
+
+def with_sampled_rounds(original: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's ``warmup_kernels`` followed by our sampled rounds (what ``PortableWorker`` swaps in for one call)."""
+
+    def warmup_kernels(model_runner: Any, worker_execute_model: Callable[[Any], Any],
+                       worker_sample_tokens: Callable[[Any], Any]) -> Any:
+        result = original(model_runner, worker_execute_model, worker_sample_tokens)
+        run_sampled_rounds(model_runner, worker_execute_model, worker_sample_tokens)
+        return result
+
+    return warmup_kernels

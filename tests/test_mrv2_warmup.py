@@ -1,0 +1,236 @@
+"""Model Runner V2's boot-time sampled warm-up (issue 41 item 2): the plan of sampled rounds, the scheduler outputs
+it builds (vLLM's own classes, valid as its scheduler builds them), the blockers, that every warm-up request is
+finished (MRV2's request states as boot left them), and the hook around vLLM's ``warmup_kernels``."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
+
+from portable_spec.vllm_adapter.patch import version_gate
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan as plan
+from portable_spec.vllm_adapter.worker import mrv2_warmup
+from portable_spec.vllm_adapter.worker.kernel_warmup import warmup_schedule
+from portable_spec.vllm_adapter.worker.sampling_plan import TOPK_TOPP, SamplingLimits
+from portable_spec.vllm_adapter.worker.warmup_plan import OTHER, SIXTEEN, Limits
+
+pytestmark = pytest.mark.skipif(not version_gate.has("mrv2_sampled_warmup"),
+                                reason=str(version_gate.why_not("mrv2_sampled_warmup")))
+
+
+def limits(max_reqs=256, k=3, max_tokens=8192, free_blocks=4096) -> Limits:
+    return Limits(max_reqs=max_reqs, max_tokens=max_tokens, max_len=4096, k=k, dflash=False,
+                  block_sizes=(16,), free_blocks=free_blocks)
+
+
+@pytest.mark.parametrize("max_reqs,k,logprobs", [(256, 3, True), (256, 1, True), (4, 3, True), (2, 2, False),
+                                                 (1, 3, True), (64, 7, True)])
+def test_the_plan_covers_every_reachable_sampling_variant(max_reqs, k, logprobs):
+    lim, sampling = limits(max_reqs, k), SamplingLimits(logprobs=logprobs)
+    rounds, uncovered = plan.plan_rounds(lim, sampling)
+    assert not uncovered
+    covered = frozenset().union(*(plan.round_keys(r, lim, sampling) for r in rounds))
+    assert plan.reachable_keys(lim, sampling) <= covered
+    assert all(r.fits(lim) for r in rounds)
+    # The kernels issue 41 saw compile at the first sampled request are all in the model.
+    kernels = {key[0] for key in plan.reachable_keys(lim, sampling)}
+    assert {"_temperature_kernel", "_rejection_kernel", "_resample_kernel", "_compute_local_logits_stats_kernel",
+            "_min_p_kernel"} <= kernels
+    assert (TOPK_TOPP in kernels) == (plan.max_rows(lim) >= 8)
+
+
+def test_the_plan_reaches_top_p_alone_at_every_row_class():
+    """The request issue 41 sent (temperature 0.8, top-p 0.95) filters with TOPP_ENABLED alone."""
+    lim, sampling = limits(), SamplingLimits()
+    keys = frozenset().union(*(plan.round_keys(r, lim, sampling) for r in plan.plan_rounds(lim, sampling)[0]))
+    assert {(TOPK_TOPP, False, True, OTHER), (TOPK_TOPP, False, True, SIXTEEN)} <= keys
+
+
+@pytest.mark.parametrize("dropped,missing", [
+    ((plan.TOP_P, plan.TOP_P + plan.LOGPROBS_SUFFIX), (TOPK_TOPP, False, True, OTHER)),
+    ((plan.TOP_K, plan.TOP_K + plan.LOGPROBS_SUFFIX), (TOPK_TOPP, True, False, SIXTEEN)),
+    ((plan.MIN_P_PROFILE, plan.MIN_P_PROFILE + plan.LOGPROBS_SUFFIX), (plan.MIN_P, plan.MODEL)),
+    (tuple(p for p in plan.PROFILES if p.endswith(plan.LOGPROBS_SUFFIX)), (plan.LOGPROBS, True)),
+    (tuple(p for p in plan.PROFILES if p.endswith(plan.LOGPROBS_SUFFIX)), ("_rejection_kernel", plan.CLONE)),
+])
+def test_dropping_a_profile_leaves_a_kernel_variant_uncovered(dropped, missing):
+    """The test bites: without those profiles a variant serving reaches is left to the first request."""
+    lim, sampling = limits(), SamplingLimits()
+    _, uncovered = plan.plan_rounds(lim, sampling, tuple(p for p in plan.PROFILES if p not in dropped))
+    assert missing in uncovered
+
+
+def test_a_kv_cache_too_small_for_any_round_plans_nothing_and_says_what_is_left():
+    rounds, uncovered = plan.plan_rounds(limits(free_blocks=0), SamplingLimits())
+    assert not rounds and uncovered == plan.reachable_keys(limits(), SamplingLimits())
+
+
+def schedule(lim=None, vocab=1000):
+    lim = lim or limits()
+    rounds, _ = plan.plan_rounds(lim, SamplingLimits())
+    return rounds, warmup_schedule(rounds, lim, vocab, True, sampler=plan.request_sampling,
+                                   req_prefix=mrv2_warmup.REQ_PREFIX)
+
+
+def test_the_scheduler_outputs_are_valid_and_finish_every_request():
+    lim = limits()
+    rounds, outputs = schedule(lim)
+    live: dict[str, int] = {}
+    held: dict[str, set[int]] = {}  # block ids per live request: never two live requests on one id
+    used_blocks: set[int] = set()
+    kinds = set()
+    for out in outputs:
+        assert isinstance(out, SchedulerOutput)
+        for req_id in out.finished_req_ids:
+            del live[req_id], held[req_id]
+        for new in out.scheduled_new_reqs:
+            assert isinstance(new, NewRequestData) and isinstance(new.sampling_params, SamplingParams)
+            assert new.req_id.startswith(mrv2_warmup.REQ_PREFIX) and new.req_id not in live
+            # MRV2's add_requests asserts both; the scheduler sets prefill_token_ids to the prompt.
+            assert new.prompt_token_ids is not None and new.prefill_token_ids == new.prompt_token_ids
+            assert new.num_computed_tokens == 0
+            live[new.req_id] = len(new.prompt_token_ids)
+            held[new.req_id] = set()
+            for group in new.block_ids:
+                assert not set().union(*held.values()) & set(group)
+                held[new.req_id] |= set(group)
+                used_blocks |= set(group)
+            sp = new.sampling_params
+            kinds.add((sp.temperature > 0, sp.top_k > 0, sp.top_p < 1, sp.min_p > 0, sp.logprobs is not None,
+                       sp.seed is not None))
+        cached = out.scheduled_cached_reqs
+        for req_id, blocks in zip(cached.req_ids, cached.new_block_ids):
+            assert req_id in live
+            for group in blocks or ():
+                assert not set().union(*held.values()) & set(group)
+                held[req_id] |= set(group)
+                used_blocks |= set(group)
+        for req_id, drafts in out.scheduled_spec_decode_tokens.items():
+            assert len(drafts) == lim.k and out.num_scheduled_tokens[req_id] == lim.k + 1
+        assert set(out.num_scheduled_tokens) <= set(live)
+        assert out.total_num_scheduled_tokens == sum(out.num_scheduled_tokens.values())
+        assert out.num_common_prefix_blocks == [0]
+    assert not live, "every warm-up request is finished by the last step"
+    assert min(used_blocks) == 1 and max(used_blocks) <= lim.free_blocks  # 0 is the null block
+    # min-p with and without logprobs, top-p alone, top-k with logprobs, top-k with top-p; seeded and not.
+    assert {(True, False, False, True, False, True), (True, False, False, True, True, True),
+            (True, False, True, False, False, True), (True, False, True, False, False, False),
+            (True, True, False, False, True, True), (True, True, True, False, False, True)} <= kinds
+
+
+class Mrv2Runner:
+    """MRV2's runner as the warm-up sees it: request states added and removed as vLLM's ``add_requests`` and
+    ``finish_requests`` do, a KV connector switch, the config parts the blockers read."""
+
+    def __init__(self, *, v2=True, spec=True, pp=1, dp=1, kv_transfer=None, num_blocks=4096):
+        parallel = types.SimpleNamespace(pipeline_parallel_size=pp, data_parallel_size=dp, enable_eplb=False)
+        spec_cfg = types.SimpleNamespace(method="eagle3", rejection_sample_method="standard",
+                                         draft_sample_method="greedy") if spec else None
+        self.vllm_config = types.SimpleNamespace(parallel_config=parallel, speculative_config=spec_cfg,
+                                                 kv_transfer_config=kv_transfer, ec_transfer_config=None,
+                                                 use_v2_model_runner=v2)
+        self.scheduler_config = types.SimpleNamespace(max_num_batched_tokens=8192, max_num_scheduled_tokens=None)
+        group = types.SimpleNamespace(kv_cache_spec=_full_attention())
+        self.kv_cache_config = types.SimpleNamespace(kv_cache_groups=[group], num_blocks=num_blocks)
+        self.model_config = types.SimpleNamespace(max_logprobs=20, get_vocab_size=lambda: 1000)
+        self.max_num_reqs, self.max_model_len, self.num_speculative_steps = 64, 4096, 3 if spec else 0
+        self.is_pooling_model, self.sampler = False, object()
+        self.req_states = types.SimpleNamespace(req_id_to_index={})
+        self.kv_connector = types.SimpleNamespace(disabled=[], set_disabled=lambda d: self.kv_connector.disabled.append(d))
+        self.steps: list[SchedulerOutput] = []
+        self.sampled = 0
+
+    def execute_model(self, out):
+        for req_id in out.finished_req_ids:
+            self.req_states.req_id_to_index.pop(req_id, None)
+        for new in out.scheduled_new_reqs:
+            self.req_states.req_id_to_index[new.req_id] = len(self.req_states.req_id_to_index)
+        self.steps.append(out)
+        return None if out.total_num_scheduled_tokens else "empty"
+
+    def sample_tokens(self, grammar):
+        self.sampled += 1
+
+
+def _full_attention():
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    return FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype=torch.float32)
+
+
+def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog):
+    runner, order = Mrv2Runner(), []
+
+    def vllms_warmup(model_runner, execute, sample):
+        order.append("vllm")
+        assert not model_runner.req_states.req_id_to_index
+
+    hooked = mrv2_warmup.with_sampled_rounds(vllms_warmup)
+    with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+        hooked(runner, runner.execute_model, runner.sample_tokens)
+    stats = runner.portable_spec_sampled_warmup
+    assert order == ["vllm"] and stats["steps"] == len(runner.steps) > 2 and not stats["uncovered"]
+    assert runner.sampled == sum(1 for s in runner.steps if s.total_num_scheduled_tokens)
+    assert runner.req_states.req_id_to_index == {}
+    assert runner.kv_connector.disabled == [True, False]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(mrv2_warmup.LOG_PREFIX)]
+    assert len(lines) == 1 and "rounds" in lines[0]
+
+
+def test_a_request_left_in_the_runner_fails_loudly():
+    runner = Mrv2Runner()
+    runner.execute_model = lambda out, real=runner.execute_model: real(types.SimpleNamespace(
+        finished_req_ids=set(), scheduled_new_reqs=out.scheduled_new_reqs,
+        total_num_scheduled_tokens=out.total_num_scheduled_tokens))
+    with pytest.raises(RuntimeError, match="left in the runner"):
+        mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, runner.sample_tokens)
+    assert runner.kv_connector.disabled == [True, False]
+
+
+@pytest.mark.parametrize("kwargs,reason", [
+    (dict(v2=False), "not Model Runner V2"),
+    (dict(spec=False), "no speculative decoding"),
+    (dict(pp=2), "pipeline parallel"),
+    (dict(dp=2), "data parallel"),
+    (dict(kv_transfer=object()), "KV/EC transfer"),
+])
+def test_no_sampled_warm_up_where_it_must_not_run(kwargs, reason, caplog):
+    runner = Mrv2Runner(**kwargs)
+    with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+        stats = mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, runner.sample_tokens)
+    assert any(reason in r for r in stats["skipped"]) and not runner.steps
+    assert any(reason in r.getMessage() for r in caplog.records)
+
+
+def test_warmup_off_skips_it(monkeypatch):
+    monkeypatch.setenv("PORTABLE_SPEC_WARMUP", "off")
+    runner = Mrv2Runner()
+    stats = mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, runner.sample_tokens)
+    assert stats["skipped"] == ["PORTABLE_SPEC_WARMUP=off"] and not runner.steps
+
+
+def test_the_worker_swaps_warmup_kernels_for_the_one_call_under_mrv2(monkeypatch):
+    import vllm.v1.worker.gpu_worker as module
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from portable_spec.vllm_adapter.worker.gpu_worker import PortableWorker
+
+    original, seen = module.warmup_kernels, []
+
+    def fake_compile(self):
+        seen.append(module.warmup_kernels)
+        return "times"
+
+    monkeypatch.setattr(Worker, "compile_or_warm_up_model", fake_compile)
+    worker = PortableWorker.__new__(PortableWorker)
+    worker.vllm_config = types.SimpleNamespace(use_v2_model_runner=True)
+    assert worker.compile_or_warm_up_model() == "times"
+    worker.vllm_config = types.SimpleNamespace(use_v2_model_runner=False)
+    assert worker.compile_or_warm_up_model() == "times"
+    assert seen[0] is not original and seen[0].__name__ == "warmup_kernels" and seen[1] is original
+    assert module.warmup_kernels is original
