@@ -192,6 +192,17 @@ def test_a_request_left_in_the_runner_fails_loudly():
     assert runner.kv_connector.disabled == [True, False]
 
 
+def test_a_request_live_before_it_skips_the_warm_up_with_one_warning(caplog):
+    """Never at boot; if ever, the engine is left as vLLM built it (our layer never stops an engine vLLM boots)."""
+    runner = Mrv2Runner()
+    runner.req_states.req_id_to_index["someone"] = 0
+    with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+        stats = mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, runner.sample_tokens)
+    assert stats == {"skipped": ["requests live before the warm-up"]} and runner.steps == []
+    lines = [r for r in caplog.records if r.getMessage().startswith(mrv2_warmup.LOG_PREFIX)]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+
+
 @pytest.mark.parametrize("kwargs,reason", [
     (dict(v2=False), "not Model Runner V2"),
     (dict(spec=False), "no speculative decoding"),

@@ -93,8 +93,9 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
         logger.warning("%s skipped: %d KV-cache blocks are too few for any round%s", LOG_PREFIX,
                        limits.free_blocks + 1, left)
         return {"skipped": ["KV-cache blocks"], "uncovered": sorted(map(str, uncovered))}
-    if live_requests(runner):
-        raise RuntimeError(f"{LOG_PREFIX}: {live_requests(runner)} requests live before the warm-up")
+    if live_requests(runner):  # never at boot; if ever, leave the engine as vLLM built it rather than stop it
+        logger.warning("%s skipped: %d requests live before it", LOG_PREFIX, live_requests(runner))
+        return {"skipped": ["requests live before the warm-up"]}
     outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size(), sampling.logprobs,
                               sampler=mrv2_sampling_plan.request_sampling, req_prefix=REQ_PREFIX)
     started = time.perf_counter()
