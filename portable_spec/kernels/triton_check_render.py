@@ -14,6 +14,9 @@ def _header(report: dict[str, Any]) -> list[str]:
     if report.get("compile"):
         c = report["compile"]
         lines.append(f"compile layer: triton {c['triton']} for {c['target']} ({c['python']})")
+    if report.get("compile_amd"):
+        c = report["compile_amd"]
+        lines.append(f"compile-amd layer: triton {c['triton']} for {c['target']} (linking with {c['lld']})")
     if report.get("static"):
         rules = report["static"]["rules"]
         lines.append(f"static layer: {len(rules)} MUSA rules ({', '.join(rules)})")
@@ -44,7 +47,7 @@ def render_text(report: dict[str, Any]) -> str:
     still = [r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"]
     lines += ["", f"substitutes bound for the second column: {len(report['substitutes_bound'])} binding sites",
               "result: " + ("NOT green: " + ", ".join(still) if still else
-                            "green: every kernel on the MUSA path passes both layers with substitutes bound")]
+                            "green: every kernel on the MUSA path passes every layer with substitutes bound")]
     return "\n".join(lines)
 
 
@@ -57,5 +60,5 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {_cell(shipped)} | {first or '-'} | "
                      f"{_cell(r['with_substitutes'])} |")
     return "\n".join(["## Triton 3.2 front-end check", "", *(f"- {ln}" for ln in _header(report)), "", *lines, "",
-                      "green (every MUSA-path kernel passes both layers with substitutes bound): "
+                      "green (every MUSA-path kernel passes every layer with substitutes bound): "
                       + ("yes" if report["green"] else "no")])
