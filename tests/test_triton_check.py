@@ -252,6 +252,9 @@ def test_a_kernel_the_amd_backend_rejects_fails_the_check_even_when_the_nvidia_c
     assert not report["green"] and report["rejected_with_substitutes"] == [second]
     assert report["compile_amd"]["target"] == "hip:gfx942:64" and "compile-amd layer" in render_text(report)
     assert f"{second} [compile-amd]: compile-amd says no" in render_text(report)
+    markdown = render_markdown(report)  # per kernel, per backend: shipped / substituted
+    assert "| NVIDIA sm_90: shipped / substituted | AMD gfx942: shipped / substituted |" in markdown
+    assert f"| `{second}` | " in markdown and "| ok / ok | rejected / rejected | ok / ok |" in markdown
     both = merge({"compile": _layer_report("compile", ok), "compile-amd": _layer_report("compile-amd", ok)})
     assert both["green"]
 

@@ -51,14 +51,23 @@ def render_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_LAYER_NAMES = {"compile": "NVIDIA sm_90", "compile-amd": "AMD gfx942", "static": "static rules"}
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    lines = ["| kernel | launched at | as vLLM ships it | first error as shipped | with substitutes |",
-             "|---|---|---|---|---|"]
+    """One row per kernel; per layer (each backend's compile, the static rules) its verdict as vLLM ships the kernel
+    and with substitutes bound (``shipped / substituted``)."""
+    layers = report.get("layers") or []
+    names = [_LAYER_NAMES.get(la, la) for la in layers]
+    lines = ["| kernel | launched at | " + " | ".join(f"{n}: shipped / substituted" for n in names)
+             + " | first error as shipped | with substitutes |", "|---|---|" + "---|" * len(layers) + "---|---|"]
     for r in report["kernels"]:
-        shipped = r["as_shipped"]
+        shipped, subbed = r["as_shipped"], r["with_substitutes"]
         first = "; ".join(f"[{la}] {shipped[la]['first_error']}" for la in shipped["layers"]).replace("|", "\\|")
-        lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {_cell(shipped)} | {first or '-'} | "
-                     f"{_cell(r['with_substitutes'])} |")
+        cells = [f"{shipped[la]['verdict'] if la in shipped else '-'} / {subbed[la]['verdict'] if la in subbed else '-'}"
+                 for la in layers]
+        lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {' | '.join(cells)} | {first or '-'} | "
+                     f"{_cell(subbed)} |")
     return "\n".join(["## Triton 3.2 front-end check", "", *(f"- {ln}" for ln in _header(report)), "", *lines, "",
                       "green (every MUSA-path kernel passes every layer with substitutes bound): "
                       + ("yes" if report["green"] else "no")])
