@@ -28,6 +28,7 @@ SIM_VLLM_MUSA_OPS_ENV = "PORTABLE_SPEC_SIM_VLLM_MUSA_OPS"
 FAIL_CAPTURE_ENV = "PORTABLE_SPEC_FAIL_CAPTURE"
 INJECT_BUG_ENV = "PORTABLE_SPEC_INJECT_BUG"
 TRITON32_PYTHON_ENV = "PORTABLE_SPEC_TRITON32_PYTHON"
+HIP_LLD_ENV = "TRITON_HIP_LLD_PATH"
 VERIFY_JIT_BUDGET_ENV = "PORTABLE_SPEC_VERIFY_JIT_BUDGET_S"
 CUDA_HOME_ENV = "CUDA_HOME"
 STACK_EVERY_ENV = "PORTABLE_SPEC_STACK_EVERY_S"
@@ -122,6 +123,11 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(TRITON32_PYTHON_ENV, "",
            "The interpreter of a virtualenv with triton==3.2.0 for `portable-spec kernels --check-triton` (the "
            "`--triton32-python` flag wins); `ci/lanes/triton32_venv.sh` builds one.", who="cli"),
+    EnvVar(HIP_LLD_ENV, "",
+           "Triton's own variable (read, and handed to Triton): the `ld.lld` Triton 3.2's AMD backend links with, "
+           "for the AMD compile of `portable-spec kernels --check-triton`. Unset: `ld.lld` on `PATH`, else the "
+           "newest `/usr/lib/llvm-*/bin/ld.lld` (Debian: `apt-get install lld`); none found is a one-line error.",
+           who="cli"),
     EnvVar(VERIFY_JIT_BUDGET_ENV, "150",
            "Seconds `probe --verify` may spend compiling attention kernels before it skips the rest.", who="cli"),
     EnvVar(CUDA_HOME_ENV, "",
@@ -237,6 +243,10 @@ def inject_bug() -> str | None:
 
 def triton32_python() -> str:
     return raw(TRITON32_PYTHON_ENV)
+
+
+def hip_lld_path() -> str:
+    return raw(HIP_LLD_ENV)
 
 
 def verify_jit_budget_s(environ: Mapping[str, str] | None = None) -> float:

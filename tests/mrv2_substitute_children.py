@@ -38,10 +38,12 @@ import vllm.v1.sample.ops.topk_topp_triton as topk_topp  # noqa: E402
 import vllm.v1.worker.gpu.block_table as block_table  # noqa: E402
 import vllm.v1.worker.gpu.buffer_utils as buffer_utils  # noqa: E402
 import vllm.v1.worker.gpu.sample.gumbel as gumbel  # noqa: E402
+import vllm.v1.worker.gpu.sample.logprob as logprob  # noqa: E402
 import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
-MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel")
+MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
+                    "_fill_logprob_token_ids_kernel")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -358,6 +360,40 @@ def top_k_top_p() -> dict:
             run, dict(logits=logits, k=k, p=p), lambda masked, before=logits: {
                 "newly_masked": int((masked.isinf() & ~before.isinf()).sum())})
     return {"cases": out}
+
+
+# ------------------------------------------------------------------------------------------------ logprob token ids
+def _logprob_case(gen: torch.Generator, batch: int, num_logprobs: int, custom: list[int], vocab: int) -> dict:
+    """``batch`` rows over ``len(custom)`` requests (each request's rows consecutive), request ``i`` asking for
+    ``custom[i]`` token ids of its own (0: none, its rows take the top-k columns)."""
+    max_reqs = len(custom) + 2
+    width = max(max(custom), 1) + 3
+    state = types.SimpleNamespace(
+        num_token_ids=types.SimpleNamespace(gpu=torch.tensor(custom + [0, 0], dtype=torch.int32)),
+        token_ids=types.SimpleNamespace(gpu=torch.randint(0, vocab, (max_reqs, width), generator=gen,
+                                                          dtype=torch.int32)))
+    mapping = torch.sort(torch.randint(0, len(custom), (batch,), generator=gen)).values.to(torch.int32)
+    return dict(logits=torch.randn(batch, vocab, generator=gen), num_logprobs=num_logprobs,
+                sampled_token_ids=torch.randint(0, vocab, (batch,), generator=gen, dtype=torch.int64),
+                logprob_token_ids_state=state, expanded_idx_mapping=mapping,
+                max_per_req_token_ids=max(custom), logits_mode=True)
+
+
+def fill_logprob_token_ids() -> dict:
+    """vLLM's ``compute_topk_scores`` on its custom-token-ids path (the kernel's two sources: a request's own token
+    ids, or the top-k columns), with the top-k wider and narrower than the custom lists and with no top-k at all."""
+    def run(**case):
+        out = logprob.compute_topk_scores(**case)
+        return out.logprob_token_ids, out.logprobs, out.selected_token_ranks
+
+    def summary(token_ids, scores, ranks):
+        valid = torch.isfinite(scores)
+        return {"valid": int(valid.sum()), "masked": int((~valid).sum())}
+
+    gen = torch.Generator().manual_seed(41)
+    shapes = [(4, 5, [3, 0], 256), (7, 0, [2, 0, 6], 300), (9, 2, [0, 7, 1, 0], 512), (3, 4, [1], 128)]
+    return {"cases": {f"batch{b}_topk{n}_custom{'-'.join(map(str, c))}_vocab{v}":
+                      _compare(run, _logprob_case(gen, b, n, c, v), summary) for b, n, c, v in shapes}}
 
 
 def _ptx_code(ptx: str) -> str:

@@ -191,3 +191,41 @@ def test_a_random_offset_that_is_an_expression_is_not_rewritten():
     """The offset is read five times in the two-word form: only a plain name is rewritten (else the count fails)."""
     with pytest.raises(DerivationError, match="rand-offsets-two-words changed 0 place"):
         derive(low_word_draws, {"rand-offsets-two-words": 2})
+
+
+@triton.jit
+def branch_pointers(out_ptr, a_ptr, b_ptr, n_ptr, N: tl.constexpr, FLAG: tl.constexpr):
+    n = tl.load(n_ptr)
+    col = tl.arange(0, 8)
+    if n > 0:  # run-time: rewritten
+        src = a_ptr + 1
+        valid = col < n
+    else:
+        src = b_ptr
+        valid = col < N
+    if FLAG:  # constexpr: left alone
+        src = src + 0
+    else:
+        src = src + 0
+    if n > 5:  # loads in a branch: left alone
+        x = tl.load(a_ptr)
+    else:
+        x = tl.load(b_ptr)
+    tl.store(out_ptr + col, tl.load(src + col, mask=valid, other=-1) + x)
+
+
+def test_values_chosen_in_a_run_time_branch_become_selects_with_the_same_outputs():
+    """Only the run-time ``if`` whose branches assign call-free values is rewritten; the kernel writes the same."""
+    _interpreted()
+    derived = derive(branch_pointers, {"branch-values-to-where": 1})
+    source = inspect.getsource(derived.fn)
+    assert "src = tl.where(n > 0, a_ptr + 1, b_ptr)" in source and "valid = tl.where(n > 0, col < n, col < N)" in source
+    assert "if FLAG:" in source and "x = tl.load(a_ptr)" in source
+    a, b = torch.arange(100, 116, dtype=torch.int32), torch.arange(200, 216, dtype=torch.int32)
+    for n in (0, 3, 7):
+        outs = []
+        for kernel in (branch_pointers, derived):
+            out = torch.zeros(8, dtype=torch.int32)
+            kernel[(1,)](out, a, b, torch.tensor([n], dtype=torch.int32), N=5, FLAG=True)
+            outs.append(out)
+        assert torch.equal(*outs), (n, outs)

@@ -3,7 +3,7 @@
 vLLM's real kernels (Triton switched back on in a child process, ``mrv2_substitute_children.py``) run under the
 Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``BlockTables.gather_block_tables`` /
 ``compute_slot_mappings``, the multi-group staged write, ``rejection_sample``, ``gumbel_sample``,
-``apply_top_k_top_p_triton``): once as vLLM ships them, once with the MUSA table bound through the registry, outputs
+``apply_top_k_top_p_triton``, ``compute_topk_scores``): once as vLLM ships them, once with the MUSA table bound through the registry, outputs
 compared bit for bit on several shapes. Then again with each substitute deliberately broken: the same comparison
 must see the difference, so it is not comparing vLLM with itself. The top-k/top-p substitute and the kernels that
 draw through ``tl_rand32`` are also compiled for sm_90 (no GPU needed): their PTX must be vLLM's."""
@@ -20,13 +20,15 @@ from lane_tools import import_triton, require_interpreter
 
 import_triton()
 
-CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "rejection_sample", "gumbel_sample", "top_k_top_p")
+CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "rejection_sample", "gumbel_sample", "top_k_top_p",
+            "fill_logprob_token_ids")
 COVERS = {  # which child exercises which MUSA substitute (and so must see its mutant)
     "_penalties_kernel": ("penalties_kernel",),
     "_load_ptr": ("block_tables", "staged_writes"),
     "_rejection_kernel": ("rejection_sample",),
     "tl_rand32": ("rejection_sample", "gumbel_sample"),
     "_topk_topp_kernel": ("top_k_top_p",),
+    "_fill_logprob_token_ids_kernel": ("fill_logprob_token_ids",),
 }
 
 
@@ -83,7 +85,8 @@ def test_the_substitutes_are_bitwise_vllms_kernels(shipped_vs_substituted, child
 def test_the_cases_exercise_what_the_substitutes_change(shipped_vs_substituted):
     """Rejection sampling accepts and rejects drafts (greedy, probabilistic, block verification, fair coin flips at
     positions past 2**32); top-k/top-p masks (top-k only, top-p only, both); the block tables are padded and span
-    two KV cache groups; the staged write reaches 512 writes."""
+    two KV cache groups; the staged write reaches 512 writes; the logprob token ids come from requests' own lists and
+    from the top-k columns (none at all included), with padded columns masked."""
     rejection = shipped_vs_substituted["rejection_sample"]["cases"]
     assert sum(c["accepted"] for c in rejection.values()) > 10 and all(c["rejected_rows"] for c in rejection.values())
     assert {"reqs7_k3_vocab1024_draft_logits_block", "reqs12_k4_vocab1024_block"} <= set(rejection)
@@ -91,6 +94,9 @@ def test_the_cases_exercise_what_the_substitutes_change(shipped_vs_substituted):
     assert all(c["newly_masked"] > 0 for c in top.values()) and {"_k_1", "_p_2"} <= {k[-4:] for k in top}
     assert "reqs11_groups2" in shipped_vs_substituted["block_tables"]["cases"]
     assert "reqs256_groups2" in shipped_vs_substituted["staged_writes"]["cases"]  # the GPU test's largest launch
+    logprob = shipped_vs_substituted["fill_logprob_token_ids"]["cases"]  # custom rows and top-k rows, padded columns
+    assert all(c["valid"] > 0 and c["masked"] > 0 for c in logprob.values()), logprob
+    assert any("_topk0_" in k for k in logprob) and any("-0" in k for k in logprob), logprob
     coin_flips = rejection["coin_flips_pos_past_2**32"]  # every acceptance decided by a draw past 2**32
     assert coin_flips["accepted"] > 5 and coin_flips["rejected_rows"] > 5, coin_flips
 

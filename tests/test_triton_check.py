@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from lane_tools import import_triton, require_triton32_python
 
-from portable_spec.kernels.triton_check import ENV_VAR, PROXY
+from portable_spec.errors import PortableSpecError
+from portable_spec.kernels import triton_check
+from portable_spec.kernels.triton_check import ENV_VAR, PROXY, merge
 from portable_spec.kernels.triton_check_render import render_markdown, render_text
 from portable_spec.kernels.triton_compile import first_error_line
 from portable_spec_harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
@@ -25,27 +27,37 @@ from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
 REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
 VLLM_ROOT = os.path.dirname(os.path.dirname(importlib.util.find_spec("vllm").origin))
-EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers, a piece of the first error of each)
-    "eagle_prepare_next_token_padded_kernel": {"compile": "Mismatched type for valid_count"},
-    "kernel_unified_attention[2d]": {"compile": "make_tensor_descriptor", "static": "stride_ks_blk: int | None"},
-    "kernel_unified_attention[2d-noncausal]": {"compile": "make_tensor_descriptor",
+_TD = "make_tensor_descriptor"
+_NONE = "'NoneType'"
+_REDEFINES = "the else block redefines it as <[1], int1>"
+EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers in order, a piece of the first error of each)
+    "eagle_prepare_next_token_padded_kernel": {"compile": "Mismatched type for valid_count",
+                                               "compile-amd": "Mismatched type for valid_count"},
+    "kernel_unified_attention[2d]": {"compile": _TD, "compile-amd": _TD, "static": "stride_ks_blk: int | None"},
+    "kernel_unified_attention[2d-noncausal]": {"compile": _TD, "compile-amd": _TD,
                                                "static": "stride_ks_blk: int | None"},
-    "kernel_unified_attention[3d]": {"compile": "make_tensor_descriptor", "static": "stride_ks_blk: int | None"},
+    "kernel_unified_attention[3d]": {"compile": _TD, "compile-amd": _TD, "static": "stride_ks_blk: int | None"},
     "reduce_segments": {"static": "find_seq_idx (vllm/v1/attention/ops/triton_attention_helpers.py:94) via "
                                   "find_seq_idx: left: tl.int32 = 0"},
     # Model Runner V2 (portable_spec/kernels/triton_table_mrv2.py)
     "mrv2/buffer_utils._apply_write_kernel[multi-group]": {"static": "dtype-parameter-pointer"},
     "mrv2/block_table._gather_block_tables_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
     "mrv2/block_table._compute_slot_mappings_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
-    "mrv2/sample.penalties._penalties_kernel": {"compile": "chained boolean operators"},
+    "mrv2/sample.penalties._penalties_kernel": {"compile": "chained boolean operators",
+                                                "compile-amd": "chained boolean operators"},
+    # the NVIDIA backend's TritonGPUCombineTensorSelectAndIf pass breaks dominance; the AMD pipeline accepts it
     "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-k+top-p]": {"compile": "PassManager::run failed",
                                                                        "static": "unsigned-division"},
     "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-k]": {"static": "topk_topp_triton.py:200"},
     "mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[top-p]": {"static": "topk_topp_triton.py:690"},
-    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[greedy-draft]": {"compile": "'NoneType'"},
-    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[draft-logits]": {"compile": "'NoneType'"},
+    # the NVIDIA backend accepts it; only the AMD one finds the pointer chosen in a run-time branch
+    "mrv2/sample.logprob._fill_logprob_token_ids_kernel": {"compile-amd": "operand #0 does not dominate this use"},
+    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[greedy-draft]": {"compile": _NONE,
+                                                                                "compile-amd": _NONE},
+    "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[draft-logits]": {"compile": _NONE,
+                                                                                "compile-amd": _NONE},
     "mrv2/spec_decode.rejection_sampler_utils._rejection_kernel[block-verification]": {
-        "compile": "the else block redefines it as <[1], int1>"},
+        "compile": _REDEFINES, "compile-amd": _REDEFINES},
 }
 
 
@@ -217,6 +229,57 @@ def test_bad_flags_are_one_line_errors():
     assert_one_line_error(run_cli("--platform", "tpu"), "unknown platform 'tpu'")
 
 
+def _layer_report(layer: str, verdicts: dict[str, str]) -> dict:
+    rows = {k: {"verdict": v, "first_error": None if v == "ok" else f"{layer} says no", "bound": f"vllm.{k}"}
+            for k, v in verdicts.items()}
+    return {"layer": layer, "triton": "3.2.0", "python": "py", "vllm": "0.26.0", "raw": rows, "substituted": rows,
+            "bound_targets": [], "lld": "/usr/bin/ld.lld" if layer == "compile-amd" else None}
+
+
+def test_a_kernel_the_amd_backend_rejects_fails_the_check_even_when_the_nvidia_compile_passes():
+    """The proxy is both backends: a MUSA-path kernel that only the AMD compile rejects is still rejected, with
+    substitutes bound, and the report is not green."""
+    first, second = [c.key for c in kernel_cases() if c.musa_path][:2]
+    ok = {first: "ok", second: "ok"}
+    report = merge({"compile": _layer_report("compile", ok),
+                    "compile-amd": _layer_report("compile-amd", {first: "ok", second: "rejected"}),
+                    "static": _layer_report("static", ok)})
+    rows = {r["kernel"]: r for r in report["kernels"]}
+    assert rows[first]["with_substitutes"]["verdict"] == "ok"
+    amd_only = rows[second]["with_substitutes"]
+    assert amd_only["verdict"] == "rejected" and amd_only["layers"] == ["compile-amd"]
+    assert amd_only["first_error"] == "compile-amd says no" and amd_only["compile"]["verdict"] == "ok"
+    assert not report["green"] and report["rejected_with_substitutes"] == [second]
+    assert report["compile_amd"]["target"] == "hip:gfx942:64" and "compile-amd layer" in render_text(report)
+    assert f"{second} [compile-amd]: compile-amd says no" in render_text(report)
+    markdown = render_markdown(report)  # per kernel, per backend: shipped / substituted
+    assert "| NVIDIA sm_90: shipped / substituted | AMD gfx942: shipped / substituted |" in markdown
+    assert f"| `{second}` | " in markdown and "| ok / ok | rejected / rejected | ok / ok |" in markdown
+    both = merge({"compile": _layer_report("compile", ok), "compile-amd": _layer_report("compile-amd", ok)})
+    assert both["green"]
+
+
+def test_the_amd_compile_finds_ld_lld_or_names_the_package(monkeypatch, tmp_path):
+    lld = tmp_path / "ld.lld"
+    lld.write_text("")
+    monkeypatch.setenv("TRITON_HIP_LLD_PATH", str(lld))
+    assert triton_check.hip_lld() == str(lld)
+    monkeypatch.setenv("TRITON_HIP_LLD_PATH", str(tmp_path / "missing"))
+    with pytest.raises(PortableSpecError, match="is not a file; install Debian's lld package \\(apt-get install lld"):
+        triton_check.hip_lld()
+    monkeypatch.delenv("TRITON_HIP_LLD_PATH")
+    monkeypatch.setattr(triton_check.shutil, "which", lambda name: None)
+    monkeypatch.setattr(triton_check.glob, "glob", lambda pattern: ["/usr/lib/llvm-9/bin/ld.lld",
+                                                                    "/usr/lib/llvm-14/bin/ld.lld"])
+    assert triton_check.hip_lld() == "/usr/lib/llvm-14/bin/ld.lld"  # the newest, not the last in name order
+    monkeypatch.setattr(triton_check.glob, "glob", lambda pattern: [])
+    with pytest.raises(PortableSpecError, match="needs ld.lld and found none; .*apt-get install lld"):
+        triton_check.hip_lld()
+    assert_one_line_error(run_cli("--check-triton", "--triton32-python", sys.executable,
+                                  env={"TRITON_HIP_LLD_PATH": "/nonexistent/ld.lld"}),
+                          "TRITON_HIP_LLD_PATH='/nonexistent/ld.lld' is not a file", "apt-get install lld")
+
+
 def test_listing_says_what_each_substitute_replaces_and_why():
     proc = run_cli("--json")
     assert proc.returncode == 0, proc.stderr
@@ -228,7 +291,7 @@ def test_listing_says_what_each_substitute_replaces_and_why():
     assert derived["replacement"] == "vLLM's source with unannotate-parameters x6" and derived["reason"]
     assert json.loads(run_cli("--platform", "rocm", "--json").stdout)["substitutions"] == []
     cuda = json.loads(run_cli("--platform", "cuda", "--json").stdout)["substitutions"]
-    assert len(cuda) == 4 and all("unspecialized" in s["replacement"] and s["reason"] for s in cuda)
+    assert len(cuda) == 5 and all("unspecialized" in s["replacement"] and s["reason"] for s in cuda)
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +311,8 @@ def full_check(tmp_path_factory):
 def test_triton_3_2_rejects_exactly_the_known_vllm_kernels_as_shipped(full_check):
     report, _ = full_check
     assert report["compile"]["triton"].startswith("3.2.") and report["vllm"] == "0.26.0"
+    assert report["compile_amd"]["triton"] == report["compile"]["triton"]
+    assert report["compile_amd"]["target"] == "hip:gfx942:64" and report["layers"] == ["compile", "compile-amd", "static"]
     rows = {r["kernel"]: r for r in report["kernels"]}
     assert set(report["rejected_as_shipped"]) == set(EXPECTED_AS_SHIPPED)
     for kernel, layers in EXPECTED_AS_SHIPPED.items():
@@ -257,7 +322,7 @@ def test_triton_3_2_rejects_exactly_the_known_vllm_kernels_as_shipped(full_check
             assert piece in shipped[layer]["first_error"], (kernel, shipped[layer]["first_error"])
 
 
-def test_with_substitutes_bound_every_musa_path_kernel_passes_both_layers(full_check):
+def test_with_substitutes_bound_every_musa_path_kernel_passes_every_layer(full_check):
     report, _ = full_check
     assert report["green"] and report["rejected_with_substitutes"] == []
     rows = {r["kernel"]: r for r in report["kernels"]}
@@ -270,6 +335,9 @@ def test_with_substitutes_bound_every_musa_path_kernel_passes_both_layers(full_c
         assert "portable_spec.derived.vllm.v1.attention.ops.triton_attention_helpers.find_seq_idx" in (
             checked["static"]["helpers"])
     assert rows["eagle_step_slot_mapping_metadata_kernel"]["with_substitutes"]["bound"].startswith("vllm.")
+    logprob = rows["mrv2/sample.logprob._fill_logprob_token_ids_kernel"]["with_substitutes"]
+    assert logprob["bound"] == "portable_spec.derived.vllm.v1.worker.gpu.sample.logprob._fill_logprob_token_ids_kernel"
+    assert logprob["compile-amd"]["verdict"] == logprob["compile"]["verdict"] == "ok"
 
 
 def test_a_green_text_report_reads_green(full_check):

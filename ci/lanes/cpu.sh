@@ -3,8 +3,10 @@
 # ci/lanes/cpu_venv.sh and keyed by the hash of its requirements file and recipe: ci/requirements-cpu.txt (vLLM
 # 0.26.0, the main run) and ci/requirements-cpu-<version>.txt (the other versions of the span). Each gets the project
 # installed editable (vLLM finds our entry points through it).
-# - vLLM 0.26.0: the Triton 3.2 front-end check (its triton==3.2.0 virtualenv from ci/lanes/triton32_venv.sh; fails
-#   unless every MUSA-path kernel passes with substitutes bound), the ROCm compile step (every ROCm-path kernel built
+# - vLLM 0.26.0: the Triton 3.2 front-end check (its triton==3.2.0 virtualenv from ci/lanes/triton32_venv.sh; every
+#   MUSA-path kernel compiled for an NVIDIA sm_90 and an AMD gfx942 target, the AMD one linked by Debian's lld
+#   package's ld.lld; fails unless every MUSA-path kernel passes both backends and the static rules with substitutes
+#   bound), the ROCm compile step (every ROCm-path kernel built
 #   for gfx942 and gfx90a with the lane's Triton; fails when one fails on a target ROCm serves), then the whole suite
 #   (which reuses the Triton 3.2 check's report);
 # - every other version: the span's tests (tests/version_span.py: unit, config, plugin and hook-point tests), where
@@ -63,9 +65,17 @@ run_pytest() {
 main_reqs=ci/requirements-cpu.txt
 main_python="$(lane_python "$main_reqs")"
 export PORTABLE_SPEC_TRITON32_PYTHON="$(bash ci/lanes/triton32_venv.sh "$main_python")"
-log "Triton 3.2 front-end check (proxy for MUSA's Triton)"
+# Triton 3.2's AMD backend links with ld.lld, which no pip package gives it: Debian's lld package does (the check
+# finds it on PATH or under /usr/lib/llvm-*/bin; TRITON_HIP_LLD_PATH names another).
+if ! command -v ld.lld >/dev/null && ! compgen -G '/usr/lib/llvm-*/bin/ld.lld' >/dev/null \
+    && [[ -z "${TRITON_HIP_LLD_PATH:-}" ]]; then
+  log "the Triton 3.2 check's AMD compile needs ld.lld: apt-get install lld"; exit 1
+fi
+log "Triton 3.2 front-end check (proxy for MUSA's Triton: NVIDIA sm_90 and AMD gfx942 backends, static rules)"
+start=$SECONDS
 "$main_python" -m portable_spec kernels --check-triton --out "$work" \
   --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS
+log "Triton 3.2 check: $((SECONDS - start)) s"
 # Every ROCm-path Triton kernel compiled for MI300 (gfx942) and MI250 (gfx90a) with this virtualenv's Triton, whose
 # AMD backend links in-process; fails when a kernel fails on a target ROCm serves. Report: $out/rocm_compile/.
 log "ROCm-path Triton kernels compiled for hip:gfx942 and hip:gfx90a"

@@ -23,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="whose substitutions to list (default: $VLLM_PLATFORM, else musa, the platform whose "
                              "Triton needs them)")
     parser.add_argument("--check-triton", action="store_true",
-                        help="compile every MUSA-path Triton kernel with triton 3.2.0 and apply the MUSA rules, "
-                             "without and with substitutes; exit 1 unless every MUSA-path kernel passes with them")
+                        help="compile every MUSA-path Triton kernel with triton 3.2.0 for an NVIDIA (sm_90) and an "
+                             "AMD (gfx942; needs ld.lld: apt-get install lld, or TRITON_HIP_LLD_PATH) target and "
+                             "apply the MUSA rules, without and with substitutes; exit 1 unless every MUSA-path "
+                             "kernel passes all three with them")
     parser.add_argument("--triton32-python", metavar="PATH",
                         help="interpreter of the triton==3.2.0 virtualenv (default: $PORTABLE_SPEC_TRITON32_PYTHON)")
     parser.add_argument("--only", action="append", metavar="KERNEL", help="check only this table row (repeatable)")

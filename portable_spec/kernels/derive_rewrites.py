@@ -37,6 +37,14 @@ Each expresses the same program without one construct an older Triton front end 
   halves as Philox counter words; passing both halves explicitly as uint32 draws exactly those numbers on both, for
   every offset (positions past 2**32 and negative int64 values included). The offset must be a plain name (it is
   read five times).
+- ``branch-values-to-where``: ``if c: a = x1; b = y1 else: a = x2; b = y2`` -> ``a = tl.where(c, x1, x2); b =
+  tl.where(c, y1, y2)``, for a run-time ``if`` (its test names no ``tl.constexpr`` parameter) whose two branches
+  only assign the same names, in the same order, from call-free expressions (pointer arithmetic and comparisons:
+  evaluating the branch not taken reads nothing and writes nothing). Triton 3.2's AMD backend rejects a pointer
+  chosen in a run-time branch and used after it ("operand #0 does not dominate this use": its pointer
+  canonicalization rewrites the ``scf.if`` that yields the pointer after the use it moved); MRV2's
+  ``_fill_logprob_token_ids_kernel`` picks its source row that way. A select computes the same values on every
+  backend.
 """
 
 from __future__ import annotations
@@ -198,6 +206,33 @@ class _RandTwoWords(_Counting):
         return ast.copy_location(ast.parse(text, mode="eval").body, node)
 
 
+def _branch_assignments(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | None:
+    """``[(name, value), ...]`` when ``block`` only assigns call-free values to plain names, else None."""
+    pairs = []
+    for stmt in block:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and not any(isinstance(n, ast.Call) for n in ast.walk(stmt.value))):
+            return None
+        pairs.append((stmt.targets[0].id, stmt.value))
+    return pairs
+
+
+class _BranchToWhere(_Counting):
+    def __init__(self, flags: set[str]) -> None:
+        self.flags = flags
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        then, other = _branch_assignments(node.body), _branch_assignments(node.orelse)
+        if (not then or not other or [n for n, _ in then] != [n for n, _ in other]
+                or mentions(node.test, self.flags) or any(isinstance(n, ast.Call) for n in ast.walk(node.test))):
+            return node
+        self.changed += 1
+        return [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Call(
+            func=ast.parse("tl.where", mode="eval").body, args=[node.test, a, b], keywords=[])), node)
+            for (name, a), (_, b) in zip(then, other)]
+
+
 def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
     visitor.visit(func)
     return visitor.changed
@@ -211,4 +246,5 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
     "unsigned-divisor": lambda func: _run(_UnsignedDivisor(unsigned_names(func)), func),
     "flip-integer-ternary": lambda func: _run(_FlipTernary(unsigned_names(func)), func),
     "rand-offsets-two-words": lambda func: _run(_RandTwoWords(), func),
+    "branch-values-to-where": lambda func: _run(_BranchToWhere(constexpr_parameters(func)), func),
 }

@@ -165,6 +165,16 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         rewrites=(("short-circuit-constexpr-and", 2),),
     ),
     Substitution(
+        name="_fill_logprob_token_ids_kernel",
+        targets=(f"{_MRV2}.sample.logprob._fill_logprob_token_ids_kernel",),
+        platforms=("musa",),
+        reason=("MRV2's logprob token-id kernel (requests asking for logprobs) picks its source row pointer and mask "
+                "in a run-time if/else and loads through them after it: Triton 3.2's AMD backend rejects that "
+                "('operand #0 does not dominate this use') where its NVIDIA backend accepts it, so MUSA's own "
+                "backend may too; selected with tl.where, the same values reach the load"),
+        rewrites=(("branch-values-to-where", 1),),
+    ),
+    Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
         platforms=("musa",),

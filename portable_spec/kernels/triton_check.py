@@ -1,16 +1,21 @@
 """The Triton 3.2 front-end check: which kernels on the MUSA serving path a MUSA-like Triton rejects, as vLLM ships
 them and with our substitutes bound.
 
-Two layers, each run in its own subprocess (``triton_check_worker``; vLLM is imported only there):
-``compile`` builds every kernel with upstream triton==3.2.0 for a CUDA target (the 3.2 virtualenv's interpreter, from
-``--triton32-python`` or ``PORTABLE_SPEC_TRITON32_PYTHON``); ``static`` applies ``triton_rules`` (what MUSA's fork
-rejects beyond 3.2) with the main interpreter. It is a proxy: MUSA's own backend may reject more.
+Three layers, each run in its own subprocess (``triton_check_worker``; vLLM is imported only there): ``compile``
+builds every kernel with upstream triton==3.2.0 for a CUDA target (the 3.2 virtualenv's interpreter, from
+``--triton32-python`` or ``PORTABLE_SPEC_TRITON32_PYTHON``); ``compile-amd`` builds it with the same Triton for an AMD
+target (``hip:gfx942``; Triton 3.2 links AMD code objects with ``ld.lld``, found by ``hip_lld``), because one backend's
+passes accept what another's reject and MUSA's Triton has a backend of its own; ``static`` applies ``triton_rules``
+(what MUSA's fork rejects beyond 3.2) with the main interpreter. A kernel passes only if every layer accepts it. It is
+a proxy: MUSA's own backend may reject more.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,16 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec import envs
-from portable_spec.envs import TRITON32_PYTHON_ENV as ENV_VAR
+from portable_spec.envs import HIP_LLD_ENV, TRITON32_PYTHON_ENV as ENV_VAR
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels.triton_rules import RULES
 from portable_spec.kernels.triton_table import kernel_cases
 
 TARGET = "cuda:90:32"
-LAYERS = ("compile", "static")
-PROXY = ("proxy: upstream triton 3.2.0 compiling for a CUDA sm_90 target, plus static rules for what MUSA's Triton "
-         "fork is known to reject beyond 3.2; MUSA's own backend may reject more, and only a MUSA host proves a "
-         "kernel there")
+AMD_TARGET = "hip:gfx942:64"
+LAYERS = ("compile", "compile-amd", "static")
+PROXY = ("proxy: upstream triton 3.2.0 compiling for a CUDA sm_90 target and for an AMD gfx942 target (a kernel "
+         "passes only if both backends accept it), plus static rules for what MUSA's Triton fork is known to reject "
+         "beyond 3.2; MUSA's own backend may reject more, and only a MUSA host proves a kernel there")
+_LLD_FIX = f"install Debian's lld package (apt-get install lld) or set {HIP_LLD_ENV} to an ld.lld"
 _FIX = ("build it with ci/lanes/triton32_venv.sh (it prints the interpreter) and pass --triton32-python PATH or set "
         f"{ENV_VAR}")
 
@@ -41,6 +48,25 @@ def triton32_python(flag: str | None) -> str:
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise PortableSpecError(f"{path!r} is not an executable Python interpreter; {_FIX}")
     return path
+
+
+def _llvm_version(path: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"llvm-(\d+)", path)) or (0,)
+
+
+def hip_lld() -> str:
+    """The ``ld.lld`` Triton 3.2's AMD backend links with: ``$TRITON_HIP_LLD_PATH``, else ``ld.lld`` on ``PATH``, else
+    the newest ``/usr/lib/llvm-*/bin/ld.lld`` (where Debian's versioned lld packages put it); a one-line error naming
+    ``apt-get install lld`` when there is none."""
+    path = envs.hip_lld_path()
+    if path:
+        if not os.path.isfile(path):
+            raise PortableSpecError(f"{HIP_LLD_ENV}={path!r} is not a file; {_LLD_FIX}")
+        return path
+    found = shutil.which("ld.lld") or max(glob.glob("/usr/lib/llvm-*/bin/ld.lld"), key=_llvm_version, default=None)
+    if not found:
+        raise PortableSpecError(f"the Triton 3.2 check's AMD compile needs ld.lld and found none; {_LLD_FIX}")
+    return found
 
 
 def triton_version(python: str) -> str:
@@ -58,13 +84,14 @@ def _package_root() -> str:
 
 
 def run_worker(python: str, layer: str, only: list[str] | None = None, timeout: int = 900,
-               case_sources: tuple[str, ...] = (), extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One layer of the check in a subprocess (``extra_args`` appended to the worker's command line); its JSON
-    report."""
+               case_sources: tuple[str, ...] = (), extra_args: tuple[str, ...] = (),
+               extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One layer of the check in a subprocess (``extra_args`` appended to the worker's command line, ``extra_env``
+    added to its environment); its JSON report."""
     cache = tempfile.mkdtemp(prefix="portable-spec-triton-cache-")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p),
-               VLLM_LOGGING_STREAM="ext://sys.stderr", VLLM_PLUGINS="", TRITON_CACHE_DIR=cache)
+               VLLM_LOGGING_STREAM="ext://sys.stderr", VLLM_PLUGINS="", TRITON_CACHE_DIR=cache, **(extra_env or {}))
     cmd = [python, "-m", "portable_spec.vllm_adapter.tools.triton_check_worker", "--layer", layer]
     for key in only or ():
         cmd += ["--only", key]
@@ -113,6 +140,9 @@ def merge(reports: dict[str, dict[str, Any]], case_sources: tuple[str, ...] = ()
         "check": "triton32", "proxy": PROXY, "layers": list(reports),
         "compile": ({"triton": reports["compile"]["triton"], "target": TARGET, "python": reports["compile"]["python"]}
                     if "compile" in reports else None),
+        "compile_amd": ({"triton": reports["compile-amd"]["triton"], "target": AMD_TARGET,
+                         "python": reports["compile-amd"]["python"], "lld": reports["compile-amd"].get("lld")}
+                        if "compile-amd" in reports else None),
         "static": ({"rules": {n: {"rejects": r.rejects, "evidence": r.evidence} for n, r in RULES.items()},
                     "triton": reports["static"]["triton"]} if "static" in reports else None),
         "vllm": first.get("vllm"),
@@ -126,16 +156,22 @@ def merge(reports: dict[str, dict[str, Any]], case_sources: tuple[str, ...] = ()
 
 def run_check(python: str, layers: tuple[str, ...] = LAYERS, only: list[str] | None = None,
               case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Both layers (compile with ``python``'s Triton, which must be 3.2.x; static with this interpreter), over the
-    serving path's kernels and those ``case_sources`` add (``triton_table.kernel_cases``)."""
+    """Every layer (compile and compile-amd with ``python``'s Triton, which must be 3.2.x; static with this
+    interpreter), over the serving path's kernels and those ``case_sources`` add (``triton_table.kernel_cases``)."""
     table = kernel_cases(case_sources)
     unknown = [key for key in only or () if key not in {c.key for c in table}]
     if unknown:
         raise PortableSpecError(f"unknown kernel {unknown[0]!r}; valid choices: {', '.join(c.key for c in table)}")
-    if "compile" in layers:
+    lld = hip_lld() if "compile-amd" in layers else None  # before minutes of compiling
+    if {"compile", "compile-amd"} & set(layers):
         version = triton_version(python)
         if not version.startswith("3.2."):
             raise PortableSpecError(f"{python} has triton {version}, not 3.2.x; {_FIX}")
-    return merge({layer: run_worker(python if layer == "compile" else sys.executable, layer, only,
-                                    case_sources=case_sources)
-                  for layer in layers}, case_sources)
+    reports = {}
+    for layer in layers:
+        amd = layer == "compile-amd"
+        reports[layer] = run_worker(sys.executable if layer == "static" else python, layer, only,
+                                    case_sources=case_sources, extra_env={HIP_LLD_ENV: lld} if amd and lld else None)
+        if amd:
+            reports[layer]["lld"] = lld
+    return merge(reports, case_sources)

@@ -14,6 +14,9 @@ def _header(report: dict[str, Any]) -> list[str]:
     if report.get("compile"):
         c = report["compile"]
         lines.append(f"compile layer: triton {c['triton']} for {c['target']} ({c['python']})")
+    if report.get("compile_amd"):
+        c = report["compile_amd"]
+        lines.append(f"compile-amd layer: triton {c['triton']} for {c['target']} (linking with {c['lld']})")
     if report.get("static"):
         rules = report["static"]["rules"]
         lines.append(f"static layer: {len(rules)} MUSA rules ({', '.join(rules)})")
@@ -44,18 +47,27 @@ def render_text(report: dict[str, Any]) -> str:
     still = [r["kernel"] for r in rows if r["musa_path"] and r["with_substitutes"]["verdict"] != "ok"]
     lines += ["", f"substitutes bound for the second column: {len(report['substitutes_bound'])} binding sites",
               "result: " + ("NOT green: " + ", ".join(still) if still else
-                            "green: every kernel on the MUSA path passes both layers with substitutes bound")]
+                            "green: every kernel on the MUSA path passes every layer with substitutes bound")]
     return "\n".join(lines)
 
 
+_LAYER_NAMES = {"compile": "NVIDIA sm_90", "compile-amd": "AMD gfx942", "static": "static rules"}
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    lines = ["| kernel | launched at | as vLLM ships it | first error as shipped | with substitutes |",
-             "|---|---|---|---|---|"]
+    """One row per kernel; per layer (each backend's compile, the static rules) its verdict as vLLM ships the kernel
+    and with substitutes bound (``shipped / substituted``)."""
+    layers = report.get("layers") or []
+    names = [_LAYER_NAMES.get(la, la) for la in layers]
+    lines = ["| kernel | launched at | " + " | ".join(f"{n}: shipped / substituted" for n in names)
+             + " | first error as shipped | with substitutes |", "|---|---|" + "---|" * len(layers) + "---|---|"]
     for r in report["kernels"]:
-        shipped = r["as_shipped"]
+        shipped, subbed = r["as_shipped"], r["with_substitutes"]
         first = "; ".join(f"[{la}] {shipped[la]['first_error']}" for la in shipped["layers"]).replace("|", "\\|")
-        lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {_cell(shipped)} | {first or '-'} | "
-                     f"{_cell(r['with_substitutes'])} |")
+        cells = [f"{shipped[la]['verdict'] if la in shipped else '-'} / {subbed[la]['verdict'] if la in subbed else '-'}"
+                 for la in layers]
+        lines.append(f"| `{r['kernel']}` | {r['launched_at']} | {' | '.join(cells)} | {first or '-'} | "
+                     f"{_cell(subbed)} |")
     return "\n".join(["## Triton 3.2 front-end check", "", *(f"- {ln}" for ln in _header(report)), "", *lines, "",
-                      "green (every MUSA-path kernel passes both layers with substitutes bound): "
+                      "green (every MUSA-path kernel passes every layer with substitutes bound): "
                       + ("yes" if report["green"] else "no")])

@@ -4,11 +4,12 @@ the check on it, first as vLLM ships it, then with the MUSA substitutes bound; p
 This module imports vLLM (it runs only in the check's own subprocess, never inside the product): it pins a
 CPU-importable vLLM platform and turns vLLM's Triton switch on, which vLLM leaves off on a host without a GPU driver
 (its kernels would otherwise be placeholders). ``--layer compile`` compiles with the running Triton for a CUDA
-target (the 3.2.0 virtualenv's interpreter runs it); ``--layer static`` applies ``triton_rules``; ``--layer rocm``
+target (the 3.2.0 virtualenv's interpreter runs it), ``--layer compile-amd`` for an AMD one (``AMD_TARGET``; each
+compile in a forked child, as the ROCm layer's: an LLVM assertion ends the process); ``--layer static`` applies ``triton_rules``; ``--layer rocm``
 compiles the ROCm path's rows (``triton_table_rocm``) for each ``--target`` with the running Triton (3.3+, whose
 AMD backend links in-process), as vLLM ships them: ROCm binds no substitute.
 
-    python -m portable_spec.vllm_adapter.tools.triton_check_worker --layer compile|static|rocm [--only KEY ...]
+    python -m portable_spec.vllm_adapter.tools.triton_check_worker --layer compile|compile-amd|static|rocm [--only KEY ...]
         [--cases MODULE:ATTR ...] [--target hip:gfx942 ...]
 """
 
@@ -72,6 +73,11 @@ def _load(case: Any) -> tuple[Any, dict[str, Any] | None]:
     return obj, None
 
 
+AMD_TARGET = ("hip", "gfx942", 64)
+"""The second backend of the Triton 3.2 check's compile (``--layer compile-amd``): MI300's, whose passes reject
+what the NVIDIA target's accept (a pointer chosen in a run-time branch: "operand #0 does not dominate this use")."""
+
+
 def _one(case: Any, layer: str) -> dict[str, Any]:
     from portable_spec.kernels.triton_compile import compile_for_target, first_error_line
     from portable_spec.kernels.triton_rules import scan
@@ -90,12 +96,26 @@ def _one(case: Any, layer: str) -> dict[str, Any]:
                    helpers=found.helpers)
     else:
         try:
-            compile_for_target(obj, case.signature, case.constexprs, case.options)
+            compile_for_target(obj, case.signature, case.constexprs, case.options,
+                               AMD_TARGET if layer == "compile-amd" else ("cuda", 90, 32))
             out.update(verdict="ok", first_error=None)
         except Exception as exc:  # the compiler's own error is the result
             out.update(verdict="rejected", first_error=first_error_line(exc))
     out["seconds"] = round(time.perf_counter() - start, 3)
     return out
+
+
+def _layer(cases: list[Any], layer: str) -> dict[str, dict[str, Any]]:
+    """One pass of ``layer`` over ``cases``; the AMD compile runs each kernel in a forked child (``isolated``), so a
+    compile that aborts the process is that kernel's rejection (with the native line that names it), not the run's
+    end."""
+    if layer != "compile-amd":
+        return {c.key: _one(c, layer) for c in cases}
+    for case in cases:  # imported once here, not once per child
+        _load(case)
+    results = isolated([(_one, case, layer) for case in cases])
+    return {c.key: {**r, "verdict": "rejected" if r["verdict"] == "failed" else r["verdict"]}
+            for c, r in zip(cases, results)}
 
 
 def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -108,10 +128,12 @@ def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...]
     if any(c.owner == "vllm" for c in cases):
         enable_vllm_triton()
     report: dict[str, Any] = {"layer": layer, "triton": triton.__version__, "python": sys.executable,
-                              "vllm": _version("vllm"), "raw": {c.key: _one(c, layer) for c in cases}}
+                              "vllm": _version("vllm"), "raw": _layer(cases, layer)}
+    if layer == "compile-amd":
+        report["target"] = ":".join(map(str, AMD_TARGET[:2]))
     try:
         report["bound_targets"] = registry.install_substitutions("musa")
-        report["substituted"] = {c.key: _one(c, layer) for c in cases}
+        report["substituted"] = _layer(cases, layer)
     finally:
         registry.uninstall()
     return report
@@ -243,7 +265,7 @@ def run_rocm(targets: list[str], only: list[str] | None = None) -> dict[str, Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layer", choices=("compile", "static", "rocm"), required=True)
+    parser.add_argument("--layer", choices=("compile", "compile-amd", "static", "rocm"), required=True)
     parser.add_argument("--only", action="append", metavar="KEY", help="only this table row (repeatable)")
     parser.add_argument("--cases", action="append", default=[], metavar="MODULE:ATTR",
                         help="more rows: a tuple of KernelCase (repeatable)")
