@@ -67,9 +67,15 @@ main_python="$(lane_python "$main_reqs")"
 export PORTABLE_SPEC_TRITON32_PYTHON="$(bash ci/lanes/triton32_venv.sh "$main_python")"
 # Triton 3.2's AMD backend links with ld.lld, which no pip package gives it: Debian's lld package does (the check
 # finds it on PATH or under /usr/lib/llvm-*/bin; TRITON_HIP_LLD_PATH names another).
-if ! command -v ld.lld >/dev/null && ! compgen -G '/usr/lib/llvm-*/bin/ld.lld' >/dev/null \
-    && [[ -z "${TRITON_HIP_LLD_PATH:-}" ]]; then
-  log "the Triton 3.2 check's AMD compile needs ld.lld: apt-get install lld"; exit 1
+# A fresh CI machine (root, Debian's registry reachable) gets it here, as the lane gets its virtualenvs.
+have_lld() { command -v ld.lld >/dev/null || compgen -G '/usr/lib/llvm-*/bin/ld.lld' >/dev/null \
+  || [[ -n "${TRITON_HIP_LLD_PATH:-}" ]]; }
+if ! have_lld && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  log "installing Debian's lld (ld.lld for the Triton 3.2 check's AMD compile)"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q lld; } > "$out/apt_lld.log" 2>&1 || true
+fi
+if ! have_lld; then
+  log "the Triton 3.2 check's AMD compile needs ld.lld: apt-get install lld (see $out/apt_lld.log)"; exit 1
 fi
 log "Triton 3.2 front-end check (proxy for MUSA's Triton: NVIDIA sm_90 and AMD gfx942 backends, static rules)"
 start=$SECONDS
