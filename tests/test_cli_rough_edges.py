@@ -200,7 +200,7 @@ def test_bench_takes_json_before_its_subcommand(breakdown_json):
     (("sizes", "--method", "eagle"), "the following arguments are required: --num-spec, --max-num-seqs"),
     (("caps", "--platform", "bogus"), "no attention capability rows for platform 'bogus'"),
     (("kernels", "--platform", "bogus"), "unknown platform 'bogus' for kernel substitutions"),
-    (("kernels", "--only", "x"), "--only, --out, --cases and --triton32-python go with --check-triton"),
+    (("kernels", "--only", "x"), "--only, --out, --cases, --target and --triton32-python go with --check-triton"),
     (("bench", "draft", "--hidden", "0"), "--hidden must be >= 1 (got 0)"),
     (("bench", "e2e", "--tokens", "0"), "--tokens must be >= 1 (got 0)"),
     (("bench", "breakdown", "/nonexistent.json"), "cannot read '/nonexistent.json'"),

@@ -85,10 +85,11 @@ def test_lane_installs_vllm_last_and_nothing_after_resolves_dependencies():
 
 
 def test_lane_pytest_prints_skip_reasons():
-    """A green log says why each test skipped (issue 36: 5, 40 and 95 skips went unexplained): every pytest run of
-    the lane has ``-rs``."""
+    """A green log says why each test skipped (issue 36: 5, 40 and 95 skips went unexplained), and a red one still
+    names each failure (``-rs`` alone would replace pytest's default ``-rfE`` summary): every pytest run of the lane
+    has ``-rfEs``."""
     runs = [line for line in LANE.read_text().splitlines() if "-m pytest" in line and not line.lstrip().startswith("#")]
-    assert runs and all(" -rs " in line for line in runs), runs
+    assert runs and all(" -rfEs " in line for line in runs), runs
 
 
 def test_lane_build_fails_on_pip_errors():

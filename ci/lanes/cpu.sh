@@ -55,7 +55,7 @@ run_pytest() {
   mkdir -p "$out/$version"
   log "vLLM $version: torch $("$python" -c 'import torch; print(torch.__version__)'), pytest $*"
   local rc=0
-  "$python" -m pytest -q -rs -m "not gpu" --junitxml="$out/$version/junit.xml" "$@" || rc=$?
+  "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" "$@" || rc=$?
   # What the version gate says this vLLM cannot have (read in that virtualenv), for versions.json.
   "$python" -m portable_spec.vllm_adapter.patch.version_gate > "$out/$version/gate.json"
   if [[ $rc -eq 5 ]]; then log "vLLM $version: pytest collected no tests"; fi
