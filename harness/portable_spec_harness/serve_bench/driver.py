@@ -38,7 +38,7 @@ HOST = "127.0.0.1"
 OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA error: out of memory|"
                  r"No available memory for the cache blocks", re.IGNORECASE)
 """What a server's log says when it did not fit beside the others (torch, CUDA, vLLM's start-up memory check)."""
-JIT_CLEAN_VARIANTS = ("ours",)
+JIT_CLEAN_VARIANTS = ("ours", "ours_mrv2")
 """Variants whose server must log no JIT compile after boot (our warm-up covers greedy and sampled requests); every
 variant's compiles are recorded (``jit_after_boot``), upstream's and MRV2's as the baseline they are."""
 ROUND_RESERVE_S = 45.0

@@ -25,17 +25,21 @@ from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench import memory, plan
 from portable_spec_harness.serve_bench.driver import jit_after_boot
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
-from portable_spec_harness.serve_bench.servers import BenchServer, launch
+from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
 from portable_spec_harness.serve_bench.stack_sampler import window
 
 HOST = "127.0.0.1"
 
 
+SAMPLED = {"temperature": 0.8, "top_p": 0.95}
+"""``--sampled``: what a chat client sends (issue 41), so the probe also reaches the sampler's kernels after boot."""
+
+
 async def stream(session: Any, url: str, model: str, prompt: list[int], max_tokens: int,
-                 times: list[float]) -> None:
+                 times: list[float], sampling: dict[str, Any]) -> None:
     """One streamed completion; appends each chunk's arrival time (``time.time``) to ``times``."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
-            "stream": True}
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+            **sampling}
     async with session.post(url, json=body) as response:
         response.raise_for_status()
         async for raw in response.content:
@@ -45,15 +49,15 @@ async def stream(session: Any, url: str, model: str, prompt: list[int], max_toke
 
 
 async def scenario(session: Any, url: str, model: str, prompts: tuple[list[int], list[int]], output_len: int,
-                   join_after: int) -> dict[str, list[float]]:
+                   join_after: int, sampling: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, list[float]]:
     """Request A decodes; B (a long prompt) is sent once A has streamed ``join_after`` tokens."""
     a_times: list[float] = []
     b_times: list[float] = []
-    a = asyncio.create_task(stream(session, url, model, prompts[0], output_len, a_times))
+    a = asyncio.create_task(stream(session, url, model, prompts[0], output_len, a_times, sampling[0]))
     while len(a_times) < join_after and not a.done():
         await asyncio.sleep(0.001)
     sent = time.time()
-    await asyncio.gather(a, stream(session, url, model, prompts[1], output_len, b_times))
+    await asyncio.gather(a, stream(session, url, model, prompts[1], output_len, b_times, sampling[1]))
     return {"a": a_times, "b": b_times, "b_sent": sent}
 
 
@@ -73,16 +77,17 @@ async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace
         result["boot"] = boot
         if not boot.get("ready"):
             return result
+        result["facts"] = await vllm_serve.collective_rpc(HOST, port, FACTS_METHOD, timeout_s=60)  # runner built
         started = await vllm_serve.collective_rpc(HOST, port, "portable_spec_bench_sampler_start")
         result["sampler_start"] = started
         rng = random.Random(args.seed)
         url = f"http://{HOST}:{port}/v1/completions"
         runs = []
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as session:
-            for _ in range(args.repeats):
+            for i in range(args.repeats):
                 prompts = tuple([rng.randrange(10, vocab - 10) for _ in range(args.input_len)] for _ in range(2))
                 runs.append(await scenario(session, url, server.pair.target, prompts, args.output_len,
-                                           args.join_after))
+                                           args.join_after, request_sampling(args, i)))
         report = await vllm_serve.collective_rpc(HOST, port, "portable_spec_bench_sampler_stop", timeout_s=120)
         result["sampler"] = {k: v for k, v in (report or {}).items() if k != "samples"}
         result["samples"] = len((report or {}).get("samples") or [])
@@ -106,6 +111,21 @@ async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace
     return result
 
 
+def _runner(facts: Any) -> str | None:
+    """The runner a server's worker built (the facts' ``use_v2_model_runner``), as the report names it."""
+    first = facts[0] if isinstance(facts, list) and facts else facts
+    if not isinstance(first, dict) or first.get("use_v2_model_runner") is None:
+        return None
+    return "mrv2" if first["use_v2_model_runner"] else "v1"
+
+
+def request_sampling(args: argparse.Namespace, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Requests A and B of one repeat: greedy, or ``SAMPLED`` with a seed of their own (reproducible runs)."""
+    if not args.sampled:
+        return {"temperature": 0.0}, {"temperature": 0.0}
+    return tuple({**SAMPLED, "seed": args.seed + 2 * repeat + j} for j in range(2))  # type: ignore[return-value]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m portable_spec_harness.serve_bench.join_probe")
     parser.add_argument("out")
@@ -120,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stall-ms", type=float, default=100.0)
     parser.add_argument("--boot-timeout", type=float, default=420.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sampled", action="store_true",
+                        help=f"sampled requests ({SAMPLED}, seeded) instead of greedy")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -134,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(asyncio.run(probe_variant(server, out, args, int(target["vocab_size"]))))
         print("join probe: max gap ms per repeat", json.dumps({r["variant"]: [run["max_gap_ms"] for run in
                                                                 r.get("runs", [])] for r in results}), flush=True)
+        print("join probe: runner, JIT compiles after boot", json.dumps(
+            {r["variant"]: [_runner(r.get("facts")), len(r.get("jit_after_boot") or [])] for r in results}), flush=True)
     (out / "join_probe.json").write_text(json.dumps({"pair": pair.as_json(), "settings": vars(args),
                                                      "variants": results}, indent=1, default=str))
     return 0

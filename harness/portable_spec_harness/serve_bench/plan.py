@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 from portable_spec_harness.e2e.interleave import rotation
 
-VARIANTS = {"upstream_v1": "upstream_v1", "ours": "full_drafter", "mrv2": "mrv2"}
+VARIANTS = {"upstream_v1": "upstream_v1", "ours": "full_drafter", "mrv2": "mrv2", "ours_mrv2": "ours_platform_mrv2"}
 """Bench name -> ``harness/e2e/configs.py`` variant: vLLM's drafter under PIECEWISE graphs on vLLM's own platform
-and the V1 runner; our FULL drafter (``VLLM_PLATFORM=cuda``, V1 runner); Model Runner V2 with its own drafter."""
+and the V1 runner; our FULL drafter (``VLLM_PLATFORM=cuda``, V1 runner); Model Runner V2 with its own drafter;
+the runner vLLM picks (MRV2 for a dense target) on our platform, with our worker's MRV2 sampled warm-up."""
 DEFAULT_VARIANTS = ("upstream_v1", "ours", "mrv2")
-DENSE_ONLY = {"mrv2": "MoE target: vLLM 0.26.0 serves it on the V1 runner only, so there is no MRV2 to compare"}
+DENSE_ONLY = {v: "MoE target: vLLM 0.26.0 serves it on the V1 runner only, so there is no MRV2 to compare"
+              for v in ("mrv2", "ours_mrv2")}
 RATIO_BASES = ("upstream_v1", "mrv2")
 """The ratios the report keys on: ``ours_over_upstream_v1`` and ``ours_over_mrv2``."""
 TARGET_LINES = {"upstream_v1": (1.0, 1.1), "mrv2": (0.95,)}

@@ -38,7 +38,7 @@ class BenchServer:
 
     @property
     def role(self) -> str:
-        return "ours" if self.variant == "ours" else "reference"
+        return "ours" if self.variant in ("ours", "ours_mrv2") else "reference"
 
     @property
     def speculative(self) -> dict[str, Any]:
