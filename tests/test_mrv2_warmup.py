@@ -192,6 +192,28 @@ def test_a_request_left_in_the_runner_fails_loudly():
     assert runner.kv_connector.disabled == [True, False]
 
 
+def test_a_failing_step_logs_the_v1_warm_ups_one_error_line_and_raises(caplog):
+    """The step loop is the V1 warm-up's (``kernel_warmup.run_steps``): the step that failed and the switch that boots
+    without the warm-up, in one line, then vLLM's error; the KV connector is enabled again."""
+    runner = Mrv2Runner()
+
+    def sample_tokens(grammar):
+        if runner.sampled == 2:
+            raise ValueError("a sampler kernel failed")
+        runner.sampled += 1
+
+    with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
+        with pytest.raises(ValueError, match="a sampler kernel failed"):
+            mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, sample_tokens)
+    clean = Mrv2Runner()
+    total, failed = mrv2_warmup.run_sampled_rounds(clean, clean.execute_model, clean.sample_tokens)["steps"], \
+        len(runner.steps)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        f"{mrv2_warmup.LOG_PREFIX} failed at step {failed} of {total}; PORTABLE_SPEC_WARMUP=off boots without it"]
+    assert 1 < failed < total and runner.kv_connector.disabled == [True, False]
+
+
 def test_a_request_live_before_it_skips_the_warm_up_with_one_warning(caplog):
     """Never at boot; if ever, the engine is left as vLLM built it (our layer never stops an engine vLLM boots)."""
     runner = Mrv2Runner()

@@ -17,6 +17,8 @@ from portable_spec.ports import (
     select_platform,
 )
 from portable_spec.errors import PortableSpecError
+from portable_spec.ports import torch_build
+from portable_spec.ports.cpu_port import CpuPort
 from portable_spec.ports.musa_port import MusaPort
 from portable_spec.ports.rocm_port import RocmPort, fp8_dtype_for_arch
 from portable_spec_harness.musa_sim import SimulatedMusa
@@ -103,6 +105,25 @@ def test_rocm_fp8_is_fnuz_only_on_gfx94x():
     assert fp8_dtype_for_arch("gfx942:sramecc+:xnack-") == torch.float8_e4m3fnuz
     assert fp8_dtype_for_arch("gfx950") == torch.float8_e4m3fn
     assert fp8_dtype_for_arch("gfx90a") == torch.float8_e4m3fn
+
+
+def test_torch_build_read_without_torch_matches_torch_version():
+    """Detection and ``probe``'s facts read torch's version file alone; it says what the imported torch says."""
+    read = torch_build._version_file()
+    assert read is not None and read.__name__ != "torch.version"
+    assert (read.__version__, read.cuda, read.hip) == (torch.version.__version__, torch.version.cuda,
+                                                       getattr(torch.version, "hip", None))
+    assert torch_build.torch_version() == torch.__version__
+    assert (torch_build.cuda_build(), torch_build.hip_build()) == (torch.version.cuda is not None,
+                                                                  bool(getattr(torch.version, "hip", None)))
+
+
+def test_cpu_port_facts_need_no_device_module_and_load_it_on_first_use():
+    port = CpuPort()
+    assert port._device_module is None
+    assert port.facts()["fp8_dtype"] == "float8_e4m3fn" and port.fp8_dtype() == torch.float8_e4m3fn
+    assert port._device_module is None
+    assert port.device_module is torch.cpu
 
 
 def test_musa_live_graph_limit_follows_torchada_cap_when_asked(monkeypatch):

@@ -50,7 +50,8 @@ def render_substitutions(section: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    # torch comes in with the probe, not with the CLI: --help and the planning commands never pay for it.
+    # torch comes in with a device only (a graph port's device module, the capture check, --verify): the facts of a
+    # port without graphs (cpu), and detection on a host whose torch is no GPU build, read torch's version file alone.
     from portable_spec.kernels import SUBSTITUTIONS, substitutions_for
     from portable_spec.ports import select_platform
     from portable_spec.probe import run_probe

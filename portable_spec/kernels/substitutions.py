@@ -82,6 +82,18 @@ def _batch_agnostic(kernel: str, modules: tuple[str, ...], params: tuple[str, ..
                         launcher=launcher)
 
 
+def _one_tile(kernel: str, modules: tuple[str, ...], launcher: str, *, what: str, tile: str, variants: str,
+              independent: str, also: str = "") -> Substitution:
+    """CUDA: vLLM's spec-decode input ``kernel`` (bound in ``modules``) with its token count unspecialized, launched
+    at one tile size by ``fixed_tile``'s ``launcher`` (vLLM picks the tile, ``tile``, from the longest query)."""
+    return Substitution(
+        name=f"{kernel}:one_tile", targets=tuple(f"{_SD}.{m}.{kernel}" for m in modules), platforms=("cuda",),
+        reason=(f"{what} specializes on the step's token count and on a tile size vLLM picks from the longest query "
+                f"({tile}): up to {variants}. {independent}, so one tile size over a finer grid writes the same "
+                f"outputs{also}"),
+        unspecialize=("total_input_tokens",), launcher=f"portable_spec.kernels.fixed_tile:{launcher}")
+
+
 SUBSTITUTIONS: tuple[Substitution, ...] = (
     Substitution(
         name="eagle_prepare_next_token_padded_kernel",
@@ -194,29 +206,14 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
     _batch_agnostic("eagle_prepare_inputs_padded_kernel", ("utils", "llm_base_proposer"), ("num_reqs",), "requests"),
     _batch_agnostic("eagle_step_slot_mapping_metadata_kernel", ("utils",), ("batch_size",),
                     "requests in a chain step"),
-    Substitution(
-        name="copy_and_expand_dflash_inputs_kernel:one_tile",
-        targets=(f"{_SD}.utils.copy_and_expand_dflash_inputs_kernel",
-                 f"{_SD}.dflash.copy_and_expand_dflash_inputs_kernel"),
-        platforms=("cuda",),
-        reason=("DFlash's input kernel specializes on the step's token count and on a tile size vLLM picks from the "
-                "longest query (BLOCK_SIZE 16..256): up to 25 variants. Every element is computed independently "
-                "(masked by its own index), so one tile size over a finer grid writes the same outputs; steps "
-                "without rejected counts pass zeros (the flag only chooses between reading them and 0)"),
-        unspecialize=("total_input_tokens",),
-        launcher="portable_spec.kernels.fixed_tile:one_tile_launcher",
-    ),
-    Substitution(
-        name="copy_and_expand_eagle_inputs_kernel:one_tile",
-        targets=(f"{_SD}.utils.copy_and_expand_eagle_inputs_kernel",
-                 f"{_SD}.llm_base_proposer.copy_and_expand_eagle_inputs_kernel"),
-        platforms=("cuda",),
-        reason=("the input kernel of drafters that add slots per request (the separate draft model, parallel "
-                "drafting) specializes on the step's token count and on a tile size vLLM picks from the longest query "
-                "(BLOCK_SIZE_TOKENS up to 256): up to 24 variants, the long ones first reached by a long prompt after "
-                "boot. Every slot is computed and stored on its own (masked by its index), so one tile size over a "
-                "finer grid writes the same outputs"),
-        unspecialize=("total_input_tokens",),
-        launcher="portable_spec.kernels.fixed_tile:one_tile_tokens_launcher",
-    ),
+    _one_tile("copy_and_expand_dflash_inputs_kernel", ("utils", "dflash"), "one_tile_launcher",
+              what="DFlash's input kernel", tile="BLOCK_SIZE 16..256", variants="25 variants",
+              independent="Every element is computed independently (masked by its own index)",
+              also="; steps without rejected counts pass zeros (the flag only chooses between reading them and 0)"),
+    _one_tile("copy_and_expand_eagle_inputs_kernel", ("utils", "llm_base_proposer"), "one_tile_tokens_launcher",
+              what=("the input kernel of drafters that add slots per request (the separate draft model, parallel "
+                    "drafting)"),
+              tile="BLOCK_SIZE_TOKENS up to 256",
+              variants="24 variants, the long ones first reached by a long prompt after boot",
+              independent="Every slot is computed and stored on its own (masked by its index)"),
 )

@@ -6,6 +6,7 @@ from types import ModuleType
 
 from portable_spec.ports.fork_safe import visible_device_count
 from portable_spec.ports.interface import DevicePort
+from portable_spec.ports.torch_build import cuda_build, hip_build
 
 
 class CudaPort(DevicePort):
@@ -15,17 +16,14 @@ class CudaPort(DevicePort):
 
     @classmethod
     def is_active(cls) -> bool:
-        import torch
-
-        return torch.version.cuda is not None and visible_device_count() > 0
+        # The build first (no torch import): only a CUDA build of torch asks for its device count.
+        return cuda_build() and visible_device_count() > 0
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
-        import torch
-
-        if getattr(torch.version, "hip", None):
+        if hip_build():
             return "platform 'cuda' selected but this torch is a ROCm build; use --platform rocm"
-        if torch.version.cuda is None or visible_device_count() == 0:
+        if not cuda_build() or visible_device_count() == 0:
             return ("platform 'cuda' selected but no CUDA device is visible "
                     "(check the driver and CUDA_VISIBLE_DEVICES, or use --platform cpu)")
         return None

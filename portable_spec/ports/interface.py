@@ -7,7 +7,9 @@ members (``DeviceFunction``), each naming the attribute of the port's one device
 device module that lacks a declared function raises at construction.
 
 torch is imported by the methods that touch it, never by importing a port: the CLI's planning commands read a
-port class's facts (``live_graph_limit``) and must not pay torch's seconds-long import for them.
+port class's facts (``live_graph_limit``) and must not pay torch's seconds-long import for them. Detection and the
+facts ``probe`` reports read the torch build from ``torch_build`` (torch's version file, without importing torch); a
+port without graphs (CPU) loads its device module on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 from portable_spec.errors import PlatformError
+from portable_spec.ports.torch_build import torch_version
 
 if TYPE_CHECKING:
     import torch
@@ -95,8 +98,9 @@ class DevicePort(abc.ABC):
             reason = type(self).unavailable_reason()
             if reason:
                 raise PlatformError(reason)
-            device_module = self._load_device_module()
-        self.device_module = device_module
+            if self.supports_graphs:  # a port without graphs (CPU) loads it on first use: its facts need no torch
+                device_module = self._load_device_module()
+        self._device_module = device_module
         self.injected = injected
         self.label = label or self.name
         if self.supports_graphs:
@@ -122,20 +126,29 @@ class DevicePort(abc.ABC):
     def _load_device_module(self) -> ModuleType:
         """Import and return the torch device module (runs only after ``unavailable_reason`` said yes)."""
 
+    @property
+    def device_module(self) -> ModuleType | Any:
+        """The port's one device module: injected, loaded at construction (graph ports), or on first use."""
+        if self._device_module is None:
+            self._device_module = self._load_device_module()
+        return self._device_module
+
     # ---- identity and facts ----------------------------------------------------------------------------------
+    def fp8_dtype_name(self) -> str:
+        """The name in ``torch`` of the fp8 dtype kernels on this device use (``probe`` reports it without torch)."""
+        return "float8_e4m3fn"
+
     def fp8_dtype(self) -> torch.dtype:
         """The fp8 dtype kernels on this device use."""
         import torch
 
-        return torch.float8_e4m3fn
+        return getattr(torch, self.fp8_dtype_name())
 
     def device_name(self) -> str:
         return str(self._get_device_name(self._current_device())) if self.supports_graphs else "cpu"
 
     def runtime_versions(self) -> dict[str, str | None]:
-        import torch
-
-        return {"torch": torch.__version__}
+        return {"torch": torch_version()}
 
     @property
     def tensor_device_type(self) -> str:
@@ -251,7 +264,7 @@ class DevicePort(abc.ABC):
             "runtime": self.runtime_versions(),
             "graphs_supported": self.supports_graphs,
             "dist_backend": self.dist_backend,
-            "fp8_dtype": str(self.fp8_dtype()).removeprefix("torch."),
+            "fp8_dtype": self.fp8_dtype_name(),
             "live_graph_limit": self.live_graph_limit,
             "capture_inference_mode": self.capture_inference_mode,
         }

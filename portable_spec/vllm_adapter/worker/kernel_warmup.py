@@ -258,17 +258,23 @@ def counted_triton_compiles() -> Iterator[Counter]:
         yield counts
 
 
-def run_steps(runner: Any, outputs: list[SchedulerOutput]) -> None:
-    """Each output through the runner as the engine core sends it: ``execute_model``, then ``sample_tokens`` when
-    it returned None (a step with tokens, on the last pipeline rank); then waits for the device. The runner's
-    outputs (async ones copy to the host on a side stream) are kept until then."""
+def run_steps(outputs: list[SchedulerOutput], execute_model: Callable[[Any], Any],
+              sample_tokens: Callable[[Any], Any], log_prefix: str = LOG_PREFIX) -> None:
+    """Each output through the step functions as the engine core sends it: ``execute_model``, then
+    ``sample_tokens`` when it returned None for a step with tokens (on the last pipeline rank; Model Runner V2
+    returns None for a step without tokens too, and has nothing to sample then); then waits for the device. The
+    outputs (async ones copy to the host on a side stream) are kept until then. A failing step logs one line naming
+    it and the switch that boots without the warm-up, then raises. The V1 runner passes its own step functions,
+    Model Runner V2 its worker's."""
     results = []
     for index, output in enumerate(outputs):
         try:
-            result = runner.execute_model(output)
-            results.append(runner.sample_tokens(None) if result is None else result)
+            result = execute_model(output)
+            if result is None and output.total_num_scheduled_tokens:
+                result = sample_tokens(None)
+            results.append(result)
         except Exception:
-            logger.error("%s failed at step %d of %d; %s=off boots without it", LOG_PREFIX, index + 1, len(outputs),
+            logger.error("%s failed at step %d of %d; %s=off boots without it", log_prefix, index + 1, len(outputs),
                          WARMUP_ENV)
             raise
     if torch.accelerator.is_available():
@@ -299,7 +305,7 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
     state = StepState(runner)
     started = time.perf_counter()
     with counted_triton_compiles() as compiles:
-        run_steps(runner, outputs)
+        run_steps(outputs, runner.execute_model, runner.sample_tokens)
     seconds = time.perf_counter() - started
     state.restore()
     runner.seq_lens.zero_()  # as the drafter's capture leaves it

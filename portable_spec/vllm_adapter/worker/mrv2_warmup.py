@@ -6,7 +6,8 @@ the first sampled request, before vLLM activates its JIT monitor.
 ``PortableWorker.compile_or_warm_up_model`` swaps ``vllm.v1.worker.gpu_worker.warmup_kernels`` for
 ``with_sampled_rounds(original)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's warm-up
 first, unchanged. The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
-``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), as for the V1 runner.
+``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), run by ``kernel_warmup.run_steps`` as for the V1
+runner (a failing step: the same one line naming it and ``PORTABLE_SPEC_WARMUP=off``, then the error).
 Exact by construction: no request exists at boot, the KV blocks written are ids from 1 the scheduler has not handed
 out; the KV connector is disabled for the steps (as MRV2's warm-up does), and the last step finishes every request,
 so MRV2's request states (``req_states``: the runner removes a finished request from its sampler, block tables and
@@ -28,7 +29,7 @@ import torch
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    counted_triton_compiles, engine_blockers, sampling_limits, unwarmable_groups, warmup_schedule,
+    counted_triton_compiles, engine_blockers, run_steps, sampling_limits, unwarmable_groups, warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
@@ -102,11 +103,7 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
     runner.kv_connector.set_disabled(True)
     try:
         with counted_triton_compiles() as compiles:
-            for output in outputs:
-                if execute_model(output) is None and output.total_num_scheduled_tokens:
-                    sample_tokens(None)
-            if torch.accelerator.is_available():
-                torch.accelerator.synchronize()
+            run_steps(outputs, execute_model, sample_tokens, LOG_PREFIX)
     finally:
         runner.kv_connector.set_disabled(False)
     seconds = time.perf_counter() - started
