@@ -6,6 +6,7 @@ summary over several runs, and the CLI's one-line errors. Benchmarks are not tes
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,14 @@ from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
 from soak_fake_server import DeadServer, FakeVllm, fake_launcher, ticking_clock
 
+ROOT = Path(__file__).resolve().parents[1]
 LLAMA_31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                "vocab_size": 128256, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
-FAST = dict(concurrency=(1, 2), rounds=2, input_len=16, output_len=12, prompts_per_slot=1, boot_s=20,
-            run_timeout_s=60, clock_prompts=1, profile_output_len=8)
+FAST = dict(concurrency=(1, 2), rounds=2, input_lens=(16,), output_len=12, prompts_per_slot=1, min_run_s=0,
+            boot_s=20, run_timeout_s=60, clock_prompts=1, profile_output_len=8)
+C1, C2 = "in16/greedy/c1", "in16/greedy/c2"
+"""FAST's cells: one input length, greedy, concurrency 1 and 2."""
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +52,15 @@ def test_a_clean_run_reports_the_clients_numbers_medians_and_ratios(clean_run):
     assert result["status"] == "complete", result["problems"]
     assert result["placement"]["mode"] == "together"
     for variant in ("upstream_v1", "ours", "mrv2"):
-        for c in ("1", "2"):
+        for c in (C1, C2):
             cell = result["cells"][variant][c]
             assert cell["runs"] == 2 and cell["failed"] == 0
             assert cell["output_throughput"]["median"] > 0 and len(cell["output_throughput"]["all"]) == 2
             assert cell["spec_decode_acceptance_length"]["median"] > 1
     for key in ("ours_over_upstream_v1", "ours_over_mrv2"):
-        assert set(result[key]) == {"1", "2"}
+        assert set(result[key]) == {C1, C2}
         assert all(r["output_tok_s"] > 0 and r["median_tpot_ms"] > 0 for r in result[key].values())
+        assert all(r["paired_output_tok_s"]["passes"] == 2 for r in result[key].values())
     assert (out / "serve_bench.txt").read_text().startswith("serve bench: llama_eagle")
     assert (out / "serve_bench.png").stat().st_size > 10_000
     written = json.loads((out / "serve_bench.json").read_text())
@@ -74,17 +79,18 @@ def test_every_timed_number_is_the_one_vllm_bench_serve_saved(clean_run):
         for key in ("output_throughput", "median_tpot_ms", "p99_itl_ms", "spec_decode_acceptance_length"):
             assert run["result"][key] == saved[key]
         assert "Serving Benchmark Result" in (out / run["client_output"]).read_text()
-    cell = result["cells"]["ours"]["2"]["median_tpot_ms"]
+    cell = result["cells"]["ours"][C2]["median_tpot_ms"]
     ours = [r["result"]["median_tpot_ms"] for r in result["runs"] if r["variant"] == "ours" and r["concurrency"] == 2]
     assert cell["all"] == ours and cell["median"] == pytest.approx(sum(ours) / 2, abs=1e-4)
 
 
 def test_the_runs_were_interleaved_as_planned(clean_run):
     result, _ = clean_run
-    order = [(r["round"], r["concurrency"], r["variant"]) for r in result["order"]]
-    assert order == [(r.round, r.concurrency, r.variant)
-                     for r in plan.interleaved(["upstream_v1", "ours", "mrv2"], [1, 2], 2)]
-    assert order[0][2] == "upstream_v1" and order[6][2] == "ours"  # round 1 starts one variant later
+    order = [(r["round"], r["input_len"], r["sampling"], r["concurrency"], r["variant"]) for r in result["order"]]
+    assert order == [(r.round, r.cell.input_len, r.cell.sampling, r.cell.concurrency, r.variant)
+                     for r in plan.interleaved(["upstream_v1", "ours", "mrv2"], plan.cells([16], ["greedy"], [1, 2]),
+                                               2)]
+    assert order[0][-1] == "upstream_v1" and order[6][-1] == "ours"  # round 1 starts one variant later
 
 
 def test_the_phase_clock_and_profile_come_back_per_variant_with_their_split(clean_run):
@@ -118,7 +124,7 @@ def test_a_server_that_dies_leaves_its_cells_and_ratios_without_numbers_and_the_
     assert all("error" in cell for cell in result["cells"]["ours"].values())
     assert all("error" in r for r in result["ours_over_upstream_v1"].values())
     assert all("error" not in cell for cell in result["cells"]["upstream_v1"].values())
-    assert any(p.startswith("ours_over_mrv2 c=1") for p in result["problems"])
+    assert any(p.startswith(f"ours_over_mrv2 {C1}") for p in result["problems"])
 
 
 def test_servers_that_do_not_fit_together_fall_back_to_one_at_a_time(zoo_pair, tmp_path):
@@ -136,7 +142,7 @@ def test_servers_that_do_not_fit_together_fall_back_to_one_at_a_time(zoo_pair, t
     assert result["placement"]["mode"] == "in_turn" and result["placement"]["fell_back"]
     assert booted == ["upstream_v1", "ours", "mrv2", "upstream_v1", "ours", "mrv2"]
     assert result["status"] == "incomplete"  # the failed together boot is kept as a problem
-    assert all(result["cells"][v]["1"]["runs"] == 1 for v in ("upstream_v1", "ours", "mrv2"))
+    assert all(result["cells"][v][C1]["runs"] == 1 for v in ("upstream_v1", "ours", "mrv2"))
 
 
 def test_a_budget_stops_rounds_and_says_so(zoo_pair, tmp_path):
@@ -173,23 +179,175 @@ def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_pat
     assert written["status"] == "incomplete" and written["stopped_because"] == "interrupted (SystemExit)"
 
 
+# ------------------------------------------------------------------------------------------------ the axes
+AXES = {**FAST, "input_lens": (16, 40), "sampling": ("greedy", "sampled"), "concurrency": (1,), "seed": 5,
+        "variants": ("upstream_v1", "ours"), "phase_clock": False, "min_run_s": 0.3, "max_prompts": 16}
+"""Two input lengths x both samplings at one concurrency, timed runs sized to 0.3 s from their warm runs."""
+
+
+@pytest.fixture(scope="module")
+def axes_run(zoo_pair, tmp_path_factory) -> dict:
+    """The whole benchmark over the axes, with every client command line and every server it booted."""
+    out, argvs, booted = tmp_path_factory.mktemp("serve_bench_axes"), [], []
+    launch = fake_launcher()
+
+    def client_seen(argv, log, timeout_s):
+        argvs.append(argv)
+        return client.run_client(argv, log, timeout_s)
+
+    def launch_seen(server, port, log):
+        booted.append(server)
+        return launch(server, port, log)
+    hooks = Hooks(launch=launch_seen, client=client_seen, device=lambda: {"name": "cpu-test", "free_bytes": None},
+                  say=lambda line: None)
+    result = driver.run_serve_bench(zoo_pair, Settings(**AXES), out, hooks)
+    return {"result": result, "out": out, "argvs": argvs, "booted": booted}
+
+
+def test_the_axes_run_every_cell_on_one_boot_per_variant_sized_for_the_longest_input(axes_run, zoo_pair):
+    result, booted = axes_run["result"], axes_run["booted"]
+    assert result["status"] == "complete", result["problems"]
+    assert [server.variant for server in booted] == ["upstream_v1", "ours"]  # the cells added no boot
+    longest = plan.max_model_len(40, AXES["output_len"], zoo_pair.k)
+    assert longest > plan.max_model_len(16, AXES["output_len"], zoo_pair.k)
+    assert result["workload"]["max_model_len"] == longest and {s.max_model_len for s in booted} == {longest}
+    kv = memory.kv_cache_bytes(pairs.read_config(zoo_pair.target), pairs.read_config(zoo_pair.draft), longest, 1)
+    assert {s.kv_cache_bytes for s in booted} == {kv}
+    cell_list = plan.cells([16, 40], ["greedy", "sampled"], [1])
+    order = [(r["round"], r["input_len"], r["sampling"], r["concurrency"], r["variant"]) for r in result["order"]]
+    assert order == [(r.round, r.cell.input_len, r.cell.sampling, r.cell.concurrency, r.variant)
+                     for r in plan.interleaved(["upstream_v1", "ours"], cell_list, 2)]
+
+
+def test_sampled_cells_reach_vllm_bench_serve_as_seeded_sampling(axes_run):
+    """Every client command line, parsed by vLLM's own bench-serve parser: a sampled cell's runs send temperature
+    0.8, top-p 0.95 and the run's seed in each request's body; a greedy cell's send temperature 0 and nothing else."""
+    from portable_spec_harness.vllm_door.bench_client import parse
+
+    seen = {"greedy": 0, "sampled": 0}
+    for argv in axes_run["argvs"]:
+        args = parse(argv)
+        cell = dict(m.split("=", 1) for m in args.metadata)["cell"]
+        input_len, sampling, _ = cell.split("/")
+        assert args.random_input_len == int(input_len[2:])
+        if sampling == "sampled":
+            assert (args.temperature, args.top_p, args.extra_body) == (0.8, 0.95, {"seed": args.seed})
+        else:
+            assert (args.temperature, args.top_p, args.extra_body) == (0.0, None, None)
+        seen[sampling] += 1
+    assert seen == {"greedy": 2 * 2 * 3, "sampled": 2 * 2 * 3}  # per variant: 2 lengths x (1 warm + 2 timed)
+
+
+def test_each_cells_prompts_come_from_its_warm_runs_and_are_the_same_for_every_variant(axes_run):
+    result = axes_run["result"]
+    for cell in plan.cells([16, 40], ["greedy", "sampled"], [1]):
+        warm = [r["duration_s"] for r in result["warm_runs"]
+                if (r["input_len"], r["sampling"], r["concurrency"]) == (cell.input_len, cell.sampling, 1)]
+        sized = result["sizing"][cell.key]
+        assert len(warm) == 2 and sized["warm_s"] == round(min(warm), 3)  # the faster variant's wave
+        want = plan.sized_per_slot(min(warm), AXES["min_run_s"], AXES["prompts_per_slot"], 1, AXES["max_prompts"],
+                                   AXES["run_timeout_s"])
+        assert sized["per_slot"] == want["per_slot"] > AXES["prompts_per_slot"]
+        timed = {r["num_prompts"] for r in result["runs"] if plan.cell_of(r, result["workload"]) == cell}
+        assert timed == {sized["num_prompts"]} == {result["workload"]["num_prompts"][cell.key]}
+
+
+def test_every_cell_reports_throughput_latency_percentiles_stalls_and_paired_ratios(axes_run):
+    result, out = axes_run["result"], axes_run["out"]
+    keys = [cell.key for cell in plan.cells([16, 40], ["greedy", "sampled"], [1])]
+    for variant in ("upstream_v1", "ours"):
+        assert list(result["cells"][variant]) == keys
+        for key in keys:
+            cell = result["cells"][variant][key]
+            for metric in ("output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_itl_ms", "p99_itl_ms",
+                           "stall_total_ms", "stall_gaps", "duration"):
+                assert isinstance(cell[metric]["median"], float) and len(cell[metric]["all"]) == 2, (key, metric)
+    for run in result["runs"]:
+        stalls = run["result"]["itl_stalls"]
+        assert run["result"]["stall_total_ms"] == stalls["gap_ms_over_threshold"]
+        assert stalls["threshold_ms"] == client.STALL_THRESHOLD_MS and run["duration_s"] == run["result"]["duration"]
+    ratios = result["ours_over_upstream_v1"]
+    assert list(ratios) == keys and "ours_over_mrv2" not in result
+    for r in ratios.values():
+        assert r["output_tok_s"] > 0 and r["paired_output_tok_s"]["passes"] == 2
+        low, high = r["paired_output_tok_s"]["interval"]
+        assert low <= r["paired_output_tok_s"]["median"] <= high
+    text = (out / "serve_bench.txt").read_text()
+    assert text.startswith("serve bench: llama_eagle") and "K=" in text.splitlines()[0]
+    assert "in/out 16,40/12, sampling greedy,sampled" in text.splitlines()[0]
+    for input_len in (16, 40):
+        assert f"in {input_len}, greedy (temperature 0.0):" in text
+        assert f"in {input_len}, sampled (temperature 0.8, top_p 0.95, seeded):" in text
+    assert text.count("  ours_over_upstream_v1: c=1: tok/s") == 4
+    assert (out / "serve_bench.png").stat().st_size > 10_000
+    summary = combine.combine([result, result], ["a", "b"])  # sized runs pool across calls, rounds paired per call
+    pooled = summary["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"]
+    assert list(pooled) == keys and all(r["paired_output_tok_s"]["passes"] == 4 for r in pooled.values())
+
+
+def test_a_run_shorter_than_min_run_s_is_flagged_in_the_json_the_table_and_its_last_line(zoo_pair, tmp_path):
+    settings = Settings(**{**FAST, "concurrency": (1,), "rounds": 1, "variants": ("upstream_v1", "ours"),
+                           "phase_clock": False, "min_run_s": 30.0, "max_prompts": 1})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["status"] == "complete", result["problems"]  # short, not broken: flagged, not a problem
+    assert "capped" in result["sizing"][C1]["why"] and result["workload"]["num_prompts"][C1] == 1
+    short = result["short_runs"]
+    assert [(s["variant"], s["cell"], s["round"]) for s in short] == [("upstream_v1", C1, 0), ("ours", C1, 0)]
+    assert all(s["duration_s"] < 30 for s in short)
+    lines = (tmp_path / "serve_bench.txt").read_text().splitlines()
+    assert "short runs: 2 of 2 timed runs measured under --min-run-s 30 s (see sizing in the JSON):" in lines
+    assert lines[-1] == "serve bench: complete; 2 of 2 timed runs under --min-run-s 30 s"
+
+
 # ------------------------------------------------------------------------------------------------ order
 @pytest.mark.parametrize("mode", ["together", "in_turn"])
 def test_every_round_visits_every_cell_once_and_the_first_variant_rotates(mode):
     variants, conc = ["upstream_v1", "ours", "mrv2"], [1, 2, 8, 32]
-    runs = plan.order(mode, variants, conc, 3)
+    runs = plan.order(mode, variants, plan.cells([256], ["greedy"], conc), 3)
     for r in range(3):
-        cells = [(x.concurrency, x.variant) for x in runs if x.round == r]
+        cells = [(x.cell.concurrency, x.variant) for x in runs if x.round == r]
         assert sorted(cells) == sorted((c, v) for c in conc for v in variants)
         assert [x.variant for x in runs if x.round == r][0] == variants[r]
     firsts = {v: 0 for v in variants}
     for c in conc:
         for r in range(3):
-            firsts[[x.variant for x in runs if x.round == r and x.concurrency == c][0]] += 1
+            firsts[[x.variant for x in runs if x.round == r and x.cell.concurrency == c][0]] += 1
     assert set(firsts.values()) == {len(conc)}  # each variant goes first equally often
     if mode == "in_turn":  # one server at a time: a variant's runs of a round are contiguous
         blocks = [x.variant for x in runs if x.round == 0]
         assert blocks == [v for v in variants for _ in conc]
+
+
+def test_cells_times_rounds_visit_every_cell_and_variant_once_per_round_without_extra_boots():
+    """Input length x sampling x concurrency: each round holds every (cell, variant) once, the first variant rotates
+    by round in every cell, and one at a time (in_turn) a variant's runs of a round stay one block: one boot per
+    variant per round whatever the cells."""
+    variants = ["upstream_v1", "ours", "mrv2"]
+    cell_list = plan.cells([128, 1024], ["greedy", "sampled"], [1, 8])
+    assert len(cell_list) == 8 and cell_list[-1].key == "in1024/sampled/c8"
+    for mode in ("together", "in_turn"):
+        runs = plan.order(mode, variants, cell_list, 3, first_round=1)
+        assert len(runs) == 3 * 8 * 3
+        for r in (1, 2, 3):
+            mine = [x for x in runs if x.round == r]
+            assert sorted((x.cell.key, x.variant) for x in mine) == sorted(
+                (cell.key, v) for cell in cell_list for v in variants)
+            for cell in cell_list:
+                assert [x.variant for x in mine if x.cell == cell][0] == variants[r % 3]
+            blocks = [v for i, v in enumerate(x.variant for x in mine) if i == 0 or mine[i - 1].variant != v]
+            assert len(blocks) == (3 if mode == "in_turn" else 8 * 3)
+
+
+def test_prompts_are_sized_from_the_warm_run_capped_and_floored():
+    sized = plan.sized_per_slot(0.5, 10, 2, 8, 1024, 300)
+    assert sized["per_slot"] == 30 and sized["projected_s"] == 15.0  # 1.5 x 10 s over 0.5 s a wave
+    assert plan.sized_per_slot(0.5, 10, 40, 8, 1024, 300)["per_slot"] == 40  # --prompts-per-slot is the floor
+    capped = plan.sized_per_slot(0.5, 10, 1, 8, 64, 300)
+    assert capped["per_slot"] == 8 and "capped" in capped["why"]  # --max-prompts 64 at c=8
+    slow = plan.sized_per_slot(20.0, 30, 1, 1, 1024, 60)
+    assert slow["per_slot"] == 1 and "capped" in slow["why"]  # a 20 s wave: a second would pass half the timeout
+    assert plan.sized_per_slot(0.5, 0, 3, 8, 1024, 300) == {"per_slot": 3, "why": "--min-run-s 0: --prompts-per-slot"}
+    assert plan.sized_per_slot(None, 10, 3, 8, 1024, 300)["per_slot"] == 3
 
 
 def test_moe_pairs_skip_mrv2_with_the_reason():
@@ -219,30 +377,43 @@ def _result(tok_s: float, tpot: float) -> dict:
 
 
 def test_cells_and_ratios_from_runs_and_an_empty_cell_is_an_error_not_a_zero():
-    runs = [{"variant": "ours", "concurrency": 1, "result": _result(t, 10.0 / t)} for t in (90.0, 100.0, 110.0)]
-    runs += [{"variant": "upstream_v1", "concurrency": 1, "result": _result(t, 10.0 / t)} for t in (40.0, 50.0)]
-    runs += [{"variant": "upstream_v1", "concurrency": 2, "error": "boom"}]
-    table = stats.cells(runs, ["ours", "upstream_v1"], [1, 2])
-    assert table["ours"]["1"]["output_throughput"]["median"] == 100.0
-    assert table["upstream_v1"]["1"]["output_throughput"]["median"] == 45.0
-    assert "error" in table["ours"]["2"] and table["upstream_v1"]["2"] == {
-        "runs": 0, "failed": 1, "error": "no runs for upstream_v1 c=2 output_throughput"}
-    ratios = stats.ratios(table, "ours", "upstream_v1", [1, 2])
-    assert ratios["1"] == {"output_tok_s": round(100 / 45, 4), "median_tpot_ms": round(0.1 / 0.225, 4)}
-    assert "error" in ratios["2"]
-    assert "error" in stats.ratios(table, "ours", "mrv2", [1])["1"]
+    runs = [{"variant": "ours", "concurrency": 1, "round": r, "result": _result(t, 10.0 / t)}
+            for r, t in enumerate((90.0, 100.0, 110.0))]
+    runs += [{"variant": "upstream_v1", "concurrency": 1, "round": r, "result": _result(t, 10.0 / t)}
+             for r, t in enumerate((40.0, 50.0))]
+    runs += [{"variant": "upstream_v1", "concurrency": 2, "round": 0, "error": "boom"}]
+    workload = {"input_len": 16, "temperature": 0.0, "concurrency": [1, 2]}  # a report written before the axes
+    cells = plan.workload_cells(workload)
+    one, two = (cell.key for cell in cells)
+    assert (one, two) == ("in16/greedy/c1", "in16/greedy/c2")
+    table = stats.cells(runs, ["ours", "upstream_v1"], cells, workload)
+    assert table["ours"][one]["output_throughput"]["median"] == 100.0
+    assert table["upstream_v1"][one]["output_throughput"]["median"] == 45.0
+    assert "stall_total_ms" not in table["ours"][one]  # no run had one: left out, not a 0
+    assert "error" in table["ours"][two] and table["upstream_v1"][two] == {
+        "runs": 0, "failed": 1, "error": f"no runs for upstream_v1 {two} output_throughput"}
+    ratios = stats.ratios(table, runs, "ours", "upstream_v1", cells, workload)
+    paired = ratios[one].pop("paired_output_tok_s")
+    assert ratios[one] == {"output_tok_s": round(100 / 45, 4), "median_tpot_ms": round(0.1 / 0.225, 4)}
+    assert paired["passes"] == 2 and paired["unpaired_rounds"] == 1  # round 2 ran ours only
+    assert paired["median"] == round((90 / 40 + 100 / 50) / 2, 3)
+    assert "error" in ratios[two]
+    assert "error" in stats.ratios(table, runs, "ours", "mrv2", cells[:1], workload)[one]
+    runs[0]["result"]["stall_total_ms"] = 120.0  # one run has a stall total: every run of its cell must
+    assert "stall_total_ms" in stats.cells(runs, ["ours"], cells, workload)["ours"][one]["error"]
 
 
 # ------------------------------------------------------------------------------------------------ client
 def test_vllm_bench_serve_parses_the_client_arguments():
     from portable_spec_harness.vllm_door.bench_client import parse
 
-    run = client.ClientRun("127.0.0.1", 8123, "/m/target", "/m/tok", 256, 128, 64, 32, 7, 0.0, "/r", "x.json", "ours",
-                           ("variant=ours", "round=0"))
+    run = client.ClientRun("127.0.0.1", 8123, "/m/target", "/m/tok", 256, 128, 64, 32, 7, "greedy", "/r", "x.json",
+                           "ours", ("variant=ours", "round=0"))
     args = parse(client.client_args(run))
     assert (args.dataset_name, args.random_input_len, args.random_output_len) == ("random", 256, 128)
     assert args.random_range_ratio == "0" and args.num_prompts == 64 and args.max_concurrency == 32
     assert args.request_rate == float("inf") and args.ignore_eos and args.temperature == 0.0 and args.seed == 7
+    assert args.top_p is None and args.extra_body is None  # greedy: no top-p, no per-request seed
     assert args.save_result and args.save_detailed and args.result_dir == "/r" and args.result_filename == "x.json"
     assert args.percentile_metrics == "ttft,tpot,itl,e2el" and args.metric_percentiles == "99"
     assert (args.model, args.tokenizer, args.port, args.backend) == ("/m/target", "/m/tok", 8123, "openai")
@@ -270,6 +441,9 @@ def test_itl_stalls_names_the_long_gaps_and_says_when_there_are_none(tmp_path):
     assert (stalls["itls"], stalls["stalls"], stalls["median_itl_ms"]) == (20, 1, 6.0)
     assert stalls["largest"] == [{"request": 1, "token": 5, "ms": 250.0, "at_s": round(0.5 + 0.04 + 4 * 0.006 + 0.25, 3)}]
     assert stalls["stall_excess_ms"] == 244.0
+    assert (stalls["threshold_ms"], stalls["gaps_over_threshold"], stalls["gap_ms_over_threshold"]) == (100.0, 1, 250.0)
+    assert client.stall_total(stalls) == {"stall_total_ms": 250.0, "stall_gaps": 1}
+    assert client.stall_total({"itls": 0}) == {}  # no ITLs: no stall total, not a 0
     assert client.itl_stalls({"itls": [[], []]}) == {"itls": 0} and client.itl_stalls({}) == {"itls": 0}
     path = tmp_path / "r.json"
     path.write_text(json.dumps({**saved, "generated_texts": ["a", "b"], "completed": 2}))
@@ -534,19 +708,60 @@ def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
     assert len(lines) == 1 and "no 'full' head; use one of perfect, partial" in lines[0]
 
 
+@pytest.mark.parametrize("argv,fragment", [
+    (["--input-len", "128,x"], "--input-len takes comma-separated integers, got '128,x': e.g. --input-len 128,1024"),
+    (["--input-len", "128,0"], "--input-len needs integers >= 1"),
+    (["--input-len", "128,128"], "--input-len lists a value twice"),
+    (["--sampling", "greedy,hot"], "--sampling 'greedy,hot': use greedy or sampled"),
+    (["--sampling", "sampled,sampled"], "--sampling lists a mode twice"),
+    (["--temperature", "0.8"], "--temperature is gone: pass --sampling greedy or sampled"),
+    (["--min-run-s", "-1"], "--min-run-s must be >= 0"),
+    (["--max-prompts", "0"], "--max-prompts must be >= 1"),
+])
+def test_bad_axis_input_exits_2_with_one_line(argv, fragment, tmp_path, capsys):
+    from portable_spec_harness.serve_bench import __main__ as cli
+
+    assert cli.main(["--pair", "llama_eagle", "--out", str(tmp_path / "o"), *argv]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("portable-spec: error:") and fragment in lines[0], lines
+    assert captured.out == "" and not (tmp_path / "o").exists()
+
+
 # ------------------------------------------------------------------------------------------------ combine
 def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(clean_run, tmp_path):
     result, out = clean_run
     summary = combine.combine([result, result], ["a", "b"])
     entry = summary["pairs"]["llama_eagle"]["zoo-perfect"]
-    assert entry["rounds"] == 4 and entry["cells"]["ours"]["1"]["runs"] == 4
-    assert summary["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"]["1"]["output_tok_s"] > 0
+    assert entry["rounds"] == 4 and entry["cells"]["ours"][C1]["runs"] == 4
+    pooled = summary["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"][C1]
+    assert pooled["output_tok_s"] > 0
+    assert pooled["paired_output_tok_s"]["passes"] == 4  # rounds pair within each report: 2 reports x 2 rounds
     other = json.loads(json.dumps(result))
     other["workload"]["output_len"] = 99
     with pytest.raises(PortableSpecError, match="another workload"):
         combine.combine([result, other], ["a", "b"])
     assert combine.main([str(out), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "serve_bench_summary.png").stat().st_size > 10_000
+
+
+def test_the_committed_reports_written_before_the_axes_still_combine_to_their_committed_summary():
+    """Old ``serve_bench.json`` files (one ``input_len``, a ``temperature``, runs keyed by concurrency) are read as
+    one input length and greedy: combining the committed real-shape reports again gives the committed summary's
+    ratios, now under ``in256/greedy/c<N>``."""
+    committed = json.loads((ROOT / "bench/results/2026-11-27-h200-session14/real_shapes_summary/"
+                                   "serve_bench_summary.json").read_text())
+    sources = [src for modes in committed["pairs"].values() for entry in modes.values() for src in entry["sources"]]
+    summary = combine.combine([combine.load(ROOT / src) for src in sources], sources)
+    compared = 0
+    for base in ("upstream_v1", "mrv2"):
+        for pair, modes in committed[f"ours_over_{base}"].items():
+            for mode, cells in modes.items():
+                for c, r in cells.items():
+                    again = summary[f"ours_over_{base}"][pair][mode][f"in256/greedy/c{c}"]
+                    assert again["output_tok_s"] == r["output_tok_s"] and again["paired_output_tok_s"]["passes"] > 0
+                    compared += 1
+    assert compared >= 20
 
 
 # ------------------------------------------------------------------------------------------------ CLI
@@ -561,13 +776,12 @@ def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(c
 ])
 def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
     cmd = [sys.executable, "-m", "portable_spec_harness.serve_bench", *argv]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "harness")])}  # no install needed
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("portable-spec: error:") and fragment in lines[0]
-    as_json = subprocess.run(cmd + ["--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                             env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    as_json = subprocess.run(cmd + ["--json"], capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
     assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit"] == 2
 
 
@@ -581,7 +795,8 @@ def test_the_cli_prints_one_json_object_and_exits_0_on_a_complete_report(tmp_pat
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and len(out) == 1
     headline = json.loads(out[0])
-    assert headline["status"] == "complete" and "runs" not in headline and "1" in headline["ours_over_upstream_v1"]
+    assert headline["status"] == "complete" and "runs" not in headline
+    assert "in16/greedy/c1" in headline["ours_over_upstream_v1"]
     assert "ours_over_mrv2" not in headline
 
 

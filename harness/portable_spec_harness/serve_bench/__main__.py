@@ -1,10 +1,12 @@
 """``python -m portable_spec_harness.serve_bench --pair DIR_OR_NAME --out DIR``: the serving benchmark of issue 24.
 
-Boots ``vllm serve`` per variant (upstream V1, ours, MRV2 for dense targets), drives each with vLLM's own
-``vllm bench serve`` (random dataset, fixed input/output lengths, ``--max-concurrency`` per run), rounds interleaved,
-and writes ``OUT/serve_bench.json`` (medians of the rounds, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per
-concurrency on output tok/s and median TPOT, the phase clock's host/device split at concurrency 1), ``.txt`` and
-``.png``, every client run's saved JSON and printed text under ``OUT/runs/``, and each server's log.
+Boots ``vllm serve`` per variant (upstream V1, ours, MRV2 for dense targets), once for every cell, drives each with
+vLLM's own ``vllm bench serve`` (random dataset, fixed lengths) in every cell: ``--input-len`` x ``--sampling`` x
+``--concurrency``, each cell's runs sized from its warm run to last ``--min-run-s``, rounds interleaved, and writes
+``OUT/serve_bench.json`` (medians of the rounds per cell, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per cell key
+such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds paired, the runs under ``--min-run-s``,
+the phase clock's host/device split at concurrency 1), ``.txt`` and ``.png``, every client run's saved JSON and
+printed text under ``OUT/runs/``, and each server's log.
 Exit 0 when the report is complete, 1 when it is not (a cell without numbers, a round cut by ``--budget-s``, a
 server that ran something other than its label), 2 on bad input (one line naming the fix).
 """
@@ -15,6 +17,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,16 +37,32 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+EXAMPLES = {"--concurrency": "1,2,8,32", "--input-len": "128,1024,4096"}
+
+
 def _ints(flag: str, text: str, minimum: int) -> tuple[int, ...]:
+    example = f"e.g. {flag} {EXAMPLES[flag]}"
     try:
         values = tuple(int(p) for p in text.replace(",", " ").split())
     except ValueError:
-        raise PortableSpecError(f"{flag} takes comma-separated integers, got {text!r}: e.g. {flag} 1,2,8,32") from None
+        raise PortableSpecError(f"{flag} takes comma-separated integers, got {text!r}: {example}") from None
     if not values or min(values) < minimum:
-        raise PortableSpecError(f"{flag} needs integers >= {minimum}, got {text!r}: e.g. {flag} 1,2,8,32")
+        raise PortableSpecError(f"{flag} needs integers >= {minimum}, got {text!r}: {example}")
     if len(set(values)) != len(values):
         raise PortableSpecError(f"{flag} lists a value twice ({text!r}): list each once")
     return values
+
+
+def _sampling(text: str) -> tuple[str, ...]:
+    """``--sampling``'s names, each known and listed once."""
+    names = tuple(n for n in text.replace(",", " ").split())
+    unknown = [n for n in names if n not in plan.SAMPLING]
+    if not names or unknown:
+        raise PortableSpecError(f"--sampling {text!r}: use {' or '.join(plan.SAMPLING)}, comma-separated "
+                                "(e.g. --sampling greedy,sampled)")
+    if len(set(names)) != len(names):
+        raise PortableSpecError(f"--sampling lists a mode twice ({text!r}): list each once")
+    return names
 
 
 def parser() -> argparse.ArgumentParser:
@@ -60,13 +79,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="timed rounds; each visits every cell once (default 3)")
     p.add_argument("--first-round", type=int, default=0,
                    help="rotation offset when one benchmark is split over several calls (default 0)")
-    p.add_argument("--input-len", type=int, default=256)
+    p.add_argument("--input-len", default="256",
+                   help="prompt tokens, comma-separated: one cell per length (default: %(default)s; the servers' "
+                        "max_model_len and KV cache fit the longest)")
+    p.add_argument("--sampling", default="greedy",
+                   help=f"comma-separated, of {', '.join(plan.SAMPLING)}: one cell per mode (sampled: temperature "
+                        f"{plan.SAMPLING['sampled']['temperature']:g}, top-p {plan.SAMPLING['sampled']['top_p']:g}, "
+                        "every request seeded from --seed; default: %(default)s)")
     p.add_argument("--output-len", type=int, default=256)
     p.add_argument("--prompts-per-slot", type=int, default=2,
-                   help="prompts per run = this x concurrency (default 2)")
+                   help="the fewest prompts per run = this x concurrency (default 2); --min-run-s may size more")
+    p.add_argument("--min-run-s", type=float, default=10.0,
+                   help="size each cell's timed runs from its warm run to last at least this many seconds; shorter "
+                        "runs are flagged in the report (default 10; 0: --prompts-per-slot as it is)")
+    p.add_argument("--max-prompts", type=int, default=1024,
+                   help="the most prompts one sized run gets (default %(default)s)")
     p.add_argument("--num-spec", type=int, default=None, help="speculative tokens (default: the pair's, else 3)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0,
+                   help="the client's random prompts, and every sampled request's seed (default 0)")
     p.add_argument("--placement", default="auto", choices=PLACEMENTS,
                    help="servers together (runs interleaved across them) or one at a time; auto: by the memory "
                         "estimate (default)")
@@ -92,24 +123,29 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise PortableSpecError(f"--variants {args.variants!r}: use some of {', '.join(plan.VARIANTS)}")
     if len(set(variants)) != len(variants):
         raise PortableSpecError(f"--variants {args.variants!r} names a variant twice: list each once")
-    for flag, value, minimum in (("--rounds", args.rounds, 1), ("--input-len", args.input_len, 1),
-                                 ("--output-len", args.output_len, 2), ("--prompts-per-slot", args.prompts_per_slot, 1),
-                                 ("--first-round", args.first_round, 0)):
-        if value < minimum:
-            raise PortableSpecError(f"{flag} must be >= {minimum} (got {value})")
+    if args.temperature is not None:
+        raise PortableSpecError(f"--temperature is gone: pass --sampling greedy or sampled (sampled: temperature "
+                                f"{plan.SAMPLING['sampled']['temperature']:g}, top-p "
+                                f"{plan.SAMPLING['sampled']['top_p']:g}, seeded from --seed), or both: greedy,sampled")
+    for flag, value, minimum in (("--rounds", args.rounds, 1), ("--output-len", args.output_len, 2),
+                                 ("--prompts-per-slot", args.prompts_per_slot, 1),
+                                 ("--first-round", args.first_round, 0), ("--max-prompts", args.max_prompts, 1),
+                                 ("--min-run-s", args.min_run_s, 0)):
+        if not (value >= minimum and math.isfinite(value)):
+            raise PortableSpecError(f"{flag} must be >= {minimum} and finite (got {value})")
     if args.num_spec is not None and args.num_spec < 1:
         raise PortableSpecError(f"--num-spec must be >= 1 (got {args.num_spec})")
     for flag, value in (("--boot-timeout", args.boot_timeout), ("--run-timeout", args.run_timeout),
                         ("--budget-s", args.budget_s), ("--kv-cache-gib", args.kv_cache_gib)):
         if value is not None and not value > 0:
             raise PortableSpecError(f"{flag} must be > 0 (got {value})")
-    if args.temperature < 0:
-        raise PortableSpecError(f"--temperature must be >= 0 (got {args.temperature})")
     if args.out.exists() and not args.out.is_dir():
         raise PortableSpecError(f"--out {args.out} is a file: pass a folder")
     return Settings(variants=variants, concurrency=_ints("--concurrency", args.concurrency, 1), rounds=args.rounds,
-                    first_round=args.first_round, input_len=args.input_len, output_len=args.output_len,
-                    prompts_per_slot=args.prompts_per_slot, temperature=args.temperature, seed=args.seed,
+                    first_round=args.first_round, input_lens=_ints("--input-len", args.input_len, 1),
+                    sampling=_sampling(args.sampling), output_len=args.output_len,
+                    prompts_per_slot=args.prompts_per_slot, min_run_s=args.min_run_s, max_prompts=args.max_prompts,
+                    seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from portable_spec_harness.serve_bench.plan import SAMPLING
+
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "p99")
 METRICS = ("output_throughput", "request_throughput", "total_token_throughput", "duration",
@@ -34,6 +36,9 @@ from the saved file (hundreds of kB per run), which says so in ``detailed_fields
 STALL_FACTOR = 3.0
 """An inter-token latency over this many times the run's median ITL counts as a stall."""
 STALLS_KEPT = 5
+STALL_THRESHOLD_MS = 100.0
+"""An inter-token gap at or over this many ms counts into the run's stall total (``gap_ms_over_threshold``): a fixed
+threshold, unlike ``STALL_FACTOR``, so runs of different variants and cells add up the same kind of gap."""
 
 
 @dataclass(frozen=True)
@@ -48,23 +53,37 @@ class ClientRun:
     num_prompts: int
     concurrency: int
     seed: int
-    temperature: float
+    sampling: str
+    """A name of ``plan.SAMPLING``; a sampled run's requests carry ``seed`` too (``sampling_args``)."""
     result_dir: str
     result_name: str
     label: str
     metadata: tuple[str, ...] = ()
 
 
+def sampling_args(sampling: str, seed: int) -> list[str]:
+    """``vllm bench serve``'s sampling flags for ``plan.SAMPLING[sampling]`` (``--temperature``, ``--top-p``; the
+    client sends each in every request's body). A sampled run also puts ``seed`` into every request's body
+    (``--extra-body``): the client's ``--seed`` seeds only its random prompts, and an unseeded request samples
+    differently on every run."""
+    params = SAMPLING[sampling]
+    args = [a for key, value in params.items() for a in (f"--{key.replace('_', '-')}", f"{value:g}")]
+    if params["temperature"] > 0:
+        args += ["--extra-body", json.dumps({"seed": seed})]
+    return args
+
+
 def client_args(run: ClientRun) -> list[str]:
     """``vllm bench serve`` arguments: the random dataset at fixed lengths (range ratio 0), every request sent at
-    once behind ``--max-concurrency``, EOS ignored, the result saved as JSON with every request's latencies
-    (``condense`` keeps their stalls; ``tests/test_serve_bench.py`` parses the arguments with vLLM's own parser)."""
+    once behind ``--max-concurrency``, EOS ignored, the run's sampling, the result saved as JSON with every
+    request's latencies (``condense`` keeps their stalls; ``tests/test_serve_bench.py`` parses the arguments with
+    vLLM's own parser)."""
     args = ["--backend", "openai", "--endpoint", "/v1/completions", "--host", run.host, "--port", str(run.port),
             "--model", run.model, "--tokenizer", run.tokenizer, "--dataset-name", "random",
             "--random-input-len", str(run.input_len), "--random-output-len", str(run.output_len),
             "--random-range-ratio", "0", "--num-prompts", str(run.num_prompts),
             "--max-concurrency", str(run.concurrency), "--request-rate", "inf", "--seed", str(run.seed),
-            "--temperature", str(run.temperature), "--ignore-eos", "--disable-tqdm",
+            *sampling_args(run.sampling, run.seed), "--ignore-eos", "--disable-tqdm",
             "--percentile-metrics", ",".join(LATENCIES), "--metric-percentiles", "99",
             "--save-result", "--save-detailed", "--result-dir", run.result_dir, "--result-filename", run.result_name,
             "--label", run.label]
@@ -82,7 +101,8 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
     """The run's inter-token latencies over ``STALL_FACTOR`` x their median: how many of how many, their excess over
     the median in ms, and the largest few with the request, the token and when it came (s after the first request
     started). Why: a run's mean ITL can sit well above its median from a handful of long gaps (issue 24's EAGLE-3
-    dummy pair at c=2); this says where they were. No ITLs: ``itls`` 0 and nothing else."""
+    dummy pair at c=2); this says where they were. Beside them, the gaps at or over ``STALL_THRESHOLD_MS``: how many
+    and their sum (the run's stall total, comparable across runs). No ITLs: ``itls`` 0 and nothing else."""
     itls = saved.get("itls") or []
     flat = [gap for request in itls for gap in (request or [])]
     if not flat:
@@ -99,9 +119,11 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
                 found.append({"request": i, "token": j + 1, "ms": round(1000 * gap, 2),
                               "at_s": round(at, 3) if at is not None else None})
     largest = sorted(found, key=lambda stall: stall["ms"], reverse=True)[:STALLS_KEPT]
+    long_gaps = [1000 * gap for gap in flat if 1000 * gap >= STALL_THRESHOLD_MS]
     return {"itls": len(flat), "median_itl_ms": round(1000 * median, 3), "stalls": len(found),
             "stall_excess_ms": round(sum(stall["ms"] for stall in found) - 1000 * median * len(found), 1),
-            "largest": largest}
+            "largest": largest, "threshold_ms": STALL_THRESHOLD_MS, "gaps_over_threshold": len(long_gaps),
+            "gap_ms_over_threshold": round(sum(long_gaps), 1)}
 
 
 def condense(path: str | Path) -> None:
@@ -143,10 +165,20 @@ def read_result(path: str | Path, speculative: bool = True) -> dict[str, Any]:
         out[key] = saved.get(key)
     if "itl_stalls" in saved:  # condense() wrote it from the run's per-token latencies
         out["itl_stalls"] = saved["itl_stalls"]
+        out.update(stall_total(saved["itl_stalls"]))
     if speculative and not isinstance(saved.get("spec_decode_acceptance_length"), (int, float)):
         raise ResultError(f"{Path(path).name} has no acceptance length: the server's /metrics showed no "
                           "spec-decode counters moving")
     return out
+
+
+def stall_total(stalls: dict[str, Any]) -> dict[str, Any]:
+    """The run's stall total for the report's cells (``stats.OPTIONAL_METRICS``): ``stall_total_ms`` (the ITL gaps at
+    or over the threshold, summed) and ``stall_gaps`` (how many). Empty when ``itl_stalls`` has no such count (no
+    ITLs saved, or a result condensed before the threshold existed)."""
+    if "gap_ms_over_threshold" not in stalls:
+        return {}
+    return {"stall_total_ms": stalls["gap_ms_over_threshold"], "stall_gaps": stalls["gaps_over_threshold"]}
 
 
 class _RoutedStdout(io.TextIOBase):

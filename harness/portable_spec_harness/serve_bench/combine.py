@@ -1,10 +1,12 @@
 """``python -m portable_spec_harness.serve_bench.combine --out DIR RUN_DIR...``: one summary over several serving
 benchmarks (pairs x weight modes, or one benchmark split over several calls), keyed the way issue 24 reads it:
-``ours_over_upstream_v1[pair][mode][concurrency]`` and ``ours_over_mrv2[...]`` on output tok/s and median TPOT.
+``ours_over_upstream_v1[pair][mode][cell]`` and ``ours_over_mrv2[...]`` on output tok/s and median TPOT, a cell
+keyed ``in256/greedy/c1`` (input length, sampling, concurrency), the rounds paired within each call.
 
 Runs of the same pair and mode are pooled (their medians taken over every round of every call); their workloads must
-match (lengths, K, temperature, prompts), or the summary refuses to mix them. Writes ``DIR/serve_bench_summary.json``
-and ``.png``.
+match (lengths, K, sampling, prompts unless sized by ``--min-run-s``), or the summary refuses to mix them. Reports
+written before the input-length and sampling axes are read as one input length and their temperature's sampling.
+Writes ``DIR/serve_bench_summary.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,31 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
+from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES, cell_of, legacy_sampling, workload_cells
 from portable_spec_harness.plotting import legend
 
-SAME = ("input_len", "output_len", "temperature", "num_prompts", "max_model_len")
+
+def comparable(workload: dict[str, Any]) -> dict[str, Any]:
+    """What pooled reports must share, the same whether a report was written before the axes or after: lengths,
+    sampling, ``max_model_len``, and the prompts per run where they were fixed (sized runs differ from call to call
+    by design; their rounds still pair only within a call)."""
+    same = {"input_lens": workload.get("input_lens") or [workload.get("input_len")],
+            "sampling": workload.get("sampling") or [legacy_sampling(workload)],
+            "output_len": workload.get("output_len"), "max_model_len": workload.get("max_model_len")}
+    if not workload.get("min_run_s"):
+        same["num_prompts"] = workload.get("num_prompts")
+    return same
+
+
+def pooled_runs(members: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
+    """Every timed run of the members, each carrying its cell (from its own report's workload) and its report
+    (``source``), so rounds pair only within a call."""
+    return [_tagged(run, rep["workload"], i) for i, (rep, _) in enumerate(members) for run in rep["runs"]]
+
+
+def _tagged(run: dict[str, Any], workload: dict[str, Any], source: int) -> dict[str, Any]:
+    cell = cell_of(run, workload)
+    return {**run, "input_len": cell.input_len, "sampling": cell.sampling, "source": source}
 
 
 def load(folder: Path) -> dict[str, Any]:
@@ -41,14 +64,15 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
     for (pair, mode), members in sorted(groups.items()):
         first = members[0][0]
         for rep, source in members[1:]:
-            differs = [k for k in SAME if rep["workload"].get(k) != first["workload"].get(k)]
+            mine, theirs = comparable(rep["workload"]), comparable(first["workload"])
+            differs = [k for k in {**mine, **theirs} if mine.get(k) != theirs.get(k)]
             if differs or rep["pair"]["k"] != first["pair"]["k"]:
                 raise PortableSpecError(f"{source}: {pair} ({mode}) ran another workload ({', '.join(differs) or 'K'})"
                                         " than the first: combine runs of one workload")
         variants = list(dict.fromkeys(v for rep, _ in members for v in rep["cells"]))
-        concurrency = first["workload"]["concurrency"]
-        runs = [r for rep, _ in members for r in rep["runs"]]
-        table = stats.cells(runs, variants, concurrency)
+        cells = workload_cells(first["workload"])
+        runs = pooled_runs(members)
+        table = stats.cells(runs, variants, cells, first["workload"])
         entry: dict[str, Any] = {
             "sources": [s for _, s in members], "device": sorted({str(rep.get("device")) for rep, _ in members}),
             "vllm": sorted({str(rep.get("vllm")) for rep, _ in members}), "shapes": first["pair"].get("shapes"),
@@ -59,9 +83,9 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
         if "ours" in variants:
             for base in RATIO_BASES:
                 if base in variants:
-                    entry[f"ours_over_{base}"] = stats.ratios(table, "ours", base, concurrency)
+                    entry[f"ours_over_{base}"] = stats.ratios(table, runs, "ours", base, cells, first["workload"])
                     summary[f"ours_over_{base}"].setdefault(pair, {})[mode] = entry[f"ours_over_{base}"]
-                    summary["problems"] += [f"{pair} ({mode}) ours_over_{base} c={c}: {r['error']}"
+                    summary["problems"] += [f"{pair} ({mode}) ours_over_{base} {c}: {r['error']}"
                                             for c, r in entry[f"ours_over_{base}"].items() if "error" in r]
         summary["problems"] += [f"{pair} ({mode}) {p}" for rep, _ in members for p in rep.get("problems", [])]
         summary["pairs"].setdefault(pair, {})[mode] = entry
@@ -69,7 +93,8 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
 
 
 def plot(summary: dict[str, Any], path: Path) -> str | None:
-    """Ours over upstream V1 (and over MRV2) on output tok/s per concurrency, one line per pair and mode."""
+    """Ours over upstream V1 (and over MRV2) on output tok/s per concurrency, one line per pair, mode, input length
+    and sampling."""
     try:
         import matplotlib
 
@@ -81,9 +106,8 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
     for ax, base in zip(axes, RATIO_BASES):
         for pair, modes in summary[f"ours_over_{base}"].items():
             for mode, ratios in modes.items():
-                points = {int(c): r["output_tok_s"] for c, r in ratios.items() if "error" not in r}
-                if points:
-                    ax.plot(list(points), list(points.values()), marker="o", label=f"{pair} ({mode})")
+                for group, points in _lines(ratios).items():
+                    ax.plot(list(points), list(points.values()), marker="o", label=f"{pair} ({mode}) {group}")
         for level in TARGET_LINES[base]:
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
@@ -95,6 +119,16 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def _lines(ratios: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """A summary's ratios regrouped for a plot: ``in256/greedy`` -> concurrency -> output tok/s (errors left out)."""
+    lines: dict[str, dict[int, float]] = {}
+    for key, r in ratios.items():
+        group, _, c = key.rpartition("/c")
+        if "error" not in r:
+            lines.setdefault(group, {})[int(c)] = r["output_tok_s"]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         for base in RATIO_BASES:
             for pair, modes in summary[f"ours_over_{base}"].items():
                 for mode, ratios in modes.items():
-                    cells = "  ".join(f"c={c}: {r['output_tok_s']:.3f}" if "error" not in r else f"c={c}: error"
+                    cells = "  ".join(f"{c}: {r['output_tok_s']:.3f}" if "error" not in r else f"{c}: error"
                                       for c, r in ratios.items())
                     print(f"ours_over_{base} {pair} ({mode}) output tok/s: {cells}")
         print(f"{len(summary['problems'])} problems" + "".join(f"\n  {p}" for p in summary["problems"][:20]))

@@ -1,8 +1,10 @@
-"""One serving benchmark: decide the placement, boot the servers, warm every variant at every concurrency, read the
-phase clock at concurrency 1, run the timed rounds interleaved, stop the servers, write the report.
+"""One serving benchmark: decide the placement, boot the servers, warm every variant in every cell (input length x
+sampling x concurrency), size each cell's prompts from its warm runs (``--min-run-s``), read the phase clock at
+concurrency 1, run the timed rounds interleaved, stop the servers, write the report.
 
-``together``: every variant's server boots once and stays up; the client runs rotate across them (``plan.order``).
-``in_turn``: one server at a time; per round each variant boots, warms and runs every concurrency, then stops.
+``together``: every variant's server boots once and stays up for every cell; the client runs rotate across them
+(``plan.order``). ``in_turn``: one server at a time; per round each variant boots, warms and runs every cell, then
+stops. The cells never add a boot: one server, sized for the longest input, serves them all.
 A ``together`` boot that fails for memory with ``--placement auto`` falls back to ``in_turn``.
 
 Servers are started through ``launch(server, port, log)`` (``servers.launch``: ``vllm serve`` processes) and the
@@ -52,10 +54,17 @@ class Settings:
     rounds: int = 3
     first_round: int = 0
     """Where this call's rounds start in the rotation (a benchmark split over several calls keeps rotating)."""
-    input_len: int = 256
+    input_lens: tuple[int, ...] = (256,)
+    sampling: tuple[str, ...] = ("greedy",)
+    """Names of ``plan.SAMPLING``."""
     output_len: int = 256
     prompts_per_slot: int = 2
-    temperature: float = 0.0
+    """The fewest prompts per slot of a timed run; ``min_run_s`` may size more."""
+    min_run_s: float = 10.0
+    """Each cell's timed runs are sized from its warm runs to last at least this (0: ``prompts_per_slot`` as it is);
+    a shorter timed run is flagged in the report."""
+    max_prompts: int = 1024
+    """The most prompts one sized run gets (a fast warm run cannot size a run that never ends)."""
     seed: int = 0
     placement: str = "auto"
     phase_clock: bool = True
@@ -101,13 +110,14 @@ class Bench:
             "kind": "serve_bench", "pair": pair.as_json(), "settings": settings.as_json(),
             "skipped_variants": skipped, "variants": {}, "runs": [], "warm_runs": [], "order": [],
             "phase_clock_c1": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
-            "phases_s": {}}
+            "phases_s": {}, "sizing": {}}
+        self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
 
     # ---------------------------------------------------------------------------------------------- planning
     def plan_servers(self) -> dict[str, BenchServer]:
         s = self.settings
         target, draft = read_config(self.pair.target), read_config(self.pair.draft)
-        max_len = plan.max_model_len(s.input_len, s.output_len, self.pair.k)
+        max_len = plan.max_model_len(max(s.input_lens), s.output_len, self.pair.k)
         kv = int(s.kv_cache_gib * memory.GIB) if s.kv_cache_gib else memory.kv_cache_bytes(
             target, draft, max_len, max(s.concurrency))
         (w_target, src_target), (w_draft, src_draft) = (memory.weights_bytes(self.pair.target, target),
@@ -121,10 +131,14 @@ class Bench:
                             "from": {"target": src_target, "draft": src_draft}},
             "kv_cache_gib": round(kv / memory.GIB, 3)}
         self.record["workload"] = {
-            "client": "vllm bench serve", "dataset": "random", "input_len": s.input_len, "output_len": s.output_len,
-            "range_ratio": 0, "temperature": s.temperature, "ignore_eos": True, "request_rate": "inf",
-            "concurrency": list(s.concurrency),
-            "num_prompts": {str(c): plan.num_prompts(c, s.prompts_per_slot) for c in s.concurrency},
+            "client": "vllm bench serve", "dataset": "random", "input_lens": list(s.input_lens),
+            "output_len": s.output_len, "range_ratio": 0, "sampling": list(s.sampling),
+            "sampling_params": {name: plan.sampling_params(name) for name in s.sampling},
+            "ignore_eos": True, "request_rate": "inf", "concurrency": list(s.concurrency),
+            "cells": [cell.key for cell in self.cells], "min_run_s": s.min_run_s,
+            "prompts_per_slot_floor": s.prompts_per_slot, "max_prompts": s.max_prompts,
+            "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
+                                              "(vllm bench serve --save-detailed), summed per run",
             "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
         return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv) for v in self.variants}
 
@@ -172,27 +186,28 @@ class Bench:
                 self.record["problems"].append(problem)
 
     # ---------------------------------------------------------------------------------------------- client runs
-    def client_run(self, live: Live, kind: str, rnd: int, c: int, prompts: int, output_len: int,
+    def client_run(self, live: Live, kind: str, rnd: int, cell: plan.Cell, prompts: int, output_len: int,
                    seed: int) -> dict[str, Any]:
-        variant = live.server.variant
-        name = f"{kind}_{variant}_c{c}_r{rnd}"
-        run = client_mod.ClientRun(HOST, live.port, self.pair.target, self.pair.tokenizer, self.settings.input_len,
-                                   output_len, prompts, c, seed, self.settings.temperature, str(self.runs_dir),
-                                   f"{name}.json", variant,
+        variant, c = live.server.variant, cell.concurrency
+        name = f"{kind}_{variant}_in{cell.input_len}_{cell.sampling}_c{c}_r{rnd}"
+        run = client_mod.ClientRun(HOST, live.port, self.pair.target, self.pair.tokenizer, cell.input_len,
+                                   output_len, prompts, c, seed, cell.sampling, str(self.runs_dir), f"{name}.json",
+                                   variant,
                                    (f"variant={variant}", f"round={rnd}", f"kind={kind}", f"pair={self.pair.name}",
-                                    f"mode={self.pair.mode}"))
+                                    f"mode={self.pair.mode}", f"cell={cell.key}"))
         argv = client_mod.client_args(run)
         self.record.setdefault("client_example", client_mod.command_line(argv))
         outcome = self.hooks.client(argv, self.runs_dir / f"{name}.txt", self.settings.run_timeout_s)
-        row = {"kind": kind, "variant": variant, "concurrency": c, "round": rnd, "num_prompts": prompts,
-               "output_len": output_len, "seed": seed, "result_file": f"runs/{name}.json",
-               "client_output": f"runs/{name}.txt", "seconds": outcome["seconds"]}
+        row = {"kind": kind, "variant": variant, "input_len": cell.input_len, "sampling": cell.sampling,
+               "concurrency": c, "round": rnd, "num_prompts": prompts, "output_len": output_len, "seed": seed,
+               "result_file": f"runs/{name}.json", "client_output": f"runs/{name}.txt", "seconds": outcome["seconds"]}
         if "error" in outcome:
             row["error"] = outcome["error"]
         else:
             try:
                 client_mod.condense(self.runs_dir / f"{name}.json")
                 row["result"] = client_mod.read_result(self.runs_dir / f"{name}.json")
+                row["duration_s"] = row["result"]["duration"]
             except client_mod.ResultError as exc:
                 row["error"] = str(exc)
         if "error" in row:
@@ -201,15 +216,35 @@ class Bench:
         return row
 
     def warm(self, live: Live) -> None:
-        """One untimed run per concurrency (graph sizes, JIT kernels, the client's first connections)."""
-        for c in self.settings.concurrency:
-            self.record["warm_runs"].append(self.client_run(live, "warm", -1, c, c, self.settings.output_len,
-                                                            self.settings.seed + 900_000 + c))
+        """One untimed run per cell, one prompt per slot (graph sizes, JIT kernels, the client's first connections);
+        its duration sizes the cell's timed runs (``size``)."""
+        for cell in self.cells:
+            self.record["warm_runs"].append(self.client_run(live, "warm", -1, cell, cell.concurrency,
+                                                            self.settings.output_len,
+                                                            self.settings.seed + 900_000 + cell.concurrency))
+
+    def size(self, cell: plan.Cell) -> int:
+        """Prompts of every timed run of ``cell``, fixed at its first timed run from the warm runs done by then (the
+        fastest variant's, so the fastest one's runs still reach ``--min-run-s``; under ``in_turn`` only the first
+        variant to run has warmed) and the same for every variant and round after, so each comparison is paired."""
+        if cell.key not in self.record["sizing"]:
+            s = self.settings
+            warm = [r["duration_s"] for r in self.record["warm_runs"]
+                    if "duration_s" in r and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
+            sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
+                                        cell.concurrency, s.max_prompts, s.run_timeout_s)
+            sized["num_prompts"] = plan.num_prompts(cell.concurrency, sized["per_slot"])
+            sized["warm_runs"] = len(warm)
+            self.record["sizing"][cell.key] = sized
+            self.record["workload"]["num_prompts"][cell.key] = sized["num_prompts"]
+        return self.record["sizing"][cell.key]["num_prompts"]
 
     def phase_clock(self, live: Live) -> None:
-        """At concurrency 1: a run under the phase clock (real host time per phase), then a shorter one under the
-        torch profiler (device time per phase), each switched on and off through the probe."""
-        reading: dict[str, Any] = {}
+        """At concurrency 1 in the first input length and sampling: a run under the phase clock (real host time per
+        phase), then a shorter one under the torch profiler (device time per phase), each switched on and off
+        through the probe."""
+        cell = plan.Cell(self.settings.input_lens[0], self.settings.sampling[0], 1)
+        reading: dict[str, Any] = {"cell": cell.key}
         for kind, prompts, out_len in (("clock", self.settings.clock_prompts, self.settings.output_len),
                                        ("profile", 1, min(self.settings.profile_output_len, self.settings.output_len))):
             begun = self.rpc(live, f"portable_spec_bench_{kind}_start")
@@ -217,7 +252,7 @@ class Bench:
                 reading[kind] = begun
                 self.bar.update(1)
                 continue
-            run = self.client_run(live, kind, -1, 1, prompts, out_len, self.settings.seed + 800_000 + len(reading))
+            run = self.client_run(live, kind, -1, cell, prompts, out_len, self.settings.seed + 800_000 + len(reading))
             reading[kind] = self.rpc(live, f"portable_spec_bench_{kind}_stop", timeout_s=600.0)
             reading[kind]["hooks"] = {"installed": begun.get("installed"), "skipped": begun.get("skipped")}
             reading[f"{kind}_run"] = {k: v for k, v in run.items() if k != "result"}
@@ -228,9 +263,8 @@ class Bench:
     def timed(self, lives: dict[str, Live], order: list[plan.Run]) -> None:
         for run in order:
             s = self.settings
-            row = self.client_run(lives[run.variant], "timed", run.round, run.concurrency,
-                                  plan.num_prompts(run.concurrency, s.prompts_per_slot), s.output_len,
-                                  s.seed + 1000 * run.round + run.concurrency)
+            row = self.client_run(lives[run.variant], "timed", run.round, run.cell, self.size(run.cell),
+                                  s.output_len, s.seed + 1000 * run.round + run.cell.concurrency)
             self.record["runs"].append(row)
             self.record["order"].append(run.as_json())
             self.write_partial()
@@ -264,8 +298,7 @@ class Bench:
                     self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
                     break
                 t = time.monotonic()
-                self.timed(up, plan.interleaved([v for v in self.variants if v in up],
-                                                list(self.settings.concurrency), 1, rnd))
+                self.timed(up, plan.interleaved([v for v in self.variants if v in up], self.cells, 1, rnd))
                 last_round_s = time.monotonic() - t
                 self.record["rounds_done"] += 1
             for live in up.values():
@@ -275,7 +308,7 @@ class Bench:
         return True
 
     def prepare(self, lives: list[Live]) -> None:
-        """Facts before, warm-up at every concurrency, the phase clock at concurrency 1."""
+        """Facts before, warm-up in every cell, the phase clock at concurrency 1."""
         t = time.monotonic()
         for live in lives:
             self.facts(live, "before")
@@ -305,7 +338,7 @@ class Bench:
                     self.warm(live)
                     if i == 0 and self.settings.phase_clock:
                         self.phase_clock(live)
-                    self.timed({variant: live}, [plan.Run(rnd, c, variant) for c in self.settings.concurrency])
+                    self.timed({variant: live}, plan.in_turn([variant], self.cells, 1, rnd))
                     self.facts(live, f"after round {rnd}")
                 finally:
                     self.stop([live])
@@ -318,7 +351,7 @@ class Bench:
             raise ValueError("no variant left to run")
         specs = self.plan_servers()
         s = self.settings
-        per_round = len(self.variants) * len(s.concurrency)
+        per_round = len(self.variants) * len(self.cells)
         boots = len(self.variants) * (s.rounds if self.record["placement"]["mode"] == "in_turn" else 1)
         self.bar = progress_bar(boots + per_round * (s.rounds + 1) + (2 * len(self.variants) if s.phase_clock else 0),
                                 desc="serve bench")
@@ -348,7 +381,7 @@ class Bench:
         self.record.update(environment())
         if not self.record.get("device"):
             self.record["device"] = self.record.get("device_memory", {}).get("name")
-        result = report.assemble(self.record, self.variants, list(self.settings.concurrency))
+        result = report.assemble(self.record, self.variants, self.cells)
         (self.outdir / "serve_bench.json").write_text(json.dumps(result, indent=1))
         (self.outdir / "serve_bench.txt").write_text(report.table(result) + "\n")
         report.plot(result, self.outdir / "serve_bench.png")

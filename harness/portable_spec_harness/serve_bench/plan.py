@@ -1,13 +1,14 @@
 """What a serving benchmark runs and in which order: the variants (each an e2e engine variant behind ``vllm serve``),
-the prompts per run, and the interleaved order of the client runs.
+the cells (input length x sampling x concurrency), the prompts per run, and the interleaved order of the client runs.
 
 Why interleaved: the host's speed drifts by tens of percent over minutes, so a variant measured all at once could
-win by timing alone. Every round visits every variant at every concurrency, and the variant that goes first rotates
-by round (``interleave.rotation``), so over the rounds each variant holds each position equally often.
+win by timing alone. Every round visits every variant in every cell, and the variant that goes first rotates by
+round (``interleave.rotation``), so over the rounds each variant holds each position equally often.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from portable_spec_harness.e2e.interleave import rotation
@@ -26,16 +27,84 @@ TARGET_LINES = {"upstream_v1": (1.0, 1.1), "mrv2": (0.95,)}
 acceptance); ours >= 0.95x MRV2 on a dense target."""
 
 
+SAMPLING = {"greedy": {"temperature": 0.0}, "sampled": {"temperature": 0.8, "top_p": 0.95}}
+"""``--sampling`` name -> the sampling parameters ``vllm bench serve`` sends with every request (its ``--temperature``
+and ``--top-p``). A sampled run also sends ``seed`` in each request's body (``--extra-body``; the client's own
+``--seed`` only seeds its random prompts), the run's seed, so a sampled run is reproducible and every variant of a
+cell and round samples from the same generator state."""
+
+
+def sampling_params(name: str) -> dict:
+    """What the report says a sampling sent: its parameters, and for a sampled one where each request's seed came
+    from."""
+    seeded = {"seed": "each run's seed (its --seed) in every request's body"} if SAMPLING[name]["temperature"] else {}
+    return {**SAMPLING[name], **seeded}
+
+
+HEADROOM = 1.5
+"""Prompts are sized for this many times ``--min-run-s`` from the warm run: the warm run is a cell's first, so its
+one prompt per slot may be slower than the timed waves (JIT, first connections), and a timed run sized to exactly
+``--min-run-s`` from it would often come in short."""
+RUN_TIMEOUT_SHARE = 0.5
+"""A sized run is projected to take at most this share of ``--run-timeout``: a cell whose warm run was slow must not
+be sized into a client timeout."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one comparison holds fixed: prompt length, sampling and ``--max-concurrency``; every variant runs it."""
+
+    input_len: int
+    sampling: str
+    concurrency: int
+
+    @property
+    def key(self) -> str:
+        """The cell's key in the report's JSON (``cells[variant][key]``, ``ours_over_<base>[key]``)."""
+        return f"in{self.input_len}/{self.sampling}/c{self.concurrency}"
+
+    @property
+    def panel(self) -> tuple[int, str]:
+        """The report's panel of this cell: one per input length and sampling, concurrency along x."""
+        return self.input_len, self.sampling
+
+
 @dataclass(frozen=True)
 class Run:
-    """One timed client run: round, concurrency, variant."""
+    """One timed client run: round, cell, variant."""
 
     round: int
-    concurrency: int
+    cell: Cell
     variant: str
 
     def as_json(self) -> dict[str, int | str]:
-        return {"round": self.round, "concurrency": self.concurrency, "variant": self.variant}
+        return {"round": self.round, "input_len": self.cell.input_len, "sampling": self.cell.sampling,
+                "concurrency": self.cell.concurrency, "variant": self.variant}
+
+
+def cells(input_lens: list[int] | tuple[int, ...], sampling: list[str] | tuple[str, ...],
+          concurrency: list[int] | tuple[int, ...]) -> list[Cell]:
+    """Every combination, input length outermost and concurrency innermost (the report's reading order)."""
+    return [Cell(n, s, c) for n in input_lens for s in sampling for c in concurrency]
+
+
+def legacy_sampling(workload: dict) -> str:
+    """The sampling name of a report written before ``--sampling`` (one ``temperature`` for every run)."""
+    temperature = workload.get("temperature", 0.0)
+    return "greedy" if not temperature else f"t{temperature:g}"
+
+
+def workload_cells(workload: dict) -> list[Cell]:
+    """A report's cells from its workload, a report written before the axes (one ``input_len``) included."""
+    lens = workload.get("input_lens") or [workload["input_len"]]
+    return cells(lens, workload.get("sampling") or [legacy_sampling(workload)], workload["concurrency"])
+
+
+def cell_of(run: dict, workload: dict) -> Cell:
+    """A run's cell; a run of a report written before the axes takes its input length and sampling from the
+    workload."""
+    input_len = run.get("input_len", workload.get("input_len"))
+    return Cell(int(input_len), run.get("sampling") or legacy_sampling(workload), int(run["concurrency"]))
 
 
 def variants_for(asked: list[str], moe: bool) -> tuple[list[str], dict[str, str]]:
@@ -50,25 +119,46 @@ def num_prompts(concurrency: int, per_slot: int) -> int:
     return concurrency * per_slot
 
 
-def interleaved(variants: list[str], concurrency: list[int], rounds: int, first_round: int = 0) -> list[Run]:
-    """Servers up together: per round, per concurrency, every variant once, the first rotating by round."""
-    return [Run(r, c, v) for r in range(first_round, first_round + rounds) for c in concurrency
+def sized_per_slot(warm_s: float | None, min_run_s: float, floor: int, concurrency: int, max_prompts: int,
+                   run_timeout_s: float) -> dict:
+    """Prompts per slot for a cell's timed runs, from its warm run (one prompt per slot, so its duration is one
+    wave): enough waves for ``HEADROOM`` x ``min_run_s``, never fewer than ``floor`` (``--prompts-per-slot``), at
+    most ``max_prompts`` per run and a projected ``RUN_TIMEOUT_SHARE`` of the run timeout (a fast warm run must not
+    size a run that never ends; a capped cell's runs may come in short, and the report flags them). ``min_run_s`` 0
+    or no warm duration: ``floor``, and the returned ``why`` says which."""
+    if not min_run_s > 0:
+        return {"per_slot": floor, "why": "--min-run-s 0: --prompts-per-slot"}
+    if not warm_s or not warm_s > 0:
+        return {"per_slot": floor, "why": "no warm-run duration: --prompts-per-slot"}
+    want = math.ceil(HEADROOM * min_run_s / warm_s)
+    cap = max(1, min(max_prompts // concurrency, math.floor(RUN_TIMEOUT_SHARE * run_timeout_s / warm_s)))
+    per_slot = max(floor, min(want, cap))
+    why = (f"capped at {cap} per slot (--max-prompts {max_prompts}, --run-timeout {run_timeout_s:g})"
+           if want > cap and per_slot < want else f"{HEADROOM:g} x --min-run-s {min_run_s:g} from the warm run")
+    return {"per_slot": per_slot, "warm_s": round(warm_s, 3), "projected_s": round(per_slot * warm_s, 2),
+            "why": why}
+
+
+def interleaved(variants: list[str], cell_list: list[Cell], rounds: int, first_round: int = 0) -> list[Run]:
+    """Servers up together: per round, per cell, every variant once, the first rotating by round."""
+    return [Run(r, cell, v) for r in range(first_round, first_round + rounds) for cell in cell_list
             for v in rotation(list(variants), r)]
 
 
-def in_turn(variants: list[str], concurrency: list[int], rounds: int, first_round: int = 0) -> list[Run]:
-    """One server at a time: per round, the variants in rotated order, each running every concurrency while its
-    server is up (one boot per variant per round)."""
-    return [Run(r, c, v) for r in range(first_round, first_round + rounds) for v in rotation(list(variants), r)
-            for c in concurrency]
+def in_turn(variants: list[str], cell_list: list[Cell], rounds: int, first_round: int = 0) -> list[Run]:
+    """One server at a time: per round, the variants in rotated order, each running every cell while its server is
+    up (one boot per variant per round, whatever the cells)."""
+    return [Run(r, cell, v) for r in range(first_round, first_round + rounds) for v in rotation(list(variants), r)
+            for cell in cell_list]
 
 
-def order(mode: str, variants: list[str], concurrency: list[int], rounds: int, first_round: int = 0) -> list[Run]:
-    return (interleaved if mode == "together" else in_turn)(variants, concurrency, rounds, first_round)
+def order(mode: str, variants: list[str], cell_list: list[Cell], rounds: int, first_round: int = 0) -> list[Run]:
+    return (interleaved if mode == "together" else in_turn)(variants, cell_list, rounds, first_round)
 
 
 def max_model_len(input_len: int, output_len: int, k: int) -> int:
     """Each request's prompt and output, the drafts past its end and 64 tokens of slack (the client re-encodes
-    its random prompts), rounded up to a KV block (16)."""
+    its random prompts), rounded up to a KV block (16). The serve bench passes its longest input length: one
+    server serves every cell."""
     need = input_len + output_len + k + 1 + 64
     return -(-need // 16) * 16

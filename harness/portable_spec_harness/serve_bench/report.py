@@ -1,7 +1,10 @@
-"""The serving benchmark's report: medians and ratios from the runs, the phase clock's host/device split at
-concurrency 1, a console table and a PNG. ``status`` is ``complete`` only when every cell and ratio has numbers,
-every asked round ran and every phase reading came back; anything else is ``incomplete`` with the reasons listed
-(a benchmark does not pass or fail on speed: no number here is compared with a target)."""
+"""The serving benchmark's report: medians and ratios per cell (input length x sampling x concurrency, keyed
+``in1024/sampled/c2``) from the runs, rounds paired, the timed runs shorter than ``--min-run-s``, the phase clock's
+host/device split at concurrency 1, a console table and a PNG (one panel per input length and sampling). ``status``
+is ``complete`` only when every cell and ratio has numbers, every asked round ran and every phase reading came back;
+anything else is ``incomplete`` with the reasons listed (a benchmark does not pass or fail on speed: no number here
+is compared with a target). Short runs do not make a report incomplete (a capped cell's runs are short by design)
+but are listed in the JSON (``short_runs``), the table and its last line."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any
 
 from portable_spec_harness.e2e.step_breakdown import PHASES
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES
+from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES, Cell
 from portable_spec_harness.plotting import legend
 
 OURS = "ours"
@@ -60,21 +63,23 @@ def identity_problems(variant: str, facts: list[dict[str, Any]]) -> list[str]:
     return []
 
 
-def assemble(record: dict[str, Any], variants: list[str], concurrency: list[int]) -> dict[str, Any]:
-    """Add cells, ratios, splits, status and problems to the run's ``record`` (returned)."""
+def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> dict[str, Any]:
+    """Add cells, ratios, short runs, splits, status and problems to the run's ``record`` (returned)."""
     problems = list(record.get("problems", []))
     for variant in variants:
         problems += identity_problems(variant, (record["variants"].get(variant) or {}).get("facts", []))
-    table = stats.cells(record["runs"], variants, concurrency)
+    workload = record["workload"]
+    table = stats.cells(record["runs"], variants, cells, workload)
     record["cells"] = table
     for variant, row in table.items():
-        problems += [f"{variant} c={c}: {cell['error']}" for c, cell in row.items() if "error" in cell]
+        problems += [f"{variant} {key}: {cell['error']}" for key, cell in row.items() if "error" in cell]
     if OURS in variants:
         for base in RATIO_BASES:
             if base in variants:
                 key = f"{OURS}_over_{base}"
-                record[key] = stats.ratios(table, OURS, base, concurrency)
-                problems += [f"{key} c={c}: {r['error']}" for c, r in record[key].items() if "error" in r]
+                record[key] = stats.ratios(table, record["runs"], OURS, base, cells, workload)
+                problems += [f"{key} {c}: {r['error']}" for c, r in record[key].items() if "error" in r]
+    record["short_runs"] = short_runs(record["runs"], workload.get("min_run_s") or 0.0)
     phase = record.get("phase_clock_c1") or {}
     for variant, reading in phase.items():
         reading["split"] = split(reading.get("clock"), reading.get("profile"))
@@ -88,37 +93,37 @@ def assemble(record: dict[str, Any], variants: list[str], concurrency: list[int]
     return record
 
 
+def short_runs(runs: list[dict[str, Any]], min_run_s: float) -> list[dict[str, Any]]:
+    """The timed runs that measured for less than ``min_run_s`` (the client's own duration): too few requests for a
+    steady number, named so no reader takes their cell for a long run."""
+    return [{"variant": r["variant"], "cell": Cell(r["input_len"], r["sampling"], r["concurrency"]).key,
+             "round": r["round"], "duration_s": r["duration_s"], "num_prompts": r["num_prompts"]}
+            for r in runs if isinstance(r.get("duration_s"), (int, float)) and r["duration_s"] < min_run_s]
+
+
 def _num(value: Any, digits: int = 1) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value:.{digits}f}"
 
 
-def table(report: dict[str, Any]) -> str:
-    """Per concurrency and variant the client's numbers (medians over rounds), then the ratios and the split."""
-    lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
-             f"in/out {report['workload']['input_len']}/{report['workload']['output_len']}, "
-             f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {report.get('device') or '?'}"]
-    head = f"{'c':>3} {'variant':<12} {'out tok/s':>10} {'TPOT med':>9} {'TPOT p99':>9} {'ITL med':>8} " \
-           f"{'ITL p99':>8} {'TTFT med':>9} {'TTFT p99':>9} {'accept':>7} {'runs':>4}"
-    lines.append(head)
-    for c in report["workload"]["concurrency"]:
-        for variant, row in report["cells"].items():
-            cell = row.get(str(c), {})
-            if "error" in cell:
-                lines.append(f"{c:>3} {variant:<12} {cell['error'][:90]}")
-                continue
+def panels(report: dict[str, Any]) -> list[tuple[int, str]]:
+    """The report's (input length, sampling) groups, in the order the cells ran."""
+    return list(dict.fromkeys(Cell(n, sm, 0).panel for n in report["workload"]["input_lens"]
+                              for sm in report["workload"]["sampling"]))
 
-            def m(key: str, digits: int = 2) -> str:
-                return _num(cell.get(key, {}).get("median"), digits)
-            lines.append(f"{c:>3} {variant:<12} {m('output_throughput', 1):>10} {m('median_tpot_ms'):>9} "
-                         f"{m('p99_tpot_ms'):>9} {m('median_itl_ms'):>8} {m('p99_itl_ms'):>8} "
-                         f"{m('median_ttft_ms'):>9} {m('p99_ttft_ms'):>9} {m('spec_decode_acceptance_length'):>7} "
-                         f"{cell.get('runs', 0):>4}")
-    for base in RATIO_BASES:
-        key = f"{OURS}_over_{base}"
-        if key in report:
-            cells = "  ".join(f"c={c}: " + (f"tok/s {r['output_tok_s']:.3f}, TPOT {r['median_tpot_ms']:.3f}"
-                                            if "error" not in r else "error") for c, r in report[key].items())
-            lines.append(f"{key}: {cells}")
+
+def table(report: dict[str, Any]) -> str:
+    """Per input length and sampling, per concurrency and variant the client's numbers (medians over rounds), then
+    the ratios with their paired intervals, the short runs and the split."""
+    w = report["workload"]
+    lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
+             f"in/out {','.join(map(str, w['input_lens']))}/{w['output_len']}, sampling {','.join(w['sampling'])}, "
+             f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {report.get('device') or '?'}"]
+    for input_len, sampling in panels(report):
+        lines += [f"in {input_len}, {sampling} {_sampling_note(w, sampling)}:", _HEAD]
+        lines += [_row(report, Cell(input_len, sampling, c), variant)
+                  for c in w["concurrency"] for variant in report["cells"]]
+        lines += _ratio_lines(report, input_len, sampling)
+    lines += _short_lines(report)
     for variant, reading in (report.get("phase_clock_c1") or {}).items():
         s = reading.get("split", {})
         lines.append(f"phase clock c=1 {variant}: " + (s["error"] if "error" in s else
@@ -135,15 +140,74 @@ def table(report: dict[str, Any]) -> str:
                     if (r.get("profile") or {}).get("phases")}
         if profiles:
             lines += ["", render_table(profiles)]
+    short = (f"; {len(report['short_runs'])} of {len(report['runs'])} timed runs under --min-run-s "
+             f"{w['min_run_s']:g} s" if report.get("short_runs") else "")
     lines.append(f"serve bench: {report['status']}" + (f" ({len(report['problems'])} problems)"
-                                                       if report["problems"] else ""))
+                                                       if report["problems"] else "") + short)
     lines += [f"  {p}" for p in report["problems"][:30]]
     return "\n".join(lines)
 
 
+_HEAD = (f"{'c':>5} {'variant':<12} {'out tok/s':>10} {'TPOT med':>9} {'TPOT p99':>9} {'ITL med':>8} {'ITL p99':>8} "
+         f"{'TTFT med':>9} {'TTFT p99':>9} {'stall ms':>9} {'accept':>7} {'run s':>6} {'prompts':>7} {'runs':>4}")
+
+
+def _sampling_note(workload: dict[str, Any], sampling: str) -> str:
+    """``(temperature 0.8, top_p 0.95, seeded)``: what a sampling's requests carried."""
+    params = (workload.get("sampling_params") or {}).get(sampling) or {}
+    said = [f"{k} {v}" for k, v in params.items() if k != "seed"] + (["seeded"] if "seed" in params else [])
+    return f"({', '.join(said)})" if said else ""
+
+
+def _row(report: dict[str, Any], cell: Cell, variant: str) -> str:
+    """One variant's medians in one cell (``-`` where the cell lacks a metric: the stall total of an old result)."""
+    entry = report["cells"][variant].get(cell.key, {})
+    if "error" in entry:
+        return f"{cell.concurrency:>5} {variant:<12} {entry['error'][:100]}"
+
+    def m(key: str, digits: int = 2) -> str:
+        return _num(entry.get(key, {}).get("median"), digits)
+    prompts = report["workload"]["num_prompts"].get(cell.key, "-")
+    return (f"{cell.concurrency:>5} {variant:<12} {m('output_throughput', 1):>10} {m('median_tpot_ms'):>9} "
+            f"{m('p99_tpot_ms'):>9} {m('median_itl_ms'):>8} {m('p99_itl_ms'):>8} {m('median_ttft_ms'):>9} "
+            f"{m('p99_ttft_ms'):>9} {m('stall_total_ms', 1):>9} {m('spec_decode_acceptance_length'):>7} "
+            f"{m('duration', 1):>6} {prompts:>7} {entry.get('runs', 0):>4}")
+
+
+def _ratio_lines(report: dict[str, Any], input_len: int, sampling: str) -> list[str]:
+    """Per baseline, each concurrency's ratio of medians and the paired median with its interval."""
+    lines = []
+    for base in RATIO_BASES:
+        ratios = report.get(f"{OURS}_over_{base}")
+        if not ratios:
+            continue
+        parts = []
+        for c in report["workload"]["concurrency"]:
+            r = ratios.get(Cell(input_len, sampling, c).key, {"error": "no cell"})
+            pair = r.get("paired_output_tok_s") or {}
+            parts.append(f"c={c}: error" if "error" in r else
+                         f"c={c}: tok/s {r['output_tok_s']:.3f} (paired {pair['median']:.3f} "
+                         f"[{pair['interval'][0]:.3f}, {pair['interval'][1]:.3f}], {pair['passes']} rounds), "
+                         f"TPOT {r['median_tpot_ms']:.3f}" if pair.get("passes") else
+                         f"c={c}: tok/s {r['output_tok_s']:.3f}, TPOT {r['median_tpot_ms']:.3f}")
+        lines.append(f"  {OURS}_over_{base}: " + "  ".join(parts))
+    return lines
+
+
+def _short_lines(report: dict[str, Any]) -> list[str]:
+    short = report.get("short_runs") or []
+    if not short:
+        return []
+    head = (f"short runs: {len(short)} of {len(report['runs'])} timed runs measured under --min-run-s "
+            f"{report['workload']['min_run_s']:g} s (see sizing in the JSON):")
+    return [head] + [f"  {s['cell']} {s['variant']} round {s['round']}: {s['duration_s']:.2f} s, "
+                     f"{s['num_prompts']} prompts" for s in short[:20]]
+
+
 def plot(report: dict[str, Any], path: Path) -> str | None:
-    """Output tok/s and median TPOT per variant over concurrency, ours over each baseline (lines at issue 24's targets),
-    and under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
+    """One panel per input length and sampling: ours over each baseline on output tok/s against concurrency (the
+    paired median of the rounds with its interval; lines at issue 24's targets); under them the profiled per-step
+    host/device bars at concurrency 1. None without matplotlib."""
     try:
         import matplotlib
 
@@ -155,35 +219,48 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
 
     profiles = {v: r["profile"] for v, r in (report.get("phase_clock_c1") or {}).items()
                 if (r.get("profile") or {}).get("phases")}
-    rows = 2 if profiles else 1
-    fig = plt.figure(figsize=(16, 4.4 * rows))
-    axes = [fig.add_subplot(rows, 3, i + 1) for i in range(3)]
-    for variant, row in report["cells"].items():
-        points = [(int(c), cell) for c, cell in row.items() if "error" not in cell]
-        if points:
-            xs = [c for c, _ in points]
-            axes[0].plot(xs, [cell["output_throughput"]["median"] for _, cell in points], marker="o", label=variant)
-            axes[1].plot(xs, [cell["median_tpot_ms"]["median"] for _, cell in points], marker="o", label=variant)
-    for base in RATIO_BASES:
-        ratios = {int(c): r["output_tok_s"] for c, r in (report.get(f"{OURS}_over_{base}") or {}).items()
-                  if "error" not in r}
-        if ratios:
-            axes[2].plot(list(ratios), list(ratios.values()), marker="o", label=f"{OURS} / {base}")
-    for level in sorted({level for base in RATIO_BASES for level in TARGET_LINES[base]}):
-        axes[2].axhline(level, color="grey", linestyle="--", linewidth=0.8)
-    for ax, label in zip(axes, ("output tok/s (median of rounds)", "median TPOT (ms)", "output tok/s ratio")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("max concurrency (vllm bench serve)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        legend(ax, fontsize=8)
+    groups = panels(report)
+    cols = min(len(groups), 3)
+    rows = -(-len(groups) // cols)
+    width = max(5.6 * cols, 14.0 if profiles else 7.0)  # the bars below and the title need the room
+    fig = plt.figure(figsize=(width, 4.2 * (rows + (1 if profiles else 0))))
+    for i, (input_len, sampling) in enumerate(groups):
+        _ratio_panel(fig.add_subplot(rows + (1 if profiles else 0), cols, i + 1), report, input_len, sampling)
     if profiles:
-        draw(fig.add_subplot(2, 1, 2), profiles, 1)
-    pair = report["pair"]
-    fig.suptitle(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, "
-                 f"in/out {report['workload']['input_len']}/{report['workload']['output_len']}, "
-                 f"{report.get('device') or '?'}, vLLM {report.get('vllm')}")
+        draw(fig.add_subplot(rows + 1, 1, rows + 1), profiles, 1)
+    pair, w = report["pair"], report["workload"]
+    fig.suptitle(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, output "
+                 f"{w['output_len']} tokens, {report.get('device') or '?'}, vLLM {report.get('vllm')}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def _ratio_panel(ax: Any, report: dict[str, Any], input_len: int, sampling: str) -> None:
+    """Ours over each baseline in one (input length, sampling): the paired median with its interval per
+    concurrency, the ratio of medians as an open marker, the target lines dashed."""
+    for index, base in enumerate(RATIO_BASES):
+        ratios = report.get(f"{OURS}_over_{base}") or {}
+        found = [(c, ratios.get(Cell(input_len, sampling, c).key)) for c in report["workload"]["concurrency"]]
+        points = [(c, r) for c, r in found if r and "error" not in r]
+        if not points:
+            continue
+        paired = [(c, r["paired_output_tok_s"]) for c, r in points if r["paired_output_tok_s"].get("passes")]
+        if paired:
+            mids = [p["median"] for _, p in paired]
+            errs = [[m - p["interval"][0] for m, (_, p) in zip(mids, paired)],
+                    [p["interval"][1] - m for m, (_, p) in zip(mids, paired)]]
+            ax.errorbar([c for c, _ in paired], mids, yerr=errs, fmt="o-", capsize=3, color=f"C{index}",
+                        label=f"{OURS} / {base}: paired median, interval")
+        ax.plot([c for c, _ in points], [r["output_tok_s"] for _, r in points], "D", mfc="none", color=f"C{index}",
+                label=f"{OURS} / {base}: ratio of medians")
+    for level in sorted({level for base in RATIO_BASES for level in TARGET_LINES[base]}):
+        ax.axhline(level, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(report["workload"]["concurrency"], [str(c) for c in report["workload"]["concurrency"]])
+    ax.set_xlabel("max concurrency (vllm bench serve)")
+    ax.set_ylabel("output tok/s ratio")
+    ax.set_title(f"input {input_len} tokens, {sampling}", fontsize=10)
+    ax.grid(alpha=0.3)
+    legend(ax, fontsize=7)
