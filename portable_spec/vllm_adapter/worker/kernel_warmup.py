@@ -39,6 +39,7 @@ from portable_spec.envs import WARMUP_ENV, warmup_enabled
 from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
+from portable_spec.vllm_adapter.worker.batch_change_warmup import warm_batch_change
 from portable_spec.vllm_adapter.worker.sampling_plan import (
     Sampling, SamplingLimits, plan_sampled_rounds, request_sampling, sampled_round_keys,
 )
@@ -307,6 +308,8 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
     with counted_triton_compiles() as compiles:
         run_steps(outputs, runner.execute_model, runner.sample_tokens)
     seconds = time.perf_counter() - started
+    batch_change = warm_batch_change(runner, getattr(runner, "valid_sampled_token_count_gpu", None))
+    batch_change_s = time.perf_counter() - started - seconds
     state.restore()
     runner.seq_lens.zero_()  # as the drafter's capture leaves it
     graphs = runner.drafter.graph_runner
@@ -320,12 +323,15 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
              "num_reqs": num_reqs, "k": limits.k,
              "batch_agnostic": sorted(limits.batch_agnostic),
              "seconds": round(seconds, 3), "triton_compiles": dict(compiles), "drafter_replays": replays,
+             "batch_change_pairs": [list(p) for p in batch_change], "batch_change_seconds": round(batch_change_s, 3),
              "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
     level = logging.WARNING if uncovered or mismatches else logging.INFO
     logger.log(level, "%s: %d steps (%d rounds, %d of them sampled, batches of %s requests, K=%d) in %.2f s; "
-               "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches%s", LOG_PREFIX, len(outputs),
+               "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches; vLLM's batch-change correction "
+               "compiled for %d (requests, previous requests) classes in %.2f s%s", LOG_PREFIX, len(outputs),
                len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
-               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", replays, mismatches, left)
+               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", replays, mismatches,
+               len(batch_change), batch_change_s, left)
     runner.warmup_stats = stats
     return stats
 
