@@ -49,6 +49,17 @@ def engine_config(models, method="eagle", k=3, max_num_seqs=8, **kwargs):
 
 
 @pytest.fixture
+def ours_logged(caplog, monkeypatch):
+    """caplog sees our logger's records exactly once, whether or not an earlier engine gave it vLLM's handlers
+    (``logs.share_vllm_log_handlers`` turns propagation off, as vLLM's own logger has it)."""
+    ours = logging.getLogger("portable_spec")
+    monkeypatch.setattr(ours, "propagate", False)
+    ours.addHandler(caplog.handler)
+    yield caplog
+    ours.removeHandler(caplog.handler)
+
+
+@pytest.fixture
 def mrv2(monkeypatch):
     """Model Runner V2, as a GPU host gets it (this CPU host has no Triton driver, which MRV2's check asks for)."""
     import vllm.config.vllm as config_module
@@ -151,7 +162,8 @@ def left_lines(caplog):
 
 
 @needs("mrv2_graph_budget")
-def test_under_mrv2_the_hook_keeps_vllms_sizes_and_says_why_once(vllm_platform, models, mrv2, caplog):
+def test_under_mrv2_the_hook_keeps_vllms_sizes_and_says_why_once(vllm_platform, models, mrv2, ours_logged):
+    caplog = ours_logged
     with caplog.at_level(logging.INFO, logger="portable_spec"):
         cfg = engine_config(models, "eagle", 3, 16)
         assert cfg.use_v2_model_runner is True
@@ -181,7 +193,8 @@ def test_the_one_line_reaches_vllms_log_handlers(vllm_platform, models, mrv2, mo
 
 @needs("mrv2_graph_budget")
 def test_under_a_live_graph_limit_mrv2s_sizes_are_pruned_with_one_warning(vllm_platform, models, mrv2, monkeypatch,
-                                                                        caplog):
+                                                                        ours_logged):
+    caplog = ours_logged
     monkeypatch.setattr(type(vllm_platform), "live_graph_limit", classmethod(lambda cls: 12))
     with caplog.at_level(logging.INFO, logger="portable_spec"):
         cfg = engine_config(models, "eagle", 3, 8, compilation_config={"cudagraph_mode": "FULL"})
@@ -203,14 +216,56 @@ def test_the_v1_runner_still_gets_our_plan(vllm_platform, models, monkeypatch):
     assert "plan" in cfg.additional_config["portable_spec"] and "mrv2" not in cfg.additional_config["portable_spec"]
 
 
-@pytest.mark.skipif(__import__("portable_spec.vllm_adapter.patch.version_gate", fromlist=["has"]).has(
-    "mrv2_graph_budget"), reason="the count holds on this vLLM")
 def test_where_the_count_does_not_hold_no_size_is_dropped(vllm_platform, models, mrv2, monkeypatch):
+    """A vLLM outside the gate (a newer one): its managers are unchecked, so nothing is guessed or dropped."""
+    from portable_spec.vllm_adapter.patch import version_gate
+
+    real_has = version_gate.has
+    monkeypatch.setattr(version_gate, "has", lambda name, version=None: name != "mrv2_graph_budget"
+                        and real_has(name, version))
     monkeypatch.setattr(type(vllm_platform), "live_graph_limit", classmethod(lambda cls: 12))
     cfg = engine_config(models, "eagle", 3, 8, compilation_config={"cudagraph_mode": "FULL"})
     state = cfg.additional_config["portable_spec"]["mrv2"]
     assert state["dropped"] == [] and state["live_graph_limit"] is None
     assert state["counted"] is False and state["live_graphs"] is None and state["graphs"] == {}  # no guessed count
+
+
+def test_a_configuration_the_count_does_not_model_drops_nothing_with_one_warning(vllm_platform, models, mrv2,
+                                                                                   monkeypatch, ours_logged):
+    caplog = ours_logged
+    """vLLM's breakable graphs (its own switch, read by its own function) capture PIECEWISE graphs another way."""
+    monkeypatch.setenv("VLLM_USE_BREAKABLE_CUDAGRAPH", "1")
+    monkeypatch.setattr(type(vllm_platform), "live_graph_limit", classmethod(lambda cls: 12))
+    with caplog.at_level(logging.WARNING, logger="portable_spec.vllm_adapter"):
+        cfg = engine_config(models, "eagle", 3, 8)
+    state = cfg.additional_config["portable_spec"]["mrv2"]
+    assert state["dropped"] == [] and state["counted"] is False and state["live_graph_limit"] is None
+    lines = [r.getMessage() for r in caplog.records if "not counted against the live-graph limit 12" in r.getMessage()]
+    assert len(lines) == 1 and "breakable CUDA graphs" in lines[0]
+
+
+@pytest.mark.parametrize("change,phrase", [
+    ({"lora_config": object()}, "LoRA"),
+    ({"spec": {"enable_adaptive_verification": True}}, "adaptive verification"),
+    ({"spec": {"uses_dynamic_speculative_decoding": lambda: True}}, "dynamic speculative decoding"),
+    ({"parallel": {"enable_dbo": True}}, "micro-batching"),
+    ({"parallel": {"data_parallel_size": 2}}, "data or pipeline parallel"),
+    ({"cache": {"use_kda_recoverssm": True}}, "recoverSSM"),
+])
+def test_each_unmodelled_feature_is_named(change, phrase):
+    from portable_spec.vllm_adapter.platform.mrv2_sizes import unmodelled
+
+    def config(**overrides):
+        parts = {"spec": {"uses_dynamic_speculative_decoding": lambda: False}, "parallel": {}, "cache": {}}
+        for key, value in overrides.items():
+            parts[key] = {**parts.get(key, {}), **value} if isinstance(value, dict) else value
+        return SimpleNamespace(speculative_config=SimpleNamespace(**parts["spec"]),
+                               parallel_config=SimpleNamespace(**parts["parallel"]),
+                               cache_config=SimpleNamespace(**parts["cache"]), lora_config=parts.get("lora_config"))
+
+    assert unmodelled(config()) == []
+    found = unmodelled(config(**change))
+    assert len(found) == 1 and phrase in found[0], found
 
 
 def test_this_module_is_in_the_version_span():

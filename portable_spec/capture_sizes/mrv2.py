@@ -1,5 +1,5 @@
-"""Model Runner V2's graphs for one capture-size list, counted by vLLM 0.26.0's rules, and pruned to a live-graph
-budget. Pure Python (no ``import vllm``).
+"""Model Runner V2's graphs for one capture-size list, counted by the rules of vLLM's graph managers (the same on
+0.26.0, 0.28.0 and 0.33.0 for what is modelled), and pruned to a live-graph budget. Pure Python (no ``import vllm``).
 
 Why: under MRV2 our drafter does not run; MRV2 captures its target and speculator graphs itself, every one of them
 through ``torch.cuda.CUDAGraph``/``torch.cuda.graph`` (on MUSA, torchada makes those MUSAGraphs that count against
@@ -18,7 +18,9 @@ Managers: the target (q = 1+K, the runner's mode); an autoregressive speculator 
 first pass (q = 1+K, the same mode) and, for K > 1, one decode step (q = 1, ``FULL_DECODE_ONLY`` when the decode
 mode is FULL, else none); DFlash its query block (q = 1+K, ``FULL_DECODE_ONLY`` when the decode mode is FULL,
 else none; an upper bound, since MRV2 also drops it when the draft attention lacks uniform-batch graphs). Not
-modelled: LoRA capture cases, dynamic speculative decoding, breakable CUDA graphs, data/pipeline parallelism.
+modelled (``vllm_adapter.platform.mrv2_sizes.unmodelled`` names them, and then nothing is dropped): LoRA capture
+cases, dynamic speculative decoding, adaptive verification's variable-length decode graphs, micro-batch twins,
+recoverSSM, breakable CUDA graphs, data/pipeline parallelism.
 """
 
 from __future__ import annotations

@@ -93,13 +93,13 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
         until="0.27.0"),
     Feature(
         "mrv2_graph_budget",
-        "the live-graph budget's count of Model Runner V2's target and speculator graphs (capture_sizes/mrv2.py "
-        "mirrors vLLM 0.26.0's graph managers): under a live-graph limit, MRV2's largest capture sizes are dropped "
-        "until its graphs fit",
-        "vLLM 0.28 added variable-length decode graphs and a fused multi-step draft graph to Model Runner V2, so a "
-        "count mirrored from 0.26.0's managers would not bound what it captures: no capture size is dropped for "
-        "MRV2's graphs (its sizes stay vLLM's)",
-        until="0.27.0"),
+        "the live-graph budget's count of Model Runner V2's target and speculator graphs (capture_sizes/mrv2.py, "
+        "held to the graph managers of vLLM 0.26.0, 0.28.0 and 0.33.0 by tests/test_mrv2_sizes.py): under a "
+        "live-graph limit, MRV2's largest capture sizes are dropped until its graphs fit",
+        "the count is checked against Model Runner V2's graph managers of vLLM 0.26.0 through 0.33.0 only; a newer "
+        "vLLM may capture graphs it does not model: no capture size is dropped for MRV2's graphs (its sizes stay "
+        "vLLM's)",
+        until="0.34.0"),
     Feature(
         "mrv2_sampled_warmup",
         "the boot-time sampled warm-up under Model Runner V2 (worker/mrv2_warmup.py, planned by "

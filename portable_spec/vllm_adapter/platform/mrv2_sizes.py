@@ -8,9 +8,10 @@ its EAGLE-style draft decode steps run one token per request and need the small 
 keeps vLLM's list and says so in one line per engine (re-runs on replaced configs stay silent).
 
 With a live-graph limit (MUSA: torchada's cap) it counts what MRV2 captures from that list, its target and
-speculator graphs together (``capture_sizes.mrv2``, mirrored from vLLM 0.26.0's managers), and drops the largest
-sizes until they fit, with a warning. Where the mirror does not hold (``version_gate``: ``mrv2_graph_budget``) one
-line says so and no size is dropped.
+speculator graphs together (``capture_sizes.mrv2``; ``tests/test_mrv2_sizes.py`` holds the count to the installed
+vLLM's own managers on 0.26.0, 0.28.0 and 0.33.0), and drops the largest sizes until they fit, with a warning. Where
+the mirror does not hold one line says so and no size is dropped: a vLLM outside the gate (``version_gate``:
+``mrv2_graph_budget``), or a configuration whose graphs the mirror does not model (``unmodelled``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,35 @@ def pieces(model_config: Any, parallel_config: Any) -> int:
         return 0
 
 
+def unmodelled(vllm_config: Any) -> list[str]:
+    """What in ``vllm_config`` makes MRV2 capture graphs the count does not model (each one short phrase): more
+    decode graphs per size (dynamic speculative decoding, LoRA cases, micro-batch twins), variable-length decode
+    graphs, or graphs captured another way (breakable graphs, data or pipeline parallel ranks)."""
+    spec, parallel = vllm_config.speculative_config, vllm_config.parallel_config
+    reasons = []
+    uses_dynamic = getattr(spec, "uses_dynamic_speculative_decoding", None)
+    if callable(uses_dynamic) and uses_dynamic():
+        reasons.append("dynamic speculative decoding (a decode graph per draft length)")
+    if getattr(spec, "enable_adaptive_verification", False):
+        reasons.append("adaptive verification (variable-length decode graphs)")
+    if getattr(vllm_config, "lora_config", None) is not None:
+        reasons.append("LoRA (graphs per active-LoRA case)")
+    if getattr(parallel, "enable_dbo", False) or int(getattr(parallel, "ubatch_size", 1) or 1) > 1:
+        reasons.append("micro-batching (a twin per FULL graph)")
+    if getattr(vllm_config.cache_config, "use_kda_recoverssm", False):
+        reasons.append("recoverSSM (mixed graphs limited to decode sizes)")
+    if int(getattr(parallel, "data_parallel_size", 1) or 1) > 1 or \
+            int(getattr(parallel, "pipeline_parallel_size", 1) or 1) > 1:
+        reasons.append("data or pipeline parallel ranks")
+    try:
+        from vllm.compilation.breakable_cudagraph import is_breakable_cudagraph_enabled
+    except ImportError:  # a vLLM without breakable graphs
+        is_breakable_cudagraph_enabled = bool
+    if is_breakable_cudagraph_enabled():
+        reasons.append("breakable CUDA graphs (VLLM_USE_BREAKABLE_CUDAGRAPH)")
+    return reasons
+
+
 def leave_sizes_to_mrv2(vllm_config: Any, *, live_graph_limit: int | None, platform_name: str) -> dict[str, Any]:
     """Keep vLLM's capture sizes for MRV2 (pruned to ``live_graph_limit`` when one applies); returns what was
     stored (``plan_state``'s ``mrv2``). Logs the decision once per engine and each pruning warning once."""
@@ -44,10 +74,16 @@ def leave_sizes_to_mrv2(vllm_config: Any, *, live_graph_limit: int | None, platf
     earlier = plan_state.read(vllm_config).mrv2
     first = earlier is None
     earlier = earlier or {}
-    counted = version_gate.has("mrv2_graph_budget")  # the count mirrors this vLLM's managers
+    outside = unmodelled(vllm_config)
+    counted = version_gate.has("mrv2_graph_budget") and not outside  # the count mirrors this vLLM's managers
     limit = live_graph_limit if counted else None
-    if live_graph_limit is not None and not counted:
+    if live_graph_limit is not None and not version_gate.has("mrv2_graph_budget"):
         version_gate.say_unsupported("mrv2_graph_budget", logger)
+    elif live_graph_limit is not None and outside and first:
+        logger.warning("portable_spec[%s]: Model Runner V2's live graphs not counted against the live-graph limit %d: "
+                       "the count does not model %s; no capture size dropped (turn it off, or lower "
+                       "max_cudagraph_capture_size to fit the limit)", platform_name, live_graph_limit,
+                       "; ".join(outside))
     target_pieces = pieces(vllm_config.model_config, vllm_config.parallel_config) or 1
     draft_config = getattr(spec, "draft_model_config", None)
     draft_pieces = (pieces(draft_config, vllm_config.parallel_config) if draft_config is not None else 0) \
