@@ -73,6 +73,10 @@ PARTS: dict[str, MusaSimPart] = {p.name: p for p in (
     MusaSimPart("musa_sim_dflash", "qwen3_dflash", "perfect", 8, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
                 "Qwen3 + DFlash K=8 at 8 sequences: block-aligned sizes [9, 18, 36, 72]",
                 capture_sizes=(9, 18, 36, 72)),
+    MusaSimPart("musa_sim_draft_model", "llama_ctx_draft_model", "perfect", 3, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
+                "the separate draft model (method draft_model, a 4-layer Llama draft of the target's vocabulary) on "
+                "the V1 runner: its first-pass and chain graphs through MUSAGraph, the expand kernel's MUSA path; "
+                "per-position acceptance must equal our CUDA platform's"),
     MusaSimPart("musa_sim_budget", "llama_eagle", "attention", 3, (0, 1), ("musa_sim_budget",),
                 f"torchada's cap forced to {MUSA_SIM_BUDGET_CAP}: sizes pruned with a warning, output still exact",
                 capture_sizes=(4, 8), live_graph_limit=MUSA_SIM_BUDGET_CAP, pruned=True),
