@@ -3,6 +3,8 @@ the sampling path really sends what a chat client sends; and the runner it names
 
 import argparse
 
+import pytest
+
 from portable_spec_harness.serve_bench import join_probe
 
 
@@ -30,3 +32,47 @@ def test_runner_named_from_facts():
     assert join_probe._runner([{"use_v2_model_runner": False}]) == "v1"
     assert join_probe._runner(None) is None
     assert join_probe._runner({"runner": "x"}) is None
+
+
+def _result(variant, stalls=(), jit=(), repeats=3, tokens=128):
+    runs = [{"repeat": i, "tokens": {"a": tokens, "b": tokens}, "stalls": [{"ms": ms} for ms in stalls if i == 0]}
+            for i in range(repeats)]
+    return {"variant": variant, "runs": runs, "jit_after_boot": list(jit)}
+
+
+def test_a_clean_probe_of_ours_passes_and_counts_its_runs():
+    compared, found = join_probe.problems([_result("ours"), _result("upstream_v1", stalls=[754.0], jit=["k"])], 3)
+    assert compared == 3 and found == []  # upstream's stall and compiles are the baseline, not a failure
+
+
+@pytest.mark.parametrize("bad,phrase", [
+    (_result("ours", stalls=[150.3]), "stall"),
+    (_result("ours_mrv2", jit=["Triton kernel JIT compilation: _topk_topp_kernel"]), "JIT compile"),
+    (_result("ours", repeats=2), "2 of 3 repeats"),
+    (_result("ours", tokens=0), "repeats streamed"),
+])
+def test_what_the_fix_guards_fails_the_probe(bad, phrase):
+    compared, found = join_probe.problems([bad], 3)
+    assert any(phrase in line for line in found), found
+
+
+def test_a_probe_without_ours_compared_nothing_and_fails():
+    compared, found = join_probe.problems([_result("upstream_v1")], 3)
+    assert compared == 0 and found == ["no run of ours, ours_mrv2 to compare"]
+
+
+def test_the_committed_h200_runs_read_as_the_results_say():
+    """The probe's verdict on the H200 runs of session 18: before the batch-change warm-up ours stalled, after it
+    ours is clean on greedy and sampled requests."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "bench/results/2026-11-28-h200-session18/join_probe"
+
+    def verdict(folder):
+        report = json.loads((root / folder / "join_probe.json").read_text())
+        return join_probe.problems(report["variants"], report["settings"]["repeats"])
+
+    assert verdict("after_fix_greedy") == (3, []) and verdict("after_fix_sampled") == (3, [])
+    compared, found = verdict("before_fix_greedy")
+    assert compared == 3 and found == ["ours: 1 stall(s) of 150.3 ms"]

@@ -37,7 +37,8 @@
 #   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
 #   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
 #   join-probe: where a served engine's time goes when a long prompt joins a decode (issue 41,
-#   python -m portable_spec_harness.serve_bench.join_probe: stalls per repeat with the engine thread's sampled stacks).
+#   python -m portable_spec_harness.serve_bench.join_probe: stalls per repeat with the engine thread's sampled stacks;
+#   the stage fails when ours stalls over 100 ms or compiles a kernel after boot).
 #   version-span: what matters on another vLLM of the span (issue 26, ci/gpu/version_span.py, ~6 min): the version
 #   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
 #   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that

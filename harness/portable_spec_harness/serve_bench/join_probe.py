@@ -6,7 +6,9 @@ every 5 ms and the garbage collector's pauses, lined up on the host's clock).
 
     python -m portable_spec_harness.serve_bench.join_probe OUT --pair llama_eagle --mode attention
 
-Writes ``OUT/join_probe.json`` (and each server's log). A diagnostic, not a benchmark: it times nothing it compares.
+Writes ``OUT/join_probe.json`` (and each server's log). A check, not a benchmark: it compares no speed between
+variants. It exits 1 when one of ours (``ours``, ``ours_mrv2``) stalled, compiled a kernel after boot, or streamed
+fewer repeats than asked (``problems``); the other variants are reported as the baseline.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import jit_after_boot
+from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, jit_after_boot
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
 from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
 from portable_spec_harness.serve_bench.stack_sampler import window
@@ -119,6 +121,27 @@ def _runner(facts: Any) -> str | None:
     return "mrv2" if first["use_v2_model_runner"] else "v1"
 
 
+def problems(results: list[dict[str, Any]], repeats: int) -> tuple[int, list[str]]:
+    """What our variants (``JIT_CLEAN_VARIANTS``) must show: every repeat ran with both requests streaming, no
+    stall, no kernel JIT compile after boot. Returns the runs compared and the problems (a probe that compared no run
+    of ours is one); the other variants are the baseline and are only reported."""
+    compared, found = 0, []
+    ours = [r for r in results if r["variant"] in JIT_CLEAN_VARIANTS]
+    for result in ours:
+        name, runs = result["variant"], result.get("runs") or []
+        if len(runs) != repeats or any(not all(run["tokens"].values()) for run in runs):
+            found.append(f"{name}: {len(runs)} of {repeats} repeats streamed both requests")
+        compared += len(runs)
+        stalls = [s["ms"] for run in runs for s in run["stalls"]]
+        if stalls:
+            found.append(f"{name}: {len(stalls)} stall(s) of {', '.join(map(str, stalls))} ms")
+        if result.get("jit_after_boot"):
+            found.append(f"{name}: {len(result['jit_after_boot'])} kernel JIT compile(s) after boot")
+    if not compared:
+        found.append(f"no run of {', '.join(JIT_CLEAN_VARIANTS)} to compare")
+    return compared, found
+
+
 def request_sampling(args: argparse.Namespace, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Requests A and B of one repeat: greedy, or ``SAMPLED`` with a seed of their own (reproducible runs)."""
     if not args.sampled:
@@ -158,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                 r.get("runs", [])] for r in results}), flush=True)
         print("join probe: runner, JIT compiles after boot", json.dumps(
             {r["variant"]: [_runner(r.get("facts")), len(r.get("jit_after_boot") or [])] for r in results}), flush=True)
+    compared, found = problems(results, args.repeats)
     (out / "join_probe.json").write_text(json.dumps({"pair": pair.as_json(), "settings": vars(args),
-                                                     "variants": results}, indent=1, default=str))
-    return 0
+                                                     "variants": results, "compared_runs": compared,
+                                                     "problems": found}, indent=1, default=str))
+    print(f"join probe: {compared} runs of ours compared; " + ("; ".join(found) if found else "no stall, no compile "
+                                                                "after boot"), flush=True)
+    return 1 if found else 0
 
 
 if __name__ == "__main__":
