@@ -418,7 +418,7 @@ def run_serve_bench(pair: BenchPair, settings: Settings, outdir: str | Path,
     outdir.mkdir(parents=True, exist_ok=True)
     vllm_serve.raise_open_file_limit()
     on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _exit_on_term) if on_main else None
+    previous = signal.signal(signal.SIGTERM, exit_on_term) if on_main else None
     try:
         return Bench(pair, settings, outdir, hooks or Hooks()).run()
     finally:
@@ -426,5 +426,6 @@ def run_serve_bench(pair: BenchPair, settings: Settings, outdir: str | Path,
             signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_on_term(signum: int, frame: Any) -> None:
+def exit_on_term(signum: int, frame: Any) -> None:
+    """SIGTERM as ``SystemExit``: ``finally`` blocks run, so servers in sessions of their own are stopped."""
     raise SystemExit(128 + signum)

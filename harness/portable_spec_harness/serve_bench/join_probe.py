@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import random
+import signal
 import tempfile
 import sys
 import time
@@ -25,7 +26,7 @@ from typing import Any
 
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, jit_after_boot
+from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, exit_on_term, jit_after_boot
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
 from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
 from portable_spec_harness.serve_bench.stack_sampler import window
@@ -149,6 +150,16 @@ def request_sampling(args: argparse.Namespace, repeat: int) -> tuple[dict[str, A
     return tuple({**SAMPLED, "seed": args.seed + 2 * repeat + j} for j in range(2))  # type: ignore[return-value]
 
 
+def write_report(out: Path, pair: Any, args: argparse.Namespace,
+                 results: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """``OUT/join_probe.json`` with the variants probed so far and the verdict on them (written after each one)."""
+    compared, found = problems(results, args.repeats)
+    (out / "join_probe.json").write_text(json.dumps({"pair": pair.as_json(), "settings": vars(args),
+                                                     "variants": results, "compared_runs": compared,
+                                                     "problems": found}, indent=1, default=str))
+    return compared, found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m portable_spec_harness.serve_bench.join_probe")
     parser.add_argument("out")
@@ -173,18 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
     kv = memory.kv_cache_bytes(target, draft, max_len, 2)
     vllm_serve.raise_open_file_limit()
-    results = []
+    results: list[dict[str, Any]] = []
+    signal.signal(signal.SIGTERM, exit_on_term)  # an outer timeout still stops the server and keeps what ran
     for variant in args.variants.split(","):
         server = BenchServer(variant, pair, max_len, 2, kv)
         results.append(asyncio.run(probe_variant(server, out, args, int(target["vocab_size"]))))
+        write_report(out, pair, args, results)
         print("join probe: max gap ms per repeat", json.dumps({r["variant"]: [run["max_gap_ms"] for run in
                                                                 r.get("runs", [])] for r in results}), flush=True)
         print("join probe: runner, JIT compiles after boot", json.dumps(
             {r["variant"]: [_runner(r.get("facts")), len(r.get("jit_after_boot") or [])] for r in results}), flush=True)
-    compared, found = problems(results, args.repeats)
-    (out / "join_probe.json").write_text(json.dumps({"pair": pair.as_json(), "settings": vars(args),
-                                                     "variants": results, "compared_runs": compared,
-                                                     "problems": found}, indent=1, default=str))
+    compared, found = write_report(out, pair, args, results)
     print(f"join probe: {compared} runs of ours compared; " + ("; ".join(found) if found else "no stall, no compile "
                                                                 "after boot"), flush=True)
     return 1 if found else 0
