@@ -171,6 +171,9 @@ class MTGPUWorker(Worker):
         # What vLLM's init_device is about to see: the device type and the runner class it will build.
         SEEN.append((self.device_config.device_type, runner_module.GPUModelRunner.__name__))
         super().init_device()
+
+    def execute_dummy_batch(self):
+        self.model_runner._dummy_run(self.model_runner.uniform_decode_query_len, uniform_decode=True)
 '''
 
 TORCH_MUSA = '''"""Stand-in for torch_musa, written by portable_spec's tests: it imports (what both MUSA probes ask) and, as

@@ -121,6 +121,9 @@ METHODS = (
            "our PortableWorker.init_device binds substitutes and, for our drafter, builds our V1 runner around it; "
            "its super() reaches vLLM's through MTGPUWorker's (one stored version defines init_device: super(), then "
            "it primes its kernels; the other inherits vLLM's)", _W),
+    Method(WORKER_QUALNAME, "execute_dummy_batch", "()", "inherit",
+           "vllm-musa's dummy batch calls the model runner's _dummy_run(uniform_decode_query_len, "
+           "uniform_decode=True); our V1 runner keeps vLLM's _dummy_run (re-read @ 634c9d6)", _W),
 )
 
 
