@@ -36,6 +36,7 @@ STACK_DIR_ENV = "PORTABLE_SPEC_STACK_DIR"
 VLLM_PLUGINS_ENV = "VLLM_PLUGINS"
 VLLM_MUSA_DRAFT_WRAP_ENV = "VLLM_MUSA_DRAFT_FULL_WRAP"
 VLLM_MUSA_DFLASH_WRAP_ENV = "VLLM_MUSA_DFLASH_FULL_WRAP"
+VLLM_MUSA_EAGLE_RUNNER_ENV = "VLLM_MUSA_EAGLE_RUNNER"
 VLLM_BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 FLASHINFER_WORKSPACE_ENV = "FLASHINFER_WORKSPACE_BASE"
 
@@ -88,6 +89,11 @@ VARIABLES: tuple[EnvVar, ...] = (
            "vllm-musa's switch (read, not set; its default is on): anything but `0` has vllm-musa capture the "
            "DFlash drafter in FULL graphs itself, and our DFlash drafter then steps aside (one line says so); `0` "
            "leaves DFlash's drafter graphs to us. Only read on vllm-musa."),
+    EnvVar(VLLM_MUSA_EAGLE_RUNNER_ENV, "0",
+           "vllm-musa's switch (read, not set; its default is `0`, the runner off): `1` has vllm-musa's wrapper of "
+           "vLLM's `EagleProposer.propose` replay its EagleFullLoopRunner on MUSA (the whole EAGLE draft chain as one "
+           "graph per batch size), and our drafter then steps aside for EAGLE, EAGLE-3 and MTP (one line says so). "
+           "Only read on vllm-musa."),
     EnvVar(SIM_DEVICE_ENV, "",
            "Harness only: the device a simulation stands in for (`musa` with `VLLM_PLATFORM=musa`: the musa-sim "
            "engine lane); our platform probe then steps aside for the simulation's own plugin.", choices=("musa",),
@@ -277,6 +283,12 @@ def vllm_plugins(environ: Mapping[str, str] | None = None) -> list[str] | None:
 def vllm_musa_draft_full_wrap() -> bool:
     """Whether vllm-musa wraps the EAGLE-family draft model in FULL graphs itself (it compares with "1")."""
     return raw(VLLM_MUSA_DRAFT_WRAP_ENV) == "1"
+
+
+def vllm_musa_eagle_runner() -> bool:
+    """Whether vllm-musa's wrapper of ``EagleProposer.propose`` replays its EagleFullLoopRunner (it compares with
+    "1")."""
+    return raw(VLLM_MUSA_EAGLE_RUNNER_ENV) == "1"
 
 
 def vllm_musa_dflash_full_wrap() -> bool:

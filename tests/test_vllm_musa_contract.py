@@ -38,7 +38,7 @@ LOGGER = "portable_spec.vllm_adapter"
 def standin(tmp_path, monkeypatch):
     """The stand-in on this process's path; our once-per-process warnings forgotten; no inherited switches."""
     for name in ("VLLM_PLATFORM", "VLLM_PLUGINS", envs.SIM_DEVICE_ENV, envs.VLLM_MUSA_DRAFT_WRAP_ENV,
-                 envs.VLLM_MUSA_DFLASH_WRAP_ENV):
+                 envs.VLLM_MUSA_DFLASH_WRAP_ENV, envs.VLLM_MUSA_EAGLE_RUNNER_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(stack, "_SAID", set())
     with vllm_musa_standin.installed(tmp_path / "standin") as root:
@@ -123,7 +123,7 @@ def test_vllm_musa_contract_every_item_matches_the_standin(standin):
 
 
 @pytest.mark.parametrize("mutation", ["entry point name", "version", "probe answer", "worker qualname",
-                                      "parameters", "absent", "attention backend"])
+                                      "parameters", "absent", "attention backend", "inherited hook"])
 def test_vllm_musa_contract_a_divergence_from_the_standin_fails(standin, monkeypatch, mutation):
     """Bite: each kind of item, changed on the contract's side, is reported."""
     methods = list(contract.METHODS)
@@ -140,6 +140,9 @@ def test_vllm_musa_contract_a_divergence_from_the_standin_fails(standin, monkeyp
         methods[0] = methods[0].__class__(methods[0].owner, methods[0].name, "(config)", "override", "", "")
     elif mutation == "absent":
         methods[0] = methods[0].__class__(methods[0].owner, methods[0].name, "", "absent", "", "")
+    elif mutation == "inherited hook":  # vllm-musa's capture-size check, its keyword-only parameter dropped
+        at = next(i for i, m in enumerate(methods) if m.name == "validate_cudagraph_config")
+        methods[at] = methods[at].__class__(methods[at].owner, methods[at].name, "(vllm_config)", "inherit", "", "")
     else:
         monkeypatch.setitem(contract.ATTENTION_BACKENDS, "FLASH_ATTN", "vllm_musa.flash_attn.FlashAttention")
     monkeypatch.setattr(contract, "METHODS", tuple(methods))
@@ -362,9 +365,14 @@ def test_vllm_musa_contract_engine_config_and_worker_composition(tmp_path, dflas
     ("eagle", {}, True), ("eagle3", {"VLLM_MUSA_DRAFT_FULL_WRAP": "1"}, False),
     ("mtp", {"VLLM_MUSA_DRAFT_FULL_WRAP": "0"}, True),
     ("dflash", {}, False), ("dflash", {"VLLM_MUSA_DFLASH_FULL_WRAP": "0"}, True),
-    ("dflash", {"VLLM_MUSA_DRAFT_FULL_WRAP": "1", "VLLM_MUSA_DFLASH_FULL_WRAP": "0"}, True)])
+    ("dflash", {"VLLM_MUSA_DRAFT_FULL_WRAP": "1", "VLLM_MUSA_DFLASH_FULL_WRAP": "0"}, True),
+    ("eagle3", {"VLLM_MUSA_EAGLE_RUNNER": "1"}, False), ("mtp", {"VLLM_MUSA_EAGLE_RUNNER": "1"}, False),
+    ("eagle", {"VLLM_MUSA_EAGLE_RUNNER": "0"}, True), ("draft_model", {"VLLM_MUSA_EAGLE_RUNNER": "1"}, True),
+    ("dflash", {"VLLM_MUSA_EAGLE_RUNNER": "1", "VLLM_MUSA_DFLASH_FULL_WRAP": "0"}, True)])
 def test_vllm_musa_contract_our_drafter_steps_aside_where_vllm_musa_captures_it(monkeypatch, method, env, ours):
-    for name in (envs.VLLM_MUSA_DRAFT_WRAP_ENV, envs.VLLM_MUSA_DFLASH_WRAP_ENV):
+    """vllm-musa's FULL wrap of the draft model (0030), its DFlash capture (platform.py), and its propose dispatcher's
+    EagleFullLoopRunner, which sits under EagleProposer only (eagle, eagle3, mtp: vllm_musa_contract)."""
+    for name in (envs.VLLM_MUSA_DRAFT_WRAP_ENV, envs.VLLM_MUSA_DFLASH_WRAP_ENV, envs.VLLM_MUSA_EAGLE_RUNNER_ENV):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

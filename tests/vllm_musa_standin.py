@@ -6,7 +6,8 @@ whose entry points vLLM discovers exactly as pip-installed ones (as ``harness/po
 writes its plugin), and the interface ``portable_spec/vllm_adapter/platform/vllm_musa_contract.py`` lists: the
 entry-point names and targets, the probe's answer, ``vllm_musa.platform.MUSAPlatform`` and
 ``vllm_musa.worker.MTGPUWorker`` with the methods we override, inherit or rely on being absent, and the attention
-backends it registers. It is written by hand from vllm-musa's public sources (facts, not code), NOT generated from
+backends it registers. Re-read against vllm-musa's stored sources on 2026-11-28 (``finalize_config`` and
+``validate_cudagraph_config`` added then). It is written by hand from vllm-musa's public sources (facts, not code), NOT generated from
 the contract module, so ``tests/test_vllm_musa_contract.py`` can find the two apart.
 
 It is nothing more: no kernels, no ops, no object patches. A stand-in ``torch_musa`` comes with it, because both
@@ -115,6 +116,15 @@ class MUSAPlatformBase(Platform):
             vllm_config.cache_config.block_size = 16
 
     @classmethod
+    def finalize_config(cls, vllm_config):
+        SEEN.append("finalize_config")
+
+    @classmethod
+    def validate_cudagraph_config(cls, vllm_config, *, uniform_decode_query_len):
+        """vllm-musa's checks the resolved capture sizes against its fused-MoE RuntimePlan (none here)."""
+        SEEN.append("validate_cudagraph_config")
+
+    @classmethod
     def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
         register_attention_backends()
         return (selected_backend or AttentionBackendEnum[SELECTION_ORDER[0]]).get_path()
@@ -161,6 +171,9 @@ class MTGPUWorker(Worker):
         # What vLLM's init_device is about to see: the device type and the runner class it will build.
         SEEN.append((self.device_config.device_type, runner_module.GPUModelRunner.__name__))
         super().init_device()
+
+    def execute_dummy_batch(self):
+        self.model_runner._dummy_run(self.model_runner.uniform_decode_query_len, uniform_decode=True)
 '''
 
 TORCH_MUSA = '''"""Stand-in for torch_musa, written by portable_spec's tests: it imports (what both MUSA probes ask) and, as

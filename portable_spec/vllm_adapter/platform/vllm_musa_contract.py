@@ -8,7 +8,9 @@ kernels it patches, so that our substitute for the same kernel is left to it, an
 registers.
 
 Each item says where it was read: vllm-musa's public sources as the search tools store them, version 0.1.28
-(``vllm_musa/__init__.py`` ``__version__``). vllm-musa cannot be installed here at a matching version (it builds its
+(``vllm_musa/__init__.py`` ``__version__``); re-read 2026-11-28 (no newer stored version of the files read before,
+so their commits stand; the EAGLE full-loop runner, its object patch, the divergence manifest and the vLLM pin were
+read for the first time: ``bench/results/2026-11-28-vllm-musa-reread/README.md``). vllm-musa cannot be installed here at a matching version (it builds its
 own patched vLLM 0.28.0 against torch_musa; this project has no MUSA host), so the list is tested against a stand-in
 package the tests build with these entry points, qualnames and parameters (``tests/vllm_musa_standin.py``, lane
 ``vllm-musa-contract``); ``tests/test_vllm_musa_contract.py`` fails when the list and the stand-in differ. Whether
@@ -35,6 +37,12 @@ WORKER_AT = "c9928667cb1a81476bcdedb3b61f2a0e64646843 and 634c9d658c8aa269e465d8
 SERIES_AT = "af16fcaf5bf8491254bd8754c95ece5156b91b23"  # vllm_musa/patches/series/*.patch
 PROPOSER_PATCH_AT = "a93b0bc8b65f3fdf3e6e3353160937e8458aeb84"  # series/0030 (llm_base_proposer)
 SPEC_UTILS_AT = "06f0eb2e6a22071e99fb94eac96e51ba4cbf78a9"  # vllm_musa/v1/spec_decode/utils.py
+EAGLE_RUNNER_AT = "06f0eb2e6a22071e99fb94eac96e51ba4cbf78a9"  # vllm_musa/v1/spec_decode/eagle_full_loop_runner.py and
+# its dispatcher, the object patch vllm_musa/patches/vllm__v1__spec_decode__eagle.patch.py
+MANIFEST_AT = "0e0bd229f51182fd21caf6d3ea29f1941ce5aa08"  # vllm_musa/patches/manifest.py (its divergence census)
+PINS_AT = "0227a5c748d9672b1a354712b75f315fda774eb8"  # third_party/PINS: VLLM_TAG=v0.28.0 (also @ af16fcaf)
+VLLM_PIN = "0.28.0"
+"""The vLLM vllm-musa builds (``third_party/PINS`` @ PINS_AT, ``VLLM_TAG=v0.28.0`` at a fixed commit)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,15 @@ METHODS = (
            "the communicator stays vllm-musa's (MCCL through vLLM's CUDA communicator under torchada)", _P),
     Method(PLATFORM_QUALNAME, "get_global_graph_pool", "", "absent",
            "vllm-musa leaves the graph pool to vLLM's base class: our SharedPoolMixin's one pool replaces nothing "
-           "of vllm-musa's", _P),
+           "of vllm-musa's (its EagleFullLoopRunner, when on, asks current_platform.get_global_graph_pool() too, "
+           "so it would capture into our pool: eagle_full_loop_runner.py @ EAGLE_RUNNER_AT)", _P),
+    Method(PLATFORM_QUALNAME, "finalize_config", "(vllm_config)", "inherit",
+           "vllm-musa validates its RuntimePlan's compile ranges after vLLM finalizes the config; ours does not "
+           "touch compile ranges", _P),
+    Method(PLATFORM_QUALNAME, "validate_cudagraph_config", "(vllm_config, uniform_decode_query_len)", "inherit",
+           "vllm-musa checks the resolved capture sizes (ours, once planned) against its fused-MoE RuntimePlan: "
+           "a contextual capture policy refuses speculative decoding outright (uniform_decode_query_len != 1), "
+           "so with such a plan vllm-musa refuses, ours or not; without one it checks nothing of ours", _P),
     Method(WORKER_QUALNAME, "__init__", "(vllm_config, local_rank, rank, distributed_init_method, "
                                         "is_driver_worker=False)", "inherit",
            "vLLM's worker signature; vllm-musa materializes its run-time plan there", _W),
@@ -105,6 +121,9 @@ METHODS = (
            "our PortableWorker.init_device binds substitutes and, for our drafter, builds our V1 runner around it; "
            "its super() reaches vLLM's through MTGPUWorker's (one stored version defines init_device: super(), then "
            "it primes its kernels; the other inherits vLLM's)", _W),
+    Method(WORKER_QUALNAME, "execute_dummy_batch", "()", "inherit",
+           "vllm-musa's dummy batch calls the model runner's _dummy_run(uniform_decode_query_len, "
+           "uniform_decode=True); our V1 runner keeps vLLM's _dummy_run (re-read @ 634c9d6)", _W),
 )
 
 
@@ -120,7 +139,17 @@ RELIED_PATCHES = (
           "composed worker is not given MusaWorker's device-type trick", f"series @ {SERIES_AT}"),
     Patch("0030-MUSA-vllm.v1.spec_decode.llm_base_proposer", "the draft model is wrapped in FULL graphs by vllm-musa "
           "only with VLLM_MUSA_DRAFT_FULL_WRAP=1 (default 0 on MUSA)", f"series @ {PROPOSER_PATCH_AT}"),
+    Patch("vllm__v1__spec_decode__eagle (object patch, required)", "its general plugin replaces vLLM's "
+          "EagleProposer.propose with a dispatcher that calls the original unless VLLM_MUSA_EAGLE_RUNNER=1 (default "
+          "0) on MUSA: our FullGraphEagleProposer's super().propose reaches vLLM's; with it 1, the EagleFullLoopRunner "
+          "(topk 1, the whole N-step chain as one graph per observed batch size, captured at the first propose) "
+          "answers instead and ours steps aside for EAGLE_RUNNER_METHODS",
+          f"vllm_musa/patches/vllm__v1__spec_decode__eagle.patch.py @ {EAGLE_RUNNER_AT}; manifest @ {MANIFEST_AT}"),
 )
+
+EAGLE_RUNNER_METHODS = ("eagle", "eagle3", "mtp")
+"""The methods whose vLLM proposer is an ``EagleProposer`` (DFlash's and the draft model's are not), so vllm-musa's
+propose dispatcher sits under ours."""
 
 DEFERRED_SUBSTITUTES: dict[str, str] = {
     "eagle_prepare_next_token_padded_kernel": f"vllm_musa/v1/spec_decode/utils.py @ {SPEC_UTILS_AT} (its own "
@@ -135,9 +164,14 @@ DEFERRED_SUBSTITUTES: dict[str, str] = {
 }
 """Our MUSA substitutes whose kernel vllm-musa patches itself (its build applies the series to vLLM's source; the
 spec-decode kernel is a run-time object patch): on vllm-musa we bind none of these, its kernel runs. Our other MUSA
-substitutes (``kernel_unified_attention``'s parameter annotations, ``_load_ptr`` of MRV2's multi-group write in
-``buffer_utils``, ``tl_rand32``, MRV2's ``_rejection_kernel``) have no vllm-musa patch in the stored series: they are
-bound on top, each on its own (one that cannot bind on vllm-musa's vLLM is logged and left)."""
+substitutes (``kernel_unified_attention``'s parameter annotations, ``_load_ptr``, ``tl_rand32``, MRV2's
+``_rejection_kernel`` and ``_fill_logprob_token_ids_kernel``) have no vllm-musa patch covering them in the stored
+series: they are bound on top, each on its own (one that cannot bind on vllm-musa's vLLM is logged and left). For
+``_load_ptr``, series 0032 (``vllm.v1.worker.gpu.block_table``) has the block-table kernels call a ``_load_int32_ptr`` of its own,
+so ours over ``block_table._load_ptr`` is never called there, while ``buffer_utils``'s multi-group write still calls
+``_load_ptr`` and gets ours. vllm-musa's build also patches ``eagle_prepare_inputs_padded_kernel`` (series 0031, an
+empty-query early return), which we do not substitute. On vLLM 0.28.0 (``VLLM_PIN``) none of our MUSA substitutes
+bind (``version_gate``'s ``kernel_substitutes_musa``: 0.26.0 only), so this list decides only on a 0.26.0 stack."""
 
 ATTENTION_BACKENDS: dict[str, str] = {
     "FLASH_ATTN": "vllm_musa.v1.attention.backends.flash_attn.MUSAFlashAttentionBackend",
@@ -146,7 +180,8 @@ ATTENTION_BACKENDS: dict[str, str] = {
     "FLASHMLA_SPARSE": "vllm_musa.v1.attention.backends.mla.flashmla_sparse.MUSAFlashMLASparseBackend",
 }
 """What vllm-musa registers over vLLM's ``AttentionBackendEnum`` members (``register_attention_backends`` in
-``vllm_musa/platform.py`` @ PLATFORM_AT). Its selection order: FLASH_ATTN, TRITON_ATTN, TURBOQUANT; with MLA
+``vllm_musa/platform.py`` @ PLATFORM_AT; it also registers TREE_ATTN where vLLM's enum still has that member,
+which vLLM 0.26.0, 0.28.0 and 0.33.0 do not). Its selection order: FLASH_ATTN, TRITON_ATTN, TURBOQUANT; with MLA
 FLASHMLA, FLASHMLA_SPARSE, TRITON_MLA. The capability table (``attention_caps/table.py``) has rows for the ones it
 covers (not MLA or sparse): FLASH_ATTN and TURBOQUANT name these classes."""
 
@@ -167,6 +202,10 @@ ENV_READ = (
         "itself (ours steps aside)", f"series 0030 @ {PROPOSER_PATCH_AT}"),
     Env("VLLM_MUSA_DFLASH_FULL_WRAP", "vllm-musa", "1", "anything but '0': vllm-musa captures the DFlash draft in FULL "
         "graphs itself (ours steps aside)", f"{_P} (check_and_update_config) and series 0035 (gpu_model_runner)"),
+    Env("VLLM_MUSA_EAGLE_RUNNER", "vllm-musa", "0", "'1': on MUSA vllm-musa's propose dispatcher replays its "
+        "EagleFullLoopRunner (the EAGLE chain as one graph) instead of vLLM's loop (ours steps aside for "
+        "EAGLE_RUNNER_METHODS); its docstring calls the runner off pending replay-correctness fixes",
+        f"vllm_musa/patches/vllm__v1__spec_decode__eagle.patch.py @ {EAGLE_RUNNER_AT}"),
 )
 ENV_SET: tuple[Env, ...] = ()
 """We set none of vllm-musa's or vLLM's variables."""

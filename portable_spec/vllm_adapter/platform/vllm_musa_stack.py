@@ -131,6 +131,9 @@ def drafter_left_to_vllm_musa(method: str) -> str | None:
     if envs.vllm_musa_draft_full_wrap():
         return (f"vllm-musa wraps the draft model in FULL graphs itself ({envs.VLLM_MUSA_DRAFT_WRAP_ENV}=1; unset "
                 "it for ours)")
+    if method in contract.EAGLE_RUNNER_METHODS and envs.vllm_musa_eagle_runner():
+        return (f"vllm-musa replays the EAGLE draft chain as one graph itself ({envs.VLLM_MUSA_EAGLE_RUNNER_ENV}=1; "
+                "unset it for ours)")
     return None
 
 
