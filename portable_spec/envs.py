@@ -22,6 +22,8 @@ DRAFT_GRAPH_ENV = "PORTABLE_SPEC_DRAFT_GRAPH"
 DRAFT_CHAIN_ENV = "PORTABLE_SPEC_DRAFT_CHAIN"
 WARMUP_ENV = "PORTABLE_SPEC_WARMUP"
 TORCHADA_CAP_ENV = "TORCHADA_GRAPH_EXEC_CAP"
+TORCHADA_AUTOPROBE_ENV = "TORCHADA_GRAPH_AUTOPROBE"
+TORCHADA_ROTATION_ENV = "TORCHADA_GRAPH_ROTATION"
 SIM_DEVICE_ENV = "PORTABLE_SPEC_SIM_DEVICE"
 SIM_TORCHADA_GRAPHS_ENV = "PORTABLE_SPEC_SIM_TORCHADA_GRAPHS"
 SIM_VLLM_MUSA_OPS_ENV = "PORTABLE_SPEC_SIM_VLLM_MUSA_OPS"
@@ -74,7 +76,19 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(TORCHADA_CAP_ENV, "1900",
            "torchada's cap on live MUSA graph executables (read, not set): the live-graph budget the planner and the "
            "drafter prune to on MUSA. A positive integer, as torchada reads it; torchada ignores any other value and "
-           "caps at 1900, so the CLI refuses one in one line and an engine plans with 1900 and logs that line."),
+           "caps at 1900, so the CLI refuses one in one line and an engine plans with 1900 and logs that line. "
+           "The default is the installed torchada's `_DEFAULT_CAP` (`torchada/_graph_rotation.py`, read without "
+           "importing torchada), 1900 where torchada is absent."),
+    EnvVar(TORCHADA_AUTOPROBE_ENV, "0",
+           "torchada's switch (read, not set): exactly `1`, with `TORCHADA_GRAPH_EXEC_CAP` not in the environment, "
+           "has torchada measure the driver's live-executable limit at startup and cap at that limit minus "
+           "`TORCHADA_GRAPH_EXEC_MARGIN` (128), at least 64. That number exists only once torchada has run on the "
+           "device, so we plan with the default cap and say so (`probe`, and one line from an engine): set "
+           "`TORCHADA_GRAPH_EXEC_CAP` to plan with a measured cap."),
+    EnvVar(TORCHADA_ROTATION_ENV, "1",
+           "torchada's switch (read, not set): `0` turns its graph rotation off, so torchada enforces no cap and "
+           "the MUSA driver's own limit (~2043 live executables, per torchada) fails a capture past it; we still "
+           "plan under the cap, and `probe` says rotation is off."),
     EnvVar(VLLM_PLUGINS_ENV, "",
            "vLLM's plugin filter (read, not set): the entry-point names vLLM loads, comma-separated, in every plugin "
            "group. With vllm-musa installed, `VLLM_PLATFORM=musa` puts our layer on vllm-musa only with "
@@ -221,21 +235,40 @@ def warmup_enabled() -> bool:
 TORCHADA_DEFAULT_EXEC_CAP = int(BY_NAME[TORCHADA_CAP_ENV].default)
 
 
-def torchada_graph_exec_cap(environ: Mapping[str, str] | None = None) -> int:
-    """torchada's live-graph cap, read as torchada reads it (``torchada/_graph_rotation.py``, ``_read_cap``, 0.1.103):
-    unset means 1900, a set value is ``int()``-parsed and must be positive. torchada ignores anything else (a
-    non-integer with a warning, 0 or a negative silently) and caps at 1900; a planner that did the same would hide
-    the typo, so such a value raises one line naming the fix. Blank counts as unset, as for every variable here."""
-    value = raw(TORCHADA_CAP_ENV, environ)
+def torchada_graph_exec_cap(environ: Mapping[str, str] | None = None, default: int = TORCHADA_DEFAULT_EXEC_CAP) -> int:
+    """torchada's live-graph cap, read as torchada reads it (``torchada/_graph_rotation.py`` 0.1.103: ``_read_cap``,
+    lines 48-55, called by ``_resolve_cap`` whenever the variable is set): unset means ``default`` (torchada's
+    ``_DEFAULT_CAP``, 1900; the MUSA port passes the installed torchada's), a set value is ``int()``-parsed and must
+    be positive. torchada ignores anything else (a non-integer with a warning, 0 or a negative silently) and caps at
+    its default; a planner that did the same would hide the typo, so such a value raises one line naming the fix and
+    the cap torchada uses instead. Blank counts as unset (torchada: not an integer, so its default too)."""
+    value = (os.environ if environ is None else environ).get(TORCHADA_CAP_ENV, "").strip()
+    if not value:
+        return default
     try:
         cap = int(value)
     except ValueError:
         cap = 0
     if cap <= 0:
         raise PortableSpecError(f"{TORCHADA_CAP_ENV}={value!r} is not a positive integer (torchada ignores it and caps "
-                                f"live graph executables at {TORCHADA_DEFAULT_EXEC_CAP}): set a positive count, or "
-                                "unset it for the default")
+                                f"live graph executables at {default}): set a positive count, or unset it for the "
+                                "default")
     return cap
+
+
+def torchada_autoprobe(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether torchada measures its own cap at startup: ``TORCHADA_GRAPH_AUTOPROBE`` is exactly ``1`` and
+    ``TORCHADA_GRAPH_EXEC_CAP`` is not in the environment at all (``_resolve_cap``, ``torchada/_graph_rotation.py``
+    lines 113-135, 0.1.103: a set cap, even a blank one, wins; neither value is stripped)."""
+    env = os.environ if environ is None else environ
+    probe = env.get(TORCHADA_AUTOPROBE_ENV, BY_NAME[TORCHADA_AUTOPROBE_ENV].default)
+    return TORCHADA_CAP_ENV not in env and probe == "1"
+
+
+def torchada_rotation(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether torchada rotates live graph executables (``is_enabled``: ``TORCHADA_GRAPH_ROTATION`` is not ``0``)."""
+    env = os.environ if environ is None else environ
+    return env.get(TORCHADA_ROTATION_ENV, BY_NAME[TORCHADA_ROTATION_ENV].default) != "0"
 
 
 def fail_capture() -> str:
