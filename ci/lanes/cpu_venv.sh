@@ -4,15 +4,16 @@
 #        ci/requirements-cpu-<vllm version>.txt)
 # The virtualenv is keyed by the hash of the requirements file, this script's recipe number and the Python version,
 # so each vLLM version of the span has its own, reused until one of them changes. It installs the requirements' torch
-# (the CPU wheel), vLLM's requirements, the file's other lines, then vLLM --no-deps (a build where pip prints an
-# "ERROR:" line fails). The project itself is installed by the lane (editable), not here.
+# (the CPU wheel), vLLM's requirements minus those that serve only CUDA (ci/vllm_cpu_requirements.py), the file's
+# other lines, then vLLM --no-deps (a build where pip prints an "ERROR:" line, or where a CUDA-only distribution got
+# in anyway, fails). The project itself is installed by the lane (editable), not here.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 reqs="${1:?usage: ci/lanes/cpu_venv.sh REQUIREMENTS}"
 py="${PYTHON:-python3}"
-# Bump when the install steps below change. Still 2, the number these steps had inside cpu.sh: moving them here
-# changed none of them, so the cached vLLM 0.26.0 virtualenv keeps its key.
-recipe=2
+# Bump when the install steps below (or ci/vllm_cpu_requirements.py's lists) change. 3: vLLM's CUDA-only
+# requirements left out (issue 36).
+recipe=3
 key=$( (cat "$reqs"; echo "recipe $recipe $("$py" -c 'import sys; print(sys.version_info[:2])')") | sha256sum | cut -c1-16)
 # PORTABLE_SPEC_VENV: one fixed path, for the main requirements only (a span version always gets its keyed folder).
 if [[ "$(basename "$reqs")" == requirements-cpu.txt && -n "${PORTABLE_SPEC_VENV:-}" ]]; then
@@ -36,21 +37,11 @@ if [[ ! -f "$venv/.complete" ]]; then
   # TORCH_INDEX_URL: where a machine without the CPU wheel on disk finds it (e.g. PyTorch's CPU index on GitHub).
   pip_install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$torch_pin"
   # vLLM's own requirements, read from its metadata (a dry run: nothing installed), minus torch and the CUDA-built
-  # torch companions: its torch pin is for CUDA.
+  # torch companions (its torch pin is for CUDA) and minus what serves only CUDA (ci/vllm_cpu_requirements.py: the
+  # curated list, issue 36; what it dropped goes to $venv/skipped.txt).
   pip_install --dry-run --no-deps --report "$venv/vllm-report.json" "$vllm_pin"
-  "$venv/bin/python" - "$venv/vllm-report.json" "$venv/vllm-reqs.txt" <<'PY'
-import json, re, sys
-skip = {"torch", "torchvision", "torchaudio", "torchcodec"}
-(vllm,) = json.load(open(sys.argv[1]))["install"]
-out = []
-for req in vllm["metadata"].get("requires_dist", []):
-    if "extra ==" in req:
-        continue
-    name = re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0].lower()
-    if name not in skip:
-        out.append(req)
-open(sys.argv[2], "w").write("\n".join(out) + "\n")
-PY
+  "$venv/bin/python" "$root/ci/vllm_cpu_requirements.py" "$venv/vllm-report.json" "$venv/vllm-reqs.txt" \
+    "$venv/skipped.txt"
   echo "$torch_pin" > "$venv/constraints.txt"
   pip_install -c "$venv/constraints.txt" -r "$venv/vllm-reqs.txt"
   pip_install -c "$venv/constraints.txt" $(grep -vE '^(#|torch==|vllm==|$)' "$reqs")
@@ -58,6 +49,9 @@ PY
   # CUDA torch pin conflicts with the CPU torch on purpose. Installed first, it made the steps installing its
   # requirements print that conflict; now no step after this one resolves dependencies (tests/test_quiet_lane.py).
   pip_install --no-deps "$vllm_pin"
+  # A kept requirement that brings in a CUDA-only distribution prints an "ERROR:" line into the log checked below.
+  "$venv/bin/python" "$root/ci/vllm_cpu_requirements.py" --check-installed 2>&1 | tee -a "$venv/install.log" >&2 \
+    || true
   if grep -n '^ERROR:' "$venv/install.log" >&2; then
     log "pip reported the errors above while building $venv: failing the lane (the next run rebuilds)"; exit 1
   fi
