@@ -28,6 +28,7 @@ import torch
 from portable_spec.kernels import registry
 from portable_spec.kernels.derive_rewrites import REWRITES
 from portable_spec.kernels.substitutions import SUBSTITUTIONS
+from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_triton
 
 enable_vllm_triton()
@@ -113,7 +114,7 @@ def _compare(run, case: dict, summary=None) -> dict:
     of vLLM's outputs says what the case exercised."""
     shipped = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
     try:
-        bound = registry.install_substitutions("musa", _substitutions())
+        bound = registry.install_substitutions("musa", _substitutions(), pick=version_gate.pick)
         subbed = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
     finally:
         registry.uninstall()
@@ -410,7 +411,8 @@ def _ptx(case, substitutes: tuple | None = None) -> tuple[str, int]:
 
     from portable_spec.kernels.triton_compile import compile_for_target
 
-    bound = registry.install_substitutions("musa", substitutes) if substitutes is not None else []
+    bound = ([] if substitutes is None
+             else registry.install_substitutions("musa", substitutes, pick=version_gate.pick))
     try:
         kernel = getattr(importlib.import_module(case.module), case.attr)
         return _ptx_code(compile_for_target(kernel, case.signature, case.constexprs).asm["ptx"]), len(bound)

@@ -15,6 +15,7 @@ import sys
 import torch
 
 from portable_spec.kernels import registry
+from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_triton
 
 enable_vllm_triton()
@@ -79,7 +80,7 @@ def unified_attention() -> dict:
         c = _attention_case(seed, seqs, queries, causal=causal, padded=padded)
         shipped = _run_attention(c, use_3d)
         try:
-            registry.install_substitutions("musa")
+            registry.install_substitutions("musa", pick=version_gate.pick)
             out["derived_kernel"] = ua.kernel_unified_attention.fn.__module__
             substituted = _run_attention(c, use_3d)
         finally:
@@ -120,7 +121,7 @@ def find_seq_idx() -> dict:
             out = torch.full_like(targets, -777)
             try:
                 if bound == "substituted":
-                    registry.install_substitutions("musa")
+                    registry.install_substitutions("musa", pick=version_gate.pick)
                 _lookup[(targets.numel(),)](cu, targets, out, num_seqs, BLOCK_Q=block_q, Q_BLOCK_MODE=mode)
                 got[bound] = out.tolist()
             finally:
@@ -145,7 +146,7 @@ def _ir(key: str) -> tuple[str, list[str]]:
 def compiled_helpers() -> dict:
     out = {"triton": triton.__version__, "before": _ir("reduce_segments")}
     try:
-        registry.install_substitutions("musa")
+        registry.install_substitutions("musa", pick=version_gate.pick)
         out["bound"] = _ir("reduce_segments")
         out["kernel"] = _ir("kernel_unified_attention[2d]")
         out["kernel_object"] = ua.kernel_unified_attention.fn.__module__

@@ -22,6 +22,7 @@ import_triton()
 from portable_spec.errors import PortableSpecError  # noqa: E402
 from portable_spec.kernels import eagle_prepare_next_token as ours  # noqa: E402
 from portable_spec.kernels import registry  # noqa: E402
+from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
 
 KERNEL_TARGETS = ("vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel",
                   "vllm.v1.spec_decode.llm_base_proposer.eagle_prepare_next_token_padded_kernel")
@@ -241,18 +242,19 @@ def _current(target: str):
 def test_musa_substitutions_cover_every_binding_site_and_are_reversible(vllm_platform):
     """Every target of every MUSA entry holds that entry's one replacement while installed (the eagle kernel is ours,
     derived entries are derived from vLLM's object), and vLLM's objects come back on uninstall."""
-    subs = registry.substitutions_for("musa")
+    subs = [s.at(version_gate.pick) for s in registry.substitutions_for("musa")]  # this vLLM's sites and counts
     targets = [t for sub in subs for t in sub.targets]
     originals = {t: _current(t) for t in targets}
     try:
-        assert registry.install_substitutions("musa") == targets
+        assert registry.install_substitutions("musa", pick=version_gate.pick) == targets
         replacements = {t: _current(t) for t in targets}
-        assert registry.install_substitutions("MUSA") == targets  # idempotent: originals kept, same replacements
+        # idempotent: originals kept, same replacements
+        assert registry.install_substitutions("MUSA", pick=version_gate.pick) == targets
         for sub in subs:
             objs = {id(_current(t)) for t in sub.targets}
             assert len(objs) == 1, sub.name
             assert all(_current(t) is replacements[t] and _current(t) is not originals[t] for t in sub.targets)
-            assert registry.bound()[sub.targets[0]] is sub
+            assert registry.bound()[sub.targets[0]] == sub
         assert replacements[KERNEL_TARGETS[0]] is ours.eagle_prepare_next_token_padded_kernel
         for sub in subs:
             if sub.rewrites:
@@ -317,7 +319,7 @@ def test_a_moved_attribute_is_a_one_line_error_and_changes_nothing(vllm_platform
         targets=(KERNEL_TARGETS[0], "vllm.v1.spec_decode.llm_base_proposer.no_such_kernel"),
         replacement=registry.SUBSTITUTIONS[0].replacement)
     with pytest.raises(registry.KernelBindingMissing) as err:
-        registry.install_substitutions("musa", (moved,))
+        registry.install_substitutions("musa", (moved,), pick=version_gate.pick)
     message = str(err.value)
     assert "\n" not in message
     assert "vllm.v1.spec_decode.llm_base_proposer has no attribute 'no_such_kernel'" in message
@@ -332,7 +334,7 @@ def test_a_vanished_module_is_a_one_line_error_and_changes_nothing(vllm_platform
                                  targets=(KERNEL_TARGETS[0], "vllm.v1.no_such_module.kernel"),
                                  replacement=registry.SUBSTITUTIONS[0].replacement)
     with pytest.raises(registry.KernelBindingMissing) as err:
-        registry.install_substitutions("musa", (gone,))
+        registry.install_substitutions("musa", (gone,), pick=version_gate.pick)
     assert "\n" not in str(err.value) and str(err.value).startswith("cannot import vllm.v1.no_such_module (")
     assert utils.eagle_prepare_next_token_padded_kernel is upstream and registry.installed() == []
 

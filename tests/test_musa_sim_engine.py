@@ -335,11 +335,12 @@ def test_the_drafter_finds_our_port_by_port_name_not_device_name():
 
 def test_the_musa_worker_logs_one_line_per_bound_substitute(vllm_platform, caplog):
     from portable_spec.kernels import registry
+    from portable_spec.vllm_adapter.patch import version_gate
     from portable_spec.vllm_adapter.worker.gpu_worker import log_bound_substitutes
 
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         assert log_bound_substitutes("musa", "musa-sim") == []  # nothing bound, nothing claimed
-        registry.install_substitutions("musa")
+        registry.install_substitutions("musa", pick=version_gate.pick)
         try:
             names = log_bound_substitutes("musa", "musa-sim")
         finally:

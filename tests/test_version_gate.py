@@ -37,7 +37,7 @@ def test_pick_takes_the_newest_key_at_or_below_the_version():
 
 def test_each_feature_exists_where_the_lane_found_it():
     expected = {"v1_full_drafter": (True, True, False), "kernel_substitutes_cuda": (True, True, False),
-                "kernel_substitutes_musa": (True, False, False), "planner_mirrors_vllm_sizes": (True, True, False),
+                "planner_mirrors_vllm_sizes": (True, True, False),
                 "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, False)}
     assert set(expected) == set(version_gate.FEATURES)
     for name, verdicts in expected.items():
@@ -103,20 +103,25 @@ def test_v1_drafter_entries_do_not_apply_where_the_feature_is_absent():
 
 
 def test_the_worker_binds_no_substitutes_where_the_gate_says_so(monkeypatch, caplog, vllm_platform):
-    """``gpu_worker.bind_kernel_substitutes``: on 0.26.0 the port's table is installed; on 0.33.0 one line, none
-    bound (installing would raise: the V1 drafter's binding sites moved)."""
+    """``gpu_worker.bind_kernel_substitutes``: on 0.26.0 the port's table is installed; MUSA's on 0.33.0 too (derived
+    per version); CUDA's on 0.33.0 one line, none bound (installing would raise: the V1 drafter's binding sites
+    moved)."""
     from portable_spec.vllm_adapter.worker import gpu_worker
 
     installs = []
     monkeypatch.setattr(gpu_worker, "port_name_of", lambda platform: "cuda")
-    monkeypatch.setattr(gpu_worker, "install_substitutions", lambda port: installs.append(port) or [])
+    monkeypatch.setattr(gpu_worker, "install_substitutions", lambda port, pick=None: installs.append(port) or [])
     monkeypatch.setattr(version_gate, "_SAID", set())
     monkeypatch.setattr(version_gate, "installed", lambda: V26)
     gpu_worker.bind_kernel_substitutes()
     assert installs == ["cuda"]
+    monkeypatch.setattr(gpu_worker, "port_name_of", lambda platform: "musa")  # MUSA's table: on every version
     monkeypatch.setattr(version_gate, "installed", lambda: V33)
+    gpu_worker.bind_kernel_substitutes()
+    assert installs == ["cuda", "musa"]
+    monkeypatch.setattr(gpu_worker, "port_name_of", lambda platform: "cuda")
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         assert gpu_worker.bind_kernel_substitutes() == []
-    assert installs == ["cuda"]
+    assert installs == ["cuda", "musa"]
     assert [r.getMessage() for r in caplog.records if r.name.startswith("portable_spec")] == [
         "portable_spec: " + version_gate.why_not("kernel_substitutes_cuda", V33)]

@@ -156,12 +156,8 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     vllm_init = frames.index("sync_wrapper") + 1
     assert frames[vllm_init] == "init_device" and len(frames) > vllm_init + 1, frames
     assert lines["AFTER"] == "musa"
-    # The MUSA-Triton-safe substitute is bound where the version gate has MUSA's table; elsewhere one line says why.
-    from portable_spec.vllm_adapter.patch import version_gate
-
-    bound = lines["KERNEL"] == "portable_spec.kernels.eagle_prepare_next_token"
-    assert bound == version_gate.has("kernel_substitutes_musa"), lines["KERNEL"]
-    assert bound or version_gate.why_not("kernel_substitutes_musa") in proc.stdout + proc.stderr
+    # The MUSA-Triton-safe substitute is bound on every vLLM of the span (derived per version, issue 40).
+    assert lines["KERNEL"] == "portable_spec.kernels.eagle_prepare_next_token", lines["KERNEL"]
 
 
 EAGLE_K3 = {"method": "eagle", "num_speculative_tokens": 3}

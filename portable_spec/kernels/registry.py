@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.kernels.substitutions import SUBSTITUTIONS, Substitution
+from portable_spec.kernels.substitutions import SUBSTITUTIONS, Pick, Substitution
 
 __all__ = ["SUBSTITUTIONS", "KernelBindingMissing", "Substitution", "bound", "forget_compiled_kernels",
            "install_substitutions", "installed", "substitutions_for", "uninstall"]
@@ -42,6 +42,21 @@ _DERIVED: dict[str, tuple[Any, Any]] = {}
 def _split(target: str) -> tuple[str, str]:
     module, _, attr = target.rpartition(".")
     return module, attr
+
+
+def _owner(path: str) -> Any:
+    """The object at dotted ``path``: a module, or an attribute of one (``pkg.module.dispatcher``: vLLM >= 0.33
+    launches some kernels through a dispatcher object that holds the kernel as its ``kernel`` attribute)."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as exc:
+        parent, _, attr = path.rpartition(".")
+        if not parent or exc.name != path:
+            raise
+        owner = _owner(parent)
+        if not hasattr(owner, attr):
+            raise
+        return getattr(owner, attr)
 
 
 def _check_platform(platform_name: str) -> str:
@@ -70,18 +85,20 @@ def _replacement(sub: Substitution, original: Any) -> Any:
     return cached[1]
 
 
-def install_substitutions(platform_name: str,
-                          substitutions: tuple[Substitution, ...] = SUBSTITUTIONS) -> list[str]:
+def install_substitutions(platform_name: str, substitutions: tuple[Substitution, ...] = SUBSTITUTIONS, *,
+                          pick: Pick | None = None) -> list[str]:
     """Assign each replacement for ``platform_name`` on all its binding sites; returns the targets installed.
+    ``pick`` (``version_gate.pick``) resolves what an entry states per vLLM version (``Substitution.at``); an entry
+    that states something per version cannot bind without it.
 
     Every site is checked before any is assigned, so a missing attribute leaves vLLM unchanged. Installing twice
     is harmless (the first original is kept)."""
     planned: list[tuple[Any, str, str, Substitution]] = []
-    for sub in substitutions_for(platform_name, substitutions):
+    for sub in (s.at(pick) for s in substitutions_for(platform_name, substitutions)):
         for target in sub.targets:
             module_name, attr = _split(target)
             try:
-                module = importlib.import_module(module_name)
+                module = _owner(module_name)
             except ImportError as exc:
                 raise KernelBindingMissing(
                     f"cannot import {module_name} ({exc}); update the {sub.name!r} entry in "
@@ -137,7 +154,7 @@ def uninstall() -> list[str]:
     restored = []
     for target, original in list(_ORIGINALS.items()):
         module_name, attr = _split(target)
-        setattr(importlib.import_module(module_name), attr, original)
+        setattr(_owner(module_name), attr, original)
         del _ORIGINALS[target]
         _BOUND.pop(target, None)
         restored.append(target)

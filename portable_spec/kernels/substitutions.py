@@ -1,4 +1,5 @@
-"""What we substitute in vLLM 0.26.0, on which platforms, and why: one entry per replaced object.
+"""What we substitute in vLLM's span (0.26.0, 0.28.0, 0.33.0), on which platforms, and why: one entry per replaced
+object.
 
 Each entry lists every vLLM module attribute that holds the object (a kernel imported with ``from ... import`` has
 one binding site per importing module; a ``@triton.jit`` helper is looked up in its CALLER's module globals when the
@@ -7,6 +8,11 @@ caller compiles, so its binding sites are the modules whose kernels call it). Re
 replacement module: its substitute is derived from vLLM's own source (``derive.py``) by those named rewrites, each
 changing exactly the given number of places, and with those integer parameters left unspecialized; a ``launcher``
 ("module:attr") then wraps the derived kernel.
+
+Where vLLM's source differs across the version span, a rewrite's count is stated per version (``{"0.26.0": 2,
+"0.28.0": 1}``: the newest key at or below the installed vLLM, as ``version_gate.pick`` reads it) and so are an entry's
+binding sites (``targets_by_version``); ``Substitution.at(pick)`` resolves them, and a count other than the installed
+version's still fails the derivation.
 
 CUDA's entries change no program, only how many variants Triton compiles: vLLM's spec-decode kernels specialize on
 the batch (each integer argument as 1, a multiple of 16 or neither; DFlash's input kernel also on a tile size picked
@@ -17,8 +23,12 @@ warm-up (``worker.kernel_warmup``) pays so that no request does. Unspecialized, 
 from __future__ import annotations
 
 import importlib
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from portable_spec.errors import PortableSpecError
 
 _ATTN = "vllm.v1.attention.ops"
 _SD = "vllm.v1.spec_decode"
@@ -32,6 +42,12 @@ _NO_ANN = ("MUSA's Triton fails on an annotated assignment ('AnnAssign' object h
            "vllm-musa patches the same line)")
 
 
+Pick = Callable[[Mapping[str, Any]], Any]
+"""``version_gate.pick``: the value of a ``{version: value}`` mapping's newest key at or below the installed vLLM."""
+Count = int | Mapping[str, int]
+"""How many places a rewrite must change: one number on every vLLM of the span, or one per version."""
+
+
 @dataclass(frozen=True)
 class Substitution:
     """One replacement object, assigned on every vLLM module attribute (``"pkg.module.attr"``) in ``targets``."""
@@ -41,9 +57,28 @@ class Substitution:
     platforms: tuple[str, ...]
     reason: str
     replacement: str | None = None  # "module:attr", imported on install
-    rewrites: tuple[tuple[str, int], ...] = ()
+    rewrites: tuple[tuple[str, Count], ...] = ()
     unspecialize: tuple[str, ...] = ()  # integer parameters Triton must not specialize on (derived entries)
     launcher: str | None = None  # "module:attr" called with the derived kernel; returns what vLLM's sites hold
+    targets_by_version: Mapping[str, tuple[str, ...]] | None = None  # where the sites differ by version
+
+    @property
+    def by_version(self) -> bool:
+        """Whether a count or the binding sites depend on the vLLM version (``at`` resolves them)."""
+        return self.targets_by_version is not None or any(not isinstance(n, int) for _, n in self.rewrites)
+
+    def at(self, pick: Pick | None) -> "Substitution":
+        """This entry for the installed vLLM: counts and binding sites resolved by ``pick`` (``version_gate.pick``);
+        an entry that states nothing per version is returned as it is."""
+        if not self.by_version:
+            return self
+        if pick is None:
+            raise PortableSpecError(f"kernel substitute {self.name} states its rewrite counts or binding sites per "
+                                    "vLLM version: bind it with the version gate's pick")
+        return dataclasses.replace(
+            self, rewrites=tuple((name, n if isinstance(n, int) else pick(n)) for name, n in self.rewrites),
+            targets=self.targets if self.targets_by_version is None else tuple(pick(self.targets_by_version)),
+            targets_by_version=None)
 
     @property
     def derived(self) -> bool:
@@ -54,14 +89,18 @@ class Substitution:
         if self.derived:
             from portable_spec.kernels.derive import derive
 
-            kernel = derive(original, dict(self.rewrites), self.unspecialize)
+            if self.by_version:
+                raise PortableSpecError(f"kernel substitute {self.name}: resolve it for the installed vLLM first "
+                                        "(Substitution.at)")
+            kernel = derive(original, dict(self.rewrites), self.unspecialize)  # type: ignore[arg-type]
             return _load(self.launcher)(kernel) if self.launcher else kernel
         return _load(self.replacement or "")
 
     def describe_replacement(self) -> str:
         if not self.derived:
             return self.replacement or ""
-        parts = [f"{name} x{n}" for name, n in self.rewrites]
+        parts = [f"{name} x{n}" if isinstance(n, int)
+                 else f"{name} " + ", ".join(f"x{c} from vLLM {v}" for v, c in n.items()) for name, n in self.rewrites]
         if self.unspecialize:
             parts.append(f"{', '.join(self.unspecialize)} unspecialized")
         text = "vLLM's source with " + "; ".join(parts)
@@ -105,6 +144,11 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         reason=("vLLM 0.26.0 assigns valid_count a uint32 in one branch and tl.sum(bool) in the other; "
                 "MUSA's Triton 3.2 rejects it ('mismatched type for valid_count')"),
         replacement="portable_spec.kernels.eagle_prepare_next_token:eagle_prepare_next_token_padded_kernel",
+        targets_by_version={"0.26.0": ("vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel",
+                                       "vllm.v1.spec_decode.llm_base_proposer.eagle_prepare_next_token_padded_kernel"),
+                            # 0.33 launches it through a dispatcher that captured it at import (its `kernel`)
+                            "0.33.0": ("vllm.v1.spec_decode.utils.eagle_prepare_next_token_padded_kernel",
+                                       "vllm.v1.spec_decode.utils._eagle_prepare_next_token_padded.kernel")},
     ),
     Substitution(
         name="find_seq_idx",
@@ -174,7 +218,7 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         platforms=("musa",),
         reason=(f"MRV2's rejection kernel tests 'USE_BLOCK_VERIFICATION and not is_greedy': {_AND} (it loads "
                 "through the None cumulative_log_p_ptr)"),
-        rewrites=(("short-circuit-constexpr-and", 2),),
+        rewrites=(("short-circuit-constexpr-and", {"0.26.0": 2, "0.28.0": 1}),),
     ),
     Substitution(
         name="_fill_logprob_token_ids_kernel",

@@ -85,13 +85,6 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
         "binding sites): vLLM's kernels run",
         until="0.29.0"),
     Feature(
-        "kernel_substitutes_musa",
-        "MUSA's Triton 3.2 substitutes (derived by counted rewrites of vLLM 0.26.0's kernels)",
-        "the MUSA substitutes are derived from vLLM 0.26.0's kernels (0.28.0's Model Runner V2 _rejection_kernel "
-        "no longer matches the counted rewrite; 0.33.0 moved V1 binding sites): none are bound, and a MUSA host "
-        "runs vllm-musa's own kernel patches",
-        until="0.27.0"),
-    Feature(
         "mrv2_graph_budget",
         "the live-graph budget's count of Model Runner V2's target and speculator graphs (capture_sizes/mrv2.py, "
         "held to the graph managers of vLLM 0.26.0, 0.28.0 and 0.33.0 by tests/test_mrv2_sizes.py): under a "

@@ -21,6 +21,7 @@ from portable_spec.kernels import (
     substitutions_for,
     uninstall,
 )
+from portable_spec.vllm_adapter.patch import version_gate
 
 
 def _current(target: str) -> Any:
@@ -41,6 +42,8 @@ def substitution_report(platform_name: str,
     error}]}``. ``vllm_kernels_are_triton_jit`` is False where vLLM found no Triton driver (its kernels are then
     plain-Python placeholders, and every Triton path of vLLM is off)."""
     subs = substitutions_for(platform_name, substitutions)
+    if importlib.util.find_spec("vllm") is not None:
+        subs = [s.at(version_gate.pick) for s in subs]  # this vLLM's counts and binding sites
     rows = [{"name": s.name, "replacement": s.describe_replacement(), "reason": s.reason, "targets": list(s.targets),
              "bound": False, "error": None} for s in subs]
     report: dict[str, Any] = {"vllm": _version("vllm"), "vllm_kernels_are_triton_jit": None, "substitutions": rows}
@@ -53,11 +56,11 @@ def substitution_report(platform_name: str,
     was_installed = bool(installed())
     try:
         originals = {t: _current(t) for s in subs for t in s.targets if not was_installed}
-        install_substitutions(platform_name, substitutions)
+        install_substitutions(platform_name, substitutions, pick=version_gate.pick)
         now = bound()
         for sub, row in zip(subs, rows):
             objs = [_current(t) for t in sub.targets]
-            row["bound"] = (all(now.get(t) is sub for t in sub.targets) and len({id(o) for o in objs}) == 1
+            row["bound"] = (all(now.get(t) == sub for t in sub.targets) and len({id(o) for o in objs}) == 1
                             and all(o is not originals.get(t) for t, o in zip(sub.targets, objs)))
         if originals:
             report["vllm_kernels_are_triton_jit"] = all(type(o).__name__ == "JITFunction" for o in originals.values())

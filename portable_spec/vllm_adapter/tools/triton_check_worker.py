@@ -44,7 +44,74 @@ def enable_vllm_triton() -> None:
     import vllm.triton_utils.importing as importing
 
     importing.HAS_TRITON = True
+    stand_in_gluon()
+    stand_in_autotune_bench()
     importlib.reload(vllm.triton_utils)
+
+
+def stand_in_autotune_bench() -> bool:
+    """Where no Triton driver is active (this GPU-less check) and this Triton's ``Autotuner`` asks the driver for a
+    benchmarker when it is built (3.2 does, at decoration), give it one that raises when called: vLLM >= 0.33
+    imports ``@triton.autotune`` kernels (Mamba's, via Model Runner V2's modules) that the check never launches.
+    Returns whether it stood in."""
+    import inspect
+
+    from triton.backends import backends
+    from triton.runtime import autotuner
+
+    init = autotuner.Autotuner.__init__
+    signature = inspect.signature(init)
+    if "do_bench" not in signature.parameters or any(b.driver.is_active() for b in backends.values()):
+        return False
+
+    def no_bench(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("no Triton driver here: the compile-only check does not autotune")
+
+    def build(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        if bound.arguments.get("do_bench") is None:
+            bound.arguments["do_bench"] = no_bench
+        init(*bound.args, **bound.kwargs)
+
+    autotuner.Autotuner.__init__ = build  # type: ignore[method-assign]
+    return True
+
+
+def stand_in_gluon() -> list[str]:
+    """Where this Triton predates Gluon (3.2), stand-ins for what vLLM >= 0.28's ``vllm.triton_utils`` imports from
+    it (``triton.experimental.gluon`` and its ``language``, ``triton.language.core._aggregate``); returns the names
+    stood in. Only vLLM's Gluon kernels (AMD gfx950 model ops, off the MUSA path) use them: a MUSA stack on Triton
+    3.2 has to do the same for vLLM's kernel modules to import at all, and no kernel this check compiles reaches
+    them (a stand-in raises when called)."""
+    import importlib.util
+    import types
+
+    import triton.language.core as core
+
+    def absent(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("Gluon stand-in (Triton 3.2 has no Gluon): a kernel on the checked path reached it")
+
+    stood = []
+    if importlib.util.find_spec("triton.experimental") is None:
+        experimental = types.ModuleType("triton.experimental")
+        gluon = types.ModuleType("triton.experimental.gluon")
+        language = types.ModuleType("triton.experimental.gluon.language")
+        gluon.jit = absent  # type: ignore[attr-defined]
+        gluon.language = language  # type: ignore[attr-defined]
+
+        def attribute(name: str) -> Any:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return absent
+
+        language.__getattr__ = attribute  # type: ignore[method-assign]
+        experimental.gluon = gluon  # type: ignore[attr-defined]
+        sys.modules.update({m.__name__: m for m in (experimental, gluon, language)})
+        stood.append("triton.experimental.gluon")
+    if not hasattr(core, "_aggregate"):
+        core._aggregate = lambda cls: cls  # type: ignore[attr-defined]
+        stood.append("triton.language.core._aggregate")
+    return stood
 
 
 def _version(package: str) -> str | None:
@@ -123,6 +190,7 @@ def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...]
 
     from portable_spec.kernels import registry
     from portable_spec.kernels.triton_table import kernel_cases
+    from portable_spec.vllm_adapter.patch import version_gate
 
     cases = [c for c in kernel_cases(case_sources) if not only or c.key in only]
     if any(c.owner == "vllm" for c in cases):
@@ -132,7 +200,7 @@ def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...]
     if layer == "compile-amd":
         report["target"] = ":".join(map(str, AMD_TARGET[:2]))
     try:
-        report["bound_targets"] = registry.install_substitutions("musa")
+        report["bound_targets"] = registry.install_substitutions("musa", pick=version_gate.pick)
         report["substituted"] = _layer(cases, layer)
     finally:
         registry.uninstall()
@@ -240,13 +308,14 @@ def run_rocm(targets: list[str], only: list[str] | None = None) -> dict[str, Any
 
     from portable_spec.kernels import registry
     from portable_spec.kernels.triton_table_rocm import TARGETS, rocm_rows
+    from portable_spec.vllm_adapter.patch import version_gate
 
     rows = [r for r in rocm_rows() if not only or r.key in only]
     enable_vllm_triton()
     report: dict[str, Any] = {"layer": "rocm", "triton": triton.__version__, "python": sys.executable,
                               "vllm": _version("vllm"), "targets": targets, "rows": {}}
     try:
-        report["bound_targets"] = registry.install_substitutions("rocm")
+        report["bound_targets"] = registry.install_substitutions("rocm", pick=version_gate.pick)
         loaded = {row.key: _load(row.case) for row in rows}
         for row in rows:
             report["rows"][row.key] = {t: loaded[row.key][1] for t in targets}

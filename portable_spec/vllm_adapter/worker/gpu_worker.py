@@ -36,11 +36,11 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
     now = bound()
     names = []
     for sub in substitutions_for(platform_name):
-        sites = [target for target, entry in now.items() if entry is sub]
+        sites = [target for target, entry in now.items() if entry.name == sub.name]  # entry: resolved for this vLLM
         if sites:
             names.append(sub.name)
             logger.info("portable_spec[%s]: kernel substitute %s bound at %d vLLM site(s) (%s)", label, sub.name,
-                        len(sites), sub.describe_replacement())
+                        len(sites), now[sites[0]].describe_replacement())
     return names
 
 
@@ -56,7 +56,7 @@ def bind_kernel_substitutes() -> list[str]:
     left = getattr(type(current_platform), "substitutes_left_to_stack", None)
     if left:
         return bind_over_stack(port, label, type(current_platform).stack, left)
-    install_substitutions(port)
+    install_substitutions(port, pick=version_gate.pick)
     return log_bound_substitutes(port, label)
 
 
@@ -71,7 +71,7 @@ def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str]) 
                         left[sub.name])
             continue
         try:
-            install_substitutions(port, (sub,))
+            install_substitutions(port, (sub,), pick=version_gate.pick)
         except PortableSpecError as exc:
             logger.warning("portable_spec[%s]: kernel substitute %s not bound, %s's kernel stays (%s)", label,
                            sub.name, stack, exc)

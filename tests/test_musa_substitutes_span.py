@@ -1,0 +1,90 @@
+"""MUSA's kernel substitutes on every vLLM of the span (issue 40 item 1): each is derived from the installed vLLM's
+own kernel source with the rewrite counts stated for that version, and binds on that version's sites.
+
+In ``tests/version_span.py``'s list, so the cpu lane runs it against 0.26.0, 0.28.0 and 0.33.0. The bitwise checks
+of each substitute against vLLM's kernel live in ``test_mrv2_substitutes.py``, ``test_attention_substitutes.py`` and
+``test_kernels.py``, which the lane runs on 0.26.0 only (their children call vLLM 0.26.0's launch functions)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+from lane_tools import import_triton
+
+import_triton()
+
+from portable_spec.kernels import registry  # noqa: E402
+from portable_spec.kernels.derive import DerivationError  # noqa: E402
+from portable_spec.vllm_adapter.patch import version_gate  # noqa: E402
+
+SPAN = [version_gate.parse(v) for v in version_gate.SPAN]
+
+
+def _current(target: str):
+    module, attr = target.rsplit(".", 1)
+    return getattr(registry._owner(module), attr)
+
+
+def test_every_musa_substitute_states_its_counts_and_sites_for_every_version_of_the_span():
+    for sub in registry.substitutions_for("musa"):
+        for version in SPAN:
+            at = sub.at(lambda by_version, v=version: version_gate.pick(by_version, v))
+            assert not at.by_version and at.targets, (sub.name, version)
+            assert all(isinstance(n, int) and n > 0 for _, n in at.rewrites), (sub.name, version)
+
+
+def test_a_substitute_stated_per_version_refuses_to_bind_without_the_gates_pick():
+    versioned = [s for s in registry.substitutions_for("musa") if s.by_version]
+    assert versioned
+    with pytest.raises(registry.PortableSpecError, match="per vLLM version"):
+        registry.install_substitutions("musa", tuple(versioned))
+    assert registry.installed() == []
+
+
+def test_every_musa_substitute_binds_on_this_vllm(vllm_platform):
+    """Every MUSA entry derives from this vLLM's kernel (each rewrite changing exactly this version's count) and holds
+    every one of this version's sites; uninstalling puts vLLM's objects back."""
+    subs = [s.at(version_gate.pick) for s in registry.substitutions_for("musa")]
+    targets = [t for s in subs for t in s.targets]
+    originals = {t: _current(t) for t in targets}
+    try:
+        assert registry.install_substitutions("musa", pick=version_gate.pick) == targets
+        for sub in subs:
+            objs = {id(_current(t)) for t in sub.targets}
+            assert len(objs) == 1 and all(_current(t) is not originals[t] for t in sub.targets), sub.name
+    finally:
+        registry.uninstall()
+    assert all(_current(t) is originals[t] for t in targets)
+
+
+@pytest.mark.parametrize("name", [s.name for s in registry.substitutions_for("musa") if s.rewrites])
+def test_a_rewrite_count_off_by_one_fails_loudly_on_this_vllm(vllm_platform, name):
+    """The counts bite: the installed version's count plus one (what a stale count from another version looks like)
+    fails the derivation with one line naming the kernel, and binds nothing."""
+    sub = next(s for s in registry.substitutions_for("musa") if s.name == name).at(version_gate.pick)
+    rewrite, count = sub.rewrites[0]
+    broken = dataclasses.replace(sub, name=f"{name}:off-by-one", rewrites=((rewrite, count + 1), *sub.rewrites[1:]))
+    with pytest.raises(DerivationError, match=f"{rewrite} changed {count} place.*expected {count + 1}"):
+        registry.install_substitutions("musa", (broken,), pick=version_gate.pick)
+    assert registry.installed() == []
+
+
+def test_the_v1_eagle_substitute_reaches_the_launch_on_this_vllm(vllm_platform):
+    """vLLM >= 0.33 launches the V1 drafter's next-token kernel through a dispatcher that captured it at import:
+    the substitute is bound on the dispatcher too, so the launch runs ours (earlier versions launch the module's)."""
+    sub = next(s for s in registry.substitutions_for("musa")
+               if s.name == "eagle_prepare_next_token_padded_kernel").at(version_gate.pick)
+    utils = importlib.import_module("vllm.v1.spec_decode.utils")
+    dispatcher = getattr(utils, "_eagle_prepare_next_token_padded", None)
+    try:
+        registry.install_substitutions("musa", (sub,), pick=version_gate.pick)
+        ours = utils.eagle_prepare_next_token_padded_kernel
+        assert ours.fn.__module__ == "portable_spec.kernels.eagle_prepare_next_token"
+        if dispatcher is not None:
+            assert dispatcher.kernel is ours
+    finally:
+        registry.uninstall()
+    if dispatcher is not None:
+        assert dispatcher.kernel is utils.eagle_prepare_next_token_padded_kernel
