@@ -8,10 +8,9 @@ kernels it patches, so that our substitute for the same kernel is left to it, an
 registers.
 
 Each item says where it was read: vllm-musa's public sources as the search tools store them, version 0.1.28
-(``vllm_musa/__init__.py`` ``__version__``); re-read 2026-11-28 (no newer stored version of the files read before,
-so their commits stand; the EAGLE full-loop runner, its object patch, the divergence manifest and the vLLM pin were
-read for the first time: ``bench/results/2026-11-28-vllm-musa-reread/README.md``). vllm-musa cannot be installed here at a matching version (it builds its
-own patched vLLM 0.28.0 against torch_musa; this project has no MUSA host), so the list is tested against a stand-in
+(``vllm_musa/__init__.py`` ``__version__``), each file at the commit recorded below. vllm-musa cannot be installed
+here at a matching version (it builds its own patched vLLM 0.28.0 against torch_musa; this project has no MUSA
+host), so the list is tested against a stand-in
 package the tests build with these entry points, qualnames and parameters (``tests/vllm_musa_standin.py``, lane
 ``vllm-musa-contract``); ``tests/test_vllm_musa_contract.py`` fails when the list and the stand-in differ. Whether
 the list still matches vllm-musa itself is what a real MTT host shows. Data only: no vLLM or vllm-musa import.
