@@ -34,8 +34,9 @@ from portable_spec_harness.serve_bench.stack_sampler import window
 HOST = "127.0.0.1"
 
 
-SAMPLED = {"temperature": 0.8, "top_p": 0.95}
-"""``--sampled``: what a chat client sends (issue 41), so the probe also reaches the sampler's kernels after boot."""
+SAMPLED = plan.SAMPLING["sampled"]
+"""``--sampled``: the serving benchmark's sampled requests (issue 41), so the probe also reaches the sampler's kernels
+after boot."""
 
 
 async def stream(session: Any, url: str, model: str, prompt: list[int], max_tokens: int,
@@ -146,7 +147,7 @@ def problems(results: list[dict[str, Any]], repeats: int) -> tuple[int, list[str
 def request_sampling(args: argparse.Namespace, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Requests A and B of one repeat: greedy, or ``SAMPLED`` with a seed of their own (reproducible runs)."""
     if not args.sampled:
-        return {"temperature": 0.0}, {"temperature": 0.0}
+        return dict(plan.SAMPLING["greedy"]), dict(plan.SAMPLING["greedy"])
     return tuple({**SAMPLED, "seed": args.seed + 2 * repeat + j} for j in range(2))  # type: ignore[return-value]
 
 
