@@ -152,7 +152,7 @@ class FakeVllm:
         self.thread.start()
         self.ready.wait(10)
         lines = ["INFO 11-25 00:00:00 [vllm.py:1] Asynchronous scheduling is "
-                 f"{'enabled' if getattr(spec, 'async_scheduling', True) else 'disabled'}."]
+                 f"{'enabled' if async_scheduling(spec) else 'disabled'}."]
         if spec.role == "ours":
             lines.append("INFO 11-25 00:00:01 [runner.py:227] portable_spec: drafter FULL graphs: 9 captured in "
                          "0.04 s, 56.0 MiB, sizes {'first_fused': [4, 8]}, 0 failed")
@@ -372,7 +372,7 @@ class FakeVllm:
                 "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant in ("nospec", "upstream_v1", "mrv2")
                              else "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"),
                 "use_v2_model_runner": self.spec.variant == "mrv2",
-                "async_scheduling": getattr(self.spec, "async_scheduling", True),
+                "async_scheduling": async_scheduling(self.spec),
                 "scheduling_policy": "priority", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
                 "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD,
                 "max_num_seqs": budget.MAX_NUM_SEQS}
@@ -404,6 +404,13 @@ class FakeVllm:
         if self.misbehave.missing_metric and self._mine():
             lines = [x for x in lines if not x.startswith(self.misbehave.missing_metric)]
         return "\n".join(lines) + "\n"
+
+
+def async_scheduling(spec: Any) -> bool:
+    """What the made-up engine runs: the soak's spec says it as a bool, the serve bench's as ``--async-scheduling``'s
+    choice (its default: on, as vLLM 0.26.0 picks for the fake's EAGLE pair)."""
+    value = getattr(spec, "async_scheduling", True)
+    return value != "off" if isinstance(value, str) else bool(value)
 
 
 def fake_launcher(misbehave: Misbehave | None = None) -> Any:

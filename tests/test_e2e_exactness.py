@@ -102,6 +102,25 @@ def test_a_correct_run_has_every_new_check_named_and_counted():
     assert judged.evidence["full_drafter_s0_acceptance_counts_equal_eager"]["compared_drafts"] == 12
 
 
+def test_an_async_part_fails_each_engine_that_did_not_run_async():
+    """``--async-scheduling`` parts (ctx_draft_model_async): an engine that ran synchronous steps anyway would pass
+    every exactness check without testing the asynchronous path, so its own check fails."""
+    rows = [dict(r, async_scheduling=True) for r in correct_rows()]
+    judged = judge(rows, [0], greedy=True, perfect=True, async_scheduling=True)
+    assert all(judged.checks.values()), judged.checks
+    asked = [name for name in judged.checks if name.endswith("_async_scheduling")]
+    assert sorted(asked) == ["eager_drafter_s0_async_scheduling", "full_drafter_s0_async_scheduling",
+                             "upstream_v1_s0_async_scheduling"]
+    rows[-1]["async_scheduling"] = False
+    failing = [n for n, ok in judge(rows, [0], greedy=True, perfect=True, async_scheduling=True).checks.items()
+               if not ok]
+    assert failing == ["full_drafter_s0_async_scheduling"]
+    del rows[2]["async_scheduling"]  # facts without the field: not a pass
+    assert judge(rows, [0], greedy=True, perfect=True, async_scheduling=True).checks[
+        "eager_drafter_s0_async_scheduling"] is False
+    assert not any(n.endswith("_async_scheduling") for n in judge(correct_rows(), [0], greedy=True, perfect=True).checks)
+
+
 def test_one_differing_draft_fails_only_the_per_step_oracle():
     steps = [[*STEPS[0][:3], [17, [15, 16, 99]]]]
     rows = [run("nospec"), run("eager_drafter"), run("full_drafter", steps=steps, **GOOD_FULL)]

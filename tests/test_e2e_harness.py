@@ -418,6 +418,21 @@ def test_child_turns_on_vllms_verbose_jit_monitor_and_vllm_accepts_every_kwarg(v
     assert cfg.observability_config.jit_monitor_verbose is True
 
 
+def test_the_async_flag_reaches_vllms_scheduler_config_for_the_draft_model(vllm_platform, tmp_path):
+    """vLLM 0.26.0 leaves async scheduling off for draft_model unless asked: the async part's engines must get it."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from portable_spec_harness.e2e.child import engine_kwargs, parse_args
+    from portable_spec_harness.model_zoo import build_pair
+
+    pair = build_pair("llama_ctx_draft_model", tmp_path)
+    argv = ["--variant", "full_drafter", "--target", pair["target"], "--draft", pair["draft"], "--method",
+            "draft_model", "--kv-cache-bytes", str(1 << 28)]
+    assert "async_scheduling" not in engine_kwargs(parse_args(argv))  # vLLM decides
+    kwargs = engine_kwargs(parse_args([*argv, "--async-scheduling"]))
+    assert EngineArgs(**kwargs).create_engine_config().scheduler_config.async_scheduling is True
+
+
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
     """The breakdown is read where the gap is: ``--profile-concurrency C`` profiles C requests (every generate call

@@ -105,6 +105,48 @@ def test_the_phase_clock_and_profile_come_back_per_variant_with_their_split(clea
     assert "phase clock at concurrency 1" in report.table(result)
 
 
+def events_of_a_run(zoo_pair, tmp_path, placement: str) -> list[tuple[str, str]]:
+    """(variant, what) in the order the servers saw them: "timed" per timed client run, and every probe call."""
+    events: list[tuple[str, str]] = []
+    launch = fake_launcher()
+
+    def launch_seen(server, port, log):
+        handle = launch(server, port, log)
+        original = handle._rpc
+
+        def rpc(method):
+            events.append((server.variant, method))
+            return original(method)
+        handle._rpc = rpc
+        return handle
+
+    def client_seen(argv, log, timeout_s):
+        if log.name.startswith("timed_"):
+            events.append((next(v for v in ("upstream_v1", "ours") if f"_{v}_" in log.name), "timed"))
+        return client.run_client(argv, log, timeout_s)
+    hooks = Hooks(launch=launch_seen, client=client_seen, device=lambda: {"name": "cpu-test", "free_bytes": None},
+                  say=lambda line: None)
+    settings = Settings(**{**FAST, "variants": ("upstream_v1", "ours"), "concurrency": (1,), "placement": placement})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, hooks)
+    assert result["status"] == "complete", result["problems"]
+    return events
+
+
+@pytest.mark.parametrize("placement", ["together", "in_turn"])
+def test_the_phase_clock_runs_after_each_servers_timed_runs(zoo_pair, tmp_path, placement):
+    """The profiler pass can leave a server slower per launch: no timed run of a server may follow its clock."""
+    events = events_of_a_run(zoo_pair, tmp_path, placement)
+    for variant in ("upstream_v1", "ours"):
+        mine = [what for v, what in events if v == variant]
+        timed = [i for i, what in enumerate(mine) if what == "timed"]
+        clocks = [i for i, what in enumerate(mine) if what.startswith("portable_spec_bench_")]
+        assert len(timed) == 2 and len(clocks) == 4, mine  # 2 rounds x c=1; clock and profile, each start and stop
+        if placement == "together":
+            assert max(timed) < min(clocks), mine
+        else:  # one boot per round: the clock follows the first round's timed run on that boot
+            assert timed[0] < min(clocks) < max(clocks) < timed[1], mine
+
+
 def test_a_server_that_dies_leaves_its_cells_and_ratios_without_numbers_and_the_run_incomplete(zoo_pair, tmp_path):
     launch = fake_launcher()
 
@@ -506,6 +548,44 @@ def test_vllm_serve_parses_the_bench_command_line(vllm_platform, variant, zoo_pa
     assert env.get("VLLM_USE_V2_MODEL_RUNNER") == ("1" if variant == "mrv2" else "0")
     assert env.get("VLLM_PLATFORM") == ("cuda" if variant == "ours" else None)
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and env["VLLM_SERVER_DEV_MODE"] == "1"
+
+
+@pytest.mark.parametrize("choice, expected", [("default", None), ("on", True), ("off", False)])
+def test_async_scheduling_reaches_vllms_engine_args_as_asked(vllm_platform, zoo_pair, choice, expected):
+    """vLLM 0.26.0 leaves async scheduling off for draft_model unless asked: the bench forces one choice on every
+    variant, and vLLM's own parser must read it as that choice (None: vLLM decides)."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    server = servers.BenchServer("ours", zoo_pair, 640, 32, 3 << 30, choice)
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(servers.serve_args(server, 8123))
+    assert AsyncEngineArgs.from_cli_args(args).async_scheduling is expected
+
+
+def _facts_record(asked: str, ran: dict[str, bool]) -> dict:
+    return {"settings": {"async_scheduling": asked},
+            "variants": {v: {"facts": [{"runner": "x", "async_scheduling": on}]} for v, on in ran.items()}}
+
+
+def test_the_report_says_how_each_server_scheduled_and_flags_a_mismatch():
+    said, problems = report.scheduling(_facts_record("on", {"upstream_v1": True, "ours": True}), ["upstream_v1", "ours"])
+    assert said == {"asked": "on", "per_variant": {"upstream_v1": True, "ours": True}} and problems == []
+    _, problems = report.scheduling(_facts_record("on", {"upstream_v1": False, "ours": True}), ["upstream_v1", "ours"])
+    assert any("upstream_v1: ran with async scheduling False" in p for p in problems)
+    assert any("different async scheduling (upstream_v1 off, ours on)" in p for p in problems)
+    _, problems = report.scheduling(_facts_record("default", {"upstream_v1": False, "ours": False}),
+                                    ["upstream_v1", "ours"])
+    assert problems == []
+
+
+def test_a_forced_choice_runs_end_to_end_and_is_printed(zoo_pair, tmp_path):
+    settings = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "variants": ("upstream_v1", "ours"),
+                           "phase_clock": False, "async_scheduling": "off"})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["status"] == "complete", result["problems"]
+    assert result["async_scheduling"] == {"asked": "off", "per_variant": {"upstream_v1": False, "ours": False}}
+    assert "async scheduling (off): upstream_v1 off, ours off" in report.table(result)
 
 
 def test_the_probe_class_is_a_worker_extension_vllm_accepts():

@@ -4,6 +4,7 @@ upstream V1 (PIECEWISE drafter) and no speculation, on generated tiny model pair
     python ci/gpu/v1_drafter_e2e.py OUTDIR [--pair llama_eagle] [--variant perfect] [--k 3] [--seeds 0]
            [--variants nospec,upstream_v1,eager_drafter,full_drafter] [--temperature 0] [--draft-sample-method M]
            [--target-logit 8]   (the soft target: sampled output departs from greedy; see the model zoo)
+           [--async-scheduling]   (every engine with async scheduling, which vLLM 0.26.0 leaves off for draft_model)
            [--tp 2 --disable-custom-all-reduce --no-fuse-allreduce-rms]   (tensor parallel; the two switches for
            hosts without NVLink multicast)  [--fail-capture RANK:KIND:REQS]   (our variant's capture of that key
            fails on that rank: every rank must drop it, output must stay exact)
@@ -43,6 +44,8 @@ def main() -> int:
     parser = part_parser("nospec,upstream_v1,eager_drafter,full_drafter")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
+    parser.add_argument("--async-scheduling", action="store_true",
+                        help="every variant's engine with async_scheduling=True (checked from its facts)")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--prompt-set", choices=("fixed", "context"), default=None,
                         help="the prompts (default: context for the context pairs, else fixed)")
@@ -104,6 +107,8 @@ def main() -> int:
                  "--max-tokens", str(args.max_tokens), "--prompt-set", prompt_set, *parallel_child_args(args)]
         if args.draft_sample_method:
             child += ["--draft-sample-method", args.draft_sample_method]
+        if args.async_scheduling:
+            child += ["--async-scheduling"]
         if args.kv_cache_bytes:
             child += ["--kv-cache-bytes", str(args.kv_cache_bytes)]
         if greedy and variant != "nospec":
@@ -132,7 +137,8 @@ def main() -> int:
         greedy or (pair["method"] == "eagle" and args.draft_sample_method == "probabilistic"))
     judged = judge(results, seeds, greedy, perfect=perfect, k=args.k, greedy_continuations=continuations, tp=args.tp,
                    fail_capture=args.fail_capture, require_no_jit=not args.allow_jit, tolerance_pts=args.tolerance_pts,
-                   inject_bug=args.inject_bug, design=design, draft_sample=args.expect_draft_sample)
+                   inject_bug=args.inject_bug, design=design, draft_sample=args.expect_draft_sample,
+                   async_scheduling=args.async_scheduling)
     checks = judged.checks
     injected = None
     if args.inject_bug:
@@ -153,6 +159,7 @@ def main() -> int:
               "pair": args.pair, "variant": args.variant, "method": pair["method"], "k": args.k,
               "injected_bug": injected,
               "temperature": args.temperature, "draft_sample_method": args.draft_sample_method,
+              "async_scheduling_asked": args.async_scheduling,
               "target_logit": logit, "target_top_probability_t1": pair["expected"]["target_top_probability_t1"],
               "runner_choice": args.runner,
               "expected_acceptance_per_position": pair["expected"]["acceptance_per_position"],

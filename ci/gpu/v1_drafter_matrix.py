@@ -71,6 +71,10 @@ PARTS: dict[str, list[str]] = {
     # context attention is its last layer, right only with that layer's K/V at the right positions and slots;
     # its first pass (2+K tokens per request) and chain steps replay per-forward FULL graphs (no fused kinds).
     "ctx_draft_model": ["--pair", "llama_ctx_draft_model", "--variants", "nospec,eager_drafter,full_drafter"],
+    # The same under async scheduling, which vLLM 0.26.0 runs for draft_model only when asked (0.28.0 by default):
+    # the host prepares the next step while the GPU runs this one, from the valid counts left on the device.
+    "ctx_draft_model_async": ["--pair", "llama_ctx_draft_model", "--variants", "nospec,eager_drafter,full_drafter",
+                              "--async-scheduling"],
     # MTP on a DeepSeek-V3-shaped MLA target: vLLM picks an MLA backend whose graphs need uniform batches.
     "mla_mtp": ["--pair", "deepseek_mla_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
     "probabilistic_perfect": ["--pair", "llama_eagle", "--variant", "perfect", "--seeds", "0,1,2",

@@ -29,7 +29,8 @@
 #   or partial), SERVE_BENCH_VARIANTS (default
 #   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
 #   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
-#   portable_spec_harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock),
+#   portable_spec_harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock,
+#   which otherwise runs after the timed rounds), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, alike on every variant),
 #   SERVE_BENCH_INPUT_LEN (comma-separated prompt lengths, one cell each, default 256) / SERVE_BENCH_OUTPUT_LEN
 #   (default 256), SERVE_BENCH_SAMPLING (greedy, sampled or greedy,sampled, default greedy),
 #   SERVE_BENCH_PROMPTS_PER_SLOT (the fewest, default 2), SERVE_BENCH_MIN_RUN_S (each cell's timed runs sized from its
@@ -101,6 +102,7 @@ for stage in "${stages[@]}"; do
               --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
               --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
               --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
+              --async-scheduling "${SERVE_BENCH_ASYNC_SCHEDULING:-default}" \
               --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
               --sampling "${SERVE_BENCH_SAMPLING:-greedy}" --min-run-s "${SERVE_BENCH_MIN_RUN_S:-10}" \
               --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \

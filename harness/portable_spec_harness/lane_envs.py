@@ -120,6 +120,9 @@ VARIABLES: tuple[LaneVar, ...] = (
           "Rotation offset of the first round, when one benchmark is split over calls (pool them with "
           "`python -m portable_spec_harness.serve_bench.combine`)."),
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1."),
+    _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
+          "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "
+          "`--no-async-scheduling` on every variant's server alike."),
     _knob("SERVE_BENCH_INPUT_LEN", "256",
           "Prompt tokens per request, comma-separated: one cell per length; the servers fit the longest."),
     _knob("SERVE_BENCH_OUTPUT_LEN", "256", "Output tokens per request."),

@@ -89,6 +89,8 @@ def worker_facts(worker: Any) -> dict[str, Any]:
             "pointer_mismatches": graphs.pointer_mismatches if graphs is not None else None,
             "padded_metadata_builds": (dict(getattr(drafter, "padded_metadata_builds", None) or {})
                                        if drafter is not None else None),
+            "async_scheduling": getattr(getattr(getattr(worker, "vllm_config", None), "scheduler_config", None),
+                                        "async_scheduling", None),
             **platform_facts(worker)}
 
 
@@ -115,6 +117,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                       "(default: --seed); every seed runs in this one boot")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--draft-sample-method", default=None)
+    parser.add_argument("--async-scheduling", action="store_true",
+                        help="async_scheduling=True (vLLM 0.26.0 leaves it off for draft_model unless asked)")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--prompt-set", choices=PROMPT_SETS, default="fixed",
                         help="greedy job: the prompts (context: long, shared-prefix and max-length prompts)")
@@ -221,6 +225,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                                     fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
     return dict(model=args.target, speculative_config=speculative, max_model_len=MAX_MODEL_LEN, max_num_seqs=args.max_num_seqs,
                 seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, jit_monitor_verbose=True,
+                **({"async_scheduling": True} if args.async_scheduling else {}),
                 **memory, **variant_engine_args(variant, parallel))
 
 

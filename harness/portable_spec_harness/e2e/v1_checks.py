@@ -67,14 +67,15 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
           greedy_continuations: dict[int, list[list[int]]] | None = None, tp: int = 1,
           fail_capture: str | None = None, require_no_jit: bool = True, tolerance_pts: float | None = None,
           inject_bug: str | None = None, design: dict[str, Any] | None = None,
-          draft_sample: str | None = None) -> Judgement:
+          draft_sample: str | None = None, async_scheduling: bool = False) -> Judgement:
     """Every check of one configuration. ``greedy_continuations`` (sampled runs): each seed's greedy outputs; a
     sampled run whose outputs all equal them did not really sample (a target too peaked for its temperature), and
     fails ``sampled_off_greedy``. ``inject_bug``: the bug our variant ran with (``vllm_door.bug_injection``);
     its wrappers must have fired. ``design`` (greedy runs of a constructed pair): ``outputs`` per seed (the target's
     greedy output by construction, which the no-speculation run must give) and ``acceptance`` (per position, which
     our variant and the eager drafter must give exactly). ``draft_sample``: how our variant's fused graphs must
-    sample (one of ``DRAFT_SAMPLES``)."""
+    sample (one of ``DRAFT_SAMPLES``). ``async_scheduling``: every speculative engine was asked for it, and must
+    report it in its facts (an engine that fell back to synchronous steps would not test the asynchronous path)."""
     by = {(r["variant"], r.get("seed")): r for r in results}
     asked = {r["variant"] for r in results}
     judged = Judgement()
@@ -94,6 +95,8 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
             if "error" in r:
                 continue
             judged.checks[prefix + "v1_runner"] = r["use_v2_model_runner"] is False
+            if async_scheduling:
+                judged.checks[prefix + "async_scheduling"] = r.get("async_scheduling") is True
             if greedy:
                 judged.record(prefix + exactness.GREEDY,
                               exactness.greedy_equals_nospec(r.get("outputs"), _field(nospec, "outputs")))

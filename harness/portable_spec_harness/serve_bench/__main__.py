@@ -26,6 +26,7 @@ from portable_spec.errors import PortableSpecError, UsageError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import driver, plan
 from portable_spec_harness.serve_bench.driver import Settings
+from portable_spec_harness.serve_bench.servers import ASYNC_SCHEDULING
 
 PLACEMENTS = ("auto", "together", "in_turn")
 HOOKS = driver.Hooks
@@ -102,6 +103,9 @@ def parser() -> argparse.ArgumentParser:
                    help="servers together (runs interleaved across them) or one at a time; auto: by the memory "
                         "estimate (default)")
     p.add_argument("--no-phase-clock", action="store_true", help="skip the phase clock and profile at c=1")
+    p.add_argument("--async-scheduling", default="default", choices=sorted(ASYNC_SCHEDULING),
+                   help="vLLM's default for the method, or --async-scheduling / --no-async-scheduling on every "
+                        "variant (default: %(default)s)")
     p.add_argument("--kv-cache-gib", type=float, default=None, help="KV cache per server (default: sized from the "
                                                                     "workload)")
     p.add_argument("--boot-timeout", type=float, default=600.0, help="seconds for the servers to answer /health")
@@ -147,7 +151,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     prompts_per_slot=args.prompts_per_slot, min_run_s=args.min_run_s, max_prompts=args.max_prompts,
                     seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
-                    run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib)
+                    run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
+                    async_scheduling=args.async_scheduling)
 
 
 def host_problem() -> str | None:

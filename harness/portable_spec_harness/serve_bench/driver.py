@@ -1,6 +1,9 @@
 """One serving benchmark: decide the placement, boot the servers, warm every variant in every cell (input length x
-sampling x concurrency), size each cell's prompts from its warm runs (``--min-run-s``), read the phase clock at
-concurrency 1, run the timed rounds interleaved, stop the servers, write the report.
+sampling x concurrency), size each cell's prompts from its warm runs (``--min-run-s``), run the timed rounds
+interleaved, read the phase clock at concurrency 1, stop the servers, write the report.
+
+The phase clock comes after a server's timed runs, never before them: its torch-profiler pass can leave the server
+slower per kernel launch afterwards, which would slow a launch-heavy variant's timed runs more than another's.
 
 ``together``: every variant's server boots once and stays up for every cell; the client runs rotate across them
 (``plan.order``). ``in_turn``: one server at a time; per round each variant boots, warms and runs every cell, then
@@ -45,6 +48,8 @@ JIT_CLEAN_VARIANTS = ("ours", "ours_mrv2")
 variant's compiles are recorded (``jit_after_boot``), upstream's and MRV2's as the baseline they are."""
 ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
+PHASE_CLOCK_RESERVE_S = 40.0
+"""Kept back from ``--budget-s`` per variant for its phase clock after the timed rounds (two short runs)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ class Settings:
     run_timeout_s: float = 300.0
     budget_s: float | None = None
     kv_cache_gib: float | None = None
+    async_scheduling: str = "default"
+    """``servers.ASYNC_SCHEDULING``: vLLM's default, or on / off for every variant alike."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -140,7 +147,8 @@ class Bench:
             "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
                                               "(vllm bench serve --save-detailed), summed per run",
             "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
-        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv) for v in self.variants}
+        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv, s.async_scheduling)
+                for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers
     def boot(self, specs: list[BenchServer]) -> list[Live]:
@@ -294,13 +302,14 @@ class Bench:
             rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
             last_round_s = 0.0
             for rnd in rounds:
-                if not self.budget_left(last_round_s):
+                if not self.budget_left(last_round_s + self.clock_reserve_s(len(up))):
                     self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
                     break
                 t = time.monotonic()
                 self.timed(up, plan.interleaved([v for v in self.variants if v in up], self.cells, 1, rnd))
                 last_round_s = time.monotonic() - t
                 self.record["rounds_done"] += 1
+            self.phase_clocks(list(up.values()))
             for live in up.values():
                 self.facts(live, "after")
         finally:
@@ -308,22 +317,31 @@ class Bench:
         return True
 
     def prepare(self, lives: list[Live]) -> None:
-        """Facts before, warm-up in every cell, the phase clock at concurrency 1."""
+        """Facts before and the warm-up in every cell."""
         t = time.monotonic()
         for live in lives:
             self.facts(live, "before")
             self.warm(live)
         self.record["phases_s"]["warm_s"] = round(time.monotonic() - t, 1)
+
+    def phase_clocks(self, lives: list[Live]) -> None:
+        """The phase clock at concurrency 1 on each server, once its timed runs are done (see the module's note)."""
+        if not self.settings.phase_clock:
+            return
         t = time.monotonic()
-        for live in lives if self.settings.phase_clock else ():
+        for live in lives:
             self.phase_clock(live)
-        self.record["phases_s"]["phase_clock_s"] = round(time.monotonic() - t, 1)
+        spent = self.record["phases_s"].get("phase_clock_s", 0.0) + time.monotonic() - t
+        self.record["phases_s"]["phase_clock_s"] = round(spent, 1)
+
+    def clock_reserve_s(self, servers_up: int) -> float:
+        return PHASE_CLOCK_RESERVE_S * servers_up if self.settings.phase_clock else 0.0
 
     def in_turn(self, specs: dict[str, BenchServer]) -> None:
         rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
         last_round_s = 0.0
         for i, rnd in enumerate(rounds):
-            if not self.budget_left(last_round_s):
+            if not self.budget_left(last_round_s + (self.clock_reserve_s(1) if i == 0 else 0.0)):
                 self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
                 break
             t = time.monotonic()
@@ -336,9 +354,9 @@ class Bench:
                         continue
                     self.facts(live, f"before round {rnd}")
                     self.warm(live)
-                    if i == 0 and self.settings.phase_clock:
-                        self.phase_clock(live)
                     self.timed({variant: live}, plan.in_turn([variant], self.cells, 1, rnd))
+                    if i == 0:
+                        self.phase_clocks([live])
                     self.facts(live, f"after round {rnd}")
                 finally:
                     self.stop([live])

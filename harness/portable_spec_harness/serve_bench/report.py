@@ -63,11 +63,30 @@ def identity_problems(variant: str, facts: list[dict[str, Any]]) -> list[str]:
     return []
 
 
+def scheduling(record: dict[str, Any], variants: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Whether each server ran with async scheduling (its probe's facts), and the problems: a server that did not
+    run what ``--async-scheduling`` forced, or variants that ran differently (their steps would not compare)."""
+    asked = (record.get("settings") or {}).get("async_scheduling", "default")
+    ran: dict[str, Any] = {}
+    for variant in variants:
+        facts = [f for f in (record["variants"].get(variant) or {}).get("facts", []) if "async_scheduling" in f]
+        if facts:
+            ran[variant] = facts[0]["async_scheduling"]
+    problems = [f"{variant}: ran with async scheduling {value}, but --async-scheduling {asked} was asked"
+                for variant, value in ran.items() if asked != "default" and bool(value) != (asked == "on")]
+    if len({bool(v) for v in ran.values()}) > 1:
+        problems.append("the variants ran with different async scheduling (" +
+                        ", ".join(f"{v} {'on' if on else 'off'}" for v, on in ran.items()) + ")")
+    return {"asked": asked, "per_variant": ran}, problems
+
+
 def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> dict[str, Any]:
     """Add cells, ratios, short runs, splits, status and problems to the run's ``record`` (returned)."""
     problems = list(record.get("problems", []))
     for variant in variants:
         problems += identity_problems(variant, (record["variants"].get(variant) or {}).get("facts", []))
+    record["async_scheduling"], mixed = scheduling(record, variants)
+    problems += mixed
     workload = record["workload"]
     table = stats.cells(record["runs"], variants, cells, workload)
     record["cells"] = table
@@ -118,6 +137,10 @@ def table(report: dict[str, Any]) -> str:
     lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
              f"in/out {','.join(map(str, w['input_lens']))}/{w['output_len']}, sampling {','.join(w['sampling'])}, "
              f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {report.get('device') or '?'}"]
+    ran = (report.get("async_scheduling") or {}).get("per_variant") or {}
+    if ran:
+        lines.append(f"async scheduling ({report['async_scheduling']['asked']}): " +
+                     ", ".join(f"{v} {'on' if on else 'off'}" for v, on in ran.items()))
     for input_len, sampling in panels(report):
         lines += [f"in {input_len}, {sampling} {_sampling_note(w, sampling)}:", _HEAD]
         lines += [_row(report, Cell(input_len, sampling, c), variant)

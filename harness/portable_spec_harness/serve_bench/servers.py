@@ -14,6 +14,10 @@ from portable_spec_harness.serve_bench.plan import VARIANTS
 
 WORKER_EXTENSION = "portable_spec_harness.serve_bench.worker_extension.ServeBenchWorkerExtension"
 FACTS_METHOD = "portable_spec_soak_facts"
+ASYNC_SCHEDULING = {"default": (), "on": ("--async-scheduling",), "off": ("--no-async-scheduling",)}
+"""``--async-scheduling``: vLLM's choice, or the same choice forced on every variant. vLLM 0.26.0 leaves async
+scheduling off by default for ``draft_model`` (it accepts it when asked; 0.28.0 turns it on by default), and with
+it off the host waits for every step to end before it prepares the next one."""
 GPU_MEMORY_UTILIZATION = 0.05
 """Only vLLM's start-up check reads it (``--kv-cache-memory-bytes`` sizes the cache and skips profiling): servers
 that boot side by side each find the device partly taken."""
@@ -27,6 +31,8 @@ class BenchServer:
     max_model_len: int
     max_num_seqs: int
     kv_cache_bytes: int
+    async_scheduling: str = "default"
+    """A key of ``ASYNC_SCHEDULING``."""
 
     @property
     def name(self) -> str:
@@ -57,7 +63,7 @@ def serve_args(server: BenchServer, port: int) -> list[str]:
             "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
     if server.pair.tokenizer != server.pair.target:
         args += ["--tokenizer", server.pair.tokenizer]
-    return args + list(server.pair.serve_args)
+    return args + list(ASYNC_SCHEDULING[server.async_scheduling]) + list(server.pair.serve_args)
 
 
 def server_env(server: BenchServer) -> dict[str, str]:
