@@ -372,6 +372,7 @@ class FakeVllm:
                 "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant in ("nospec", "upstream_v1", "mrv2")
                              else "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"),
                 "use_v2_model_runner": self.spec.variant == "mrv2",
+                "tensor_parallel_size": self.spec.parallel.tp,
                 "async_scheduling": async_scheduling(self.spec),
                 "scheduling_policy": "priority", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
                 "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD,

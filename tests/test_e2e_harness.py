@@ -198,7 +198,8 @@ def test_the_tp2_ctx_group_is_issue37s_parts_and_part_of_tp2():
     assert matrix.GROUPS["tp2_ctx"] == ctx and set(ctx) <= set(matrix.GROUPS["tp2"])
     for name in ctx:
         args = matrix.part_args(name)
-        assert args[args.index("--tp") + 1] == "2" and {"--disable-custom-all-reduce", "--no-fuse-allreduce-rms"} <= set(args)
+        assert args[args.index("--tp") + 1] == "2"
+        assert {"--disable-custom-all-reduce", "--no-fuse-allreduce-rms"} <= set(args)
         assert args[args.index("--pair") + 1] in ("llama_ctx_eagle", "llama_ctx_eagle3", "qwen3_ctx_dflash",
                                                   "deepseek_mla_mtp", "llama_ctx_draft_model")
     assert all("--inject-bug" not in matrix.part_args(name) for name in ctx)

@@ -56,7 +56,8 @@ def run(name: str, outcomes: list[Outcome], *, role: str = "reference", variant:
     runner = judge.OUR_RUNNER if role == "ours" else judge.V1_RUNNER
     drafter = (None if variant == "nospec" else "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphEagleProposer"
                if role == "ours" else "vllm.v1.spec_decode.eagle.EagleProposer")
-    base = {"runner": runner, "drafter": drafter, "use_v2_model_runner": False, "async_scheduling": True,
+    base = {"runner": runner, "drafter": drafter, "use_v2_model_runner": False, "tensor_parallel_size": 1,
+            "async_scheduling": True,
             "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform",
             "scheduling_policy": "SchedulerPolicy.PRIORITY", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
             "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD, "max_num_seqs": budget.MAX_NUM_SEQS,
@@ -86,6 +87,20 @@ def rows(runs: dict[str, judge.ServerRun], structured: bool = True, plan: worklo
 
 def failures(row: dict) -> list[str]:
     return row["failures"]
+
+
+def test_a_server_at_another_tensor_parallel_than_asked_fails():
+    """``--tp 2``: every server's probe must report tensor parallel 2; one started (or resolved) at 1 fails."""
+    runs = good_runs()
+    for r in runs.values():
+        r.tp = 2
+        r.facts_before = {**r.facts_before, "tensor_parallel_size": 2}
+        r.facts_after = {**r.facts_after, "tensor_parallel_size": 2}
+    assert all(row["checks"]["tensor_parallel_as_asked"] for row in rows(runs).values())
+    runs["full_drafter"].facts_after = {**runs["full_drafter"].facts_after, "tensor_parallel_size": 1}
+    out = rows(runs)
+    assert "tensor_parallel_as_asked" in failures(out["full_drafter"])
+    assert out["eager_drafter"]["checks"]["tensor_parallel_as_asked"]
 
 
 # ------------------------------------------------------------------------------------------------ conditions

@@ -57,9 +57,9 @@ def serve_command(args: list[str]) -> list[str]:
 
 
 def server_env(variant: str, runner: str, cache_name: str) -> dict[str, str]:
-    """The e2e variant's environment (``harness/e2e/configs.py``: its platform and runner switches, isolation)
-    without the offline engine's ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``vllm serve`` always runs its engine core in
-    a process of its own), a compile cache of its own (servers boot together) and dev mode."""
+    """The e2e variant's environment (``harness/e2e/configs.py``: its platform and runner switches, isolation, NVLink
+    multicast off at any TP) without the offline engine's ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``vllm serve`` always
+    runs its engine core in a process of its own), a compile cache of its own (servers boot together) and dev mode."""
     from portable_spec_harness.e2e.parent import own_compile_cache, variant_env
 
     env = {**variant_env(variant, runner), **own_compile_cache(cache_name), **DEV_MODE_ENV, **PLAIN_LOG_ENV}

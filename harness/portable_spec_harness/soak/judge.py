@@ -46,6 +46,8 @@ class ServerRun:
     role: str
     async_scheduling: bool
     speculative: bool
+    tp: int = 1
+    """The tensor parallelism the server was started at (``--tp``); its probe must report the same."""
     boot: dict[str, Any] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
     solo_outcomes: list[Outcome] = field(default_factory=list)
@@ -200,8 +202,9 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
     mismatched = (None if after.get("pointer_mismatches") is None or before.get("pointer_mismatches") is None
                   else after["pointer_mismatches"] - before["pointer_mismatches"])
     return {key: after.get(key) for key in ("runner", "drafter", "platform", "use_v2_model_runner",
-                                            "async_scheduling", "scheduling_policy", "num_gpu_blocks",
-                                            "long_prefill_token_threshold", "max_num_seqs", "capture_stats")} | {
+                                            "tensor_parallel_size", "async_scheduling", "scheduling_policy",
+                                            "num_gpu_blocks", "long_prefill_token_threshold", "max_num_seqs",
+                                            "capture_stats")} | {
         "first_pass_replays": first, "chain_replays": chain,
         "first_pass_replays_in_load": conditions.first_and_chain_replays(run.facts_before, run.facts_after_load)[0],
         "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
@@ -224,6 +227,7 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
     expected_runner = OUR_RUNNER if run.role == "ours" else V1_RUNNER
     checks["v1_runner"] = drafter.get("runner") == expected_runner and drafter.get("use_v2_model_runner") is False
     checks["async_scheduling_as_asked"] = drafter.get("async_scheduling") is run.async_scheduling
+    checks["tensor_parallel_as_asked"] = drafter.get("tensor_parallel_size") == run.tp
     checks["scheduler_as_asked"] = ("priority" in str(drafter.get("scheduling_policy")).lower()
                                     and drafter.get("num_gpu_blocks") == budget.NUM_GPU_BLOCKS
                                     and drafter.get("long_prefill_token_threshold")
