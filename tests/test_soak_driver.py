@@ -100,6 +100,7 @@ def test_a_soak_at_tp2_starts_every_server_at_tp2_and_reports_it(tmp_path):
     assert "TP=2" in (tmp_path / "soak_table.txt").read_text()
     row = result["pairs"]["llama_ctx_eagle"]["servers"]["full_drafter"]
     assert row["checks"]["tensor_parallel_as_asked"] and row["drafter"]["tensor_parallel_size"] == 2
+    assert row["checks"]["facts_from_every_rank"] and row["checks"]["graphs_replayed_on_every_rank"]
 
 
 def test_the_cli_refuses_unknown_pairs_and_tiny_loads(capsys):

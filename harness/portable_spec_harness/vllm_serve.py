@@ -113,7 +113,8 @@ async def health(host: str, port: int, timeout_s: float = 5.0) -> bool:
 async def collective_rpc(host: str, port: int, method: str, kwargs: dict[str, str] | None = None,
                          timeout_s: float = 60.0) -> dict[str, Any] | None:
     """Rank 0's answer to a worker-extension method through vLLM's dev-mode ``POST /collective_rpc`` (which passes
-    only string keyword arguments), or None when the call fails or the answer is not a dict."""
+    only string keyword arguments), with every rank's under ``ranks`` at tensor parallel (as ``e2e.child
+    .engine_facts`` gives them); None when the call fails or the answer is not a dict."""
     from portable_spec_harness.soak.http import ProtocolError, fetch
 
     body: dict[str, Any] = {"method": method, "timeout": timeout_s}
@@ -124,7 +125,9 @@ async def collective_rpc(host: str, port: int, method: str, kwargs: dict[str, st
         results = response.json().get("results") if response.status == 200 else None
     except (asyncio.TimeoutError, ConnectionError, OSError, ProtocolError, ValueError):
         return None
-    return results[0] if isinstance(results, list) and results and isinstance(results[0], dict) else None
+    if not isinstance(results, list) or not results or not isinstance(results[0], dict):
+        return None
+    return {**results[0], "ranks": results} if len(results) > 1 else results[0]
 
 
 async def wait_healthy(handle: Any, host: str, port: int, log_name: str, deadline: float,
