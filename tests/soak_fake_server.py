@@ -207,7 +207,8 @@ class FakeVllm:
                 await self._send(writer, 200, self._metrics().encode(), "text/plain")
             elif method == "POST" and path == "/collective_rpc":
                 answer = self._rpc(json.loads(body).get("method", ""))
-                await self._send(writer, 200, json.dumps({"results": [answer]}).encode())
+                ranks = [{**answer, "rank": rank} for rank in range(self.spec.parallel.tp)]  # each worker answers
+                await self._send(writer, 200, json.dumps({"results": ranks}).encode())
             elif method == "POST" and path == "/v1/completions":
                 await self._completion(writer, json.loads(body))
             else:
@@ -369,9 +370,12 @@ class FakeVllm:
                            else "vllm.v1.worker.gpu_model_runner.GPUModelRunner"),
                 "drafter": drafter, "replays": dict(self.state.replays) if ours else None,
                 "pointer_mismatches": 0 if ours else None,
+                "capture_stats": {"graphs": 4, "num_tokens": {"first_fused": [1, 2], "chain_fused": [1, 2]},
+                                  "failed": {}} if ours else None,
                 "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant in ("nospec", "upstream_v1", "mrv2")
                              else "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"),
                 "use_v2_model_runner": self.spec.variant == "mrv2",
+                "tensor_parallel_size": self.spec.parallel.tp,
                 "async_scheduling": async_scheduling(self.spec),
                 "scheduling_policy": "priority", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
                 "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD,

@@ -108,13 +108,15 @@ def test_the_expected_draft_sample_is_what_our_variant_captured():
 
 
 LOG_LINE = GOOD_FULL["log_excerpt"][0]
+DRAFTER = "portable_spec.vllm_adapter.spec_decode.proposer.PortableEagleProposer"
 
 
 def tp2_full(**broken_rank1):
     """A TP=2 full-drafter result: both ranks' facts, and each rank's capture line in the log."""
     stats = {"graphs": 9, "num_tokens": {"first": [4, 8], "chain_fused": [1, 2]}, "failed": {}}
-    ranks = [{"rank": 0, "capture_stats": stats, "pointer_mismatches": 0, "replays": {"first": 3}},
-             {"rank": 1, "capture_stats": stats, "pointer_mismatches": 0, "replays": {"first": 3}, **broken_rank1}]
+    rank = {"capture_stats": stats, "pointer_mismatches": 0, "replays": {"first": 3, "chain_fused": 6},
+            "drafter": DRAFTER}
+    ranks = [{"rank": 0, **rank}, {"rank": 1, **rank, **broken_rank1}]
     return run("full_drafter", **{**GOOD_FULL, "tensor_parallel_size": 2, "ranks": ranks,
                                   "log_excerpt": ["(Worker_TP0) " + LOG_LINE, "(Worker_TP1) " + LOG_LINE]})
 
@@ -136,6 +138,71 @@ def test_a_rank_that_disagrees_fails_its_check(broken, failing):
     checks = e2e.checks_for([run("nospec"), run("eager_drafter"), tp2_full(**broken)], [0], greedy=True,
                             perfect=True, tp=2)
     assert checks[failing] is False
+
+
+@pytest.mark.parametrize("part", ["tp2_ctx_eagle", "tp2_ctx_eagle3", "tp2_ctx_dflash", "tp2_mla_mtp",
+                                  "tp2_ctx_draft_model"])
+@pytest.mark.parametrize("broken,failing", [
+    ({"replays": {"first": 3, "chain_fused": 0}}, "chain_graphs_replayed_on_every_rank"),
+    ({"replays": {"first": 0, "chain_fused": 6}}, "first_pass_graphs_replayed_on_every_rank"),
+    ({"drafter": "vllm.v1.spec_decode.eagle.EagleProposer"}, "same_drafter_on_every_rank"),
+    ({"capture_stats": {"graphs": 9, "num_tokens": {"first": [4, 8], "chain_fused": [1, 2]}, "failed": {},
+                        "draft_sample": "vllm_greedy_sample"}}, "draft_sample_d2t_gather_on_every_rank"),
+    ("missing", "facts_from_every_rank"),
+])
+def test_issue37_tp2_parts_judge_every_rank(part, broken, failing):
+    """Issue 37's TP=2 parts: rank 1's facts are judged, not only rank 0's (the top level). Rank 0 alone being
+    right passes nothing: a rank 1 that replayed no graph, built another drafter, sampled otherwise or reported
+    nothing fails its ``_on_every_rank`` check (and then the part)."""
+    matrix = load_script("v1_drafter_matrix")
+    assert [*matrix.PARTS[part.removeprefix("tp2_")], *matrix.TP2] == matrix.part_args(part)
+    e2e = load_e2e_script()
+    stats = {"graphs": 9, "num_tokens": {"first": [4, 8], "chain_fused": [1, 2]}, "failed": {},
+             "draft_sample": "d2t_gather"}
+    good = tp2_full(capture_stats=stats)
+    good["capture_stats"] = good["ranks"][0]["capture_stats"] = stats
+    bad = tp2_full(**({} if broken == "missing" else {"capture_stats": stats, **broken}))
+    bad["capture_stats"] = bad["ranks"][0]["capture_stats"] = stats
+    if broken == "missing":
+        del bad["ranks"][1]
+    rows = [run("nospec"), run("eager_drafter")]
+    checks = e2e.checks_for([*rows, good], [0], greedy=True, perfect=True, tp=2, draft_sample="d2t_gather")
+    assert checks.get("full_drafter_s0_" + failing) is True and all(checks.values()), checks
+    checks = e2e.checks_for([*rows, bad], [0], greedy=True, perfect=True, tp=2, draft_sample="d2t_gather")
+    assert checks["full_drafter_s0_" + failing] is False
+    assert checks["full_drafter_s0_tensor_parallel_2"] and not all(checks.values())  # rank 0 alone looks fine
+    if broken != "missing":  # a missing rank fails every check that asks for every rank
+        assert checks["full_drafter_s0_facts_from_every_rank"]
+    else:
+        assert not any(checks[f"full_drafter_s0_{name}_on_every_rank"] for name in (
+            "first_pass_graphs_replayed", "chain_graphs_replayed", "draft_sample_d2t_gather"))
+
+
+def test_dflash_ranks_are_judged_on_their_block_graphs():
+    e2e = load_e2e_script()
+    dflash = "portable_spec.vllm_adapter.spec_decode.dflash.DFlashProposer"
+    full = tp2_full(drafter=dflash, replays={"dflash_block": 0})
+    full["drafter"] = full["ranks"][0]["drafter"] = dflash
+    full["replays"] = full["ranks"][0]["replays"] = {"dflash_block": 5}
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=False, tp=2)
+    assert checks["full_drafter_s0_block_graphs_replayed"] is True
+    assert checks["full_drafter_s0_block_graphs_replayed_on_every_rank"] is False
+    full["ranks"][1]["replays"] = {"dflash_block": 5}
+    checks = e2e.checks_for([run("nospec"), run("eager_drafter"), full], [0], greedy=True, perfect=False, tp=2)
+    assert checks["full_drafter_s0_block_graphs_replayed_on_every_rank"] and all(checks.values()), checks
+
+
+def test_the_tp2_ctx_group_is_issue37s_parts_and_part_of_tp2():
+    matrix = load_script("v1_drafter_matrix")
+    ctx = ["tp2_ctx_eagle", "tp2_ctx_eagle3", "tp2_ctx_dflash", "tp2_mla_mtp", "tp2_ctx_draft_model"]
+    assert matrix.GROUPS["tp2_ctx"] == ctx and set(ctx) <= set(matrix.GROUPS["tp2"])
+    for name in ctx:
+        args = matrix.part_args(name)
+        assert args[args.index("--tp") + 1] == "2"
+        assert {"--disable-custom-all-reduce", "--no-fuse-allreduce-rms"} <= set(args)
+        assert args[args.index("--pair") + 1] in ("llama_ctx_eagle", "llama_ctx_eagle3", "qwen3_ctx_dflash",
+                                                  "deepseek_mla_mtp", "llama_ctx_draft_model")
+    assert all("--inject-bug" not in matrix.part_args(name) for name in ctx)
 
 
 def test_one_rank_capture_line_and_wrong_tp_fail():

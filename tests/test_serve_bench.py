@@ -550,6 +550,32 @@ def test_vllm_serve_parses_the_bench_command_line(vllm_platform, variant, zoo_pa
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env and env["VLLM_SERVER_DEV_MODE"] == "1"
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+def test_vllm_serve_parses_the_bench_command_line_at_tensor_parallel(vllm_platform, zoo_pair, tp):
+    """``--tp 2 --disable-custom-all-reduce --no-fuse-allreduce-rms`` reach vLLM 0.26.0's own parser as tensor
+    parallel 2 and the two switches on every variant; TP=1 adds nothing to the command line. NVLink multicast is
+    off in every server's environment."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from portable_spec_harness.parallel import Parallel
+    from portable_spec_harness.vllm_door.offline import MULTICAST_OFF_ENV
+
+    for variant in ("upstream_v1", "ours", "mrv2"):
+        server = servers.BenchServer(variant, zoo_pair, 640, 32, 3 << 30, "default", Parallel(tp, tp > 1, tp > 1))
+        argv = servers.serve_args(server, 8123)
+        args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+        validate_parsed_serve_args(args)
+        engine = AsyncEngineArgs.from_cli_args(args)
+        assert engine.tensor_parallel_size == tp and engine.disable_custom_all_reduce is (tp > 1)
+        assert engine.compilation_config.pass_config.fuse_allreduce_rms is (False if tp > 1 else None)
+        assert engine.kv_cache_memory_bytes == 3 << 30 and engine.speculative_config["model"] == zoo_pair.draft
+        assert ("--tensor-parallel-size" in argv) is (tp > 1)
+        env = servers.server_env(server)
+        assert {k: env.get(k) for k in MULTICAST_OFF_ENV} == MULTICAST_OFF_ENV
+
+
 @pytest.mark.parametrize("choice, expected", [("default", None), ("on", True), ("off", False)])
 def test_async_scheduling_reaches_vllms_engine_args_as_asked(vllm_platform, zoo_pair, choice, expected):
     """vLLM 0.26.0 leaves async scheduling off for draft_model unless asked: the bench forces one choice on every
@@ -671,6 +697,15 @@ def test_a_server_that_ran_another_drafter_than_its_label_is_a_problem():
                                                                                   "server's probe"]
 
 
+def test_a_server_at_another_tensor_parallel_than_asked_is_a_problem():
+    mine = {"runner": "x", "drafter": "portable_spec.vllm_adapter.spec_decode.proposer.P", "use_v2_model_runner": False,
+            "replays": {"a": 3}, "tensor_parallel_size": 2}
+    assert report.identity_problems("ours", [mine, {**mine, "replays": {"a": 9}}], tp=2) == []
+    assert "tensor parallel 2, not the 1 asked" in report.identity_problems("ours", [mine, mine])[0]
+    assert "tensor parallel 1, not the 2 asked" in report.identity_problems(
+        "ours", [{**mine, "tensor_parallel_size": 1}] * 2, tp=2)[0]
+
+
 # ------------------------------------------------------------------------------------------------ memory, pairs
 def test_the_memory_estimate_at_llama_31_8b_shapes():
     assert memory.kv_bytes_per_token(LLAMA_31_8B) == 32 * 2 * 8 * 128 * 2
@@ -680,6 +715,73 @@ def test_the_memory_estimate_at_llama_31_8b_shapes():
     assert memory.placement(3, per, 60 * memory.GIB)["mode"] == "in_turn"
     assert memory.placement(3, per, 60 * memory.GIB, asked="together")["mode"] == "together"
     assert memory.weights_bytes("/nonexistent", LLAMA_31_8B)[1] == "config"
+
+
+QWEN3_30B_A3B = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 48,
+                 "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+                 "num_experts": 128, "moe_intermediate_size": 768, "tie_word_embeddings": False,
+                 "torch_dtype": "bfloat16"}
+
+
+def test_the_memory_estimate_at_tp2_is_per_gpu():
+    """At TP=2 every server spans both GPUs: a rank holds half the weights and half the KV heads (MLA's latent and
+    a lone KV head whole, as vLLM replicates them), so three Qwen3-30B-A3B-shaped servers that need one server at a
+    time on one 139 GiB H200 fit together on two, and still do not on two with 60 GiB free each."""
+    assert memory.kv_bytes_per_token(LLAMA_31_8B, tp=2) == memory.kv_bytes_per_token(LLAMA_31_8B) // 2
+    assert memory.kv_bytes_per_token({**LLAMA_31_8B, "num_key_value_heads": 1}, tp=2) == 32 * 2 * 1 * 128 * 2
+    mla = {"num_hidden_layers": 4, "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    assert memory.kv_bytes_per_token(mla, tp=2) == memory.kv_bytes_per_token(mla) == 4 * 576 * 2
+    kv1 = memory.kv_cache_bytes(QWEN3_30B_A3B, LLAMA_31_8B, 1408, 32)
+    kv2 = memory.kv_cache_bytes(QWEN3_30B_A3B, LLAMA_31_8B, 1408, 32, tp=2)
+    assert kv2 == pytest.approx(kv1 / 2, rel=0.01)
+    weights = memory.param_count(QWEN3_30B_A3B) * 2
+    assert 56 * memory.GIB < weights < 58 * memory.GIB
+    one, two = memory.server_bytes(weights, kv1), memory.server_bytes(weights, kv2, tp=2)
+    assert two < one / 2 + memory.OVERHEAD_BYTES
+    h200 = 139 * memory.GIB
+    assert memory.placement(3, one, h200)["mode"] == "in_turn"
+    at_tp2 = memory.placement(3, two, h200, tp=2)
+    assert at_tp2["mode"] == "together" and at_tp2["tensor_parallel_size"] == 2 and at_tp2["per"] == "GPU"
+    assert memory.placement(3, two, 60 * memory.GIB, tp=2)["mode"] == "in_turn"
+
+
+def test_the_free_memory_is_the_least_among_the_gpus_a_server_spans():
+    reading = {"count": 3, "free_bytes": 90, "devices": [{"free_bytes": 90}, {"free_bytes": 40}, {"free_bytes": 10}]}
+    assert memory.free_on(reading, 1) == 90 and memory.free_on(reading, 2) == 40 and memory.free_on(reading, 3) == 10
+    assert memory.free_on(reading, 4) is None  # no reading of a GPU the servers would use
+    assert memory.free_on({"name": "cpu-test", "free_bytes": None}, 1) is None
+    assert "'devices'" in memory.DEVICE_QUERY and "mem_get_info(i)" in memory.DEVICE_QUERY
+
+
+def test_a_tp2_benchmark_places_by_both_gpus_starts_every_server_at_tp2_and_reports_it(zoo_pair, tmp_path):
+    from portable_spec_harness.parallel import Parallel
+
+    started = []
+    launch = fake_launcher()
+
+    def seen(server, port, log):
+        started.append(server)
+        return launch(server, port, log)
+    two = {"name": "cpu-test", "count": 2, "free_bytes": 100 * memory.GIB,
+           "devices": [{"free_bytes": 100 * memory.GIB}, {"free_bytes": 7 * memory.GIB}]}
+    parallel = Parallel(2, True, True)
+    settings = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "parallel": parallel})
+    hooks = Hooks(launch=seen, device=lambda: two, say=lambda line: None)
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, hooks)
+    assert result["status"] == "complete", result["problems"]
+    assert started and all(s.parallel == parallel for s in started)
+    assert result["settings"]["parallel"]["tensor_parallel_size"] == 2
+    assert result["tensor_parallel"] == parallel.as_json()
+    assert result["placement"]["free_gib"] == 7.0 and result["placement"]["tensor_parallel_size"] == 2
+    assert all("--tensor-parallel-size" in v["serve_args"] for v in result["variants"].values())
+    text = (tmp_path / "serve_bench.txt").read_text()
+    assert "TP=2" in text.splitlines()[0]
+    # the served phase clock times the engine core's busy loop, which holds the worker only at TP=1
+    assert result["phase_clock_c1"] == {} and result["settings"]["phase_clock"] is False
+    assert result["phase_clock_skipped"] == driver.PHASE_CLOCK_NEEDS_TP1 and "phase clock: skipped at TP=2" in text
+    one = {**two, "count": 1, "devices": two["devices"][:1]}
+    with pytest.raises(PortableSpecError, match="--tp 2 needs 2 GPUs; 1 visible"):
+        driver.run_serve_bench(zoo_pair, settings, tmp_path / "one", Hooks(launch=seen, device=lambda: one))
 
 
 def test_pair_folders_read_pair_json_or_the_zoo_manifest_and_name_whats_missing(tmp_path, zoo_pair):
@@ -853,6 +955,8 @@ def test_the_committed_reports_written_before_the_axes_still_combine_to_their_co
     (["--pair", "llama_eagle", "--out", "o", "--rounds", "0"], "--rounds must be >= 1"),
     (["--pair", "llama_eagle", "--out", "o", "--placement", "sideways"], "--placement"),
     (["--pair", "/no/such/dir_or_pair", "--out", "o"], "neither a prepared pair folder"),
+    (["--pair", "llama_eagle", "--out", "o", "--tp", "0"], "--tp must be >= 1"),
+    (["--pair", "llama_eagle", "--out", "o", "--no-fuse-allreduce-rms"], "are for --tp 2 or more"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
     cmd = [sys.executable, "-m", "portable_spec_harness.serve_bench", *argv]

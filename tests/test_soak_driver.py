@@ -80,9 +80,33 @@ def test_a_server_that_never_boots_is_reported_not_hung(tmp_path):
     assert "greedy_equals_nospec" in servers["full_drafter"]["failures"]  # nothing to compare with
 
 
+def test_a_soak_at_tp2_starts_every_server_at_tp2_and_reports_it(tmp_path):
+    from portable_spec_harness.parallel import Parallel
+
+    started = []
+
+    def launch(spec, port, log):
+        started.append(spec)
+        return fake_launcher()(spec, port, log)
+
+    parallel = Parallel(2, True, True)
+    result = driver.run_soak(tmp_path, ["llama_ctx_eagle"], [], 40, 0, build=fake_build, oracle=fake_oracle,
+                             runner=lambda pair: "v1", launch=launch, deadlines=FAST, structured=(True, "test"),
+                             say=lambda line: None, parallel=parallel)
+    assert result["status"] == "passed", result["failures"]
+    assert sorted(s.name for s in started) == ["eager_drafter", "full_drafter", "nospec"]
+    assert all(s.parallel == parallel for s in started)
+    assert result["tensor_parallel"]["tensor_parallel_size"] == 2
+    assert "TP=2" in (tmp_path / "soak_table.txt").read_text()
+    row = result["pairs"]["llama_ctx_eagle"]["servers"]["full_drafter"]
+    assert row["checks"]["tensor_parallel_as_asked"] and row["drafter"]["tensor_parallel_size"] == 2
+    assert row["checks"]["facts_from_every_rank"] and row["checks"]["graphs_replayed_on_every_rank"]
+
+
 def test_the_cli_refuses_unknown_pairs_and_tiny_loads(capsys):
     for argv in (["out", "--pairs", "nope"], ["out", "--sync-pairs", "llama_ctx_eagle3", "--pairs",
-                                                                      "llama_ctx_eagle"], ["out", "--requests", "5"]):
+                                                                      "llama_ctx_eagle"], ["out", "--requests", "5"],
+                 ["out", "--tp", "0"], ["out", "--disable-custom-all-reduce"]):
         with pytest.raises(SystemExit) as exc:
             cli.main(argv)
         assert exc.value.code == 2

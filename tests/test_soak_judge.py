@@ -56,7 +56,8 @@ def run(name: str, outcomes: list[Outcome], *, role: str = "reference", variant:
     runner = judge.OUR_RUNNER if role == "ours" else judge.V1_RUNNER
     drafter = (None if variant == "nospec" else "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphEagleProposer"
                if role == "ours" else "vllm.v1.spec_decode.eagle.EagleProposer")
-    base = {"runner": runner, "drafter": drafter, "use_v2_model_runner": False, "async_scheduling": True,
+    base = {"runner": runner, "drafter": drafter, "use_v2_model_runner": False, "tensor_parallel_size": 1,
+            "async_scheduling": True,
             "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform",
             "scheduling_policy": "SchedulerPolicy.PRIORITY", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
             "long_prefill_token_threshold": budget.LONG_PREFILL_TOKEN_THRESHOLD, "max_num_seqs": budget.MAX_NUM_SEQS,
@@ -86,6 +87,54 @@ def rows(runs: dict[str, judge.ServerRun], structured: bool = True, plan: worklo
 
 def failures(row: dict) -> list[str]:
     return row["failures"]
+
+
+def test_a_server_at_another_tensor_parallel_than_asked_fails():
+    """``--tp 2``: every server's probe must report tensor parallel 2; one started (or resolved) at 1 fails."""
+    runs = good_runs()
+    for r in runs.values():
+        r.tp = 2
+        r.facts_before = {**r.facts_before, "tensor_parallel_size": 2}
+        r.facts_after = {**r.facts_after, "tensor_parallel_size": 2}
+    assert all(row["checks"]["tensor_parallel_as_asked"] for row in rows(runs).values())
+    runs["full_drafter"].facts_after = {**runs["full_drafter"].facts_after, "tensor_parallel_size": 1}
+    out = rows(runs)
+    assert "tensor_parallel_as_asked" in failures(out["full_drafter"])
+    assert out["eager_drafter"]["checks"]["tensor_parallel_as_asked"]
+
+
+def tp2_runs() -> dict[str, judge.ServerRun]:
+    """``good_runs`` at TP=2: every server's probe answered by both ranks, rank 0's also at the top level."""
+    runs = good_runs()
+    for r in runs.values():
+        r.tp = 2
+        for reading in ("facts_before", "facts_after"):
+            facts = {**getattr(r, reading), "tensor_parallel_size": 2,
+                     "capture_stats": {"num_tokens": {"first_fused": [1, 2], "chain_fused": [1, 2]}}}
+            setattr(r, reading, {**facts, "ranks": [{**facts, "rank": 0}, {**facts, "rank": 1}]})
+    return runs
+
+
+@pytest.mark.parametrize("rank1,failing", [
+    ({"replays": {"first_fused": 0, "chain_fused": 0}}, "graphs_replayed_on_every_rank"),
+    ({"replays": {"first_fused": 7, "chain_fused": 0}}, "graphs_replayed_on_every_rank"),
+    ({"pointer_mismatches": 1}, "no_pointer_mismatch_on_every_rank"),
+    ({"capture_stats": {"num_tokens": {"first_fused": [1], "chain_fused": [1, 2]}}}, "same_graphs_on_every_rank"),
+    (None, "facts_from_every_rank"),
+])
+def test_at_tp2_every_rank_of_our_server_is_judged(rank1, failing):
+    """Rank 0 (the top level) looks right in every case: only rank 1's own reading shows what went wrong."""
+    runs = tp2_runs()
+    ours = rows(runs)["full_drafter"]
+    assert ours["checks"][failing] is True and not any("rank" in f for f in failures(ours)), failures(ours)
+    after = runs["full_drafter"].facts_after
+    if rank1 is None:
+        after["ranks"] = after["ranks"][:1]
+    else:
+        after["ranks"][1] = {**after["ranks"][1], **rank1}
+    ours = rows(runs)["full_drafter"]
+    assert failing in failures(ours) and ours["checks"]["first_pass_graphs_replayed"]
+    assert "facts_from_every_rank" not in rows(good_runs())["full_drafter"]["checks"]  # TP=1: nothing per rank
 
 
 # ------------------------------------------------------------------------------------------------ conditions

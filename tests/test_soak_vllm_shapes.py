@@ -95,6 +95,31 @@ def test_vllm_serve_parses_the_soak_command_line(vllm_platform, variant, async_s
     assert engine.structured_outputs_config.disable_any_whitespace
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+def test_vllm_serve_parses_the_soak_command_line_at_tensor_parallel(vllm_platform, monkeypatch, tp):
+    """``--tp 2 --disable-custom-all-reduce --no-fuse-allreduce-rms``: vLLM's own parser reads tensor parallel 2 and
+    the two switches from every soak server's command line, and the server's environment keeps NVLink multicast
+    off (at any TP); at TP=1 the command line carries none of it."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from portable_spec_harness.parallel import Parallel
+    from portable_spec_harness.vllm_door.offline import MULTICAST_OFF_ENV
+
+    for name in MULTICAST_OFF_ENV:  # not inherited from the shell: the server must get it from the spec
+        monkeypatch.delenv(name, raising=False)
+    s = dataclasses.replace(spec(), parallel=Parallel(tp, tp > 1, tp > 1))
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(servers.serve_args(s, 8123))
+    validate_parsed_serve_args(args)
+    engine = AsyncEngineArgs.from_cli_args(args)
+    assert engine.tensor_parallel_size == tp and engine.disable_custom_all_reduce is (tp > 1)
+    assert engine.compilation_config.pass_config.fuse_allreduce_rms is (False if tp > 1 else None)
+    assert engine.speculative_config == s.speculative  # the rest of the command line is unchanged
+    env = servers.server_env(s)
+    assert {k: env.get(k) for k in MULTICAST_OFF_ENV} == MULTICAST_OFF_ENV
+
+
 def test_the_console_script_is_the_module_the_soak_runs():
     import importlib.metadata
 
@@ -307,10 +332,12 @@ def test_the_probe_reads_what_the_judge_needs_from_a_worker(vllm_platform):
             scheduler_config=SimpleNamespace(async_scheduling=True, policy="priority", max_num_seqs=8,
                                              max_num_batched_tokens=1024, long_prefill_token_threshold=100,
                                              enable_chunked_prefill=True),
-            cache_config=SimpleNamespace(enable_prefix_caching=True, num_gpu_blocks=160, block_size=16))
+            cache_config=SimpleNamespace(enable_prefix_caching=True, num_gpu_blocks=160, block_size=16),
+            parallel_config=SimpleNamespace(tensor_parallel_size=2))
 
     facts = Worker().portable_spec_soak_facts()
     assert json.loads(json.dumps(facts)) == facts
+    assert facts["tensor_parallel_size"] == 2  # what the serving benchmark checks against --tp
     assert facts["replays"] == {"first_fused": 3, "chain_fused": 6} and facts["pointer_mismatches"] == 0
     assert facts["drafter"] == "types.SimpleNamespace" and facts["platform"].endswith("CpuGraphTestPlatform")
     read = {key for key in judge.drafter_facts(judge.ServerRun("x", "v", "ours", True, True, facts_after=facts))}

@@ -31,10 +31,11 @@ from pathlib import Path
 
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
-from portable_spec_harness.e2e.child import add_parallel_flags, parallel_child_args
+from portable_spec_harness.e2e.child import parallel_child_args
 from portable_spec_harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
                                               run_variant, run_variants)
 from portable_spec_harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
+from portable_spec_harness.parallel import add_parallel_flags
 
 __all__ = ["checks_for", "per_seed_rows"]  # what tests/test_e2e_harness.py reads from this script
 INJECTABLE_BUGS = BY_NAME[INJECT_BUG_ENV].choices

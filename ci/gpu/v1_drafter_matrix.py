@@ -2,7 +2,8 @@
 
     python ci/gpu/v1_drafter_matrix.py OUTDIR [--parts perfect,partial] [--parallel 3]   (default: the TP=1 parts)
     --parts tp2   the tensor-parallel parts (2 GPUs; NVLink multicast off, custom all-reduce and the all-reduce +
-                  RMSNorm fusion off, as a host without multicast needs)
+                  RMSNorm fusion off, as a host without multicast needs); --parts tp2_ctx only issue 37's: the
+                  context parts, MTP on MLA and the draft model at TP=2 (tp2_ctx_eagle, ..., tp2_ctx_draft_model)
     --parts bugs  every injected bug (``--inject-bug``) on every part in ``BUG_BASES``; one of them:
                   ``bug_<bug>_<part>``, e.g. ``bug_wrong_slot_attention`` (any TP=1 part may be named as the base)
     --parts mrv2  issue 23's Model Runner V2 parts (``harness/portable_spec_harness/e2e/mrv2_parts.py``: mrv2_perfect,
@@ -82,6 +83,10 @@ PARTS: dict[str, list[str]] = {
                               "--max-tokens", "160", "--variants", "eager_drafter,full_drafter"],
 }
 TP2 = ["--tp", "2", "--disable-custom-all-reduce", "--no-fuse-allreduce-rms"]
+TP2_CTX_BASES = ("ctx_eagle", "ctx_eagle3", "ctx_dflash", "mla_mtp", "ctx_draft_model")
+"""Issue 37's exactness at TP=2 (``--parts tp2_ctx``): the context pairs (each head right only with correct hidden
+states, positions, KV slots and draft attention, checked against the construction), MTP on the MLA target and the
+draft model, every rank's facts judged (``v1_checks.rank_checks``)."""
 TP2_PARTS: dict[str, list[str]] = {
     "tp2_perfect": [*PARTS["perfect"], *TP2],
     "tp2_partial": [*PARTS["partial"], *TP2],
@@ -92,6 +97,7 @@ TP2_PARTS: dict[str, list[str]] = {
     "tp2_fail_capture": ["--pair", "llama_eagle", "--variant", "partial", "--seeds", "0,1", "--variants",
                          "nospec,eager_drafter,full_drafter", "--tolerance-pts", "1", "--fail-capture",
                          "1:chain_fused:4", *TP2],
+    **{f"tp2_{base}": [*PARTS[base], *TP2] for base in TP2_CTX_BASES},
 }
 BUGS = BY_NAME[INJECT_BUG_ENV].choices
 BUG_BASES = ("ctx_eagle", "attention", "partial")
@@ -115,7 +121,8 @@ def bug_part(name: str) -> list[str] | None:
 BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS
              for base in OWN_BUG_BASES.get(bug, BUG_BASES)}
 ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS, **{name: part.args() for name, part in MRV2_PARTS.items()}}
-GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "bugs": list(BUG_PARTS), "mrv2": list(MRV2_PARTS)}
+GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "tp2_ctx": [f"tp2_{base}" for base in TP2_CTX_BASES],
+          "bugs": list(BUG_PARTS), "mrv2": list(MRV2_PARTS)}
 
 
 def part_args(name: str) -> list[str] | None:

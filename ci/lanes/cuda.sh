@@ -2,10 +2,13 @@
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
 #   soak serve-bench join-probe version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak, serve-bench, join-probe, version-span
-#   and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (default all)
-#   runs the tensor-parallel matrix parts, the one-at-a-time cold-boot comparison, and the TP=2 benchmark of
-#   TP2_BENCH_PAIRS (model variants, default perfect,partial) with NVLink multicast, the custom all-reduce and the
-#   all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host without multicast).
+#   and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (the default;
+#   also serve and soak) runs the tensor-parallel matrix parts (TP2_PARTS, default tp2; tp2_ctx: issue 37's context,
+#   MLA and draft-model parts), the one-at-a-time cold-boot comparison, the TP=2 benchmark of TP2_BENCH_PAIRS (model
+#   variants, default perfect,partial), and with serve / soak the serve-bench and soak stages below at
+#   SERVE_BENCH_TP / SOAK_TP (default 2 there; the soak's pairs default to llama_ctx_eagle3, no sync pairs), with
+#   NVLink multicast, the custom all-reduce and the all-reduce + RMSNorm fusion off (what vLLM 0.26.0 needs on a host
+#   without multicast; ci/gpu/tp_flags.sh).
 #   E2E_PARTS=perfect,dflash limits the e2e stage to parts of ci/gpu/v1_drafter_matrix.py (E2E_PARTS=mrv2: issue 23's
 #   Model Runner V2 parts, MRV2 on our CUDA platform vs on vLLM's); E2E_PARALLEL=N runs N parts side by side on the
 #   GPU (default 3; correctness only, never timing); E2E_CONCURRENT=1 also boots each part's variants at once. The
@@ -21,7 +24,8 @@
 #   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec_harness.soak), every server
 #   of every pair at once on the GPU, bounded to 520 s; SOAK_PAIRS (default llama_ctx_eagle,llama_ctx_eagle3,
 #   mixtral_eagle), SOAK_SYNC_PAIRS (pairs that also run without async scheduling; default llama_ctx_eagle, empty for
-#   none) and SOAK_REQUESTS (per server, default 96). Writes OUTDIR/soak/soak.json and a table.
+#   none), SOAK_REQUESTS (per server, default 96) and SOAK_TP (tensor parallel of every server, default 1; >= 2 with
+#   the two switches above). Writes OUTDIR/soak/soak.json and a table (ci/gpu/soak.sh).
 #   serve-bench: `vllm serve` per variant driven by vLLM's own `vllm bench serve` (issue 24, python -m
 #   portable_spec_harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder, a zoo pair or a real_shapes pair
 #   name such as llama8b_draft1b, default llama_eagle), SERVE_BENCH_MODE (zoo variant, or dummy|designed for a
@@ -35,8 +39,10 @@
 #   (default 256), SERVE_BENCH_SAMPLING (greedy, sampled or greedy,sampled, default greedy),
 #   SERVE_BENCH_PROMPTS_PER_SLOT (the fewest, default 2), SERVE_BENCH_MIN_RUN_S (each cell's timed runs sized from its
 #   warm run to last this long, shorter ones flagged; default 10, 0: the prompts per slot as given),
-#   SERVE_BENCH_PLACEMENT (auto|together|in_turn) and SERVE_BENCH_BUDGET (seconds after which no round starts,
-#   default 480: the stage stays under 9 minutes). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}.
+#   SERVE_BENCH_PLACEMENT (auto|together|in_turn; auto estimates per GPU), SERVE_BENCH_BUDGET (seconds after which no
+#   round starts, default 480: the stage stays under 9 minutes) and SERVE_BENCH_TP (tensor parallel of every server,
+#   default 1; >= 2 with the two switches above). Writes OUTDIR/serve-bench/serve_bench.{json,txt,png}
+#   (ci/gpu/serve_bench.sh).
 #   join-probe: where a served engine's time goes when a long prompt joins a decode (issue 41,
 #   python -m portable_spec_harness.serve_bench.join_probe: stalls per repeat with the engine thread's sampled stacks;
 #   the stage fails when ours stalls over 100 ms or compiles a kernel after boot).
@@ -94,19 +100,8 @@ for stage in "${stages[@]}"; do
               ${BOOT_WARM:+--warm} 2>&1 | tee "$out/boot_time.log" ;;
     tp2)    bash ci/gpu/tp2.sh "$out" ;;
     version-span) "$py" ci/gpu/version_span.py "$out" ${SPAN_PARTS:+--parts "$SPAN_PARTS"} 2>&1 | tee "$out/version_span.log" ;;
-    soak)   "$py" -m portable_spec_harness.soak "$out/soak" ${SOAK_PAIRS:+--pairs "$SOAK_PAIRS"} \
-              ${SOAK_SYNC_PAIRS+--sync-pairs "$SOAK_SYNC_PAIRS"} ${SOAK_REQUESTS:+--requests "$SOAK_REQUESTS"} 2>&1 \
-              | tee "$out/soak.log" ;;
-    serve-bench) "$py" -m portable_spec_harness.serve_bench --out "$out/serve-bench" --pair "${SERVE_BENCH_PAIR:-llama_eagle}" \
-              --mode "${SERVE_BENCH_MODE:-attention}" ${SERVE_BENCH_HEAD:+--head "$SERVE_BENCH_HEAD"} \
-              --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
-              --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
-              --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
-              --async-scheduling "${SERVE_BENCH_ASYNC_SCHEDULING:-default}" \
-              --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
-              --sampling "${SERVE_BENCH_SAMPLING:-greedy}" --min-run-s "${SERVE_BENCH_MIN_RUN_S:-10}" \
-              --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
-              --budget-s "${SERVE_BENCH_BUDGET:-480}" 2>&1 | tee "$out/serve_bench.log" ;;
+    soak)   bash ci/gpu/soak.sh "$out" ;;
+    serve-bench) bash ci/gpu/serve_bench.sh "$out" ;;
     join-probe) "$py" -m portable_spec_harness.serve_bench.join_probe "$out/join-probe" 2>&1 | tee "$out/join_probe.log" ;;
     real-shapes) "$py" -m portable_spec_harness.real_shapes.smoke "$out/real_shapes" \
               --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \

@@ -120,7 +120,7 @@ def _register_e2e(bench_sub: argparse._SubParsersAction) -> None:
                    help="also record a torch-profiler summary of decoding per variant, with the per-step breakdown")
     p.add_argument("--profile-concurrency", type=int, default=1, metavar="C",
                    help="requests in the profiled pass (default 1; at most the largest --concurrency)")
-    from portable_spec_harness.e2e.child import add_parallel_flags
+    from portable_spec_harness.parallel import add_parallel_flags
 
     add_parallel_flags(p)
     add_json_flag(p)

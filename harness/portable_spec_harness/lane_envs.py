@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 CUDA = "ci/lanes/cuda.sh"
 TP2 = "ci/gpu/tp2.sh"
+SOAK = "ci/gpu/soak.sh"
+SERVE_BENCH = "ci/gpu/serve_bench.sh"
 MRV2_BENCH = "ci/gpu/mrv2_bench.sh"
 
 
@@ -48,7 +50,7 @@ VARIABLES: tuple[LaneVar, ...] = (
           "`https://download.pytorch.org/whl/cpu`). Unset: pip's configured index.", "ci/lanes/cpu_venv.sh"),
     _knob("PYTHON", "python3",
           "The interpreter a lane runs (cuda, musa, rocm and the GPU scripts), or builds a cpu-lane virtualenv from.",
-          "ci/lanes/cpu_venv.sh", CUDA, "ci/lanes/device_lane.sh", TP2, MRV2_BENCH),
+          "ci/lanes/cpu_venv.sh", CUDA, "ci/lanes/device_lane.sh", TP2, MRV2_BENCH, SOAK, SERVE_BENCH),
     # -- what the lanes hand the tests
     _knob("PORTABLE_SPEC_LANE", "",
           "Set by the cpu lane (`cpu`): a test whose tool is missing (the Triton interpreter, the Triton 3.2 Python) "
@@ -104,38 +106,50 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("BOOT_WARM", "", "Non-empty: the boot-time driver also boots each engine again on warm caches.", CUDA, TP2),
     _knob("SPAN_PARTS", "perfect",
           "The e2e parts `ci/gpu/version_span.py` runs on another vLLM of the span (where our V1 drafter exists)."),
-    _knob("SOAK_PAIRS", "llama_ctx_eagle,llama_ctx_eagle3,mixtral_eagle", "The soak's pairs."),
+    _knob("SOAK_PAIRS", "llama_ctx_eagle,llama_ctx_eagle3,mixtral_eagle",
+          "The soak's pairs (`ci/gpu/tp2.sh`'s soak step: `llama_ctx_eagle3`).", SOAK, TP2),
     _knob("SOAK_SYNC_PAIRS", "llama_ctx_eagle",
-          "Pairs whose drafters also serve without async scheduling; set but empty: none."),
-    _knob("SOAK_REQUESTS", "96", "Requests per server."),
+          "Pairs whose drafters also serve without async scheduling; set but empty: none (`ci/gpu/tp2.sh`'s soak "
+          "step: none unless set).", SOAK, TP2),
+    _knob("SOAK_REQUESTS", "96", "Requests per server.", SOAK),
+    _knob("SOAK_TP", "`1` (`ci/gpu/tp2.sh`: `2`)",
+          "Tensor parallel of every soak server (all on GPUs 0..N-1); 2 or more adds `--disable-custom-all-reduce "
+          "--no-fuse-allreduce-rms` (`ci/gpu/tp_flags.sh`).", SOAK, TP2),
     _knob("SERVE_BENCH_PAIR", "llama_eagle",
-          "A prepared pair folder, a zoo pair or a real-shapes name for the serving benchmark."),
-    _knob("SERVE_BENCH_MODE", "attention", "The zoo variant or the weights label (`dummy`, `designed`)."),
-    _knob("SERVE_BENCH_HEAD", "perfect", "A designed real_shapes pair's draft: `perfect` or `partial`."),
-    _knob("SERVE_BENCH_VARIANTS", "upstream_v1,ours,mrv2", "The servers compared."),
-    _knob("SERVE_BENCH_CONCURRENCY", "1,2,8,32", "`--max-concurrency` of each client run."),
+          "A prepared pair folder, a zoo pair or a real-shapes name for the serving benchmark.", SERVE_BENCH),
+    _knob("SERVE_BENCH_MODE", "attention", "The zoo variant or the weights label (`dummy`, `designed`).", SERVE_BENCH),
+    _knob("SERVE_BENCH_HEAD", "perfect", "A designed real_shapes pair's draft: `perfect` or `partial`.", SERVE_BENCH),
+    _knob("SERVE_BENCH_VARIANTS", "upstream_v1,ours,mrv2", "The servers compared.", SERVE_BENCH),
+    _knob("SERVE_BENCH_CONCURRENCY", "1,2,8,32", "`--max-concurrency` of each client run.", SERVE_BENCH),
     _knob("SERVE_BENCH_ROUNDS", "3",
-          "Rounds; every round visits every (input length, sampling, concurrency) cell with every variant."),
+          "Rounds; every round visits every (input length, sampling, concurrency) cell with every variant.",
+          SERVE_BENCH),
     _knob("SERVE_BENCH_FIRST_ROUND", "0",
           "Rotation offset of the first round, when one benchmark is split over calls (pool them with "
-          "`python -m portable_spec_harness.serve_bench.combine`)."),
-    _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1."),
+          "`python -m portable_spec_harness.serve_bench.combine`).", SERVE_BENCH),
+    _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "
-          "`--no-async-scheduling` on every variant's server alike."),
+          "`--no-async-scheduling` on every variant's server alike.", SERVE_BENCH),
     _knob("SERVE_BENCH_INPUT_LEN", "256",
-          "Prompt tokens per request, comma-separated: one cell per length; the servers fit the longest."),
-    _knob("SERVE_BENCH_OUTPUT_LEN", "256", "Output tokens per request."),
+          "Prompt tokens per request, comma-separated: one cell per length; the servers fit the longest.", SERVE_BENCH),
+    _knob("SERVE_BENCH_OUTPUT_LEN", "256", "Output tokens per request.", SERVE_BENCH),
     _knob("SERVE_BENCH_SAMPLING", "greedy",
           "`greedy`, `sampled` (temperature 0.8, top-p 0.95, each request seeded) or both, comma-separated: one cell "
-          "per mode."),
+          "per mode.", SERVE_BENCH),
     _knob("SERVE_BENCH_PROMPTS_PER_SLOT", "2",
-          "The fewest prompts per concurrency slot in a timed client run (`SERVE_BENCH_MIN_RUN_S` may size more)."),
+          "The fewest prompts per concurrency slot in a timed client run (`SERVE_BENCH_MIN_RUN_S` may size more).",
+          SERVE_BENCH),
     _knob("SERVE_BENCH_MIN_RUN_S", "10",
           "Seconds each timed client run should last: every cell's prompts are sized from its warm run, and a "
-          "shorter run is flagged in the report; `0`: `SERVE_BENCH_PROMPTS_PER_SLOT` as given."),
-    _knob("SERVE_BENCH_PLACEMENT", "auto", "`together`, `in_turn` or `auto` (together when the memory estimate fits)."),
-    _knob("SERVE_BENCH_BUDGET", "480", "Seconds after which no new round starts (the stage stays under 9 minutes)."),
+          "shorter run is flagged in the report; `0`: `SERVE_BENCH_PROMPTS_PER_SLOT` as given.", SERVE_BENCH),
+    _knob("SERVE_BENCH_PLACEMENT", "auto",
+          "`together`, `in_turn` or `auto` (together when the memory estimate, per GPU, fits).", SERVE_BENCH),
+    _knob("SERVE_BENCH_TP", "`1` (`ci/gpu/tp2.sh`: `2`)",
+          "Tensor parallel of every benchmark server (placement estimated per GPU, the TP in the report); 2 or more "
+          "adds `--disable-custom-all-reduce --no-fuse-allreduce-rms` (`ci/gpu/tp_flags.sh`).", SERVE_BENCH, TP2),
+    _knob("SERVE_BENCH_BUDGET", "480", "Seconds after which no new round starts (the stage stays under 9 minutes).",
+          SERVE_BENCH),
     _knob("REAL_SHAPES_PAIR", "llama8b_eagle3", "The real-shapes smoke's pair."),
     _knob("REAL_SHAPES_HEADS", "perfect,partial", "Its designed heads, one server each."),
     _knob("REAL_SHAPES_ENGINE", "upstream_v1", "The e2e engine variant it serves with."),
@@ -154,8 +168,11 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("MRV2_BENCH_PROFILE", "", "A concurrency to profile each engine at after the timed passes. Unset: none.",
           MRV2_BENCH),
     # -- ci/gpu/tp2.sh
-    _knob("TP2_STEPS", "matrix,boot,bench", "The tp2 stage's steps.", TP2),
-    _knob("TP2_PARTS", "tp2", "The matrix parts of the tp2 step.", TP2),
+    _knob("TP2_STEPS", "matrix,boot,bench",
+          "The tp2 stage's steps, of `matrix`, `boot`, `bench`, `serve` (the serving benchmark at `SERVE_BENCH_TP`) "
+          "and `soak` (the soak at `SOAK_TP`, pairs default `llama_ctx_eagle3`, no sync pairs).", TP2),
+    _knob("TP2_PARTS", "tp2",
+          "The matrix parts of the tp2 step (`tp2_ctx`: issue 37's context, MLA and draft-model parts only).", TP2),
     _knob("TP2_BENCH_PAIRS", "perfect,partial", "Model variants of the TP=2 bench.", TP2),
     _knob("TP2_BENCH_VARIANTS", "upstream_v1,full_drafter", "Engines of the TP=2 bench.", TP2),
     _knob("TP2_BENCH_REPEATS", "3", "Timed passes per cell of the TP=2 bench.", TP2),

@@ -57,9 +57,9 @@ def serve_command(args: list[str]) -> list[str]:
 
 
 def server_env(variant: str, runner: str, cache_name: str) -> dict[str, str]:
-    """The e2e variant's environment (``harness/e2e/configs.py``: its platform and runner switches, isolation)
-    without the offline engine's ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``vllm serve`` always runs its engine core in
-    a process of its own), a compile cache of its own (servers boot together) and dev mode."""
+    """The e2e variant's environment (``harness/e2e/configs.py``: its platform and runner switches, isolation, NVLink
+    multicast off at any TP) without the offline engine's ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (``vllm serve`` always
+    runs its engine core in a process of its own), a compile cache of its own (servers boot together) and dev mode."""
     from portable_spec_harness.e2e.parent import own_compile_cache, variant_env
 
     env = {**variant_env(variant, runner), **own_compile_cache(cache_name), **DEV_MODE_ENV, **PLAIN_LOG_ENV}
@@ -113,7 +113,8 @@ async def health(host: str, port: int, timeout_s: float = 5.0) -> bool:
 async def collective_rpc(host: str, port: int, method: str, kwargs: dict[str, str] | None = None,
                          timeout_s: float = 60.0) -> dict[str, Any] | None:
     """Rank 0's answer to a worker-extension method through vLLM's dev-mode ``POST /collective_rpc`` (which passes
-    only string keyword arguments), or None when the call fails or the answer is not a dict."""
+    only string keyword arguments), with every rank's under ``ranks`` at tensor parallel (as ``e2e.child
+    .engine_facts`` gives them); None when the call fails or the answer is not a dict."""
     from portable_spec_harness.soak.http import ProtocolError, fetch
 
     body: dict[str, Any] = {"method": method, "timeout": timeout_s}
@@ -124,7 +125,9 @@ async def collective_rpc(host: str, port: int, method: str, kwargs: dict[str, st
         results = response.json().get("results") if response.status == 200 else None
     except (asyncio.TimeoutError, ConnectionError, OSError, ProtocolError, ValueError):
         return None
-    return results[0] if isinstance(results, list) and results and isinstance(results[0], dict) else None
+    if not isinstance(results, list) or not results or not isinstance(results[0], dict):
+        return None
+    return {**results[0], "ranks": results} if len(results) > 1 else results[0]
 
 
 async def wait_healthy(handle: Any, host: str, port: int, log_name: str, deadline: float,

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec.envs import STACK_DIR_ENV, STACK_EVERY_ENV
-from portable_spec_harness.e2e.child import add_parallel_flags, parallel_child_args
+from portable_spec_harness.e2e.child import parallel_child_args
+from portable_spec_harness.parallel import add_parallel_flags
 
 SITECUSTOMIZE = '''
 import os, sys, threading, time, traceback

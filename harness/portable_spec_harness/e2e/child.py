@@ -22,6 +22,7 @@ from portable_spec_harness.e2e.gc_pauses import GC_HEAP_MODES, CollectionClock, 
 from portable_spec_harness.e2e.step_attribution import breakdown
 from portable_spec_harness.e2e.step_breakdown import is_scope
 from portable_spec_harness.e2e.step_clock import STEP_KEYS, StepClock
+from portable_spec_harness.parallel import Parallel, add_parallel_flags
 from portable_spec_harness.vllm_door.bug_injection import Injection, injected
 from portable_spec_harness.vllm_door.offline import runner_scopes
 
@@ -208,8 +209,6 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The ``LLM(...)`` keyword arguments for one variant. ``jit_monitor_verbose``: vLLM's JIT monitor logs every
     compilation during inference (by default only a kernel name's first, so a second specialization of a kernel
     would go unseen by the e2e check)."""
-    from portable_spec_harness.vllm_door.offline import parallel_engine_args
-
     variant = VARIANTS[args.variant]
     speculative = None
     if variant.speculative:
@@ -221,22 +220,11 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             speculative["attention_backend"] = variant.attention_backend
     memory = ({"kv_cache_memory_bytes": args.kv_cache_bytes, "gpu_memory_utilization": 0.1} if args.kv_cache_bytes
               else {"gpu_memory_utilization": 0.3})
-    parallel = parallel_engine_args(args.tp, disable_custom_all_reduce=args.disable_custom_all_reduce,
-                                    fuse_allreduce_rms=False if args.no_fuse_allreduce_rms else None)
+    parallel = Parallel.from_args(args).engine_args()
     return dict(model=args.target, speculative_config=speculative, max_model_len=MAX_MODEL_LEN, max_num_seqs=args.max_num_seqs,
                 seed=args.seed, disable_log_stats=False, skip_tokenizer_init=True, jit_monitor_verbose=True,
                 **({"async_scheduling": True} if args.async_scheduling else {}),
                 **memory, **variant_engine_args(variant, parallel))
-
-
-def add_parallel_flags(parser: argparse.ArgumentParser) -> None:
-    """``--tp N`` and the two switches a host without NVLink multicast needs at TP >= 2 (see
-    ``portable_spec_harness.vllm_door.offline.parallel_engine_args``). Shared by the child, the e2e driver and ``bench e2e``."""
-    parser.add_argument("--tp", type=int, default=1, help="tensor_parallel_size (default 1)")
-    parser.add_argument("--disable-custom-all-reduce", action="store_true",
-                        help="vLLM's disable_custom_all_reduce=True (needed at TP>=2 without NVLink multicast)")
-    parser.add_argument("--no-fuse-allreduce-rms", action="store_true",
-                        help="compilation_config.pass_config.fuse_allreduce_rms=False (same hosts)")
 
 
 def parallel_child_args(args: argparse.Namespace) -> list[str]:

@@ -44,22 +44,46 @@ def _field(row: dict[str, Any] | None, key: str) -> Any:
     return row.get(key) if row is not None else None
 
 
-def rank_checks(judged: Judgement, full: dict, seed: int, tp: int, fail_capture: str | None) -> None:
-    """At tensor parallel: every rank captured, replayed and agreed on the same graphs, and logged its capture line;
-    with an injected failure, every rank dropped the failed key (and only keys that failed somewhere)."""
+def replay_checks(facts: dict, k: int) -> dict[str, bool]:
+    """Which of our graph kinds one worker's facts must show replayed: DFlash's block graphs, else the first pass
+    and (with more than one speculative token) the chain steps."""
+    replays = facts.get("replays") or {}
+    if (facts.get("drafter") or "").endswith("DFlashProposer"):
+        return {"block_graphs_replayed": replays.get("dflash_block", 0) > 0}
+    checks = {"first_pass_graphs_replayed": any_replayed(replays, FIRST_PASS_KINDS)}
+    if k > 1:
+        checks["chain_graphs_replayed"] = any_replayed(replays, CHAIN_KINDS)
+    return checks
+
+
+def rank_checks(judged: Judgement, full: dict, seed: int, tp: int, fail_capture: str | None, k: int = 3,
+                draft_sample: str | None = None) -> None:
+    """At tensor parallel, every rank judged from its own facts (``ranks``; the top level is rank 0's): each rank
+    reported, built the same drafter, captured, replayed and agreed on the same graphs, saw no pointer mismatch,
+    sampled as asked, and logged its capture line; with an injected failure, every rank dropped the failed key (and
+    only keys that failed somewhere). A rank missing from ``ranks`` fails every ``_on_every_rank`` check."""
     ranks = full.get("ranks") or []
     stats = [r.get("capture_stats") or {} for r in ranks]
     prefix = f"full_drafter_s{seed}_"
-    judged.checks[prefix + "facts_from_every_rank"] = len(ranks) == tp
+    every = len(ranks) == tp  # each check below also needs every rank there
+    judged.checks[prefix + "facts_from_every_rank"] = every
     judged.record(prefix + "same_graphs_on_every_rank",
                   exactness.same_on_every_rank([s.get("num_tokens") for s in stats], tp))
-    judged.checks[prefix + "no_pointer_mismatch_on_any_rank"] = bool(ranks) and all(
+    judged.record(prefix + "same_drafter_on_every_rank",
+                  exactness.same_on_every_rank([r.get("drafter") for r in ranks], tp))
+    judged.checks[prefix + "no_pointer_mismatch_on_any_rank"] = every and all(
         r.get("pointer_mismatches") == 0 for r in ranks)
+    per_rank = [replay_checks(r, k) for r in ranks]
+    for name in replay_checks(full, k):
+        judged.checks[prefix + name + "_on_every_rank"] = every and all(c.get(name) for c in per_rank)
+    if draft_sample:
+        judged.checks[prefix + f"draft_sample_{draft_sample}_on_every_rank"] = every and all(
+            s.get("draft_sample") == draft_sample for s in stats)
     judged.checks[prefix + "log_shows_capture_per_rank"] = sum(
         CAPTURE_LOG_PREFIX in line for line in full.get("log_excerpt", [])) >= tp
     if fail_capture:
         _, kind, reqs = fail_capture.split(":")
-        judged.checks[prefix + "failed_key_dropped_on_every_rank"] = bool(stats) and all(
+        judged.checks[prefix + "failed_key_dropped_on_every_rank"] = every and all(
             f"{kind}:{reqs}" in s.get("failed", {}) for s in stats)
 
 
@@ -132,13 +156,7 @@ def full_checks(judged: Judgement, full: dict, seed: int, *, perfect: bool, k: i
     checks = judged.checks
     checks[prefix + "our_platform"] = full["platform"].startswith("portable_spec.")
     checks[prefix + "graphs_captured"] = bool((full.get("capture_stats") or {}).get("graphs"))
-    replays = full.get("replays") or {}
-    if (full.get("drafter") or "").endswith("DFlashProposer"):
-        checks[prefix + "block_graphs_replayed"] = replays.get("dflash_block", 0) > 0
-    else:
-        checks[prefix + "first_pass_graphs_replayed"] = any_replayed(replays, FIRST_PASS_KINDS)
-        if k > 1:
-            checks[prefix + "chain_graphs_replayed"] = any_replayed(replays, CHAIN_KINDS)
+    checks.update({prefix + name: ok for name, ok in replay_checks(full, k).items()})
     checks[prefix + "no_pointer_mismatch"] = full.get("pointer_mismatches") == 0
     checks[prefix + "log_shows_capture"] = any(
         CAPTURE_LOG_PREFIX in line and " s, " in line and "MiB" in line for line in full.get("log_excerpt", []))
@@ -149,7 +167,7 @@ def full_checks(judged: Judgement, full: dict, seed: int, *, perfect: bool, k: i
     if require_no_jit:
         checks[prefix + "no_jit_during_inference"] = full.get("jit_during_inference") == []
     if tp > 1 or fail_capture:
-        rank_checks(judged, full, seed, tp, fail_capture)
+        rank_checks(judged, full, seed, tp, fail_capture, k, draft_sample)
     if perfect:
         judged.record(prefix + exactness.EVERY_POSITION,
                       exactness.every_position_accepted(full.get("acceptance_per_position")))

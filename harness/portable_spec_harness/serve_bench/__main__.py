@@ -6,7 +6,9 @@ vLLM's own ``vllm bench serve`` (random dataset, fixed lengths) in every cell: `
 ``OUT/serve_bench.json`` (medians of the rounds per cell, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per cell key
 such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds paired, the runs under ``--min-run-s``,
 the phase clock's host/device split at concurrency 1), ``.txt`` and ``.png``, every client run's saved JSON and
-printed text under ``OUT/runs/``, and each server's log.
+printed text under ``OUT/runs/``, and each server's log. ``--tp N`` runs every server at tensor parallel N on GPUs
+0..N-1 (``--disable-custom-all-reduce --no-fuse-allreduce-rms`` too on a host without NVLink multicast); the
+placement is then estimated per GPU and the report names the TP.
 Exit 0 when the report is complete, 1 when it is not (a cell without numbers, a round cut by ``--budget-s``, a
 server that ran something other than its label), 2 on bad input (one line naming the fix).
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from portable_spec.errors import PortableSpecError, UsageError
 from portable_spec.output import emit_error
+from portable_spec_harness.parallel import Parallel, add_parallel_flags
 from portable_spec_harness.serve_bench import driver, plan
 from portable_spec_harness.serve_bench.driver import Settings
 from portable_spec_harness.serve_bench.servers import ASYNC_SCHEDULING
@@ -106,8 +109,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--async-scheduling", default="default", choices=sorted(ASYNC_SCHEDULING),
                    help="vLLM's default for the method, or --async-scheduling / --no-async-scheduling on every "
                         "variant (default: %(default)s)")
-    p.add_argument("--kv-cache-gib", type=float, default=None, help="KV cache per server (default: sized from the "
-                                                                    "workload)")
+    p.add_argument("--kv-cache-gib", type=float, default=None, help="KV cache per server and GPU (default: sized "
+                                                                    "from the workload, per rank at --tp)")
+    add_parallel_flags(p)  # every variant's server at that TP; the placement estimate per GPU
     p.add_argument("--boot-timeout", type=float, default=600.0, help="seconds for the servers to answer /health")
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds for one client run")
     p.add_argument("--budget-s", type=float, default=None,
@@ -145,6 +149,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise PortableSpecError(f"{flag} must be > 0 (got {value})")
     if args.out.exists() and not args.out.is_dir():
         raise PortableSpecError(f"--out {args.out} is a file: pass a folder")
+    parallel = Parallel.from_args(args)
+    if parallel.problem():
+        raise PortableSpecError(parallel.problem())
     return Settings(variants=variants, concurrency=_ints("--concurrency", args.concurrency, 1), rounds=args.rounds,
                     first_round=args.first_round, input_lens=_ints("--input-len", args.input_len, 1),
                     sampling=_sampling(args.sampling), output_len=args.output_len,
@@ -152,7 +159,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
-                    async_scheduling=args.async_scheduling)
+                    async_scheduling=args.async_scheduling, parallel=parallel)
 
 
 def host_problem() -> str | None:
@@ -182,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     except PortableSpecError as exc:
         return emit_error(str(exc), exc.exit_code, as_json)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if as_json else (lambda line: print(line, flush=True))
-    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-        result = driver.run_serve_bench(pair, settings, args.out, HOOKS(say=say))
+    try:
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            result = driver.run_serve_bench(pair, settings, args.out, HOOKS(say=say))
+    except PortableSpecError as exc:  # found before any server started (e.g. fewer GPUs than --tp)
+        return emit_error(str(exc), exc.exit_code, as_json)
     if as_json:
         print(json.dumps(_headline(result)))
     else:

@@ -26,14 +26,16 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from portable_spec.errors import PortableSpecError
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.e2e.bench import progress_bar
 from portable_spec_harness.e2e.interleave import rotation
 from portable_spec_harness.e2e.parent import jit_events
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench import client as client_mod
 from portable_spec_harness.serve_bench import memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
@@ -50,6 +52,9 @@ ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
 PHASE_CLOCK_RESERVE_S = 40.0
 """Kept back from ``--budget-s`` per variant for its phase clock after the timed rounds (two short runs)."""
+PHASE_CLOCK_NEEDS_TP1 = ("the phase clock times the engine core's busy loop, where the worker runs only at TP=1 "
+                         "(vLLM's single-process executor); at TP >= 2 the workers are processes of their own")
+"""Why ``--tp`` >= 2 runs without the phase clock (recorded as ``phase_clock_skipped``)."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,12 @@ class Settings:
     kv_cache_gib: float | None = None
     async_scheduling: str = "default"
     """``servers.ASYNC_SCHEDULING``: vLLM's default, or on / off for every variant alike."""
+    parallel: Parallel = Parallel()
+    """Tensor parallelism of every server (``parallel.Parallel``)."""
 
     def as_json(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        return {k: (list(v) if isinstance(v, tuple) else v.as_json() if isinstance(v, Parallel) else v)
+                for k, v in self.__dict__.items()}
 
 
 @dataclass
@@ -113,11 +121,14 @@ class Bench:
         self.started = time.monotonic()
         self.ports: set[int] = set()
         self.variants, skipped = plan.variants_for(list(settings.variants), pair.moe)
+        clock_skipped = settings.phase_clock and settings.parallel.tp > 1
+        if clock_skipped:
+            self.settings = settings = replace(settings, phase_clock=False)
         self.record: dict[str, Any] = {
             "kind": "serve_bench", "pair": pair.as_json(), "settings": settings.as_json(),
             "skipped_variants": skipped, "variants": {}, "runs": [], "warm_runs": [], "order": [],
             "phase_clock_c1": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
-            "phases_s": {}, "sizing": {}}
+            "phases_s": {}, "sizing": {}, **({"phase_clock_skipped": PHASE_CLOCK_NEEDS_TP1} if clock_skipped else {})}
         self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
 
     # ---------------------------------------------------------------------------------------------- planning
@@ -125,15 +136,20 @@ class Bench:
         s = self.settings
         target, draft = read_config(self.pair.target), read_config(self.pair.draft)
         max_len = plan.max_model_len(max(s.input_lens), s.output_len, self.pair.k)
+        tp = s.parallel.tp
         kv = int(s.kv_cache_gib * memory.GIB) if s.kv_cache_gib else memory.kv_cache_bytes(
-            target, draft, max_len, max(s.concurrency))
+            target, draft, max_len, max(s.concurrency), tp)
         (w_target, src_target), (w_draft, src_draft) = (memory.weights_bytes(self.pair.target, target),
                                                         memory.weights_bytes(self.pair.draft, draft))
         device = self.hooks.device()
-        per_server = memory.server_bytes(w_target + w_draft, kv)
+        if device.get("count") is not None and device["count"] < tp:
+            raise PortableSpecError(f"--tp {tp} needs {tp} GPUs; {device['count']} visible here: run on a host with "
+                                    f"{tp} (or set CUDA_VISIBLE_DEVICES to show them), or lower --tp")
+        per_server = memory.server_bytes(w_target + w_draft, kv, tp)
         self.record["device_memory"] = device
+        self.record["tensor_parallel"] = s.parallel.as_json()
         self.record["placement"] = {
-            **memory.placement(len(self.variants), per_server, device.get("free_bytes"), s.placement),
+            **memory.placement(len(self.variants), per_server, memory.free_on(device, tp), s.placement, tp),
             "weights_gib": {"target": round(w_target / memory.GIB, 2), "draft": round(w_draft / memory.GIB, 2),
                             "from": {"target": src_target, "draft": src_draft}},
             "kv_cache_gib": round(kv / memory.GIB, 3)}
@@ -147,7 +163,7 @@ class Bench:
             "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
                                               "(vllm bench serve --save-detailed), summed per run",
             "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
-        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv, s.async_scheduling)
+        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv, s.async_scheduling, s.parallel)
                 for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers

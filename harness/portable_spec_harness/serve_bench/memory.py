@@ -4,6 +4,10 @@ Why: booting the variants' servers together and interleaving the client runs acr
 cheapest order (one boot each), but an 8B target holds 16 GB per server and a 30B MoE 61 GB, so three of them may
 not fit. The estimate is deliberately plain (weights + a KV cache sized for the workload + a fixed overhead) and is
 written into the report beside the decision, so a reader can check it; ``--placement`` overrides it.
+
+At tensor parallel ``tp`` every server spans GPUs 0..tp-1 (vLLM's ranks take the visible devices in order), so the
+servers of a benchmark share those GPUs: the estimate is per GPU (weights split ``tp`` ways, the KV cache per rank
+as vLLM holds it, the overhead on every rank) against the least free memory among them.
 """
 
 from __future__ import annotations
@@ -37,24 +41,28 @@ def dtype_bytes(config: dict[str, Any]) -> int:
     return DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"), 2)
 
 
-def kv_bytes_per_token(config: dict[str, Any]) -> int:
-    """K and V bytes one token takes in every layer of this model (MLA: its latent and rope part)."""
+def kv_bytes_per_token(config: dict[str, Any], tp: int = 1) -> int:
+    """K and V bytes one token takes in every layer of this model on one of ``tp`` ranks: MLA's latent and rope part
+    on every rank whole (vLLM replicates it), else the rank's share of the KV heads (one at least: with fewer KV
+    heads than ranks vLLM replicates them)."""
     layers = int(config.get("num_hidden_layers") or 1)
     size = dtype_bytes(config)
     if config.get("kv_lora_rank"):
         return layers * (int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 64)) * size
     heads = int(config.get("num_attention_heads") or 1)
-    kv_heads = int(config.get("num_key_value_heads") or heads)
+    kv_heads = max(1, int(config.get("num_key_value_heads") or heads) // tp)
     head_dim = int(config.get("head_dim") or int(config.get("hidden_size", 0)) // heads)
     return layers * 2 * kv_heads * head_dim * size
 
 
-def kv_cache_bytes(target: dict[str, Any], draft: dict[str, Any], max_model_len: int, max_seqs: int) -> int:
-    """``--kv-cache-memory-bytes``: every one of ``max_seqs`` requests at ``max_model_len``, for target and draft.
-    Fixed per server so that vLLM skips memory profiling (servers that boot together would disturb it) and every
-    variant gets the same cache."""
+def kv_cache_bytes(target: dict[str, Any], draft: dict[str, Any], max_model_len: int, max_seqs: int,
+                   tp: int = 1) -> int:
+    """``--kv-cache-memory-bytes`` (vLLM: per GPU): every one of ``max_seqs`` requests at ``max_model_len``, for
+    target and draft, on one of ``tp`` ranks. Fixed per server so that vLLM skips memory profiling (servers that boot
+    together would disturb it) and every variant gets the same cache."""
     tokens = max_seqs * (math.ceil(max_model_len / BLOCK) + 1) * BLOCK
-    return max(MIN_KV_BYTES, int(tokens * (kv_bytes_per_token(target) + kv_bytes_per_token(draft)) * KV_SLACK))
+    per_token = kv_bytes_per_token(target, tp) + kv_bytes_per_token(draft, tp)
+    return max(MIN_KV_BYTES, int(tokens * per_token * KV_SLACK))
 
 
 def param_count(config: dict[str, Any]) -> int:
@@ -88,15 +96,22 @@ def weights_bytes(folder: str | os.PathLike, config: dict[str, Any]) -> tuple[in
     return param_count(config) * dtype_bytes(config), "config"
 
 
-def server_bytes(weights: int, kv: int) -> int:
-    return int(weights + kv + OVERHEAD_BYTES + OVERHEAD_WEIGHT_SHARE * weights)
+def server_bytes(weights: int, kv: int, tp: int = 1) -> int:
+    """One server's bytes on each of its ``tp`` GPUs: its share of the weights (``weights`` is the whole model's),
+    the KV cache as ``--kv-cache-memory-bytes`` gives it (already per GPU) and the overhead."""
+    share = weights / tp
+    return int(share + kv + OVERHEAD_BYTES + OVERHEAD_WEIGHT_SHARE * share)
 
 
-def placement(n_servers: int, per_server: int, free_bytes: int | None, asked: str = "auto") -> dict[str, Any]:
+def placement(n_servers: int, per_server: int, free_bytes: int | None, asked: str = "auto",
+              tp: int = 1) -> dict[str, Any]:
     """``together`` (every variant's server at once, client runs interleaved across them) or ``in_turn`` (one
-    server at a time, each variant booted once per round). ``asked`` other than ``auto`` wins."""
+    server at a time, each variant booted once per round). ``per_server`` and ``free_bytes`` are per GPU (at
+    tensor parallel ``tp`` every server spans the same ``tp`` GPUs; ``free_bytes`` the least free of them).
+    ``asked`` other than ``auto`` wins."""
     needed = n_servers * per_server
-    facts = {"servers": n_servers, "per_server_gib": round(per_server / GIB, 2), "needed_gib": round(needed / GIB, 2),
+    facts = {"servers": n_servers, "tensor_parallel_size": tp, "per_server_gib": round(per_server / GIB, 2),
+             "needed_gib": round(needed / GIB, 2), "per": "GPU",
              "free_gib": None if free_bytes is None else round(free_bytes / GIB, 2), "headroom": HEADROOM}
     if asked != "auto":
         return {"mode": asked, "reason": f"--placement {asked}", **facts}
@@ -110,14 +125,24 @@ def placement(n_servers: int, per_server: int, free_bytes: int | None, asked: st
 
 
 DEVICE_QUERY = ("import json, torch\n"
-                "free, total = torch.cuda.mem_get_info() if torch.cuda.is_available() else (None, None)\n"
-                "print(json.dumps({'name': torch.cuda.get_device_name() if torch.cuda.is_available() else None,"
-                " 'free_bytes': free, 'total_bytes': total, 'count': torch.cuda.device_count()}))")
+                "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
+                "devices = [dict(zip(('free_bytes', 'total_bytes'), torch.cuda.mem_get_info(i))) for i in range(n)]\n"
+                "print(json.dumps({'name': torch.cuda.get_device_name() if n else None, 'count': n,"
+                " 'free_bytes': devices[0]['free_bytes'] if n else None,"
+                " 'total_bytes': devices[0]['total_bytes'] if n else None, 'devices': devices}))")
+
+
+def free_on(reading: dict[str, Any], gpus: int) -> int | None:
+    """The least free memory among the first ``gpus`` GPUs of a ``device_memory`` reading (the ones a server at
+    tensor parallel ``gpus`` uses), or None without a reading of each (a CPU test run's reading has none)."""
+    devices = reading.get("devices") or [{"free_bytes": reading.get("free_bytes")}]
+    free = [d.get("free_bytes") for d in devices[:gpus]]
+    return None if len(free) < gpus or None in free else min(free)
 
 
 def device_memory(timeout_s: float = 120.0) -> dict[str, Any]:
-    """The first GPU's name and free/total memory, asked in a child process: a CUDA context in this process would
-    hold memory for the whole benchmark."""
+    """Every GPU's free/total memory (``devices``; the first's also at the top level), their count and the first's
+    name, asked in a child process: a CUDA context in this process would hold memory for the whole benchmark."""
     try:
         done = subprocess.run([sys.executable, "-c", DEVICE_QUERY], capture_output=True, text=True, timeout=timeout_s)
         return json.loads(done.stdout.strip().splitlines()[-1])

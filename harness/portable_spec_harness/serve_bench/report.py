@@ -38,14 +38,16 @@ def split(clock: dict[str, Any] | None, profile: dict[str, Any] | None) -> dict[
             "note": "step_wall_ms: unprofiled pass, engine busy time per model step; device_busy_ms: profiled pass"}
 
 
-def identity_problems(variant: str, facts: list[dict[str, Any]]) -> list[str]:
-    """Whether a server ran what its label says, from the probe's facts: ours our platform and drafter with graph
-    replays during the runs, upstream V1 vLLM's platform and drafter on the V1 runner, MRV2 vLLM's platform and the V2
-    runner. A mislabelled number is worse than none."""
+def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) -> list[str]:
+    """Whether a server ran what its label says, from the probe's facts: at tensor parallel ``tp``; ours our
+    platform and drafter with graph replays during the runs, upstream V1 vLLM's platform and drafter on the V1 runner,
+    MRV2 vLLM's platform and the V2 runner. A mislabelled number is worse than none."""
     readings = [f for f in facts if "error" not in f and f.get("runner")]
     if not readings:
         return [f"{variant}: no facts from its server's probe"]
     first, last = readings[0], readings[-1]
+    if first.get("tensor_parallel_size", tp) != tp:
+        return [f"{variant}: ran at tensor parallel {first.get('tensor_parallel_size')}, not the {tp} asked"]
     drafter, v2 = str(first.get("drafter")), first.get("use_v2_model_runner")
     platform = first.get("platform")
     if platform is not None and str(platform).startswith("portable_spec.") != (variant == OURS):
@@ -83,8 +85,9 @@ def scheduling(record: dict[str, Any], variants: list[str]) -> tuple[dict[str, A
 def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> dict[str, Any]:
     """Add cells, ratios, short runs, splits, status and problems to the run's ``record`` (returned)."""
     problems = list(record.get("problems", []))
+    tp = tensor_parallel_size(record)
     for variant in variants:
-        problems += identity_problems(variant, (record["variants"].get(variant) or {}).get("facts", []))
+        problems += identity_problems(variant, (record["variants"].get(variant) or {}).get("facts", []), tp)
     record["async_scheduling"], mixed = scheduling(record, variants)
     problems += mixed
     workload = record["workload"]
@@ -112,6 +115,16 @@ def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> 
     return record
 
 
+def tensor_parallel_size(report: dict[str, Any]) -> int:
+    """The TP every server was asked to run at (``settings.parallel``; 1 in reports from before the option)."""
+    return ((report.get("settings") or {}).get("parallel") or {}).get("tensor_parallel_size", 1)
+
+
+def where(report: dict[str, Any]) -> str:
+    """The device and tensor parallelism, as the table and the plot's title name them."""
+    return f"{report.get('device') or '?'}, TP={tensor_parallel_size(report)}"
+
+
 def short_runs(runs: list[dict[str, Any]], min_run_s: float) -> list[dict[str, Any]]:
     """The timed runs that measured for less than ``min_run_s`` (the client's own duration): too few requests for a
     steady number, named so no reader takes their cell for a long run."""
@@ -136,7 +149,7 @@ def table(report: dict[str, Any]) -> str:
     w = report["workload"]
     lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
              f"in/out {','.join(map(str, w['input_lens']))}/{w['output_len']}, sampling {','.join(w['sampling'])}, "
-             f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {report.get('device') or '?'}"]
+             f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {where(report)}"]
     ran = (report.get("async_scheduling") or {}).get("per_variant") or {}
     if ran:
         lines.append(f"async scheduling ({report['async_scheduling']['asked']}): " +
@@ -147,6 +160,8 @@ def table(report: dict[str, Any]) -> str:
                   for c in w["concurrency"] for variant in report["cells"]]
         lines += _ratio_lines(report, input_len, sampling)
     lines += _short_lines(report)
+    if report.get("phase_clock_skipped"):
+        lines.append(f"phase clock: skipped at TP={tensor_parallel_size(report)}: {report['phase_clock_skipped']}")
     for variant, reading in (report.get("phase_clock_c1") or {}).items():
         s = reading.get("split", {})
         lines.append(f"phase clock c=1 {variant}: " + (s["error"] if "error" in s else
@@ -253,7 +268,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
         draw(fig.add_subplot(rows + 1, 1, rows + 1), profiles, 1)
     pair, w = report["pair"], report["workload"]
     fig.suptitle(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, output "
-                 f"{w['output_len']} tokens, {report.get('device') or '?'}, vLLM {report.get('vllm')}")
+                 f"{w['output_len']} tokens, {where(report)}, vLLM {report.get('vllm')}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec_harness import vllm_serve
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench.pairs import BenchPair
 from portable_spec_harness.serve_bench.plan import VARIANTS
 
@@ -33,6 +34,8 @@ class BenchServer:
     kv_cache_bytes: int
     async_scheduling: str = "default"
     """A key of ``ASYNC_SCHEDULING``."""
+    parallel: Parallel = Parallel()
+    """Tensor parallelism (and a host's switches for it), the same on every variant."""
 
     @property
     def name(self) -> str:
@@ -63,7 +66,8 @@ def serve_args(server: BenchServer, port: int) -> list[str]:
             "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
     if server.pair.tokenizer != server.pair.target:
         args += ["--tokenizer", server.pair.tokenizer]
-    return args + list(ASYNC_SCHEDULING[server.async_scheduling]) + list(server.pair.serve_args)
+    return (args + list(ASYNC_SCHEDULING[server.async_scheduling]) + server.parallel.serve_args()
+            + list(server.pair.serve_args))
 
 
 def server_env(server: BenchServer) -> dict[str, str]:

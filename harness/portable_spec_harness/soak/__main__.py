@@ -3,7 +3,9 @@
 Boots per pair the no-speculation server, vLLM's eager drafter and ours (plus both drafters without async scheduling
 for ``--sync-pairs``), all at once on one GPU, drives the seeded load against all of them, and writes
 ``OUTDIR/soak.json`` (``--json`` prints it too), ``soak_table.txt``, each server's log, each pair's workload and
-every request's outcome. Exit 0 when the soak passed; 1 when it failed or could not make a condition happen on this
+every request's outcome. ``--tp N`` runs every server at tensor parallel N (``--disable-custom-all-reduce
+--no-fuse-allreduce-rms`` too on a host without NVLink multicast, whose multicast every server keeps off at any TP:
+``parallel.Parallel``). Exit 0 when the soak passed; 1 when it failed or could not make a condition happen on this
 host (``incomplete``: e.g. the structured-output backend is not installed); 2 on bad arguments.
 """
 
@@ -14,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 
+from portable_spec_harness.parallel import Parallel, add_parallel_flags
 from portable_spec_harness.soak import budget, driver, report
 
 
@@ -31,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--zoo", type=Path, default=Path("/tmp/portable_spec_zoo"), help="where the pairs are built")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    add_parallel_flags(parser)  # every server of the soak at that TP, all on GPUs 0..N-1
     args = parser.parse_args(argv)
+    parallel = Parallel.from_args(args)
+    if parallel.problem():
+        parser.error(parallel.problem())
     from portable_spec_harness.model_zoo import PAIRS
 
     pairs = [p for p in args.pairs.split(",") if p]
@@ -45,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
     result = driver.run_soak(args.outdir, pairs, sync, args.requests, args.seed, build=driver.zoo_build(args.zoo),
-                             say=say)
+                             say=say, parallel=parallel)
     if args.json:
         print(json.dumps(result))
     else:

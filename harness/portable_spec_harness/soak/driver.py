@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from portable_spec_harness import vllm_serve
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.soak import budget, judge, loadgen, logscan, report, servers, workload
 from portable_spec_harness.soak.loadgen import Endpoint, Outcome
 from portable_spec_harness.soak.servers import ServerSpec
@@ -60,7 +61,7 @@ class Live:
 
     def __post_init__(self) -> None:
         self.run = judge.ServerRun(self.spec.name, self.spec.variant, self.spec.role, self.spec.async_scheduling,
-                                   speculative=self.spec.variant != "nospec")
+                                   speculative=self.spec.variant != "nospec", tp=self.spec.parallel.tp)
 
     @property
     def endpoint(self) -> Endpoint:
@@ -97,8 +98,8 @@ def runner_for(pair: str) -> str:
 
 def prepare(pairs: Sequence[str], sync_pairs: Sequence[str], outdir: Path, n_requests: int, seed: int,
             build: Callable[[str], dict[str, Any]], oracle: Callable[[dict], tuple[Callable, Callable]] = zoo_oracle,
-            runner: Callable[[str], str] = runner_for, request_s: float = budget.REQUEST_DEADLINE_S
-            ) -> list[PairSetup]:
+            runner: Callable[[str], str] = runner_for, request_s: float = budget.REQUEST_DEADLINE_S,
+            parallel: Parallel = Parallel()) -> list[PairSetup]:
     setups = []
     for name in pairs:
         info = build(name)
@@ -111,7 +112,8 @@ def prepare(pairs: Sequence[str], sync_pairs: Sequence[str], outdir: Path, n_req
         (genconfig / "generation_config.json").write_text(json.dumps(plan.generation_config(), indent=1))
         expected = {r.rid: greedy(r.body["prompt"], r.body["max_tokens"]) for r in plan.requests
                     if r.klass == "sampled_seeded"}
-        specs = servers.server_specs(info, str(genconfig), sync=name in sync_pairs, runner=runner(name))
+        specs = servers.server_specs(info, str(genconfig), sync=name in sync_pairs, runner=runner(name),
+                                     parallel=parallel)
         (outdir / f"soak_workload_{name}.json").write_text(json.dumps(
             {"pair": name, "seed": seed, "classes": plan.counts(), "eos_ids": plan.eos_ids, "notes": plan.notes,
              "requests": [dataclasses.asdict(r) for r in plan.requests],
@@ -140,8 +142,9 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
              oracle: Callable[[dict], tuple[Callable, Callable]] = zoo_oracle,
              runner: Callable[[str], str] = runner_for, launch: Callable[..., Any] = servers.launch,
              deadlines: Deadlines = Deadlines(), structured: tuple[bool, str] | None = None,
-             say: Callable[[str], None] = print) -> dict[str, Any]:
-    """The whole soak; returns the report (also written as ``OUTDIR/soak.json`` and ``soak_table.txt``)."""
+             say: Callable[[str], None] = print, parallel: Parallel = Parallel()) -> dict[str, Any]:
+    """The whole soak, every server at tensor parallel ``parallel``; returns the report (also written as
+    ``OUTDIR/soak.json`` and ``soak_table.txt``)."""
     started = time.monotonic()
     outdir.mkdir(parents=True, exist_ok=True)
     files_before, files_after = vllm_serve.raise_open_file_limit()
@@ -150,7 +153,8 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
         say(f"[soak] structured output: {servers.STRUCTURED_BACKEND_MODULE} is not importable: the condition is "
             "unavailable on this host and the run cannot pass")
     build = build or zoo_build(Path("/tmp/portable_spec_zoo"))
-    setups = prepare(pairs, sync_pairs, outdir, n_requests, seed, build, oracle, runner, deadlines.request_s)
+    setups = prepare(pairs, sync_pairs, outdir, n_requests, seed, build, oracle, runner, deadlines.request_s,
+                     parallel)
     say(f"[soak] planned {sum(len(s.workload.requests) for s in setups)} requests per server set over "
         f"{len(setups)} pair(s); {sum(len(s.specs) for s in setups)} servers")
     ports: set[int] = set()
@@ -189,6 +193,7 @@ def run_soak(outdir: Path, pairs: Sequence[str] = DEFAULT_PAIRS, sync_pairs: Seq
         "structured_output_backend": {"name": servers.STRUCTURED_BACKEND_MODULE, "available": available,
                                       "version": backend_version},
         "pairs_asked": list(pairs), "sync_pairs": list(sync_pairs), "seed": seed, "phases": phases,
+        "tensor_parallel": parallel.as_json(),
         "open_file_limit": [files_before, files_after]})
     missing = report.missing_keys(result)
     if missing:

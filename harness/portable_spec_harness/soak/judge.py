@@ -10,7 +10,8 @@ error event in a stream, a hang, a broken connection), a server that did not boo
 drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakWorkerExtension``), async
 scheduling as asked, our capture line logged, no draft key running eagerly, no input-pointer mismatch, our first-pass
 and chain graphs (DFlash: block graphs) replayed during the load, no ERROR line in any server log, and on our servers every condition
-counted above zero (``conditions.failing``).
+counted above zero (``conditions.failing``). At tensor parallel the server runs at the TP asked, and our drafter's
+every rank is judged from its own probe reading (``rank_checks``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class ServerRun:
     role: str
     async_scheduling: bool
     speculative: bool
+    tp: int = 1
+    """The tensor parallelism the server was started at (``--tp``); its probe must report the same."""
     boot: dict[str, Any] = field(default_factory=dict)
     outcomes: list[Outcome] = field(default_factory=list)
     solo_outcomes: list[Outcome] = field(default_factory=list)
@@ -200,8 +203,9 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
     mismatched = (None if after.get("pointer_mismatches") is None or before.get("pointer_mismatches") is None
                   else after["pointer_mismatches"] - before["pointer_mismatches"])
     return {key: after.get(key) for key in ("runner", "drafter", "platform", "use_v2_model_runner",
-                                            "async_scheduling", "scheduling_policy", "num_gpu_blocks",
-                                            "long_prefill_token_threshold", "max_num_seqs", "capture_stats")} | {
+                                            "tensor_parallel_size", "async_scheduling", "scheduling_policy",
+                                            "num_gpu_blocks", "long_prefill_token_threshold", "max_num_seqs",
+                                            "capture_stats")} | {
         "first_pass_replays": first, "chain_replays": chain,
         "first_pass_replays_in_load": conditions.first_and_chain_replays(run.facts_before, run.facts_after_load)[0],
         "block_replays": conditions.replays_during(run.facts_before, run.facts_after, (BLOCK,)),
@@ -210,6 +214,27 @@ def drafter_facts(run: ServerRun) -> dict[str, Any]:
         "padded_metadata_builds": conditions.count_during(run.facts_before, run.facts_after,
                                                           "padded_metadata_builds"),
         "fused_first_pass_declines_during_load": conditions.declines_during(run.facts_before, run.facts_after)}
+
+
+def rank_checks(run: ServerRun) -> dict[str, bool]:
+    """Our server at tensor parallel, every rank from its own readings (``ranks`` of the probe's answer, rank 0's at
+    the top level): a reading from each rank before and after, the same graphs captured on every rank, no
+    input-pointer mismatch and our graphs replayed during the soak on every rank. A missing rank fails each."""
+    before = (run.facts_before or {}).get("ranks") or []
+    after = (run.facts_after or {}).get("ranks") or []
+    every = len(before) == len(after) == run.tp
+    pairs = list(zip(before, after)) if every else []
+    graphs = exactness.same_on_every_rank([(a.get("capture_stats") or {}).get("num_tokens") for a in after], run.tp)
+
+    def replayed(b: dict, a: dict) -> bool:
+        if str(a.get("drafter")).endswith("DFlashProposer"):
+            return (conditions.replays_during(b, a, (BLOCK,)) or 0) > 0
+        return all((n or 0) > 0 for n in conditions.first_and_chain_replays(b, a))
+    return {"facts_from_every_rank": every, "same_graphs_on_every_rank": graphs.ok,
+            "no_pointer_mismatch_on_every_rank": every and all(
+                a.get("pointer_mismatches") is not None and a.get("pointer_mismatches") == b.get("pointer_mismatches")
+                for b, a in pairs),
+            "graphs_replayed_on_every_rank": every and all(replayed(b, a) for b, a in pairs)}
 
 
 def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | None, seeded: Comparison | None,
@@ -224,6 +249,7 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
     expected_runner = OUR_RUNNER if run.role == "ours" else V1_RUNNER
     checks["v1_runner"] = drafter.get("runner") == expected_runner and drafter.get("use_v2_model_runner") is False
     checks["async_scheduling_as_asked"] = drafter.get("async_scheduling") is run.async_scheduling
+    checks["tensor_parallel_as_asked"] = drafter.get("tensor_parallel_size") == run.tp
     checks["scheduler_as_asked"] = ("priority" in str(drafter.get("scheduling_policy")).lower()
                                     and drafter.get("num_gpu_blocks") == budget.NUM_GPU_BLOCKS
                                     and drafter.get("long_prefill_token_threshold")
@@ -249,6 +275,8 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
             checks["first_pass_graphs_replayed"] = (drafter.get("first_pass_replays") or 0) > 0
             checks["chain_graphs_replayed"] = (drafter.get("chain_replays") or 0) > 0
         checks["seeded_solo_equals_eager"] = seeded is not None and seeded.verdict().ok
+        if run.tp > 1:
+            checks.update(rank_checks(run))
         expected = conditions.expected(speculative=run.speculative, ours=True)
         for name in expected:  # every condition this server must count, present or not: one never read fails
             checks[f"condition_{name}"] = name not in conditions.failing(conds, expected)

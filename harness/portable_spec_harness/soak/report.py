@@ -95,7 +95,8 @@ def table(report: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths)))
              for r in rows]
-    lines.append(f"soak: {report.get('status')}" + (f" ({len(report['failures'])} failures)"
+    tp = (report.get("tensor_parallel") or {}).get("tensor_parallel_size", 1)
+    lines.append(f"soak: {report.get('status')}, TP={tp}" + (f" ({len(report['failures'])} failures)"
                                                     if report.get("failures") else ""))
     lines += [f"  {f}" for f in report.get("failures", [])[:40]]
     return "\n".join(lines)

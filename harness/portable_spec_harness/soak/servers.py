@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec_harness import vllm_serve
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.soak import budget
 
 SERVED_MODEL = "soak"
@@ -39,6 +40,10 @@ class ServerSpec:
     runner: str
     """``v1`` (force the V1 runner) or ``auto`` (vLLM's choice: MoE targets pick V1)."""
     generation_config: str
+    parallel: Parallel = Parallel()
+    """Tensor parallelism, the same for every server of a soak (``--tp``): a server spans GPUs 0..tp-1, so every
+    server of the soak shares those GPUs, each rank with the fixed KV cache below (``budget``: per GPU, as vLLM's
+    ``--kv-cache-memory-bytes`` is)."""
 
     @property
     def name(self) -> str:
@@ -57,10 +62,11 @@ class ServerSpec:
                 "enforce_eager": self.variant == "eager_drafter"}
 
 
-def server_specs(pair: dict[str, Any], generation_config: str, sync: bool, runner: str) -> list[ServerSpec]:
+def server_specs(pair: dict[str, Any], generation_config: str, sync: bool, runner: str,
+                 parallel: Parallel = Parallel()) -> list[ServerSpec]:
     """The servers of one pair (``pair``: ``model_zoo.build_pair``'s result)."""
     base = dict(pair=pair["pair"], target=pair["target"], draft=pair["draft"], method=pair["method"], runner=runner,
-                generation_config=generation_config)
+                generation_config=generation_config, parallel=parallel)
     specs = [ServerSpec(variant=v, async_scheduling=True, **base) for v in ("nospec", "eager_drafter", "full_drafter")]
     if sync:
         specs += [ServerSpec(variant=v, async_scheduling=False, **base) for v in ("eager_drafter", "full_drafter")]
@@ -84,7 +90,7 @@ def serve_args(spec: ServerSpec, port: int) -> list[str]:
             "--enable-prompt-tokens-details", "--worker-extension-cls", WORKER_EXTENSION, "--disable-uvicorn-access-log"]
     if spec.speculative is not None:
         args += ["--speculative-config", json.dumps(spec.speculative)]
-    return args
+    return args + spec.parallel.serve_args()
 
 
 def serve_command(spec: ServerSpec, port: int) -> list[str]:

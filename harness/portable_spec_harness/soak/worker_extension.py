@@ -37,6 +37,7 @@ class SoakWorkerExtension:
             "padded_metadata_builds": (dict(getattr(drafter, "padded_metadata_builds", None) or {})
                                        if drafter is not None else None),
             "use_v2_model_runner": getattr(config, "use_v2_model_runner", None),
+            "tensor_parallel_size": getattr(getattr(config, "parallel_config", None), "tensor_parallel_size", None),
             "async_scheduling": scheduler.async_scheduling, "scheduling_policy": str(scheduler.policy),
             "max_num_seqs": scheduler.max_num_seqs, "max_num_batched_tokens": scheduler.max_num_batched_tokens,
             "long_prefill_token_threshold": scheduler.long_prefill_token_threshold,
