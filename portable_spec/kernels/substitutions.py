@@ -231,6 +231,19 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         rewrites=(("branch-values-to-where", 1),),
     ),
     Substitution(
+        name="_apply_write_kernel",
+        targets=(f"{_MRV2}.buffer_utils._apply_write_kernel",),
+        platforms=("musa",),
+        reason=("MRV2's staged write (block tables, token ids, lengths, logit bias) reads where its content starts "
+                "with 'tl.load(write_cu_lens_ptr + pid - 1) if pid > 0 else 0', a run-time conditional load: "
+                "Triton 3.2's AMD backend rejects vLLM 0.33.0's kernel ('operand #1 does not dominate this use') "
+                "where its NVIDIA backend accepts it, so MUSA's own backend may too; as a masked load the same "
+                "value is read without a branch. 0.26.0 and 0.28.0 have the same line (their kernel loops over "
+                "the content where 0.33.0 launches a second grid axis, and the AMD backend accepts it there): the "
+                "substitute is bound on every version, the same rewrite once on each"),
+        rewrites=(("guarded-load-to-masked-load", 1),),
+    ),
+    Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
         platforms=("musa",),
