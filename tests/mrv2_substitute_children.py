@@ -6,8 +6,8 @@ some of them for sm_90 instead and compares the PTX.
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
 turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
 deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
-function that draws none flips the first comparison; ``_load_ptr`` points one element further), so the comparison
-must report differences.
+function that draws none flips the first comparison, or in the staged write gives the masked load another
+``other``; ``_load_ptr`` points one element further), so the comparison must report differences.
 
     python mrv2_substitute_children.py NAME... [--mutant]
 """
@@ -44,7 +44,7 @@ import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
-                    "_fill_logprob_token_ids_kernel")
+                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -89,16 +89,34 @@ def _mutate(func: ast.FunctionDef) -> int:
     return 0
 
 
+def _mutate_other(func: ast.FunctionDef) -> int:
+    """Add 1 to the first masked load's ``other``: what a load the mask skips gives (in the staged write, where the
+    first write's content starts: one element later, and one element shorter, so every access stays in bounds)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "tl.load":
+            other = next((k for k in node.keywords if k.arg == "other"), None)
+            if other is not None:
+                other.value = ast.BinOp(left=other.value, op=ast.Add(), right=ast.Constant(1))
+                return 1
+    return 0
+
+
+MUTATIONS = {"_apply_write_kernel": "mutate-other"}
+"""The mutation of a substitute whose compared comparison would send the interpreter's accesses out of bounds
+(flipping the staged write's content mask writes past its table); every other derived entry gets ``mutate``."""
+
+
 def _substitutions() -> tuple:
     if not MUTANT:
         return SUBSTITUTIONS
-    REWRITES["mutate"] = _mutate
+    REWRITES.update({"mutate": _mutate, "mutate-other": _mutate_other})
     subs = []
     for sub in SUBSTITUTIONS:
         if sub.name == "_load_ptr":
             sub = dataclasses.replace(sub, name="_load_ptr:mutant", replacement="__main__:_load_ptr_mutant")
         elif sub.name in MRV2_SUBSTITUTES:
-            sub = dataclasses.replace(sub, name=f"{sub.name}:mutant", rewrites=(*sub.rewrites, ("mutate", 1)))
+            sub = dataclasses.replace(sub, name=f"{sub.name}:mutant",
+                                      rewrites=(*sub.rewrites, (MUTATIONS.get(sub.name, "mutate"), 1)))
         subs.append(sub)
     return tuple(subs)
 
@@ -216,6 +234,32 @@ def staged_writes() -> dict:
             return tuple(tables)
 
         out[f"reqs{reqs}_groups2"] = _compare(run, {})
+    return {"cases": out}
+
+
+def apply_write() -> dict:
+    """The single-group staged write (``StagedWriteTensor.apply_write``'s launch) into an int32 and a float32 table:
+    writes of 1 to 40 elements at random rows and starts, so every write but the first reads where its content
+    starts from the previous write's end (the load the substitute masks), over a grid of content blocks of 16
+    (vLLM 0.33.0 launches one program per block; earlier versions loop over the blocks in every program, which
+    writes the same values again)."""
+    out = {}
+    for writes, rows, width, dtype in ((1, 4, 64, torch.int32), (7, 8, 64, torch.float32), (33, 64, 96, torch.int32),
+                                       (200, 256, 128, torch.float32)):
+        def run(writes=writes, rows=rows, width=width, dtype=dtype):
+            g = torch.Generator().manual_seed(writes)
+            table = torch.zeros(rows, width, dtype=dtype)
+            row = torch.randperm(rows, generator=g)[:writes].to(torch.int32)
+            lens = torch.randint(1, 41, (writes,), generator=g)
+            contents = torch.randn(int(lens.sum()), generator=g).mul(1000).to(dtype)
+            starts = torch.randint(0, width - 40, (writes,), generator=g, dtype=torch.int32)
+            grid = (writes, triton.cdiv(int(lens.max()), 16))
+            buffer_utils._apply_write_kernel[grid](table, table.stride(0), row, starts, contents,
+                                                   lens.cumsum(0).to(torch.int32), None, BLOCK_SIZE=16,
+                                                   MULTI_GROUP=False)
+            return (table,)
+
+        out[f"writes{writes}_{str(dtype).removeprefix('torch.')}"] = _compare(run, {})
     return {"cases": out}
 
 
