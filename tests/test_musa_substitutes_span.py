@@ -32,7 +32,9 @@ def test_every_musa_substitute_states_its_counts_and_sites_for_every_version_of_
         for version in SPAN:
             at = sub.at(lambda by_version, v=version: version_gate.pick(by_version, v))
             assert not at.by_version and at.targets, (sub.name, version)
-            assert all(isinstance(n, int) and n > 0 for _, n in at.rewrites), (sub.name, version)
+            # 0 states that this version has no such place (the derivation checks that too)
+            assert all(isinstance(n, int) and n >= 0 for _, n in at.rewrites), (sub.name, version)
+            assert any(n > 0 for _, n in at.rewrites) or not at.rewrites, (sub.name, version)
 
 
 def test_a_substitute_stated_per_version_refuses_to_bind_without_the_gates_pick():

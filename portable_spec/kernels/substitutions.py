@@ -12,7 +12,7 @@ changing exactly the given number of places, and with those integer parameters l
 Where vLLM's source differs across the version span, a rewrite's count is stated per version (``{"0.26.0": 2,
 "0.28.0": 1}``: the newest key at or below the installed vLLM, as ``version_gate.pick`` reads it) and so are an entry's
 binding sites (``targets_by_version``); ``Substitution.at(pick)`` resolves them, and a count other than the installed
-version's still fails the derivation.
+version's still fails the derivation (a count of 0 states that a version has no such place).
 
 CUDA's entries change no program, only how many variants Triton compiles: vLLM's spec-decode kernels specialize on
 the batch (each integer argument as 1, a multiple of 16 or neither; DFlash's input kernel also on a tile size picked
@@ -217,8 +217,10 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         targets=(f"{_MRV2}.spec_decode.rejection_sampler_utils._rejection_kernel",),
         platforms=("musa",),
         reason=(f"MRV2's rejection kernel tests 'USE_BLOCK_VERIFICATION and not is_greedy': {_AND} (it loads "
-                "through the None cumulative_log_p_ptr)"),
-        rewrites=(("short-circuit-constexpr-and", {"0.26.0": 2, "0.28.0": 1}),),
+                "through the None cumulative_log_p_ptr); vLLM 0.33.0's (FLy acceptance) also tests chains of "
+                "three conditions, which Triton 3.2 refuses"),
+        rewrites=(("short-circuit-constexpr-and", {"0.26.0": 2, "0.28.0": 1}),
+                  ("split-boolean-chains", {"0.26.0": 0, "0.33.0": 3})),
     ),
     Substitution(
         name="_fill_logprob_token_ids_kernel",
