@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
-                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel")
+                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -101,7 +102,17 @@ def _mutate_other(func: ast.FunctionDef) -> int:
     return 0
 
 
-MUTATIONS = {"_apply_write_kernel": "mutate-other"}
+def _mutate_product(func: ast.FunctionDef) -> int:
+    """Add 1 to the first product (the watermark Philox's low word)."""
+    for node in ast.walk(func):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+                setattr(node, field, ast.BinOp(left=value, op=ast.Add(), right=ast.Constant(1)))
+                return 1
+    return 0
+
+
+MUTATIONS = {"_apply_write_kernel": "mutate-other", "_mulhilo32": "mutate-product"}
 """The mutation of a substitute whose compared comparison would send the interpreter's accesses out of bounds
 (flipping the staged write's content mask writes past its table); every other derived entry gets ``mutate``."""
 
@@ -109,7 +120,7 @@ MUTATIONS = {"_apply_write_kernel": "mutate-other"}
 def _substitutions() -> tuple:
     if not MUTANT:
         return SUBSTITUTIONS
-    REWRITES.update({"mutate": _mutate, "mutate-other": _mutate_other})
+    REWRITES.update({"mutate": _mutate, "mutate-other": _mutate_other, "mutate-product": _mutate_product})
     subs = []
     for sub in SUBSTITUTIONS:
         if sub.name == "_load_ptr":
@@ -260,6 +271,36 @@ def apply_write() -> dict:
             return (table,)
 
         out[f"writes{writes}_{str(dtype).removeprefix('torch.')}"] = _compare(run, {})
+    return {"cases": out}
+
+
+@triton.jit
+def _philox_rounds_kernel(words_ptr, out_ptr, N: tl.constexpr):
+    """vLLM 0.33.0's watermark Philox (``watermark._philox4x32_10``, ten rounds of ``_mulhilo32``) on N counters."""
+    i = tl.arange(0, N)
+    words = [tl.load(words_ptr + k * N + i).to(tl.uint32, bitcast=True) for k in range(6)]
+    outs = watermark._philox4x32_10(words[0], words[1], words[2], words[3], words[4], words[5])
+    for k in tl.static_range(4):
+        tl.store(out_ptr + k * N + i, outs[k].to(tl.int32, bitcast=True))
+
+
+def watermark_philox() -> dict:
+    """The watermark Philox of vLLM >= 0.33 (MRV2's resample kernel draws through it when watermarking) on random
+    counters and keys, all 32 bits used; a vLLM without the watermark module has nothing to compare."""
+    try:
+        globals()["watermark"] = importlib.import_module("vllm.v1.worker.gpu.sample.watermark")
+    except ImportError as exc:
+        return {"skipped": f"vLLM {version_gate.installed_text()} has no watermark module ({exc})"}
+    out = {}
+    for n in (16, 256, 1024):
+        def run(n=n):
+            g = torch.Generator().manual_seed(n)
+            words = torch.randint(-2**31, 2**31, (6, n), generator=g, dtype=torch.int64).to(torch.int32)
+            result = torch.zeros(4, n, dtype=torch.int32)
+            _philox_rounds_kernel[(1,)](words, result, N=n)
+            return (result,)
+
+        out[f"counters{n}"] = _compare(run, {})
     return {"cases": out}
 
 

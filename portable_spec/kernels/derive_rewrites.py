@@ -52,6 +52,11 @@ Each expresses the same program without one construct an older Triton front end 
   else 0``) with "operand #1 does not dominate this use" where its NVIDIA backend accepts it. A masked load reads
   ``p`` where ``c`` holds and gives ``k`` (cast to the loaded type, as the ``if`` unifies it) where it does not, with
   no branch: the same value, and the address the ``if`` skips is not read either.
+- ``mul-call-to-operator``: ``tl.mul(a, b, sanitize_overflow=False)`` -> ``a * b``. ``tl.mul`` is Triton >= 3.3's;
+  3.2 has no such name and fails on it while it hashes a kernel's dependencies, before any ``if`` on a constexpr
+  prunes the call (vLLM 0.33.0's watermark helper ``_mulhilo32``, reached from MRV2's resample kernel even with
+  watermarking off). Without the debug mode that turns overflow checks on, 3.2's ``*`` is the same wrapping
+  multiply in the operands' promoted type.
 """
 
 from __future__ import annotations
@@ -257,6 +262,17 @@ class _GuardedLoad(_WithFlags):
             ast.keyword(arg="mask", value=node.test), ast.keyword(arg="other", value=node.orelse)]), node)
 
 
+class _MulCall(_Counting):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        unchecked = [k for k in node.keywords if k.arg == "sanitize_overflow"]
+        if not (ast.unparse(node.func) == "tl.mul" and len(node.args) == 2 and len(node.keywords) == 1 and unchecked
+                and isinstance(unchecked[0].value, ast.Constant) and unchecked[0].value.value is False):
+            return node
+        self.changed += 1
+        return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Mult(), right=node.args[1]), node)
+
+
 def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
     visitor.visit(func)
     return visitor.changed
@@ -272,4 +288,5 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
     "rand-offsets-two-words": lambda func: _run(_RandTwoWords(), func),
     "branch-values-to-where": lambda func: _run(_BranchToWhere(constexpr_parameters(func)), func),
     "guarded-load-to-masked-load": lambda func: _run(_GuardedLoad(constexpr_parameters(func)), func),
+    "mul-call-to-operator": lambda func: _run(_MulCall(), func),
 }

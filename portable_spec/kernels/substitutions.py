@@ -246,6 +246,18 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         rewrites=(("guarded-load-to-masked-load", 1),),
     ),
     Substitution(
+        name="_mulhilo32",
+        targets=(),
+        targets_by_version={"0.26.0": (), "0.33.0": (f"{_MRV2}.sample.watermark._mulhilo32",)},
+        platforms=("musa",),
+        reason=("vLLM 0.33.0's watermark Philox (MRV2's resample kernel calls it; watermarking off is a constexpr "
+                "branch) multiplies with tl.mul(..., sanitize_overflow=False), which Triton 3.2 lacks: 3.2 fails "
+                "on the name while it hashes the resample kernel's dependencies, so the kernel does not compile "
+                "with watermarking on or off. Written as '*', it is 3.2's same wrapping multiply. Earlier vLLMs "
+                "have no watermark module (nothing to bind)"),
+        rewrites=(("mul-call-to-operator", 1),),
+    ),
+    Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
         platforms=("musa",),
