@@ -6,8 +6,8 @@ some of them for sm_90 instead and compares the PTX.
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
 turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
 deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
-function that draws none flips the first comparison; ``_load_ptr`` points one element further), so the comparison
-must report differences.
+function that draws none flips the first comparison, or in the staged write gives the masked load another
+``other``; ``_load_ptr`` points one element further), so the comparison must report differences.
 
     python mrv2_substitute_children.py NAME... [--mutant]
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import json
 import math
 import os
@@ -44,7 +45,7 @@ import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
-                    "_fill_logprob_token_ids_kernel")
+                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -89,16 +90,44 @@ def _mutate(func: ast.FunctionDef) -> int:
     return 0
 
 
+def _mutate_other(func: ast.FunctionDef) -> int:
+    """Add 1 to the first masked load's ``other``: what a load the mask skips gives (in the staged write, where the
+    first write's content starts: one element later, and one element shorter, so every access stays in bounds)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "tl.load":
+            other = next((k for k in node.keywords if k.arg == "other"), None)
+            if other is not None:
+                other.value = ast.BinOp(left=other.value, op=ast.Add(), right=ast.Constant(1))
+                return 1
+    return 0
+
+
+def _mutate_product(func: ast.FunctionDef) -> int:
+    """Add 1 to the first product (the watermark Philox's low word)."""
+    for node in ast.walk(func):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+                setattr(node, field, ast.BinOp(left=value, op=ast.Add(), right=ast.Constant(1)))
+                return 1
+    return 0
+
+
+MUTATIONS = {"_apply_write_kernel": "mutate-other", "_mulhilo32": "mutate-product"}
+"""The mutation of a substitute whose compared comparison would send the interpreter's accesses out of bounds
+(flipping the staged write's content mask writes past its table); every other derived entry gets ``mutate``."""
+
+
 def _substitutions() -> tuple:
     if not MUTANT:
         return SUBSTITUTIONS
-    REWRITES["mutate"] = _mutate
+    REWRITES.update({"mutate": _mutate, "mutate-other": _mutate_other, "mutate-product": _mutate_product})
     subs = []
     for sub in SUBSTITUTIONS:
         if sub.name == "_load_ptr":
             sub = dataclasses.replace(sub, name="_load_ptr:mutant", replacement="__main__:_load_ptr_mutant")
         elif sub.name in MRV2_SUBSTITUTES:
-            sub = dataclasses.replace(sub, name=f"{sub.name}:mutant", rewrites=(*sub.rewrites, ("mutate", 1)))
+            sub = dataclasses.replace(sub, name=f"{sub.name}:mutant",
+                                      rewrites=(*sub.rewrites, (MUTATIONS.get(sub.name, "mutate"), 1)))
         subs.append(sub)
     return tuple(subs)
 
@@ -216,6 +245,62 @@ def staged_writes() -> dict:
             return tuple(tables)
 
         out[f"reqs{reqs}_groups2"] = _compare(run, {})
+    return {"cases": out}
+
+
+def apply_write() -> dict:
+    """The single-group staged write (``StagedWriteTensor.apply_write``'s launch) into an int32 and a float32 table:
+    writes of 1 to 40 elements at random rows and starts, so every write but the first reads where its content
+    starts from the previous write's end (the load the substitute masks), over a grid of content blocks of 16
+    (vLLM 0.33.0 launches one program per block; earlier versions loop over the blocks in every program, which
+    writes the same values again)."""
+    out = {}
+    for writes, rows, width, dtype in ((1, 4, 64, torch.int32), (7, 8, 64, torch.float32), (33, 64, 96, torch.int32),
+                                       (200, 256, 128, torch.float32)):
+        def run(writes=writes, rows=rows, width=width, dtype=dtype):
+            g = torch.Generator().manual_seed(writes)
+            table = torch.zeros(rows, width, dtype=dtype)
+            row = torch.randperm(rows, generator=g)[:writes].to(torch.int32)
+            lens = torch.randint(1, 41, (writes,), generator=g)
+            contents = torch.randn(int(lens.sum()), generator=g).mul(1000).to(dtype)
+            starts = torch.randint(0, width - 40, (writes,), generator=g, dtype=torch.int32)
+            grid = (writes, triton.cdiv(int(lens.max()), 16))
+            buffer_utils._apply_write_kernel[grid](table, table.stride(0), row, starts, contents,
+                                                   lens.cumsum(0).to(torch.int32), None, BLOCK_SIZE=16,
+                                                   MULTI_GROUP=False)
+            return (table,)
+
+        out[f"writes{writes}_{str(dtype).removeprefix('torch.')}"] = _compare(run, {})
+    return {"cases": out}
+
+
+@triton.jit
+def _philox_rounds_kernel(words_ptr, out_ptr, N: tl.constexpr):
+    """vLLM 0.33.0's watermark Philox (``watermark._philox4x32_10``, ten rounds of ``_mulhilo32``) on N counters."""
+    i = tl.arange(0, N)
+    words = [tl.load(words_ptr + k * N + i).to(tl.uint32, bitcast=True) for k in range(6)]
+    outs = watermark._philox4x32_10(words[0], words[1], words[2], words[3], words[4], words[5])
+    for k in tl.static_range(4):
+        tl.store(out_ptr + k * N + i, outs[k].to(tl.int32, bitcast=True))
+
+
+def watermark_philox() -> dict:
+    """The watermark Philox of vLLM >= 0.33 (MRV2's resample kernel draws through it when watermarking) on random
+    counters and keys, all 32 bits used; a vLLM without the watermark module has nothing to compare."""
+    try:
+        globals()["watermark"] = importlib.import_module("vllm.v1.worker.gpu.sample.watermark")
+    except ImportError as exc:
+        return {"skipped": f"vLLM {version_gate.installed_text()} has no watermark module ({exc})"}
+    out = {}
+    for n in (16, 256, 1024):
+        def run(n=n):
+            g = torch.Generator().manual_seed(n)
+            words = torch.randint(-2**31, 2**31, (6, n), generator=g, dtype=torch.int64).to(torch.int32)
+            result = torch.zeros(4, n, dtype=torch.int32)
+            _philox_rounds_kernel[(1,)](words, result, N=n)
+            return (result,)
+
+        out[f"counters{n}"] = _compare(run, {})
     return {"cases": out}
 
 

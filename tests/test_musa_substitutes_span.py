@@ -27,12 +27,20 @@ def _current(target: str):
     return getattr(registry._owner(module), attr)
 
 
+NOTHING_TO_BIND = {"_mulhilo32": ("0.26.0", "0.28.0")}
+"""Entries whose object an earlier vLLM of the span lacks (0.33.0's watermark module): they state no site there."""
+
+
 def test_every_musa_substitute_states_its_counts_and_sites_for_every_version_of_the_span():
     for sub in registry.substitutions_for("musa"):
         for version in SPAN:
             at = sub.at(lambda by_version, v=version: version_gate.pick(by_version, v))
-            assert not at.by_version and at.targets, (sub.name, version)
-            assert all(isinstance(n, int) and n > 0 for _, n in at.rewrites), (sub.name, version)
+            text = ".".join(map(str, version))
+            assert not at.by_version, (sub.name, version)
+            assert bool(at.targets) != (text in NOTHING_TO_BIND.get(sub.name, ())), (sub.name, version)
+            # 0 states that this version has no such place (the derivation checks that too)
+            assert all(isinstance(n, int) and n >= 0 for _, n in at.rewrites), (sub.name, version)
+            assert any(n > 0 for _, n in at.rewrites) or not at.rewrites, (sub.name, version)
 
 
 def test_a_substitute_stated_per_version_refuses_to_bind_without_the_gates_pick():
@@ -51,7 +59,7 @@ def test_every_musa_substitute_binds_on_this_vllm(vllm_platform):
     originals = {t: _current(t) for t in targets}
     try:
         assert registry.install_substitutions("musa", pick=version_gate.pick) == targets
-        for sub in subs:
+        for sub in (s for s in subs if s.targets):
             objs = {id(_current(t)) for t in sub.targets}
             assert len(objs) == 1 and all(_current(t) is not originals[t] for t in sub.targets), sub.name
     finally:
@@ -64,6 +72,8 @@ def test_a_rewrite_count_off_by_one_fails_loudly_on_this_vllm(vllm_platform, nam
     """The counts bite: the installed version's count plus one (what a stale count from another version looks like)
     fails the derivation with one line naming the kernel, and binds nothing."""
     sub = next(s for s in registry.substitutions_for("musa") if s.name == name).at(version_gate.pick)
+    if not sub.targets:
+        pytest.skip(f"{name} binds nothing on vLLM {version_gate.installed_text()}")
     rewrite, count = sub.rewrites[0]
     broken = dataclasses.replace(sub, name=f"{name}:off-by-one", rewrites=((rewrite, count + 1), *sub.rewrites[1:]))
     with pytest.raises(DerivationError, match=f"{rewrite} changed {count} place.*expected {count + 1}"):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernel_rows import VLLM_ROOT, check_row, params
 from lane_tools import import_triton, require_triton32_python
 
 from portable_spec.errors import PortableSpecError
@@ -26,7 +27,6 @@ from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNEL
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
 REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
-VLLM_ROOT = os.path.dirname(os.path.dirname(importlib.util.find_spec("vllm").origin))
 _TD = "make_tensor_descriptor"
 _NONE = "'NoneType'"
 _REDEFINES = "the else block redefines it as <[1], int1>"
@@ -61,41 +61,12 @@ EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers in order, a piece of the 
 }
 
 
-def _vllm_function(module: str, attr: str) -> ast.FunctionDef:
-    path = os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
-    return next(n for n in ast.parse(open(path, encoding="utf-8").read()).body
-                if isinstance(n, ast.FunctionDef) and n.name == attr)
-
-
-def _params(func: ast.FunctionDef) -> tuple[list[str], set[str], set[str]]:
-    args = func.args.args
-    defaults = {a.arg for a in args[len(args) - len(func.args.defaults):]}
-    constexpr = {a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
-    return [a.arg for a in args], defaults, constexpr
-
-
-def _check_row(case, names: list[str], defaults: set[str], constexpr: set[str]) -> None:
-    given = set(case.signature) | set(case.constexprs)
-    assert given <= set(names), (case.key, given - set(names))
-    assert set(names) - defaults <= given, (case.key, set(names) - defaults - given)
-    assert not set(case.signature) & constexpr, (case.key, set(case.signature) & constexpr)
-    assert set(case.constexprs) <= constexpr, (case.key, set(case.constexprs) - constexpr)
-    assert not set(case.signature) & set(case.constexprs), case.key
-
-
-@pytest.mark.parametrize("case", VLLM_KERNELS, ids=lambda c: c.key)
-def test_each_vllm_row_gives_every_parameter_a_type_or_a_value(case):
-    """Read from vLLM's source (no import): a row that misses a parameter, or types a constexpr, would not compile
-    for reasons of its own; a vLLM upgrade that changes a kernel's parameters fails here first."""
-    _check_row(case, *_params(_vllm_function(case.module, case.attr)))
-
-
 @pytest.mark.parametrize("case", OUR_KERNELS + SYNTHETIC_KERNELS, ids=lambda c: c.key)
 def test_each_of_our_rows_gives_every_parameter_a_type_or_a_value(case):
     import_triton()
     fn = getattr(importlib.import_module(case.module), case.attr).fn
     func = ast.parse(inspect.getsource(fn)).body[0]
-    _check_row(case, *_params(func))
+    check_row(case, *params(func))
 
 
 def _jit_names(path: str) -> set[str]:

@@ -32,6 +32,12 @@ from portable_spec.vllm_adapter.plugin import platform_plugin
 
 pytestmark = pytest.mark.vllm_musa_contract
 LOGGER = "portable_spec.vllm_adapter"
+ON_TOP = ("kernel_unified_attention", "_load_ptr", "tl_rand32", "_rejection_kernel", "_fill_logprob_token_ids_kernel",
+          "_apply_write_kernel", "_mulhilo32")
+"""Our MUSA substitutes bound on top of vllm-musa (no series of its covers them), in the registry's order."""
+NOTHING_TO_BIND = {"_mulhilo32"}
+"""Of those, the ones whose object vllm-musa's vLLM (0.26.0) lacks (vLLM 0.33.0's watermark module): none bound."""
+BOUND_HERE = tuple(name for name in ON_TOP if name not in NOTHING_TO_BIND)
 
 
 @pytest.fixture
@@ -166,8 +172,7 @@ def test_vllm_musa_contract_deferred_substitutes_are_our_musa_substitutes():
     musa = [sub.name for sub in substitutions_for("musa")]
     assert set(contract.DEFERRED_SUBSTITUTES) < set(musa)
     bound, left = stack.substitutes_on_top(musa)
-    assert set(bound) == {"kernel_unified_attention", "_load_ptr", "tl_rand32", "_rejection_kernel",
-                          "_fill_logprob_token_ids_kernel"}
+    assert set(bound) == set(ON_TOP)
     assert left == contract.DEFERRED_SUBSTITUTES
 
 
@@ -355,7 +360,7 @@ def test_vllm_musa_contract_engine_config_and_worker_composition(tmp_path, dflas
     assert out["SEEN"] == f"[('musa', '{runner}')]"
     assert out["INIT"] == "RuntimeError Unsupported device type: musa"
     assert out["AFTER"] == "musa"
-    assert out["BOUND"] == "['_fill_logprob_token_ids_kernel', '_load_ptr', '_rejection_kernel', 'kernel_unified_attention', 'tl_rand32']"
+    assert out["BOUND"] == str(sorted(BOUND_HERE))
     if dflash_wrap == "1":
         assert "vllm-musa captures the DFlash drafter in FULL graphs itself" in proc.stdout + proc.stderr
 
@@ -421,8 +426,7 @@ def test_vllm_musa_contract_substitutes_over_the_stack_leave_its_kernels_and_sur
             targets = set(registry.installed())
         finally:
             registry.uninstall()
-    assert names == ["kernel_unified_attention", "_load_ptr", "tl_rand32", "_rejection_kernel",
-                     "_fill_logprob_token_ids_kernel"]
+    assert names == list(BOUND_HERE)
     assert not {t for name in contract.DEFERRED_SUBSTITUTES for s in registry.SUBSTITUTIONS if s.name == name
                 for t in s.targets} & targets
     left = [r.getMessage() for r in caplog.records if "left to vllm-musa" in r.getMessage()]
@@ -466,8 +470,7 @@ def test_vllm_musa_contract_probe_command_reports_the_stack_and_binds_only_what_
     assert probe_cmd.run(argparse.Namespace(platform="musa", json=True, verify=False)) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stack"]["found"] == "vllm-musa 0.1.28"
-    assert [s["name"] for s in report["kernel_substitutions"]["substitutions"]] == [
-        "kernel_unified_attention", "_load_ptr", "tl_rand32", "_rejection_kernel", "_fill_logprob_token_ids_kernel"]
+    assert [s["name"] for s in report["kernel_substitutions"]["substitutions"]] == list(BOUND_HERE)
     assert probe_cmd.run(argparse.Namespace(platform="musa", json=False, verify=False)) == 0
     text = capsys.readouterr().out
-    assert "found: vllm-musa 0.1.28" in text and "left to vllm-musa:" in text and "5/5 bound" in text
+    assert "found: vllm-musa 0.1.28" in text and "left to vllm-musa:" in text and f"{len(BOUND_HERE)}/{len(BOUND_HERE)} bound" in text

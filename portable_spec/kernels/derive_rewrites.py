@@ -45,6 +45,18 @@ Each expresses the same program without one construct an older Triton front end 
   canonicalization rewrites the ``scf.if`` that yields the pointer after the use it moved); MRV2's
   ``_fill_logprob_token_ids_kernel`` picks its source row that way. A select computes the same values on every
   backend.
+- ``guarded-load-to-masked-load``: ``tl.load(p) if c else k`` -> ``tl.load(p, mask=c, other=k)`` for a run-time
+  ``c`` (its test names no ``tl.constexpr`` parameter), a load of one pointer argument and a constant ``k``. Triton
+  builds the conditional expression as an ``scf.if`` that yields the loaded value; Triton 3.2's AMD backend rejects
+  MRV2's staged write (vLLM 0.33.0's ``_apply_write_kernel``, ``tl.load(write_cu_lens_ptr + pid - 1) if pid > 0
+  else 0``) with "operand #1 does not dominate this use" where its NVIDIA backend accepts it. A masked load reads
+  ``p`` where ``c`` holds and gives ``k`` (cast to the loaded type, as the ``if`` unifies it) where it does not, with
+  no branch: the same value, and the address the ``if`` skips is not read either.
+- ``mul-call-to-operator``: ``tl.mul(a, b, sanitize_overflow=False)`` -> ``a * b``. ``tl.mul`` is Triton >= 3.3's;
+  3.2 has no such name and fails on it while it hashes a kernel's dependencies, before any ``if`` on a constexpr
+  prunes the call (vLLM 0.33.0's watermark helper ``_mulhilo32``, reached from MRV2's resample kernel even with
+  watermarking off). Without the debug mode that turns overflow checks on, 3.2's ``*`` is the same wrapping
+  multiply in the operands' promoted type.
 """
 
 from __future__ import annotations
@@ -137,10 +149,18 @@ class _SplitChains(_Counting):
         return ast.copy_location(left, node)
 
 
-class _ShortCircuit(_Counting):
+class _WithFlags(_Counting):
+    """A rewrite that needs the kernel's ``tl.constexpr`` parameters (``flags``)."""
+
     def __init__(self, flags: set[str]) -> None:
         self.flags = flags
 
+    def runtime_test(self, test: ast.expr) -> bool:
+        """A condition Triton evaluates at run time (it names no flag) that calls nothing."""
+        return not mentions(test, self.flags) and not any(isinstance(n, ast.Call) for n in ast.walk(test))
+
+
+class _ShortCircuit(_WithFlags):
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)
         first = node.values[0]
@@ -217,20 +237,40 @@ def _branch_assignments(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | N
     return pairs
 
 
-class _BranchToWhere(_Counting):
-    def __init__(self, flags: set[str]) -> None:
-        self.flags = flags
-
+class _BranchToWhere(_WithFlags):
     def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
         then, other = _branch_assignments(node.body), _branch_assignments(node.orelse)
         if (not then or not other or [n for n, _ in then] != [n for n, _ in other]
-                or mentions(node.test, self.flags) or any(isinstance(n, ast.Call) for n in ast.walk(node.test))):
+                or not self.runtime_test(node.test)):
             return node
         self.changed += 1
         return [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Call(
             func=ast.parse("tl.where", mode="eval").body, args=[node.test, a, b], keywords=[])), node)
             for (name, a), (_, b) in zip(then, other)]
+
+
+class _GuardedLoad(_WithFlags):
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        load = node.body
+        if not (isinstance(load, ast.Call) and ast.unparse(load.func) == "tl.load" and len(load.args) == 1
+                and not load.keywords and isinstance(node.orelse, ast.Constant) and self.runtime_test(node.test)):
+            return node
+        self.changed += 1
+        return ast.copy_location(ast.Call(func=load.func, args=load.args, keywords=[
+            ast.keyword(arg="mask", value=node.test), ast.keyword(arg="other", value=node.orelse)]), node)
+
+
+class _MulCall(_Counting):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        unchecked = [k for k in node.keywords if k.arg == "sanitize_overflow"]
+        if not (ast.unparse(node.func) == "tl.mul" and len(node.args) == 2 and len(node.keywords) == 1 and unchecked
+                and isinstance(unchecked[0].value, ast.Constant) and unchecked[0].value.value is False):
+            return node
+        self.changed += 1
+        return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Mult(), right=node.args[1]), node)
 
 
 def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
@@ -247,4 +287,6 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
     "flip-integer-ternary": lambda func: _run(_FlipTernary(unsigned_names(func)), func),
     "rand-offsets-two-words": lambda func: _run(_RandTwoWords(), func),
     "branch-values-to-where": lambda func: _run(_BranchToWhere(constexpr_parameters(func)), func),
+    "guarded-load-to-masked-load": lambda func: _run(_GuardedLoad(constexpr_parameters(func)), func),
+    "mul-call-to-operator": lambda func: _run(_MulCall(), func),
 }

@@ -12,7 +12,7 @@ changing exactly the given number of places, and with those integer parameters l
 Where vLLM's source differs across the version span, a rewrite's count is stated per version (``{"0.26.0": 2,
 "0.28.0": 1}``: the newest key at or below the installed vLLM, as ``version_gate.pick`` reads it) and so are an entry's
 binding sites (``targets_by_version``); ``Substitution.at(pick)`` resolves them, and a count other than the installed
-version's still fails the derivation.
+version's still fails the derivation (a count of 0 states that a version has no such place).
 
 CUDA's entries change no program, only how many variants Triton compiles: vLLM's spec-decode kernels specialize on
 the batch (each integer argument as 1, a multiple of 16 or neither; DFlash's input kernel also on a tile size picked
@@ -217,8 +217,10 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         targets=(f"{_MRV2}.spec_decode.rejection_sampler_utils._rejection_kernel",),
         platforms=("musa",),
         reason=(f"MRV2's rejection kernel tests 'USE_BLOCK_VERIFICATION and not is_greedy': {_AND} (it loads "
-                "through the None cumulative_log_p_ptr)"),
-        rewrites=(("short-circuit-constexpr-and", {"0.26.0": 2, "0.28.0": 1}),),
+                "through the None cumulative_log_p_ptr); vLLM 0.33.0's (FLy acceptance) also tests chains of "
+                "three conditions, which Triton 3.2 refuses"),
+        rewrites=(("short-circuit-constexpr-and", {"0.26.0": 2, "0.28.0": 1}),
+                  ("split-boolean-chains", {"0.26.0": 0, "0.33.0": 3})),
     ),
     Substitution(
         name="_fill_logprob_token_ids_kernel",
@@ -229,6 +231,31 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                 "('operand #0 does not dominate this use') where its NVIDIA backend accepts it, so MUSA's own "
                 "backend may too; selected with tl.where, the same values reach the load"),
         rewrites=(("branch-values-to-where", 1),),
+    ),
+    Substitution(
+        name="_apply_write_kernel",
+        targets=(f"{_MRV2}.buffer_utils._apply_write_kernel",),
+        platforms=("musa",),
+        reason=("MRV2's staged write (block tables, token ids, lengths, logit bias) reads where its content starts "
+                "with 'tl.load(write_cu_lens_ptr + pid - 1) if pid > 0 else 0', a run-time conditional load: "
+                "Triton 3.2's AMD backend rejects vLLM 0.33.0's kernel ('operand #1 does not dominate this use') "
+                "where its NVIDIA backend accepts it, so MUSA's own backend may too; as a masked load the same "
+                "value is read without a branch. 0.26.0 and 0.28.0 have the same line (their kernel loops over "
+                "the content where 0.33.0 launches a second grid axis, and the AMD backend accepts it there): the "
+                "substitute is bound on every version, the same rewrite once on each"),
+        rewrites=(("guarded-load-to-masked-load", 1),),
+    ),
+    Substitution(
+        name="_mulhilo32",
+        targets=(),
+        targets_by_version={"0.26.0": (), "0.33.0": (f"{_MRV2}.sample.watermark._mulhilo32",)},
+        platforms=("musa",),
+        reason=("vLLM 0.33.0's watermark Philox (MRV2's resample kernel calls it; watermarking off is a constexpr "
+                "branch) multiplies with tl.mul(..., sanitize_overflow=False), which Triton 3.2 lacks: 3.2 fails "
+                "on the name while it hashes the resample kernel's dependencies, so the kernel does not compile "
+                "with watermarking on or off. Written as '*', it is 3.2's same wrapping multiply. Earlier vLLMs "
+                "have no watermark module (nothing to bind)"),
+        rewrites=(("mul-call-to-operator", 1),),
     ),
     Substitution(
         name="_topk_topp_kernel",

@@ -1,11 +1,23 @@
 """One row of the Triton 3.2 check: a kernel, the argument types and constexpr values one launch passes it, and
 where it is launched. Apart from the tables (``triton_table.py`` for the V1 path, ``triton_table_mrv2.py`` for Model
-Runner V2) so each table can import it without importing the other."""
+Runner V2) so each table can import it without importing the other.
+
+A row states vLLM 0.26.0's launch (``BASE``); where a later vLLM of the span launches the kernel differently, the row
+states what that version changed (``Change``: parameters added, retyped or gone, constexprs, the kernel's new
+module), each change once, at the version that made it. ``KernelCase.at(pick)`` applies the changes up to the
+installed vLLM (``version_gate.pick`` chooses among the versions' launches), so the check compiles each kernel with
+the signature the installed vLLM launches it with.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+BASE = "0.26.0"
+"""The vLLM whose launch a row's own fields state (and whose launch line ``launched_at`` names)."""
 
 
 def sig(spec: str) -> dict[str, str]:
@@ -16,6 +28,20 @@ def sig(spec: str) -> dict[str, str]:
         for name in names.split():
             out[name] = ty.strip()
     return out
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one vLLM version changed in a row's launch, against the version before it: parameters added or retyped
+    (a ``sig`` spec), parameters gone, constexpr values added or changed, compile options, and, for a kernel that
+    moved, its new ``ref`` and launch site."""
+
+    signature: str = ""
+    dropped: tuple[str, ...] = ()
+    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, int] = field(default_factory=dict)
+    ref: str | None = None
+    launched_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -30,6 +56,28 @@ class KernelCase:
     owner: str = "vllm"
     musa_path: bool = True
     options: dict[str, int] = field(default_factory=dict)
+    changes: Mapping[str, Change] = field(default_factory=dict)  # vLLM version -> what it changed
+
+    def at(self, pick: Callable[[Mapping[str, "KernelCase"]], "KernelCase"]) -> "KernelCase":
+        """This row as the installed vLLM launches it: ``BASE``'s launch with every change up to the version ``pick``
+        (``version_gate.pick``) chooses applied in version order."""
+        if not self.changes:
+            return self
+        from portable_spec.vllm_adapter.patch.version_gate import parse
+
+        case = dataclasses.replace(self, changes={})
+        launches = {BASE: case}
+        for version in sorted(self.changes, key=parse):
+            change = self.changes[version]
+            signature = {n: t for n, t in case.signature.items() if n not in change.dropped}
+            case = dataclasses.replace(
+                case, signature={**signature, **sig(change.signature)} if change.signature else signature,
+                constexprs={**{n: v for n, v in case.constexprs.items() if n not in change.dropped},
+                            **change.constexprs},
+                options={**case.options, **change.options}, ref=change.ref or case.ref,
+                launched_at=change.launched_at or case.launched_at)
+            launches[version] = case
+        return pick(launches)
 
     @property
     def module(self) -> str:

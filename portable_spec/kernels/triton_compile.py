@@ -4,7 +4,9 @@
 TTGIR, LLVM IR, PTX, cubin through the bundled ptxas) on a CPU. The ``ASTSource`` arguments changed shape after
 Triton 3.2 (3.2: runtime parameters in ``signature``, constexprs and ``None`` arguments in ``constants``, keyed by
 name; 3.3+: every parameter in ``signature``, constexprs keyed by ``(index,)``), so the table's one description is
-turned into whichever form the running Triton takes.
+turned into whichever form the running Triton takes. 3.2 reads the ``signature`` dict's types in order, as the
+kernel's parameters, so they are put in the kernel's order here (a row's changes for a later vLLM add parameters
+after those of the launch it changes).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def ast_source(fn: Any, signature: dict[str, str], constexprs: dict[str, Any]) -
         raise ValueError(f"no type or value for parameter(s) {', '.join(missing)} of {fn.__name__}")
     values = {n: constexprs[n] if n in constexprs else defaults[n] for n in names if n not in signature}
     values.update({n: None for n, ty in signature.items() if ty == "none"})
-    if _uses_constants_keyword(ASTSource):  # Triton 3.2
-        sig = {n: ("*i8" if ty == "none" else ty) for n, ty in signature.items()}
+    if _uses_constants_keyword(ASTSource):  # Triton 3.2: runtime types in the kernel's parameter order
+        sig = {n: ("*i8" if signature[n] == "none" else signature[n]) for n in names if n in signature}
         return ASTSource(fn, sig, constants=values)
     sig = {n: (signature[n] if n in signature and signature[n] != "none" else "constexpr") for n in names}
     return ASTSource(fn, sig, constexprs={(names.index(n),): v for n, v in values.items()})

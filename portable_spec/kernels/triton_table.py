@@ -5,14 +5,17 @@ GPU, so each row must say what a launch would: runtime parameters with their Tri
 ``i32``/``i64`` integer, ``fp32`` float, ``none`` for an argument passed as ``None``) and constexpr parameters with
 the value the launch site passes (parameters left at their Python default are filled in by the worker). vLLM
 kernels are named by ``"module:attr"`` strings, so importing this table imports neither vLLM nor Triton; each row's
-``launched_at`` says where vLLM 0.26.0 launches it. This module holds the V1 runner's kernels (its drafter, rejection
+``launched_at`` says where vLLM 0.26.0 launches it, and its ``changes`` what a later vLLM of the span launches
+differently (``triton_case.Change``; ``kernel_cases`` resolves them for the installed vLLM). This module holds the V1 runner's kernels (its drafter, rejection
 sampler and TRITON_ATTN, at a Llama-style layer: 32 query heads, 8 KV heads, head size 128, bf16, KV block 16);
 ``triton_table_mrv2.py`` holds Model Runner V2's.
 """
 
 from __future__ import annotations
 
-from portable_spec.kernels.triton_case import KernelCase, sig
+from collections.abc import Callable, Mapping
+
+from portable_spec.kernels.triton_case import Change, KernelCase, sig
 from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
 _SD = "vllm/v1/spec_decode"
@@ -132,8 +135,12 @@ V1_KERNELS: tuple[KernelCase, ...] = (
              TILE_SIZE=1024),
         "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py:434 triton_reshape_and_cache_flash "
         "(TritonAttentionImpl.do_kv_cache_update, triton_attn.py:825)",
-        options=dict(num_warps=16, num_stages=10)),
+        options=dict(num_warps=16, num_stages=10),
+        changes={"0.33.0": Change(constexprs=dict(INTERLEAVED_V_PACK_FACTOR=0))}),  # 0: V not interleaved
 )
+
+Pick = Callable[[Mapping[str, KernelCase]], KernelCase]
+"""``version_gate.pick``: a row's launch on the installed vLLM, among the launches its versions state."""
 
 VLLM_KERNELS: tuple[KernelCase, ...] = V1_KERNELS + MRV2_KERNELS
 """vLLM's kernels on the MUSA serving path: the V1 runner's (above) and Model Runner V2's (``triton_table_mrv2``)."""
@@ -150,15 +157,18 @@ KERNELS: tuple[KernelCase, ...] = VLLM_KERNELS + OUR_KERNELS
 """The serving path's kernels. Callers may check more (the CLI adds the synthetic harness's, ``case_sources``)."""
 
 
-def kernel_cases(sources: tuple[str, ...] | list[str] = ()) -> tuple[KernelCase, ...]:
-    """``KERNELS`` plus the cases each ``"module:attr"`` source names (a tuple of ``KernelCase``), in order; a key
-    named twice raises."""
+def kernel_cases(sources: tuple[str, ...] | list[str] = (), pick: Pick | None = None) -> tuple[KernelCase, ...]:
+    """``KERNELS`` plus the cases each ``"module:attr"`` source names (a tuple of ``KernelCase``), in order, each as
+    the installed vLLM launches it (``KernelCase.at``; ``pick`` defaults to ``version_gate.pick``); a key named twice
+    raises."""
     import importlib
 
-    cases = list(KERNELS)
+    if pick is None:
+        from portable_spec.vllm_adapter.patch.version_gate import pick
+    cases = [case.at(pick) for case in KERNELS]
     for source in sources:
         module, _, attr = source.partition(":")
-        cases.extend(getattr(importlib.import_module(module), attr))
+        cases.extend(case.at(pick) for case in getattr(importlib.import_module(module), attr))
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):
         raise ValueError(f"kernel keys named twice: {sorted({k for k in keys if keys.count(k) > 1})}")

@@ -10,6 +10,10 @@ pairs: vocab 1024, hidden 1024, KV block 16, max_num_seqs 256, K = 3 draft token
 logits), 5 logprobs. A constexpr that follows from those is computed as vLLM computes it (e.g. ``BLOCK_SIZE =
 next_power_of_2(K + 1)``). ``launched_at`` names the launch line in vLLM 0.26.0 and the MRV2 caller.
 
+Each row states vLLM 0.26.0's launch; where 0.28.0 or 0.33.0 launches the kernel with other parameters (or from
+another module), the row's ``changes`` state what that version changed, read from its kernel and its launch site
+(``triton_case.Change``), and ``kernel_cases`` applies them up to the installed vLLM.
+
 Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
 M-RoPE, decode context parallelism), listed with their reason in ``EXCLUDED`` (``tests/test_triton_check.py`` walks
 MRV2's source and fails on any other launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
@@ -18,7 +22,7 @@ through their callers (``triton_rules`` follows them; the compile layer compiles
 
 from __future__ import annotations
 
-from portable_spec.kernels.triton_case import KernelCase, sig
+from portable_spec.kernels.triton_case import Change, KernelCase, sig
 
 _G = "vllm.v1.worker.gpu"
 _F = "vllm/v1/worker/gpu"
@@ -36,6 +40,13 @@ def _row(key: str, module: str, kernel: str, spec: str, constexprs: dict, where:
     return KernelCase(f"mrv2/{module}.{key}", f"{_G}.{module}:{kernel}", sig(spec), constexprs, where, **kw)
 
 
+def _target_dependent_ar(kernel: str, line: int, launcher: str, added: str = "") -> Change:
+    """0.33.0 moved EAGLE's speculator (``spec_decode/autoregressive/``) to ``spec_decode/target_dependent_ar/``; its
+    decode kernels also read the positions the draft samples from (int64, ``sample_src_positions``)."""
+    return Change(added, ref=f"{_G}.spec_decode.target_dependent_ar.speculator:{kernel}",
+                  launched_at=f"{_F}/spec_decode/target_dependent_ar/speculator.py:{line} {launcher} (vLLM 0.33.0)")
+
+
 _LOGITS = "logits_ptr:*bf16 | logits_stride:i32"
 _REJECT_STATS = (" | target_local_max_ptr:*fp32 | target_local_max_stride:i32 | target_local_sumexp_ptr:*fp32"
                  " | target_local_sumexp_stride:i32")
@@ -48,6 +59,9 @@ def _draft_logits(present: bool) -> str:
 
 
 def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_temperature: bool, where: str):
+    """0.28.0 replaced the processed-logits output by a logits cache of the model's head dtype (bf16 here: the
+    drafts' ``draft_logits``); 0.33.0 gave it two strides and a source (the sampled logits) and ``IS_DRAFTING``."""
+    cache = "none" if processed == "none" else "*bf16"
     return _row(f"_gumbel_sample_kernel[{key}]", "sample.gumbel", "_gumbel_sample_kernel",
                 "local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:*fp32 | local_max_stride:i32"
                 f" | processed_logits_ptr:{processed} | processed_logits_stride:i32 | processed_logits_col_ptr:{col}"
@@ -55,7 +69,14 @@ def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_tempe
                 " | vocab_size:i32",
                 dict(BLOCK_SIZE=1024, APPLY_TEMPERATURE=apply_temperature, USE_FP64=False,
                      PER_TOKEN_COL=per_token_col),
-                f"{_F}/sample/gumbel.py:241 gumbel_sample ({where})")
+                f"{_F}/sample/gumbel.py:241 gumbel_sample ({where})",
+                changes={"0.28.0": Change(f"logits_cache_ptr:{cache} | logits_cache_stride:i32"
+                                          f" | logits_cache_col_ptr:{col}",
+                                          ("processed_logits_ptr", "processed_logits_stride",
+                                           "processed_logits_col_ptr")),
+                         "0.33.0": Change(f"logits_cache_stride_0 logits_cache_stride_1:i32"
+                                          f" | logits_cache_source_ptr:{cache} | logits_cache_source_stride:i32",
+                                          ("logits_cache_stride",), dict(IS_DRAFTING=processed != "none"))})
 
 
 def _stats(key: str, has_draft_logits: bool) -> KernelCase:
@@ -67,7 +88,7 @@ def _stats(key: str, has_draft_logits: bool) -> KernelCase:
                 " | vocab_size num_speculative_steps:i32",
                 dict(BLOCK_SIZE=8192, HAS_DRAFT_LOGITS=has_draft_logits),
                 f"{_F}/spec_decode/rejection_sampler_utils.py:923 rejection_sample "
-                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)")
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", changes=_PER_LOGIT)
 
 
 def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
@@ -85,7 +106,10 @@ def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                 dict(PADDED_VOCAB_NUM_BLOCKS=1, HAS_DRAFT_LOGITS=has_draft_logits, SYNTHETIC_MODE=False,
                      USE_BLOCK_VERIFICATION=block),
                 f"{_F}/spec_decode/rejection_sampler_utils.py:1032 rejection_sample "
-                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", options=dict(num_warps=1))
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", options=dict(num_warps=1),
+                # 0.33.0's FLy acceptance, off unless fly_window_size > 0: no entropy tensor, window 0
+                changes={"0.33.0": Change("fly_entropy_ptr:none | fly_entropy_threshold:fp32",
+                                          constexprs=dict(FLY_WINDOW_SIZE=0))})
 
 
 def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
@@ -100,8 +124,16 @@ def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                 dict(BLOCK_SIZE=1024, HAS_DRAFT_LOGITS=has_draft_logits, USE_FP64=False,
                      USE_BLOCK_VERIFICATION=block),
                 f"{_F}/spec_decode/rejection_sampler_utils.py:1083 rejection_sample "
-                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)")
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
+                # 0.33.0's watermarking, off without contexts: None tensors, zero key and stride, width 1
+                changes={"0.33.0": Change("contexts_ptr:none | contexts_stride:i32 | watermarking_ptr"
+                                          " watermarking_skip_mask_ptr:none | watermark_key_0 watermark_key_1:i32",
+                                          constexprs=dict(CONTEXT_WIDTH=1, WATERMARK=False,
+                                                          DEDUPLICATE_CONTEXTS=False))})
 
+
+_PER_LOGIT = {"0.33.0": Change("num_logits:i32", ("num_speculative_steps",))}
+"""0.33.0's per-logit stats kernels bound their rows by the logit count instead of the draft steps."""
 
 _APPLY_WRITE = ("write_indices_ptr write_starts_ptr:*i32 | write_contents_ptr:{content} | write_cu_lens_ptr:*i32"
                 " | write_group_ids_ptr:{groups}")
@@ -126,7 +158,10 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
     _row("_prepare_prefill_inputs_kernel", "input_batch", "_prepare_prefill_inputs_kernel",
          "input_ids_ptr next_prefill_tokens_ptr idx_mapping_ptr query_start_loc_ptr all_token_ids_ptr:*i32"
          " | all_token_ids_stride:i32 | prefill_lens_ptr num_computed_tokens_ptr:*i32",
-         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:232 prepare_prefill_inputs ({_MR}:953 prepare_inputs)"),
+         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:232 prepare_prefill_inputs ({_MR}:953 prepare_inputs)",
+         # 0.28.0 stores the next prefill tokens of each lookahead row: one row (states.py) for these speculators
+         changes={"0.28.0": Change("next_prefill_tokens_stride num_lookahead:i32",
+                                   constexprs=dict(LOOKAHEAD_BLOCK=_pow2(1)))}),
     _row("_prepare_pos_seq_lens_kernel", "input_batch", "_prepare_pos_seq_lens_kernel",
          "pos_ptr:*i64 | seq_lens_ptr idx_mapping_ptr query_start_loc_ptr num_computed_tokens_ptr:*i32"
          " | max_num_reqs:i32",
@@ -149,7 +184,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | sampled_tokens_stride:i32 | num_sampled_ptr num_rejected_ptr query_start_loc_ptr all_token_ids_ptr:*i32"
          " | all_token_ids_stride:i32 | total_len_ptr:*i32",
          {}, f"{_F}/input_batch.py:542 post_update ({_MR}:1133 postprocess_sampled, from :1489 sample_tokens)",
-         options=dict(num_warps=1)),
+         options=dict(num_warps=1),
+         # 0.33.0 also copies the step's draft tokens into the request state (int64, K per request)
+         changes={"0.33.0": Change("draft_tokens_ptr draft_tokens_out_ptr:*i64 | num_draft_tokens:i32")}),
     _row("_post_update_num_computed_tokens_kernel", "input_batch", "_post_update_num_computed_tokens_kernel",
          "idx_mapping_ptr num_computed_tokens_ptr query_start_loc_ptr:*i32", {},
          f"{_F}/input_batch.py:585 post_update_num_computed_tokens ({_MR}:1583 postprocess_num_computed_tokens, "
@@ -162,13 +199,17 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
     _row("_gather_block_tables_kernel", "block_table", "_gather_block_tables_kernel",
          "batch_idx_to_req_idx:*i32 | src_block_table_ptrs dst_block_table_ptrs:*u64 | block_table_strides:*i64"
          " | num_blocks_ptr:*i32 | num_blocks_stride num_reqs:i32",
-         dict(BLOCK_SIZE=1024), f"{_F}/block_table.py:149 BlockTables.gather_block_tables ({_MR}:1062 prepare_attn)"),
+         dict(BLOCK_SIZE=1024), f"{_F}/block_table.py:149 BlockTables.gather_block_tables ({_MR}:1062 prepare_attn)",
+         # 0.33.0 masks blocks behind a sliding window; a dense Llama has none (int32 tensors passed all the same)
+         changes={"0.33.0": Change("num_computed_tokens_ptr sliding_window_reach_ptr block_sizes_ptr:*i32",
+                                   constexprs=dict(MASK_SLIDING_WINDOW=False))}),
     _row("_compute_slot_mappings_kernel", "block_table", "_compute_slot_mappings_kernel",
          "max_num_tokens:i32 | idx_mapping query_start_loc:*i32 | pos:*i64 | block_table_ptrs:*u64"
          " | block_table_strides:*i64 | block_sizes:*i32 | slot_mappings_ptr:*i64 | slot_mappings_stride cp_rank:i32",
          dict(CP_SIZE=1, CP_INTERLEAVE=1, PAD_ID=-1, TRITON_BLOCK_SIZE=1024),
          f"{_F}/block_table.py:179 BlockTables.compute_slot_mappings ({_MR}:1068 prepare_attn; "
-         "spec_decode/autoregressive/speculator.py:390 _multi_step_decode)"),
+         "spec_decode/autoregressive/speculator.py:390 _multi_step_decode)",
+         changes={"0.33.0": Change("slot_mapping_enabled dcp_sharded:*i1")}),  # per-group bool tensors
     # ---------------------------------------------------------------- sampler (sample/)
     _row("_bias_kernel", "sample.logit_bias", "_bias_kernel",
          f"{_LOGITS} | vocab_size:i32 | expanded_idx_mapping_ptr num_allowed_token_ids_ptr allowed_token_ids_ptr:*i32"
@@ -176,7 +217,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | bias_ptr:*fp32 | bias_stride:i32 | pos_ptr:*i64 | min_lens_ptr num_stop_token_ids_ptr"
          " stop_token_ids_ptr:*i32 | stop_token_ids_stride:i32",
          dict(BLOCK_SIZE=1024, LOGITS_BLOCK_SIZE=8192),
-         f"{_F}/sample/logit_bias.py:266 apply_logit_bias (sample/sampler.py:171 apply_sampling_params)"),
+         f"{_F}/sample/logit_bias.py:266 apply_logit_bias (sample/sampler.py:171 apply_sampling_params)",
+         changes={"0.33.0": Change("restore_when_all_masked_ptr:*i32",
+                                   constexprs=dict(CHECK_ALL_MASKED_ROWS=False))}),  # no request asks for it
     _row("_penalties_kernel", "sample.penalties", "_penalties_kernel",
          f"{_LOGITS} | expanded_idx_mapping_ptr token_ids_ptr expanded_local_pos_ptr:*i32"
          " | repetition_penalty_ptr frequency_penalty_ptr presence_penalty_ptr:*fp32 | prompt_bin_mask_ptr:*i32"
@@ -210,7 +253,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
              TOPP_ENABLED=top_p),
         "vllm/v1/sample/ops/topk_topp_triton.py:947 apply_top_k_top_p_triton (vllm/v1/sample/ops/"
         f"topk_topp_sampler.py:357 apply_top_k_top_p, from {_F}/sample/sampler.py:248 Sampler.sample; a disabled "
-        "bound is passed the logits as a dummy pointer)")
+        "bound is passed the logits as a dummy pointer)",
+        # 0.33.0: 8 warps on a GPU; the split top-p pass only where current_platform.is_cuda_alike() (not MUSA)
+        changes={"0.33.0": Change(constexprs=dict(SPLIT_COVERS_PONLY=False), options=dict(num_warps=8))})
       for key, top_k, top_p in (("top-k+top-p", True, True), ("top-k", True, False), ("top-p", False, True))),
     _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample"),
     _gumbel("draft", "*fp32", "*i64", False, True,
@@ -220,7 +265,8 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
     _row("_topk_log_softmax_kernel", "sample.logprob", "_topk_log_softmax_kernel",
          "output_ptr:*fp32 | logits_ptr:*bf16 | logits_stride:i32 | topk_ids_ptr:*i64 | topk vocab_size:i32",
          dict(BLOCK_SIZE=1024, TOPK_BLOCK_SIZE=_pow2(1 + 5)),
-         f"{_F}/sample/logprob.py:96 compute_token_logprobs (compute_topk_scores, sample/sampler.py:108)"),
+         f"{_F}/sample/logprob.py:96 compute_token_logprobs (compute_topk_scores, sample/sampler.py:108)",
+         changes={"0.33.0": Change("topk_ids_stride:i32")}),
     _row("_ranks_kernel", "sample.logprob", "_ranks_kernel",
          "output_ptr:*i64 | logits_ptr:*bf16 | logits_stride:i32 | token_ids_ptr:*i64 | vocab_size:i32",
          dict(BLOCK_SIZE=8192), f"{_F}/sample/logprob.py:172 compute_topk_scores (sample/sampler.py:108)"),
@@ -238,7 +284,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          f"{_F}/sample/prompt_logprob.py:195 get_prompt_logprobs_token_ids (prompt_logprob.py:74, {_MR}:297)"),
     _row("_apply_grammar_bitmask_kernel", "structured_outputs", "_apply_grammar_bitmask_kernel",
          f"{_LOGITS} | logits_indices_ptr bitmask_ptr:*i32 | bitmask_stride vocab_size:i32", dict(BLOCK_SIZE=8192),
-         f"{_F}/structured_outputs.py:68 StructuredOutputsWorker.apply_grammar_bitmask ({_MR}:1096 sample)"),
+         f"{_F}/structured_outputs.py:68 StructuredOutputsWorker.apply_grammar_bitmask ({_MR}:1096 sample)",
+         # 0.28.0: one mask row per decode query position (mask_stride = decode_query_len = K + 1)
+         changes={"0.28.0": Change("cu_num_logits_ptr:*i32", constexprs=dict(MASK_STRIDE=_K + 1))}),
     _row("_num_nans_kernel", "metrics.logits", "_num_nans_kernel",
          f"{_LOGITS} | num_nans_ptr:*i32 | vocab_size:i32", dict(BLOCK_SIZE=8192),
          f"{_F}/metrics/logits.py:35 get_num_nans (VLLM_COMPUTE_NANS_IN_LOGITS=1: sample/sampler.py:84, "
@@ -250,12 +298,15 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | idx_mapping_ptr:*i32 | last_sampled_ptr:*i64 | next_prefill_tokens_ptr num_sampled_ptr num_rejected_ptr"
          " query_start_loc_ptr seq_lens_ptr:*i32 | max_num_reqs:i32",
          dict(BLOCK_SIZE=1024),
-         f"{_F}/spec_decode/autoregressive/speculator.py:571 prepare_prefill_inputs (speculator.py:187 propose)"),
+         f"{_F}/spec_decode/autoregressive/speculator.py:571 prepare_prefill_inputs (speculator.py:187 propose)",
+         changes={"0.33.0": _target_dependent_ar("_prepare_prefill_inputs_kernel", 785, "prepare_prefill_inputs")}),
     _row("_prepare_decode_inputs_kernel", "spec_decode.autoregressive.speculator", "_prepare_decode_inputs_kernel",
          "draft_tokens_ptr:*i64 | draft_tokens_stride:i32 | target_seq_lens_ptr num_rejected_ptr input_ids_ptr:*i32"
          " | positions_ptr:*i64 | query_start_loc_ptr seq_lens_ptr:*i32 | max_model_len max_num_reqs:i32",
          dict(BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=True),
-         f"{_F}/spec_decode/autoregressive/speculator.py:654 prepare_decode_inputs (speculator.py:243 propose)"),
+         f"{_F}/spec_decode/autoregressive/speculator.py:654 prepare_decode_inputs (speculator.py:243 propose)",
+         changes={"0.33.0": _target_dependent_ar("_prepare_decode_inputs_kernel", 873, "prepare_decode_inputs",
+                                                 "sample_src_positions_ptr:*i64")}),
     _row("_update_draft_inputs_kernel", "spec_decode.autoregressive.speculator", "_update_draft_inputs_kernel",
          "output_draft_tokens_ptr:*i64 | output_draft_tokens_stride:i32 | next_input_hidden_states_ptr:*bf16"
          " | next_input_hidden_states_stride:i32 | input_ids_ptr:*i32 | positions_ptr:*i64 | seq_lens_ptr:*i32"
@@ -263,7 +314,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | hidden_states_stride hidden_size max_model_len num_speculative_steps:i32",
          dict(BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=True),
          f"{_F}/spec_decode/autoregressive/speculator.py:750 update_draft_inputs (speculator.py:457 "
-         "_generate_draft, captured in the draft decode graphs)"),
+         "_generate_draft, captured in the draft decode graphs)",
+         changes={"0.33.0": _target_dependent_ar("_update_draft_inputs_kernel", 976, "update_draft_inputs",
+                                                 "sample_src_positions_ptr:*i64")}),
     # ---------------------------------------------------------------- DFlash speculator (dflash/)
     _row("_prepare_dflash_inputs_kernel", "spec_decode.dflash.speculator", "_prepare_dflash_inputs_kernel",
          "out_input_ids_ptr:*i32 | out_query_positions_ptr:*i64 | out_query_start_loc_ptr out_seq_lens_ptr:*i32"
@@ -273,7 +326,13 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " num_sampled_ptr num_rejected_ptr block_table_ptr:*i32 | block_table_stride parallel_drafting_token_id"
          " block_size num_query_per_req num_speculative_steps max_num_reqs max_num_tokens max_model_len:i32",
          dict(SAMPLE_FROM_ANCHOR=False, PAD_SLOT_ID=-1, BLOCK_SIZE=_pow2(2 * (_K + 1))),
-         f"{_F}/spec_decode/dflash/speculator.py:642 prepare_dflash_inputs (speculator.py:367 propose)"),
+         f"{_F}/spec_decode/dflash/speculator.py:642 prepare_dflash_inputs (speculator.py:367 propose)",
+         # 0.28.0 copies each request's temperature and seed for the draft sampler; 0.33.0 marks padding tokens
+         # (bool) and places KV slots for context parallelism (none here: rank 0 of 1)
+         changes={"0.28.0": Change("out_temperature_ptr:*fp32 | out_seeds_ptr:*i64 | temperature_ptr:*fp32"
+                                   " | seeds_ptr:*i64"),
+                  "0.33.0": Change("out_is_padding_ptr:*i1 | cp_rank:i32",
+                                   constexprs=dict(CP_SIZE=1, CP_INTERLEAVE=1))}),
     # ---------------------------------------------------------------- rejection sampling (spec_decode/)
     _stats("greedy-draft", False),
     _stats("draft-logits", True),
@@ -307,7 +366,8 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | vocab_size num_speculative_steps vocab_num_blocks:i32",
          dict(BLOCK_SIZE=8192, PADDED_VOCAB_NUM_BLOCKS=1),
          f"{_F}/spec_decode/rejection_sampler_utils.py:992 rejection_sample (rejection_sample_method='block', "
-         "draft logits)"),
+         "draft logits)",
+         changes={"0.28.0": Change("draft_sampled_ptr:*i32"), **_PER_LOGIT}),
     _row("_flatten_sampled_kernel", "spec_decode.rejection_sampler", "_flatten_sampled_kernel",
          "flat_sampled_ptr sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr cu_num_logits_ptr:*i32", {},
          f"{_F}/spec_decode/rejection_sampler.py:85 RejectionSampler._get_logprobs_tensors (logprobs with drafts)",

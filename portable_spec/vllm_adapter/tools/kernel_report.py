@@ -44,6 +44,7 @@ def substitution_report(platform_name: str,
     subs = substitutions_for(platform_name, substitutions)
     if importlib.util.find_spec("vllm") is not None:
         subs = [s.at(version_gate.pick) for s in subs]  # this vLLM's counts and binding sites
+        subs = [s for s in subs if s.targets]  # an entry whose object this vLLM lacks has nothing to report
     rows = [{"name": s.name, "replacement": s.describe_replacement(), "reason": s.reason, "targets": list(s.targets),
              "bound": False, "error": None} for s in subs]
     report: dict[str, Any] = {"vllm": _version("vllm"), "vllm_kernels_are_triton_jit": None, "substitutions": rows}
