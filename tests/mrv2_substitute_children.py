@@ -7,7 +7,10 @@ vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pin
 turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
 deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
 function that draws none flips the first comparison; ``_load_ptr`` points one element further), so the comparison
-must report differences.
+must report differences. The mutants run in the same process, after the substitutes, against the same shipped
+outputs (``mutant_equal`` beside ``equal``): vLLM's kernels run once per case instead of once per table, and the
+interpreter and vLLM are imported once. A table left bound by the run before it could only make a comparison
+differ, never agree.
 
     python mrv2_substitute_children.py NAME... [--mutant]
 """
@@ -89,8 +92,8 @@ def _mutate(func: ast.FunctionDef) -> int:
     return 0
 
 
-def _substitutions() -> tuple:
-    if not MUTANT:
+def _substitutions(mutant: bool = False) -> tuple:
+    if not mutant:
         return SUBSTITUTIONS
     REWRITES["mutate"] = _mutate
     subs = []
@@ -110,16 +113,25 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _compare(run, case: dict, summary=None) -> dict:
-    """``run(**case)`` -> tuple of tensors, as vLLM ships the kernels and with our substitutes bound; ``summary``
-    of vLLM's outputs says what the case exercised."""
+    """``run(**case)`` -> tuple of tensors, as vLLM ships the kernels and with our substitutes bound (and, with
+    ``--mutant``, with the mutants bound: ``mutant_equal``); ``summary`` of vLLM's outputs says what the case
+    exercised."""
+    def bound_run(mutant: bool) -> tuple[list, int]:
+        try:
+            bound = registry.install_substitutions("musa", _substitutions(mutant), pick=version_gate.pick)
+            return [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})
+                    ], len(bound)
+        finally:
+            registry.uninstall()
+
+    def equal(outputs: list) -> bool:
+        return all(torch.equal(_bits(a), _bits(b)) for a, b in zip(shipped, outputs))
+
     shipped = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
-    try:
-        bound = registry.install_substitutions("musa", _substitutions(), pick=version_gate.pick)
-        subbed = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
-    finally:
-        registry.uninstall()
-    return {"equal": all(torch.equal(_bits(a), _bits(b)) for a, b in zip(shipped, subbed)),
-            "outputs": len(shipped), "bound": len(bound), **(summary(*shipped) if summary else {})}
+    subbed, bound = bound_run(False)
+    mutants = {"mutant_equal": equal(bound_run(True)[0])} if MUTANT else {}
+    return {"equal": equal(subbed), **mutants, "outputs": len(shipped), "bound": bound,
+            **(summary(*shipped) if summary else {})}
 
 
 # ------------------------------------------------------------------------------------------------ penalties
@@ -431,7 +443,12 @@ def ptx_identity() -> dict:
     from portable_spec.kernels.triton_compile import compile_for_target
     from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
-    rand = tuple(s for s in _substitutions() if s.name.split(":")[0] == "tl_rand32")
+    def rand(mutant: bool) -> tuple:
+        return tuple(s for s in _substitutions(mutant) if s.name.split(":")[0] == "tl_rand32")
+
+    def mutant_equal(shipped: str, table: tuple) -> dict:
+        return {"mutant_equal": _ptx(case, table)[0] == shipped} if MUTANT else {}
+
     out = {}
     for case in MRV2_KERNELS:
         name = case.key.removeprefix("mrv2/")
@@ -441,11 +458,12 @@ def ptx_identity() -> dict:
             signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
                                                   case.constexprs).asm["ptx"])
             out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
-                         "int32_dividend_equal": signed == shipped}
+                         "int32_dividend_equal": signed == shipped, **mutant_equal(shipped, _substitutions(True))}
         elif case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]"):
             shipped, _ = _ptx(case)
-            ours, bound = _ptx(case, rand)
-            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines())}
+            ours, bound = _ptx(case, rand(False))
+            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
+                         **mutant_equal(shipped, rand(True))}
     return {"cases": out}
 
 
