@@ -2,7 +2,9 @@
 as vLLM ships them and with our MUSA substitutes bound, run by the Triton interpreter or built by Triton's front end.
 
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform
-and turns it back on, so the objects compared are vLLM's real kernels. Run: python substitute_children.py NAME.
+and turns it back on, so the objects compared are vLLM's real kernels. Run: python substitute_children.py NAME...
+(several names share one process, and so one import of vLLM; the line maps each name to its result). Each child
+binds the substitutes and unbinds them before it returns.
 """
 
 from __future__ import annotations
@@ -157,4 +159,4 @@ def compiled_helpers() -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(globals()[sys.argv[1]]()))
+    print(json.dumps({name: globals()[name]() for name in sys.argv[1:]}))

@@ -22,12 +22,13 @@ from portable_spec.kernels.fixed_tile import FixedTileLauncher  # noqa: E402
 CUDA = registry.substitutions_for("cuda")
 
 
-def _child(code: str, *, interpret: bool) -> dict:
+def _child(code: str, *, interpret: bool, stdin: str | None = None) -> dict:
     env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": ""}
     env.pop("TRITON_INTERPRET", None)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,
+                          input=stdin)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1])
@@ -140,12 +141,33 @@ print(json.dumps(result))
 """
 
 
-def test_one_tile_dflash_launch_writes_what_vllms_launch_writes():
+_IN_ONE = _ENABLE_TRITON + r"""
+import contextlib, io, sys
+reports = {}
+for name, body in json.loads(sys.stdin.read()).items():  # each in its own namespace, its printed line its report
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(body, f"<{name}>", "exec"), {"json": json, "torch": torch, "registry": registry})
+    reports[name] = json.loads([ln for ln in printed.getvalue().splitlines() if ln.startswith("{")][-1])
+print(json.dumps(reports))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    """The three interpreter children's reports (``_DFLASH``, ``_EXPAND``, ``_NEXT_TOKEN``), run one after another in
+    one process: one import of vLLM and torch instead of three. None binds a substitute (each derives its own)."""
+    bodies = {name: code.removeprefix(_ENABLE_TRITON) for name, code in
+              (("dflash", _DFLASH), ("expand", _EXPAND), ("next_token", _NEXT_TOKEN))}
+    return _child(_IN_ONE, interpret=True, stdin=json.dumps(bodies))
+
+
+def test_one_tile_dflash_launch_writes_what_vllms_launch_writes(interpreted):
     """vLLM's real DFlash input kernel (interpreter), launched as vLLM launches it (tile = next power of two of the
     longest query + 1 + K, up to 256) and through our one-tile launcher: every output buffer equal, element for
     element, over decode-only, mixed prefill and long-prompt batches, with and without rejected tokens (without:
     ours passes zeros with the flag on)."""
-    report = _child(_DFLASH, interpret=True)
+    report = interpreted["dflash"]
     assert report["upstream_is_jit"]
     cases = report["cases"]
     assert {c["tiles"] for c in cases} >= {16, 32, 256}, "the cases must cover tiles below, at and above ours"
@@ -210,12 +232,12 @@ print(json.dumps({"upstream_is_jit": hasattr(upstream, "fn"), "cases": cases}))
 """
 
 
-def test_one_tile_expand_launch_writes_what_vllms_launch_writes():
+def test_one_tile_expand_launch_writes_what_vllms_launch_writes(interpreted):
     """vLLM's real expand kernel (interpreter: the draft model's and parallel drafting's input copy), launched as vLLM
     launches it (tile = next power of two of the longest query + new slots, up to 256) and through our one-tile
     launcher: every output buffer equal, element for element, for the draft model's single slot and parallel
     drafting's shifted K slots, decode-only, rejected tokens and prompts past one 256-slot tile."""
-    report = _child(_EXPAND, interpret=True)
+    report = interpreted["expand"]
     assert report["upstream_is_jit"]
     cases = report["cases"]
     assert {c["tile"] for c in cases} >= {2, 8, 256}, "the cases must cover tiles below, at and above ours"
@@ -258,11 +280,11 @@ print(json.dumps({"cases": cases}))
 """
 
 
-def test_next_token_launch_at_sixteen_lanes_writes_what_vllms_launch_writes():
+def test_next_token_launch_at_sixteen_lanes_writes_what_vllms_launch_writes(interpreted):
     """vLLM's real next-token kernel (interpreter), launched as vLLM launches it (row tile = next power of two of the
     row width) and through our launcher (at least 16 lanes): equal next tokens and valid counts for rows with and
     without drafts, discarded rows, rejected tails and out-of-vocabulary tokens."""
-    cases = _child(_NEXT_TOKEN, interpret=True)["cases"]
+    cases = interpreted["next_token"]["cases"]
     for c in cases:
         assert c["equal"] and c["written"], c
     counts = {n for c in cases for n in c["counts"]}

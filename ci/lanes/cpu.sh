@@ -6,7 +6,7 @@
 # - vLLM 0.26.0: the Triton 3.2 front-end check (its triton==3.2.0 virtualenv from ci/lanes/triton32_venv.sh; every
 #   MUSA-path kernel compiled for an NVIDIA sm_90 and an AMD gfx942 target, the AMD one linked by Debian's lld
 #   package's ld.lld; fails unless every MUSA-path kernel passes both backends and the static rules with substitutes
-#   bound), the ROCm compile step (every ROCm-path kernel built
+#   bound), beside it the ROCm compile step (every ROCm-path kernel built
 #   for gfx942 and gfx90a with the lane's Triton; fails when one fails on a target ROCm serves), then the whole suite
 #   (which reuses the Triton 3.2 check's report);
 # - every other version: the span's tests (tests/version_span.py: unit, config, plugin and hook-point tests), where
@@ -55,7 +55,12 @@ run_pytest() {
   mkdir -p "$out/$version"
   log "vLLM $version: torch $("$python" -c 'import torch; print(torch.__version__)'), pytest $*"
   local rc=0
-  "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" "$@" || rc=$?
+  # vLLM caches what its model registry learns about a model class (found in a fresh interpreter, seconds each) in
+  # VLLM_CACHE_ROOT/modelinfos, one file per class, keyed by the hash of that vLLM's model file: in the one default
+  # folder each version of the span (and any other lane on the machine) overwrites the others' entries, so every
+  # version relearned every class on every run. One folder per virtualenv keeps each version's entries warm.
+  VLLM_CACHE_ROOT="$(dirname "$(dirname "$python")")/vllm_cache" \
+    "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" "$@" || rc=$?
   # What the version gate says this vLLM cannot have (read in that virtualenv), for versions.json.
   "$python" -m portable_spec.vllm_adapter.patch.version_gate > "$out/$version/gate.json"
   if [[ $rc -eq 5 ]]; then log "vLLM $version: pytest collected no tests"; fi
@@ -77,18 +82,31 @@ fi
 if ! have_lld; then
   log "the Triton 3.2 check's AMD compile needs ld.lld: apt-get install lld (see $out/apt_lld.log)"; exit 1
 fi
-log "Triton 3.2 front-end check (proxy for MUSA's Triton: NVIDIA sm_90 and AMD gfx942 backends, static rules)"
-start=$SECONDS
-"$main_python" -m portable_spec kernels --check-triton --out "$work" \
-  --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS
-log "Triton 3.2 check: $((SECONDS - start)) s"
 # Every ROCm-path Triton kernel compiled for MI300 (gfx942) and MI250 (gfx90a) with this virtualenv's Triton, whose
 # AMD backend links in-process; fails when a kernel fails on a target ROCm serves. Report: $out/rocm_compile/.
-log "ROCm-path Triton kernels compiled for hip:gfx942 and hip:gfx90a"
-start=$SECONDS
+# It runs in the background beside the Triton 3.2 check: the two are independent (other Pythons, other output
+# folders), each compiles in one process on one core, so on a 2-core machine they overlap instead of queueing. Its
+# output (rocm_compile.log, rocm_compile.err in $out) reaches the console after the Triton 3.2 check's, as one block:
+# its last line when it passes (and what it wrote to stderr), all of it when it fails.
+log "ROCm-path Triton kernels compiled for hip:gfx942 and hip:gfx90a (in the background; reported below)"
+rocm_start=$SECONDS
 "$main_python" -m portable_spec kernels --check-triton --target hip:gfx942 --target hip:gfx90a \
-  --out "$out/rocm_compile" | tail -n 1
-log "ROCm compile step: $((SECONDS - start)) s"
+  --out "$out/rocm_compile" > "$out/rocm_compile.log" 2> "$out/rocm_compile.err" &
+rocm_pid=$!
+log "Triton 3.2 front-end check (proxy for MUSA's Triton: NVIDIA sm_90 and AMD gfx942 backends, static rules)"
+start=$SECONDS
+triton32_rc=0
+"$main_python" -m portable_spec kernels --check-triton --out "$work" \
+  --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS || triton32_rc=$?
+log "Triton 3.2 check: $((SECONDS - start)) s"
+rocm_rc=0
+wait "$rocm_pid" || rocm_rc=$?
+cat "$out/rocm_compile.err" >&2
+if [[ $rocm_rc -eq 0 ]]; then tail -n 1 "$out/rocm_compile.log"; else cat "$out/rocm_compile.log" >&2; fi
+log "ROCm compile step: $((SECONDS - rocm_start)) s (beside the Triton 3.2 check)"
+if [[ $triton32_rc -ne 0 || $rocm_rc -ne 0 ]]; then
+  log "failed: Triton 3.2 check exit $triton32_rc, ROCm compile step exit $rocm_rc"; exit 1
+fi
 export PORTABLE_SPEC_TRITON32_REPORT="$work/triton32_check.json"  # tests/test_triton_check.py reuses it
 run_pytest "$(vllm_of "$main_reqs")" "$main_python" "$@" tests
 unset PORTABLE_SPEC_TRITON32_REPORT

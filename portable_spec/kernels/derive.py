@@ -17,6 +17,7 @@ with one line instead of guessing.
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import linecache
 import textwrap
@@ -62,7 +63,10 @@ def derive(original: Any, rewrites: Mapping[str, int], unspecialize: tuple[str, 
                                   "changed the kernel; update portable_spec/kernels/substitutions.py or pin "
                                   "vllm==0.26.0")
     source = ast.unparse(ast.fix_missing_locations(tree)) + "\n"
-    filename = f"<portable_spec: derived {qualified}>"
+    # The source's hash in the name: Triton's interpreter reads a kernel's source back through linecache, so two
+    # derivations of one kernel (other rewrites) under one name would each run the later one's code.
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    filename = f"<portable_spec: derived {qualified} {digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict[str, Any] = {}
     exec(compile(source, filename, "exec"), fn.__globals__, namespace)  # noqa: S102 - vLLM's own source, rewritten
