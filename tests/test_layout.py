@@ -25,7 +25,7 @@ SERVE_PACKAGES = ("plugin", "platform", "worker", "spec_decode", "patch")
 FENCED_PACKAGES = ("tools",)
 
 PRODUCT_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "output", "logs", "capture_sizes"),
+    ("errors", "output", "logs", "capture_sizes", "versions"),
     ("envs",),
     ("ports",),
     ("kernels", "draft"),

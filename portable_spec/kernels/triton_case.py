@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from portable_spec.versions import parse
+
 BASE = "0.26.0"
 """The vLLM whose launch a row's own fields state (and whose launch line ``launched_at`` names)."""
 
@@ -60,11 +62,9 @@ class KernelCase:
 
     def at(self, pick: Callable[[Mapping[str, "KernelCase"]], "KernelCase"]) -> "KernelCase":
         """This row as the installed vLLM launches it: ``BASE``'s launch with every change up to the version ``pick``
-        (``version_gate.pick``) chooses applied in version order."""
+        (``versions.pick``) chooses applied in version order."""
         if not self.changes:
             return self
-        from portable_spec.vllm_adapter.patch.version_gate import parse
-
         case = dataclasses.replace(self, changes={})
         launches = {BASE: case}
         for version in sorted(self.changes, key=parse):

@@ -159,12 +159,12 @@ KERNELS: tuple[KernelCase, ...] = VLLM_KERNELS + OUR_KERNELS
 
 def kernel_cases(sources: tuple[str, ...] | list[str] = (), pick: Pick | None = None) -> tuple[KernelCase, ...]:
     """``KERNELS`` plus the cases each ``"module:attr"`` source names (a tuple of ``KernelCase``), in order, each as
-    the installed vLLM launches it (``KernelCase.at``; ``pick`` defaults to ``version_gate.pick``); a key named twice
+    the installed vLLM launches it (``KernelCase.at``; ``pick`` defaults to ``versions.pick``); a key named twice
     raises."""
     import importlib
 
     if pick is None:
-        from portable_spec.vllm_adapter.patch.version_gate import pick
+        from portable_spec.versions import pick
     cases = [case.at(pick) for case in KERNELS]
     for source in sources:
         module, _, attr = source.partition(":")

@@ -8,49 +8,23 @@ The span: vLLM 0.26.0 (the GPU host's), 0.28.0 (vllm-musa's pin) and 0.33.0 (the
 - ``pick({"0.26.0": a, "0.28.0": b})``: the value for the installed vLLM, from the newest key at or below it (how the
   census and the hook-point tests state what moved, and since when).
 
-Versions are read from the installed distribution's metadata: nothing here imports vLLM. ``python -m
+Versions are read from the installed distribution's metadata (``portable_spec.versions``, re-exported here): nothing here imports vLLM. ``python -m
 portable_spec.vllm_adapter.patch.version_gate`` prints the installed version and every feature's verdict as JSON
 (the cpu lane keeps it beside each version's test results for ``versions.json``).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import logging
-import re
 from dataclasses import dataclass
-from typing import Mapping, TypeVar
+
+from portable_spec.versions import Version, installed, installed_text, parse, pick  # noqa: F401  (re-exported)
 
 SPAN = ("0.26.0", "0.28.0", "0.33.0")
 """The versions the cpu lane checks; ``pyproject.toml``'s ``vllm`` extra states the range they bound."""
 SUPPORTED = ">=0.26.0,<0.34"
 """The supported range (``tests/test_version_gate.py`` holds ``pyproject.toml`` to it)."""
-
-T = TypeVar("T")
-Version = tuple[int, int, int]
-
-
-def parse(text: str) -> Version:
-    """``"0.33.0"``, ``"0.33.1.dev4+g1234"`` or ``"0.28.0+musa"`` -> ``(0, 33, 1)``: the release numbers only."""
-    match = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if match is None:
-        raise ValueError(f"not a vLLM version: {text!r}")
-    major, minor, micro = match.groups()
-    return int(major), int(minor), int(micro or 0)
-
-
-def installed_text(distribution: str = "vllm") -> str | None:
-    """The installed vLLM's (or another distribution's) version string (None where it is not installed)."""
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def installed() -> Version | None:
-    text = installed_text()
-    return None if text is None else parse(text)
 
 
 @dataclass(frozen=True)
@@ -146,17 +120,6 @@ def say_unsupported(name: str, logger: logging.Logger) -> bool:
         _SAID.add(name)
         logger.info("portable_spec: %s", reason)
     return True
-
-
-def pick(by_version: Mapping[str, T], version: Version | None = None) -> T:
-    """The value of the newest key at or below ``version`` (default: the installed vLLM). Raises below every key."""
-    version = installed() if version is None else version
-    if version is None:
-        raise LookupError("no vLLM installed")
-    fitting = [key for key in by_version if parse(key) <= version]
-    if not fitting:
-        raise LookupError(f"nothing stated for vLLM {'.'.join(map(str, version))} (keys: {', '.join(by_version)})")
-    return by_version[max(fitting, key=parse)]
 
 
 def report(version: Version | None = None) -> dict:
