@@ -473,4 +473,5 @@ def test_vllm_musa_contract_probe_command_reports_the_stack_and_binds_only_what_
     assert [s["name"] for s in report["kernel_substitutions"]["substitutions"]] == list(BOUND_HERE)
     assert probe_cmd.run(argparse.Namespace(platform="musa", json=False, verify=False)) == 0
     text = capsys.readouterr().out
-    assert "found: vllm-musa 0.1.28" in text and "left to vllm-musa:" in text and f"{len(BOUND_HERE)}/{len(BOUND_HERE)} bound" in text
+    assert "found: vllm-musa 0.1.28" in text and "left to vllm-musa:" in text
+    assert f"{len(BOUND_HERE)}/{len(BOUND_HERE)} bound" in text

@@ -6,9 +6,9 @@ GPU, so each row must say what a launch would: runtime parameters with their Tri
 the value the launch site passes (parameters left at their Python default are filled in by the worker). vLLM
 kernels are named by ``"module:attr"`` strings, so importing this table imports neither vLLM nor Triton; each row's
 ``launched_at`` says where vLLM 0.26.0 launches it, and its ``changes`` what a later vLLM of the span launches
-differently (``triton_case.Change``; ``kernel_cases`` resolves them for the installed vLLM). This module holds the V1 runner's kernels (its drafter, rejection
-sampler and TRITON_ATTN, at a Llama-style layer: 32 query heads, 8 KV heads, head size 128, bf16, KV block 16);
-``triton_table_mrv2.py`` holds Model Runner V2's.
+differently (``triton_case.Change``; ``kernel_cases`` resolves them for the installed vLLM). This module holds the V1
+runner's kernels (its drafter, rejection sampler and TRITON_ATTN, at a Llama-style layer: 32 query heads, 8 KV heads,
+head size 128, bf16, KV block 16); ``triton_table_mrv2.py`` holds Model Runner V2's.
 """
 
 from __future__ import annotations
