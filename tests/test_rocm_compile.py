@@ -14,8 +14,9 @@ import sys
 import textwrap
 
 import pytest
+from kernel_rows import VLLM_ROOT, check_against_vllm
 from lane_tools import import_triton, missing
-from test_triton_check import VLLM_ROOT, _check_row, _jit_names, _launched_jit_kernels, _params, _vllm_function
+from test_triton_check import _jit_names, _launched_jit_kernels
 
 from portable_spec.kernels.triton_rocm_check import NOT_SERVED, checked_targets, merge, render_markdown, render_text
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
@@ -35,7 +36,7 @@ def _path(module: str) -> str:
 @pytest.mark.parametrize("case", ROCM_ATTN + FP8_CASES, ids=lambda c: c.key)
 def test_each_rocm_row_gives_every_parameter_a_type_or_a_value(case):
     """Read from vLLM's source, as the shared table's rows are: a missing parameter or a typed constexpr fails."""
-    _check_row(case, *_params(_vllm_function(case.module, case.attr)))
+    check_against_vllm(case)
 
 
 def test_each_rocm_row_names_the_line_that_launches_it_and_rocms_options():
