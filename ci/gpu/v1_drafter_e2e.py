@@ -31,7 +31,7 @@ from pathlib import Path
 
 from portable_spec.draft.fault_injection import FAIL_CAPTURE_ENV
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
-from portable_spec_harness.e2e.child import parallel_child_args
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.e2e.parent import (log_excerpt, own_compile_cache, part_parser, per_seed_rows,
                                               run_variant, run_variants)
 from portable_spec_harness.e2e.v1_checks import DRAFT_SAMPLES, bug_outcome, checks_for, judge, mean_acceptance
@@ -105,7 +105,7 @@ def main() -> int:
         """One boot per variant: every seed's prompts run in it (the child's greedy job loops over --seeds)."""
         child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"],
                  "--k", str(args.k), "--seeds", args.seeds, "--temperature", str(args.temperature),
-                 "--max-tokens", str(args.max_tokens), "--prompt-set", prompt_set, *parallel_child_args(args)]
+                 "--max-tokens", str(args.max_tokens), "--prompt-set", prompt_set, *Parallel.from_args(args).child_args()]
         if args.draft_sample_method:
             child += ["--draft-sample-method", args.draft_sample_method]
         if args.async_scheduling:

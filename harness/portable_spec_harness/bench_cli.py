@@ -172,7 +172,7 @@ def check_e2e_input(args: argparse.Namespace) -> tuple[tuple[str, ...], dict[str
 
 def run_e2e(args: argparse.Namespace) -> int:
     from portable_spec_harness.e2e.bench import run_bench
-    from portable_spec_harness.e2e.child import parallel_child_args
+    from portable_spec_harness.parallel import Parallel
 
     variants, checkpoint = check_e2e_input(args)
     problem = e2e_host_problem(args.tp)
@@ -182,7 +182,7 @@ def run_e2e(args: argparse.Namespace) -> int:
     report = run_bench(args.out, pair=args.pair, model_variant=args.model_variant, k=args.num_spec,
                        concurrency=tuple(args.concurrency), variants=variants, bench_tokens=args.tokens,
                        repeats=args.repeats, timeout_s=args.timeout, profile=args.profile,
-                       profile_concurrency=args.profile_concurrency, parallel=parallel_child_args(args),
+                       profile_concurrency=args.profile_concurrency, parallel=Parallel.from_args(args).child_args(),
                        checkpoint=checkpoint, gc_heap=args.gc_heap)
     emit(args, report, render_e2e)
     return 0

@@ -49,6 +49,11 @@ class Parallel:
                     "pass --tp N")
         return None
 
+    def child_args(self) -> list[str]:
+        """The same options as ``add_parallel_flags`` spells them, to pass on to a child that parses them."""
+        return (["--tp", str(self.tp)] + (["--disable-custom-all-reduce"] if self.disable_custom_all_reduce else [])
+                + (["--no-fuse-allreduce-rms"] if self.no_fuse_allreduce_rms else []))
+
     def engine_args(self) -> dict[str, Any]:
         """``LLM(...)`` keywords (``parallel_engine_args``)."""
         from portable_spec_harness.vllm_door.offline import parallel_engine_args

@@ -52,7 +52,7 @@ def run_bench(outdir: str | Path, *, pair: str = "llama_eagle", model_variant: s
               parallel: list[str] | None = None, checkpoint: dict[str, str] | None = None,
               gc_heap: str = "frozen") -> dict[str, Any]:
     """Boot every variant at once, time them in turns (``interleave``), then profile each (optional).
-    ``parallel``: the children's tensor-parallel flags (``child.parallel_child_args``); ``checkpoint``: an
+    ``parallel``: the children's tensor-parallel flags (``parallel.Parallel.child_args``); ``checkpoint``: an
     operator's own models (``checkpoint_pair``) instead of the generated ``pair``; ``gc_heap``: each child's
     collector after boot (``gc_pauses``: frozen as ``vllm serve`` freezes it, or live)."""
     from portable_spec_harness.e2e.child import bench_summary

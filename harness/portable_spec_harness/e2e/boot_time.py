@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec.envs import STACK_DIR_ENV, STACK_EVERY_ENV
-from portable_spec_harness.e2e.child import parallel_child_args
+from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.parallel import add_parallel_flags
 
 SITECUSTOMIZE = '''
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.model_variant,
                       num_speculative_tokens=args.k)
     child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"], "--k", str(args.k),
-             "--max-num-seqs", str(args.max_num_seqs), *parallel_child_args(args)]
+             "--max-num-seqs", str(args.max_num_seqs), *Parallel.from_args(args).child_args()]
     root = Path(tempfile.mkdtemp(prefix="boot_time_"))
     variants = args.variants.split(",")
     boots = []

@@ -227,12 +227,6 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                 **memory, **variant_engine_args(variant, parallel))
 
 
-def parallel_child_args(args: argparse.Namespace) -> list[str]:
-    """The parallel flags of a parsed command line, to pass on to a child."""
-    return (["--tp", str(args.tp)] + (["--disable-custom-all-reduce"] if args.disable_custom_all_reduce else [])
-            + (["--no-fuse-allreduce-rms"] if args.no_fuse_allreduce_rms else []))
-
-
 def engine_facts(llm: Any) -> dict[str, Any]:
     """Rank 0's facts at the top level (as at TP=1), and every rank's under ``ranks``."""
     try:

@@ -77,9 +77,12 @@ def scheduling(record: dict[str, Any], variants: list[str]) -> tuple[dict[str, A
     problems = [f"{variant}: ran with async scheduling {value}, but --async-scheduling {asked} was asked"
                 for variant, value in ran.items() if asked != "default" and bool(value) != (asked == "on")]
     if len({bool(v) for v in ran.values()}) > 1:
-        problems.append("the variants ran with different async scheduling (" +
-                        ", ".join(f"{v} {'on' if on else 'off'}" for v, on in ran.items()) + ")")
+        problems.append(f"the variants ran with different async scheduling ({_on_off(ran)})")
     return {"asked": asked, "per_variant": ran}, problems
+
+
+def _on_off(ran: dict[str, Any]) -> str:
+    return ", ".join(f"{variant} {'on' if on else 'off'}" for variant, on in ran.items())
 
 
 def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> dict[str, Any]:
@@ -152,8 +155,7 @@ def table(report: dict[str, Any]) -> str:
              f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {where(report)}"]
     ran = (report.get("async_scheduling") or {}).get("per_variant") or {}
     if ran:
-        lines.append(f"async scheduling ({report['async_scheduling']['asked']}): " +
-                     ", ".join(f"{v} {'on' if on else 'off'}" for v, on in ran.items()))
+        lines.append(f"async scheduling ({report['async_scheduling']['asked']}): {_on_off(ran)}")
     for input_len, sampling in panels(report):
         lines += [f"in {input_len}, {sampling} {_sampling_note(w, sampling)}:", _HEAD]
         lines += [_row(report, Cell(input_len, sampling, c), variant)
