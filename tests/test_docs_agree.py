@@ -132,6 +132,42 @@ def check_serve_table(m: re.Match) -> int:
     return compared
 
 
+DRAFT_ASYNC = {256: "bench/results/2026-11-28-h200x2-session20/dmasync256/serve_bench.json",
+               1024: "bench/results/2026-11-28-h200x2-session20/dmasync1024/serve_bench.json"}
+"""The draft model with async scheduling on both servers, c = 1, 2, one serving bench per input length."""
+_ASYNC_ROW = re.compile(r"^ *\| (?P<input>\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \|$", re.MULTILINE)
+
+
+def draft_async_cells() -> dict[tuple[int, int], dict]:
+    """(input, concurrency) -> the cell's ratios, from benches whose servers both read back async scheduling on."""
+    found = {}
+    for length, path in DRAFT_ASYNC.items():
+        report = results(path)
+        assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}, path
+        for c in (1, 2):
+            found[length, c] = report["ours_over_upstream_v1"][f"in{length}/greedy/c{c}"]
+    return found
+
+
+def check_draft_async_table(m: re.Match) -> int:
+    """README's async-scheduling table: each cell's ratio of medians and paired interval, rounded as printed."""
+    cells_, compared = draft_async_cells(), 0
+    for row in _ASYNC_ROW.finditer(m.group(0)):
+        for c in (1, 2):
+            cell = cells_[int(row["input"]), c]
+            low, high = cell["paired_output_tok_s"]["interval"]
+            assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]", row.group(0)
+            compared += 1
+    assert compared == len(cells_), compared
+    return compared
+
+
+def check_draft_async_range(m: re.Match) -> int:
+    expect = span([cell["output_tok_s"] for cell in draft_async_cells().values()], 2)
+    assert list(m.groups()) == expect
+    return len(expect)
+
+
 @dataclass(frozen=True)
 class Claim:
     doc: str
@@ -154,6 +190,8 @@ CLAIMS = (
     Claim("README.md", r"output tok/s \*\*(\S+)–(\S+)× upstream V1's\*\* and (\S+)–(\S+)× MRV2's", check_serve_range),
     Claim("README.md", r"^\| pair \| weights \| ours / upstream V1 \(output tok/s\).*?\n\n", check_serve_table,
           multiline=True),
+    Claim("README.md", r"^  \| input \| c=1 \| c=2 \|\n.*?\n\n", check_draft_async_table, multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with `--async-scheduling` on both", check_draft_async_range),
     Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
                                r"one CPU there, every cell holds at 0\.98",
           lambda m: most_cells_undecided(UNPINNED) + every_cell_holds(PINNED)),
@@ -193,6 +231,6 @@ def test_every_verdict_sentence_is_checked(doc):
 
 
 def test_the_checks_read_every_results_file_they_name():
-    for path in (*PINNED, *UNPINNED, SERVE):
+    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values()):
         assert (ROOT / path).is_file(), path
     assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}
