@@ -51,15 +51,20 @@ def _children(*flags: str, names: tuple[str, ...] = CHILDREN, interpret: bool = 
 
 
 class _Runs(dict):
-    """Each child's result, the child run in a process of its own the first time a test asks for it: a test
-    selected alone (``-k apply_write``) runs only the children it reads."""
+    """Each child's result. The first test that asks runs, in one process, its child and every child the session's
+    selected tests of this module will read (``planned``): one vLLM import (~9 s on the lane's machine) instead of
+    one per child, which made this the lane's slowest module. A test selected alone (``-k apply_write``) still runs
+    only the children it reads."""
 
-    def __init__(self, *flags: str) -> None:
+    def __init__(self, *flags: str, planned: tuple[str, ...] = ()) -> None:
         super().__init__()
-        self.flags = flags
+        self.flags, self.planned = flags, planned
 
     def __missing__(self, name: str) -> dict:
-        self[name] = _children(*self.flags, names=(name,))[name]
+        names = tuple(dict.fromkeys((name, *(p for p in self.planned if p not in self))))
+        ran = _children(*self.flags, names=names)
+        assert set(ran) == set(names), (names, sorted(ran))
+        self.update(ran)
         return self[name]
 
     def cases(self, name: str) -> dict:
@@ -69,14 +74,38 @@ class _Runs(dict):
         return self[name]["cases"]
 
 
-@pytest.fixture(scope="module")
-def shipped_vs_substituted() -> dict:
-    return _Runs()
+CASES_READ = ("rejection_sample", "top_k_top_p", "block_tables", "staged_writes", "apply_write",
+              "fill_logprob_token_ids")
+"""The children ``test_the_cases_exercise_what_the_substitutes_change`` reads."""
+
+
+def _planned(request, reads) -> tuple[str, ...]:
+    """The children this module's selected tests read (``reads(item)`` per test item), in ``CHILDREN``'s order."""
+    wanted = {name for item in request.session.items if getattr(item, "module", None) is request.module
+              for name in reads(item)}
+    return tuple(c for c in CHILDREN if c in wanted)
+
+
+def _reads_shipped(item) -> tuple[str, ...]:
+    if item.originalname == "test_the_substitutes_are_bitwise_vllms_kernels":
+        return (item.callspec.params["child"],)
+    return CASES_READ if item.originalname == "test_the_cases_exercise_what_the_substitutes_change" else ()
+
+
+def _reads_mutants(item) -> tuple[str, ...]:
+    if item.originalname == "test_a_broken_substitute_is_caught":
+        return COVERS[item.callspec.params["substitute"]]
+    return ()
 
 
 @pytest.fixture(scope="module")
-def shipped_vs_mutants() -> dict:
-    return _Runs("--mutant")
+def shipped_vs_substituted(request) -> dict:
+    return _Runs(planned=_planned(request, _reads_shipped))
+
+
+@pytest.fixture(scope="module")
+def shipped_vs_mutants(request) -> dict:
+    return _Runs("--mutant", planned=_planned(request, _reads_mutants))
 
 
 def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
