@@ -10,7 +10,8 @@
 #   for gfx942 and gfx90a with the lane's Triton; fails when one fails on a target ROCm serves), then the whole suite
 #   (which reuses the Triton 3.2 check's report);
 # - every other version: the span's tests (tests/version_span.py: unit, config, plugin and hook-point tests), where
-#   what that vLLM cannot have is skipped with the version gate's one-line reason.
+#   what that vLLM cannot have is skipped with the version gate's one-line reason; the versions one after the other,
+#   in the background beside the main suite, their log printed after it.
 # Every run writes pytest's JUnit XML; ci/versions_report.py turns them into versions.json (passed / failed / skipped
 # per version, and what is unsupported there and why) in PORTABLE_SPEC_LANE_OUT (kept) or a temporary folder, and
 # the lane prints one line per version. The lane fails when any version's tests fail; pytest's exit code 5 (no tests
@@ -107,15 +108,28 @@ log "ROCm compile step: $((SECONDS - rocm_start)) s (beside the Triton 3.2 check
 if [[ $triton32_rc -ne 0 || $rocm_rc -ne 0 ]]; then
   log "failed: Triton 3.2 check exit $triton32_rc, ROCm compile step exit $rocm_rc"; exit 1
 fi
+# shellcheck disable=SC2207  # the span's paths hold no spaces
+span_tests=($("$main_python" tests/version_span.py))
+# The span's versions, one after the other, beside the main suite: the main suite is one pytest process (a core
+# each on a 2-core machine), and the span waited ~7 min for it. Its log is printed once the main suite ends.
+log "vLLM version span: ${#span_tests[@]} test modules on each other version, beside the main suite (log follows it)"
+(
+  for reqs in ci/requirements-cpu-*.txt; do
+    run_pytest "$(vllm_of "$reqs")" "$(lane_python "$reqs")" "${span_tests[@]}"
+  done
+  if [[ ${#failed[@]} -gt 0 ]]; then printf '%s\n' "${failed[@]}" > "$out/span_failed.txt"; exit 1; fi
+) > "$out/span.log" 2>&1 &
+span_pid=$!
 export PORTABLE_SPEC_TRITON32_REPORT="$work/triton32_check.json"  # tests/test_triton_check.py reuses it
 run_pytest "$(vllm_of "$main_reqs")" "$main_python" "$@" tests
 unset PORTABLE_SPEC_TRITON32_REPORT
-
-# shellcheck disable=SC2207  # the span's paths hold no spaces
-span_tests=($("$main_python" tests/version_span.py))
-for reqs in ci/requirements-cpu-*.txt; do
-  run_pytest "$(vllm_of "$reqs")" "$(lane_python "$reqs")" "${span_tests[@]}"
-done
+span_rc=0
+wait "$span_pid" || span_rc=$?
+cat "$out/span.log"
+if [[ $span_rc -ne 0 ]]; then
+  mapfile -t span_failed < <(cat "$out/span_failed.txt" 2>/dev/null || echo "version span (exit $span_rc)")
+  failed+=("${span_failed[@]}")
+fi
 
 "$main_python" ci/versions_report.py "$out" --span "${span_tests[@]}" > "$out/versions.json"
 "$main_python" ci/versions_report.py "$out" --span "${span_tests[@]}" --lines
