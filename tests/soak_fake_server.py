@@ -137,6 +137,8 @@ class State:
 class FakeVllm:
     def __init__(self, spec: servers.ServerSpec, port: int, log: Path, misbehave: Misbehave | None = None) -> None:
         self.spec, self.port, self.log = spec, port, log
+        self.kind = getattr(spec, "kind", spec.variant)
+        """What the server runs: a soak spec's variant, a serve-bench server's kind (``ours@async`` runs ours)."""
         self.misbehave = misbehave or Misbehave()
         self.state = State()
         genconfig = getattr(spec, "generation_config", None)  # the serve bench's servers have none
@@ -144,7 +146,7 @@ class FakeVllm:
                   else {"eos_token_id": [2]})
         self.eos_ids = set(config["eos_token_id"])
         self.k = getattr(spec.pair, "k", budget.K)  # a serve-bench server carries its pair, a soak one its name
-        self.step = 1 if spec.variant == "nospec" else 1 + self.k
+        self.step = 1 if self.kind == "nospec" else 1 + self.k
         self.measuring: str | None = None
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -277,7 +279,7 @@ class FakeVllm:
             for _ in range(steps):
                 self.state.observe(metrics.ITERATIONS, 1)
             self.state.inc(metrics.REQUEST_SUCCESS, finished_reason=c["finish_reason"])
-            if self.spec.variant != "nospec":
+            if self.kind != "nospec":
                 self.state.inc(metrics.DRAFTS, steps - 1)
                 self.state.inc(metrics.DRAFT_TOKENS, (steps - 1) * self.k)
                 self.state.inc(metrics.ACCEPTED, len(c["token_ids"]) - steps)
@@ -363,7 +365,7 @@ class FakeVllm:
 
     def _facts(self) -> dict[str, Any]:
         ours = self.spec.role == "ours"
-        drafter = (None if self.spec.variant in ("nospec", "mrv2") else
+        drafter = (None if self.kind in ("nospec", "mrv2") else
                    "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphEagleProposer" if ours
                    else "vllm.v1.spec_decode.eagle.EagleProposer")
         return {"runner": ("portable_spec.vllm_adapter.worker.v1_model_runner.PortableV1ModelRunner" if ours
@@ -372,9 +374,9 @@ class FakeVllm:
                 "pointer_mismatches": 0 if ours else None,
                 "capture_stats": {"graphs": 4, "num_tokens": {"first_fused": [1, 2], "chain_fused": [1, 2]},
                                   "failed": {}} if ours else None,
-                "platform": ("vllm.platforms.cuda.CudaPlatform" if self.spec.variant in ("nospec", "upstream_v1", "mrv2")
+                "platform": ("vllm.platforms.cuda.CudaPlatform" if self.kind in ("nospec", "upstream_v1", "mrv2")
                              else "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"),
-                "use_v2_model_runner": self.spec.variant == "mrv2",
+                "use_v2_model_runner": self.kind == "mrv2",
                 "tensor_parallel_size": self.spec.parallel.tp,
                 "async_scheduling": async_scheduling(self.spec),
                 "scheduling_policy": "priority", "num_gpu_blocks": budget.NUM_GPU_BLOCKS,
@@ -389,7 +391,7 @@ class FakeVllm:
         lines.append(f"vllm:num_requests_waiting{{{label}}} {float(self.state.waiting)}")
         names = [metrics.PREEMPTIONS, metrics.PREFIX_CACHE_HITS, metrics.PREFIX_CACHE_QUERIES,
                  metrics.GENERATION_TOKENS]
-        if self.spec.variant != "nospec":
+        if self.kind != "nospec":
             names += list(metrics.SPECULATIVE)
         for name in names:
             lines.append(f"{name}{{{label}}} {self.state.counters.get(name + '{}', 0.0)}")

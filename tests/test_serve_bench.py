@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -393,8 +394,8 @@ def test_prompts_are_sized_from_the_warm_run_capped_and_floored():
 
 
 def test_moe_pairs_skip_mrv2_with_the_reason():
-    kept, skipped = plan.variants_for(["upstream_v1", "ours", "mrv2"], moe=True)
-    assert kept == ["upstream_v1", "ours"] and "MoE" in skipped["mrv2"]
+    kept, skipped = plan.variants_for(["upstream_v1", "ours", "mrv2", "ours@async", "mrv2@sync"], moe=True)
+    assert kept == ["upstream_v1", "ours", "ours@async"] and "MoE" in skipped["mrv2"] and "MoE" in skipped["mrv2@sync"]
     assert plan.variants_for(["mrv2"], moe=False) == (["mrv2"], {})
 
 
@@ -589,20 +590,65 @@ def test_async_scheduling_reaches_vllms_engine_args_as_asked(vllm_platform, zoo_
     assert AsyncEngineArgs.from_cli_args(args).async_scheduling is expected
 
 
-def _facts_record(asked: str, ran: dict[str, bool]) -> dict:
+@pytest.mark.parametrize("choice", ["default", "off"])
+def test_a_scheduling_suffix_reaches_vllms_engine_args_on_its_server_only(vllm_platform, zoo_pair, tmp_path, choice):
+    """``upstream_v1,ours,ours@async``: the driver plans three servers, and vLLM's own parser reads async scheduling
+    on for ``ours@async`` alone, the others with ``--async-scheduling``'s choice (None: vLLM decides). ``ours@async``
+    runs ours (platform, drafter) with a compile cache of its own, and the placement counts three servers."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    settings = Settings(**{**FAST, "variants": ("upstream_v1", "ours", "ours@async"), "async_scheduling": choice})
+    bench = driver.Bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    specs = bench.plan_servers()
+    assert list(specs) == ["upstream_v1", "ours", "ours@async"] and bench.record["placement"]["servers"] == 3
+    plain = {"default": None, "off": False}[choice]
+    for name, expected in (("upstream_v1", plain), ("ours", plain), ("ours@async", True)):
+        argv = servers.serve_args(specs[name], 8123)
+        args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+        assert AsyncEngineArgs.from_cli_args(args).async_scheduling is expected, name
+        assert ("--async-scheduling" in argv, "--no-async-scheduling" in argv) == (expected is True, expected is False)
+    ours, suffixed = servers.server_env(specs["ours"]), servers.server_env(specs["ours@async"])
+    assert specs["ours@async"].kind == "ours" and suffixed["VLLM_PLATFORM"] == ours["VLLM_PLATFORM"] == "cuda"
+    assert suffixed["VLLM_CACHE_ROOT"] != ours["VLLM_CACHE_ROOT"]
+
+
+def _facts_record(asked: str, ran: dict[str, bool | None]) -> dict:
+    """A report's record whose servers said ``ran`` (None: a fact without ``async_scheduling``)."""
     return {"settings": {"async_scheduling": asked},
-            "variants": {v: {"facts": [{"runner": "x", "async_scheduling": on}]} for v, on in ran.items()}}
+            "variants": {v: {"facts": [{"runner": "x", **({} if on is None else {"async_scheduling": on})}]}
+                         for v, on in ran.items()}}
 
 
 def test_the_report_says_how_each_server_scheduled_and_flags_a_mismatch():
     said, problems = report.scheduling(_facts_record("on", {"upstream_v1": True, "ours": True}), ["upstream_v1", "ours"])
-    assert said == {"asked": "on", "per_variant": {"upstream_v1": True, "ours": True}} and problems == []
+    assert said == {"asked": "on", "asked_per_variant": {"upstream_v1": "on", "ours": "on"},
+                    "per_variant": {"upstream_v1": True, "ours": True}} and problems == []
     _, problems = report.scheduling(_facts_record("on", {"upstream_v1": False, "ours": True}), ["upstream_v1", "ours"])
-    assert any("upstream_v1: ran with async scheduling False" in p for p in problems)
+    assert any("upstream_v1: ran with async scheduling False, but --async-scheduling on was asked" in p
+               for p in problems)
     assert any("different async scheduling (upstream_v1 off, ours on)" in p for p in problems)
     _, problems = report.scheduling(_facts_record("default", {"upstream_v1": False, "ours": False}),
                                     ["upstream_v1", "ours"])
     assert problems == []
+
+
+def test_each_suffixed_server_is_checked_against_its_own_ask_and_may_differ_from_the_plain_ones():
+    """A suffixed server is asked its own scheduling: differing from the plain servers is the point, differing from
+    its ask is a problem, and so is a server asked on or off whose facts do not say. Plain servers must still agree."""
+    variants = ["upstream_v1", "ours", "ours@async", "upstream_v1@sync"]
+    said, problems = report.scheduling(_facts_record("default", {"upstream_v1": True, "ours": True, "ours@async": True,
+                                                                 "upstream_v1@sync": False}), variants)
+    assert problems == [] and said["asked_per_variant"] == {"upstream_v1": "default", "ours": "default",
+                                                            "ours@async": "on", "upstream_v1@sync": "off"}
+    _, problems = report.scheduling(_facts_record("off", {"upstream_v1": False, "ours": True, "ours@async": False,
+                                                          "upstream_v1@sync": None}), variants)
+    assert problems == ["ours: ran with async scheduling True, but --async-scheduling off was asked",
+                        "ours@async: ran with async scheduling False, but ours@async's async scheduling on was asked",
+                        "upstream_v1@sync: upstream_v1@sync's async scheduling off was asked, but no fact of its "
+                        "server says how it scheduled",
+                        "the variants ran with different async scheduling (upstream_v1 off, ours on)"]
 
 
 def test_a_forced_choice_runs_end_to_end_and_is_printed(zoo_pair, tmp_path):
@@ -610,8 +656,84 @@ def test_a_forced_choice_runs_end_to_end_and_is_printed(zoo_pair, tmp_path):
                            "phase_clock": False, "async_scheduling": "off"})
     result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
     assert result["status"] == "complete", result["problems"]
-    assert result["async_scheduling"] == {"asked": "off", "per_variant": {"upstream_v1": False, "ours": False}}
+    assert result["async_scheduling"]["per_variant"] == {"upstream_v1": False, "ours": False}
     assert "async scheduling (off): upstream_v1 off, ours off" in report.table(result)
+
+
+SUFFIXED = Settings(**{**FAST, "variants": ("upstream_v1", "ours", "ours@async"), "async_scheduling": "off",
+                       "phase_clock": False})
+"""What issue 39 asks on one machine, interleaved: upstream and ours as asked (off, as vLLM 0.26.0 picks for
+draft_model) and ours with async scheduling."""
+
+
+@pytest.fixture(scope="module")
+def suffixed_run(zoo_pair, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("suffixed")
+    return driver.run_serve_bench(zoo_pair, SUFFIXED, out, cpu_hooks()), out
+
+
+def test_a_suffixed_variant_is_a_bench_variant_of_its_own(suffixed_run):
+    """``ours@async`` has its own server, cells, interleaved runs, files and ratios, printed by name; the plain
+    names keep their keys."""
+    result, out = suffixed_run
+    assert result["status"] == "complete", result["problems"]
+    assert result["async_scheduling"]["per_variant"] == {"upstream_v1": False, "ours": False, "ours@async": True}
+    assert list(result["variants"]) == ["upstream_v1", "ours", "ours@async"]
+    assert result["variants"]["ours@async"]["serve_args"].count("--async-scheduling") == 1
+    assert "--no-async-scheduling" in result["variants"]["ours"]["serve_args"]
+    assert result["placement"]["servers"] == 3 and (out / "server_ours@async.log").exists()
+    for r in range(2):
+        assert sorted(run["variant"] for run in result["order"] if run["round"] == r and run["concurrency"] == 1) == [
+            "ours", "ours@async", "upstream_v1"]
+    assert all(result["cells"]["ours@async"][c]["runs"] == 2 for c in (C1, C2))
+    for key in ("ours_over_upstream_v1", "ours@async_over_upstream_v1", "ours@async_over_ours"):
+        assert all(result[key][c]["output_tok_s"] > 0 and result[key][c]["paired_output_tok_s"]["passes"] == 2
+                   for c in (C1, C2)), key
+    assert "ours_over_mrv2" not in result
+    table = (out / "serve_bench.txt").read_text()
+    assert "async scheduling (off): upstream_v1 off, ours off, ours@async on" in table
+    assert "\n  ours@async_over_upstream_v1: c=1: tok/s " in table and "\n  ours@async_over_ours: c=1: " in table
+    assert any(line.split()[1:2] == ["ours@async"] for line in table.splitlines())
+    assert (out / "serve_bench.png").stat().st_size > 10_000
+
+
+def test_a_server_that_ignored_its_suffix_makes_the_report_incomplete(zoo_pair, tmp_path):
+    """The readback bites: ``ours@async``'s server says it ran without async scheduling (as a server that dropped
+    the flag would), and the report names it."""
+    launch = fake_launcher()
+
+    def ignoring(server, port, log):
+        return launch(replace(server, async_scheduling="off") if server.variant == "ours@async" else server, port, log)
+    settings = replace(SUFFIXED, rounds=1, concurrency=(1,))
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks(ignoring))
+    assert result["status"] == "incomplete"
+    assert result["problems"] == ["ours@async: ran with async scheduling False, but ours@async's async scheduling on "
+                                  "was asked"]
+
+
+def test_the_summary_keys_suffixed_ratios_beside_the_plain_ones(suffixed_run, tmp_path, capsys):
+    result, out = suffixed_run
+    summary = combine.combine([result, result], ["a", "b"])
+    assert summary["ours_over_mrv2"] == {} and summary["problems"] == []
+    for key in ("ours_over_upstream_v1", "ours@async_over_upstream_v1", "ours@async_over_ours"):
+        pooled = summary[key]["llama_eagle"]["zoo-perfect"][C1]
+        assert pooled["output_tok_s"] > 0 and pooled["paired_output_tok_s"]["passes"] == 4, key
+    other = json.loads(json.dumps(result))
+    other["settings"]["async_scheduling"] = "default"
+    with pytest.raises(PortableSpecError, match=r"another workload \(async_scheduling\)"):
+        combine.combine([result, other], ["a", "b"])
+    assert combine.main([str(out), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "ours@async_over_ours llama_eagle (zoo-perfect) output tok/s: in16/greedy/c1: " in printed
+    assert (tmp_path / "serve_bench_summary.png").stat().st_size > 10_000
+
+
+def test_ratio_pairs_keep_the_plain_keys_and_add_each_suffixed_one():
+    assert plan.ratio_pairs(["upstream_v1", "ours", "mrv2"]) == {"ours_over_upstream_v1": ("ours", "upstream_v1"),
+                                                                  "ours_over_mrv2": ("ours", "mrv2")}
+    assert list(plan.ratio_pairs(["upstream_v1", "upstream_v1@async", "ours@async"])) == [
+        "ours@async_over_upstream_v1", "ours@async_over_upstream_v1@async", "upstream_v1@async_over_upstream_v1"]
+    assert plan.ratio_pairs(["upstream_v1", "mrv2"]) == {}
 
 
 def test_the_probe_class_is_a_worker_extension_vllm_accepts():
@@ -899,8 +1021,16 @@ def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
     (["--temperature", "0.8"], "--temperature is gone: pass --sampling greedy or sampled"),
     (["--min-run-s", "-1"], "--min-run-s must be >= 0"),
     (["--max-prompts", "0"], "--max-prompts must be >= 1"),
+    (["--variants", "ours,ours@fast"], "ours@fast's suffix is unknown: end it in @async (--async-scheduling on) or "
+                                       "@sync (--async-scheduling off), or in nothing"),
+    (["--variants", "ours,ours@"], "ours@'s suffix is unknown"),
+    (["--variants", "ours,ours@async,ours@async"], "names a variant twice: list each once"),
+    (["--variants", "ours,ours@async", "--async-scheduling", "on"],
+     "ours and ours@async are the same server under --async-scheduling on: drop one"),
+    (["--variants", "upstream_v1,sglang@async"], "use some of upstream_v1, ours, mrv2, ours_mrv2, each with an "
+                                                 "optional @async or @sync"),
 ])
-def test_bad_axis_input_exits_2_with_one_line(argv, fragment, tmp_path, capsys):
+def test_bad_axis_or_variant_input_exits_2_with_one_line(argv, fragment, tmp_path, capsys):
     from portable_spec_harness.serve_bench import __main__ as cli
 
     assert cli.main(["--pair", "llama_eagle", "--out", str(tmp_path / "o"), *argv]) == 2

@@ -30,11 +30,13 @@
 #   portable_spec_harness.serve_bench): SERVE_BENCH_PAIR (a prepared pair folder, a zoo pair or a real_shapes pair
 #   name such as llama8b_draft1b, default llama_eagle), SERVE_BENCH_MODE (zoo variant, or dummy|designed for a
 #   real_shapes pair, default attention), SERVE_BENCH_HEAD (a designed real_shapes pair's draft: perfect, the default,
-#   or partial), SERVE_BENCH_VARIANTS (default
-#   upstream_v1,ours,mrv2), SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
+#   or partial), SERVE_BENCH_VARIANTS (default upstream_v1,ours,mrv2; a name ending in @async or @sync is one more
+#   server of that variant with async scheduling on or off, e.g. upstream_v1,ours,ours@async),
+#   SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
 #   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
 #   portable_spec_harness.serve_bench.combine), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1 phase clock,
-#   which otherwise runs after the timed rounds), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, alike on every variant),
+#   which otherwise runs after the timed rounds), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, on every variant
+#   without a suffix),
 #   SERVE_BENCH_INPUT_LEN (comma-separated prompt lengths, one cell each, default 256) / SERVE_BENCH_OUTPUT_LEN
 #   (default 256), SERVE_BENCH_SAMPLING (greedy, sampled or greedy,sampled, default greedy),
 #   SERVE_BENCH_PROMPTS_PER_SLOT (the fewest, default 2), SERVE_BENCH_MIN_RUN_S (each cell's timed runs sized from its

@@ -119,7 +119,10 @@ VARIABLES: tuple[LaneVar, ...] = (
           "A prepared pair folder, a zoo pair or a real-shapes name for the serving benchmark.", SERVE_BENCH),
     _knob("SERVE_BENCH_MODE", "attention", "The zoo variant or the weights label (`dummy`, `designed`).", SERVE_BENCH),
     _knob("SERVE_BENCH_HEAD", "perfect", "A designed real_shapes pair's draft: `perfect` or `partial`.", SERVE_BENCH),
-    _knob("SERVE_BENCH_VARIANTS", "upstream_v1,ours,mrv2", "The servers compared.", SERVE_BENCH),
+    _knob("SERVE_BENCH_VARIANTS", "upstream_v1,ours,mrv2",
+          "The servers compared; a name ending in `@async` or `@sync` is one more server of that variant with async "
+          "scheduling on or off (`upstream_v1,ours,ours@async`), with its own ratios (`ours@async_over_ours`).",
+          SERVE_BENCH),
     _knob("SERVE_BENCH_CONCURRENCY", "1,2,8,32", "`--max-concurrency` of each client run.", SERVE_BENCH),
     _knob("SERVE_BENCH_ROUNDS", "3",
           "Rounds; every round visits every (input length, sampling, concurrency) cell with every variant.",
@@ -130,7 +133,7 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "
-          "`--no-async-scheduling` on every variant's server alike.", SERVE_BENCH),
+          "`--no-async-scheduling` on every variant's server without an `@async` / `@sync` suffix.", SERVE_BENCH),
     _knob("SERVE_BENCH_INPUT_LEN", "256",
           "Prompt tokens per request, comma-separated: one cell per length; the servers fit the longest.", SERVE_BENCH),
     _knob("SERVE_BENCH_OUTPUT_LEN", "256", "Output tokens per request.", SERVE_BENCH),

@@ -8,7 +8,10 @@ such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds pa
 the phase clock's host/device split at concurrency 1), ``.txt`` and ``.png``, every client run's saved JSON and
 printed text under ``OUT/runs/``, and each server's log. ``--tp N`` runs every server at tensor parallel N on GPUs
 0..N-1 (``--disable-custom-all-reduce --no-fuse-allreduce-rms`` too on a host without NVLink multicast); the
-placement is then estimated per GPU and the report names the TP.
+placement is then estimated per GPU and the report names the TP. ``--async-scheduling on|off`` asks every server
+for that scheduling; a variant named with a suffix asks its own server (``--variants upstream_v1,ours,ours@async``:
+ours with vLLM's default and ours with async scheduling, one more server, interleaved like the rest), adding the
+ratios ``ours@async_over_upstream_v1`` and ``ours@async_over_ours``; the report checks each server ran as asked.
 Exit 0 when the report is complete, 1 when it is not (a cell without numbers, a round cut by ``--budget-s``, a
 server that ran something other than its label), 2 on bad input (one line naming the fix).
 """
@@ -78,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
                                                 "names: dummy (default) or designed; a folder: a label)")
     p.add_argument("--head", default=None, help="a real_shapes pair's draft head: perfect (default) or partial")
     p.add_argument("--variants", default=",".join(plan.DEFAULT_VARIANTS),
-                   help=f"comma-separated, of {', '.join(plan.VARIANTS)} (default: %(default)s)")
+                   help=f"comma-separated, of {', '.join(plan.VARIANTS)}; a name ending in @async or @sync is a "
+                        "server of its own run with --async-scheduling / --no-async-scheduling, beside the plain one "
+                        "(e.g. upstream_v1,ours,ours@async; default: %(default)s)")
     p.add_argument("--concurrency", default="1,2,8,32", help="--max-concurrency values (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="timed rounds; each visits every cell once (default 3)")
     p.add_argument("--first-round", type=int, default=0,
@@ -108,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-phase-clock", action="store_true", help="skip the phase clock and profile at c=1")
     p.add_argument("--async-scheduling", default="default", choices=sorted(ASYNC_SCHEDULING),
                    help="vLLM's default for the method, or --async-scheduling / --no-async-scheduling on every "
-                        "variant (default: %(default)s)")
+                        "variant without an @async / @sync suffix (default: %(default)s)")
     p.add_argument("--kv-cache-gib", type=float, default=None, help="KV cache per server and GPU (default: sized "
                                                                     "from the workload, per rank at --tp)")
     add_parallel_flags(p)  # every variant's server at that TP; the placement estimate per GPU
@@ -125,12 +130,7 @@ def parser() -> argparse.ArgumentParser:
 
 def settings_from(args: argparse.Namespace) -> Settings:
     """The checked settings (every problem one line naming the fix)."""
-    variants = tuple(v for v in args.variants.split(",") if v)
-    unknown = [v for v in variants if v not in plan.VARIANTS]
-    if not variants or unknown:
-        raise PortableSpecError(f"--variants {args.variants!r}: use some of {', '.join(plan.VARIANTS)}")
-    if len(set(variants)) != len(variants):
-        raise PortableSpecError(f"--variants {args.variants!r} names a variant twice: list each once")
+    variants = plan.checked_variants(args.variants, args.async_scheduling)
     if args.temperature is not None:
         raise PortableSpecError(f"--temperature is gone: pass --sampling greedy or sampled (sampled: temperature "
                                 f"{plan.SAMPLING['sampled']['temperature']:g}, top-p "

@@ -1,7 +1,9 @@
 """``python -m portable_spec_harness.serve_bench.combine --out DIR RUN_DIR...``: one summary over several serving
 benchmarks (pairs x weight modes, or one benchmark split over several calls), keyed the way issue 24 reads it:
 ``ours_over_upstream_v1[pair][mode][cell]`` and ``ours_over_mrv2[...]`` on output tok/s and median TPOT, a cell
-keyed ``in256/greedy/c1`` (input length, sampling, concurrency), the rounds paired within each call.
+keyed ``in256/greedy/c1`` (input length, sampling, concurrency), the rounds paired within each call; variants named
+with a scheduling suffix add their ratios the same way (``ours@async_over_upstream_v1``, ``ours@async_over_ours``:
+``plan.ratio_pairs``).
 
 Runs of the same pair and mode are pooled (their medians taken over every round of every call); their workloads must
 match (lengths, K, sampling, prompts unless sized by ``--min-run-s``), or the summary refuses to mix them. Reports
@@ -20,17 +22,20 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES, cell_of, legacy_sampling, workload_cells
+from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, cell_of, kind_of, legacy_sampling,
+                                                    ratio_pairs, workload_cells)
 from portable_spec_harness.plotting import legend
 
 
-def comparable(workload: dict[str, Any]) -> dict[str, Any]:
+def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """What pooled reports must share, the same whether a report was written before the axes or after: lengths,
-    sampling, ``max_model_len``, and the prompts per run where they were fixed (sized runs differ from call to call
-    by design; their rounds still pair only within a call)."""
+    sampling, ``max_model_len``, the prompts per run where they were fixed (sized runs differ from call to call
+    by design; their rounds still pair only within a call), and ``--async-scheduling`` (what a variant without a
+    scheduling suffix ran)."""
     same = {"input_lens": workload.get("input_lens") or [workload.get("input_len")],
             "sampling": workload.get("sampling") or [legacy_sampling(workload)],
-            "output_len": workload.get("output_len"), "max_model_len": workload.get("max_model_len")}
+            "output_len": workload.get("output_len"), "max_model_len": workload.get("max_model_len"),
+            "async_scheduling": (settings or {}).get("async_scheduling", "default")}
     if not workload.get("min_run_s"):
         same["num_prompts"] = workload.get("num_prompts")
     return same
@@ -64,7 +69,8 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
     for (pair, mode), members in sorted(groups.items()):
         first = members[0][0]
         for rep, source in members[1:]:
-            mine, theirs = comparable(rep["workload"]), comparable(first["workload"])
+            mine = comparable(rep["workload"], rep.get("settings"))
+            theirs = comparable(first["workload"], first.get("settings"))
             differs = [k for k in {**mine, **theirs} if mine.get(k) != theirs.get(k)]
             if differs or rep["pair"]["k"] != first["pair"]["k"]:
                 raise PortableSpecError(f"{source}: {pair} ({mode}) ran another workload ({', '.join(differs) or 'K'})"
@@ -80,21 +86,29 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             "rounds": sum(rep.get("rounds_done", 0) for rep, _ in members), "cells": table,
             "phase_clock_c1": {v: r.get("split") for rep, _ in members
                                for v, r in (rep.get("phase_clock_c1") or {}).items() if r.get("split")}}
-        if "ours" in variants:
-            for base in RATIO_BASES:
-                if base in variants:
-                    entry[f"ours_over_{base}"] = stats.ratios(table, runs, "ours", base, cells, first["workload"])
-                    summary[f"ours_over_{base}"].setdefault(pair, {})[mode] = entry[f"ours_over_{base}"]
-                    summary["problems"] += [f"{pair} ({mode}) ours_over_{base} {c}: {r['error']}"
-                                            for c, r in entry[f"ours_over_{base}"].items() if "error" in r]
+        for key, (variant, base) in ratio_pairs(variants).items():
+            entry[key] = stats.ratios(table, runs, variant, base, cells, first["workload"])
+            summary.setdefault(key, {}).setdefault(pair, {})[mode] = entry[key]
+            summary["problems"] += [f"{pair} ({mode}) {key} {c}: {r['error']}" for c, r in entry[key].items()
+                                    if "error" in r]
         summary["problems"] += [f"{pair} ({mode}) {p}" for rep, _ in members for p in rep.get("problems", [])]
         summary["pairs"].setdefault(pair, {})[mode] = entry
     return summary
 
 
+def ratio_keys(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The summary's ratios, ``plan.ratio_pairs`` of every pooled entry's variants: ``ours_over_upstream_v1`` and
+    ``ours_over_mrv2`` always (empty where no pair ran them), then what the variants added."""
+    keys = {f"ours_over_{b}": ("ours", b) for b in RATIO_BASES}
+    for modes in summary["pairs"].values():
+        for entry in modes.values():
+            keys.update(ratio_pairs(list(entry["cells"])))
+    return keys
+
+
 def plot(summary: dict[str, Any], path: Path) -> str | None:
-    """Ours over upstream V1 (and over MRV2) on output tok/s per concurrency, one line per pair, mode, input length
-    and sampling."""
+    """Every ratio on output tok/s per concurrency, one panel per base variant (upstream V1 and MRV2 always; ours
+    too when ``ours@async`` ran beside it), one line per ratio, pair, mode, input length and sampling."""
     try:
         import matplotlib
 
@@ -102,17 +116,21 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, axes = plt.subplots(1, len(RATIO_BASES), figsize=(7 * len(RATIO_BASES), 4.5))
-    for ax, base in zip(axes, RATIO_BASES):
-        for pair, modes in summary[f"ours_over_{base}"].items():
-            for mode, ratios in modes.items():
-                for group, points in _lines(ratios).items():
-                    ax.plot(list(points), list(points.values()), marker="o", label=f"{pair} ({mode}) {group}")
-        for level in TARGET_LINES[base]:
+    keys = ratio_keys(summary)
+    bases = list(dict.fromkeys(base for _, base in keys.values()))
+    fig, axes = plt.subplots(1, len(bases), figsize=(7 * len(bases), 4.5), squeeze=False)
+    for ax, base in zip(axes[0], bases):
+        for key, (variant, _) in ((k, sides) for k, sides in keys.items() if sides[1] == base):
+            for pair, modes in summary.get(key, {}).items():
+                for mode, ratios in modes.items():
+                    for group, points in _lines(ratios).items():
+                        ax.plot(list(points), list(points.values()), marker="o",
+                                label=f"{variant}: {pair} ({mode}) {group}")
+        for level in TARGET_LINES.get(kind_of(base), ()):
             ax.axhline(level, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("max concurrency (vllm bench serve)")
-        ax.set_ylabel(f"output tok/s: ours / {base}")
+        ax.set_ylabel(f"output tok/s: variant / {base}")
         ax.grid(alpha=0.3)
         legend(ax, fontsize=8)
     fig.tight_layout()
@@ -149,12 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        for base in RATIO_BASES:
-            for pair, modes in summary[f"ours_over_{base}"].items():
+        for key in ratio_keys(summary):
+            for pair, modes in summary.get(key, {}).items():
                 for mode, ratios in modes.items():
                     cells = "  ".join(f"{c}: {r['output_tok_s']:.3f}" if "error" not in r else f"{c}: error"
                                       for c, r in ratios.items())
-                    print(f"ours_over_{base} {pair} ({mode}) output tok/s: {cells}")
+                    print(f"{key} {pair} ({mode}) output tok/s: {cells}")
         print(f"{len(summary['problems'])} problems" + "".join(f"\n  {p}" for p in summary["problems"][:20]))
     return 0 if not summary["problems"] else 1
 

@@ -60,6 +60,7 @@ PHASE_CLOCK_NEEDS_TP1 = ("the phase clock times the engine core's busy loop, whe
 @dataclass(frozen=True)
 class Settings:
     variants: tuple[str, ...] = plan.DEFAULT_VARIANTS
+    """Bench variant names, a scheduling suffix included (``plan.checked_variants``): one server each."""
     concurrency: tuple[int, ...] = (1, 2, 8, 32)
     rounds: int = 3
     first_round: int = 0
@@ -85,7 +86,8 @@ class Settings:
     budget_s: float | None = None
     kv_cache_gib: float | None = None
     async_scheduling: str = "default"
-    """``servers.ASYNC_SCHEDULING``: vLLM's default, or on / off for every variant alike."""
+    """``servers.ASYNC_SCHEDULING``: vLLM's default, or on / off for every variant without a scheduling suffix
+    (``ours@async`` asks its own server, ``plan.scheduling_of``)."""
     parallel: Parallel = Parallel()
     """Tensor parallelism of every server (``parallel.Parallel``)."""
 
@@ -163,8 +165,8 @@ class Bench:
             "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
                                               "(vllm bench serve --save-detailed), summed per run",
             "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
-        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv, s.async_scheduling, s.parallel)
-                for v in self.variants}
+        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv,
+                               plan.scheduling_of(v, s.async_scheduling), s.parallel) for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers
     def boot(self, specs: list[BenchServer]) -> list[Live]:
@@ -427,9 +429,9 @@ class Bench:
 
 def jit_after_boot(variant: str, log: Path) -> tuple[list[str], str | None]:
     """The kernels vLLM's JIT monitor saw compile after boot in ``variant``'s server log, and the problem they are
-    for a variant in ``JIT_CLEAN_VARIANTS`` (None: none, or a baseline variant)."""
+    for a variant of a kind in ``JIT_CLEAN_VARIANTS`` (None: none, or a baseline variant)."""
     events = jit_events(log)
-    if not events or variant not in JIT_CLEAN_VARIANTS:
+    if not events or plan.kind_of(variant) not in JIT_CLEAN_VARIANTS:
         return events, None
     return events, (f"{variant}: {len(events)} kernel JIT compile(s) after boot (vLLM's JIT monitor): "
                     f"{', '.join(sorted(set(events)))}; see {log.name}")

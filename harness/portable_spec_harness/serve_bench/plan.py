@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from portable_spec.errors import PortableSpecError
 from portable_spec_harness.e2e.interleave import rotation
 
 VARIANTS = {"upstream_v1": "upstream_v1", "ours": "full_drafter", "mrv2": "mrv2", "ours_mrv2": "ours_platform_mrv2"}
@@ -20,8 +21,14 @@ the runner vLLM picks (MRV2 for a dense target) on our platform, with our worker
 DEFAULT_VARIANTS = ("upstream_v1", "ours", "mrv2")
 DENSE_ONLY = {v: "MoE target: vLLM 0.26.0 serves it on the V1 runner only, so there is no MRV2 to compare"
               for v in ("mrv2", "ours_mrv2")}
+OURS = "ours"
 RATIO_BASES = ("upstream_v1", "mrv2")
-"""The ratios the report keys on: ``ours_over_upstream_v1`` and ``ours_over_mrv2``."""
+"""The ratios the report keys on: ``ours_over_upstream_v1`` and ``ours_over_mrv2`` (``ratio_pairs``)."""
+SCHEDULING_SUFFIXES = {"async": "on", "sync": "off"}
+"""A ``--variants`` name's suffix (``ours@async``) -> the ``--async-scheduling`` choice of that one server; a name
+without one runs with ``--async-scheduling``'s. Why: whether async scheduling helps a drafter differs between ours and
+upstream (issue 39), and only servers of one kind with either scheduling, booted together and interleaved on one
+machine, answer it without the host's drift between sessions."""
 TARGET_LINES = {"upstream_v1": (1.0, 1.1), "mrv2": (0.95,)}
 """Issue 24's targets, drawn on each ratio's plot: ours >= upstream V1 everywhere and >= 1.10x at c <= 2 (designed
 acceptance); ours >= 0.95x MRV2 on a dense target."""
@@ -107,9 +114,56 @@ def cell_of(run: dict, workload: dict) -> Cell:
     return Cell(int(input_len), run.get("sampling") or legacy_sampling(workload), int(run["concurrency"]))
 
 
+def kind_of(variant: str) -> str:
+    """What a bench variant's server runs, a key of ``VARIANTS`` (``ours@async`` -> ``ours``)."""
+    return variant.partition("@")[0]
+
+
+def scheduling_of(variant: str, default: str) -> str:
+    """The ``--async-scheduling`` choice a bench variant's server is asked for: its suffix's, else ``default``."""
+    suffix = variant.partition("@")[2]
+    return SCHEDULING_SUFFIXES[suffix] if suffix else default
+
+
+def checked_variants(text: str, default: str) -> tuple[str, ...]:
+    """``--variants``' names: each a known kind with at most a known scheduling suffix, and no two the same server
+    (``ours,ours@async`` under ``--async-scheduling on`` would measure one thing twice). Raises
+    ``PortableSpecError``, one line naming the fix; ``default`` is ``--async-scheduling``'s choice."""
+    names = tuple(v for v in text.replace(" ", "").split(",") if v)
+    if not names or any(kind_of(v) not in VARIANTS for v in names):
+        raise PortableSpecError(f"--variants {text!r}: use some of {', '.join(VARIANTS)}, each with an optional "
+                                f"@{' or @'.join(SCHEDULING_SUFFIXES)}")
+    for v in names:
+        if "@" in v and v.partition("@")[2] not in SCHEDULING_SUFFIXES:
+            raise PortableSpecError(f"--variants {text!r}: {v}'s suffix is unknown: end it in " + " or ".join(
+                f"@{s} (--async-scheduling {c})" for s, c in SCHEDULING_SUFFIXES.items()) + ", or in nothing for "
+                "--async-scheduling's choice")
+    if len(set(names)) != len(names):
+        raise PortableSpecError(f"--variants {text!r} names a variant twice: list each once")
+    seen: dict[tuple[str, str], str] = {}
+    for v in names:
+        other = seen.setdefault((kind_of(v), scheduling_of(v, default)), v)
+        if other != v:
+            raise PortableSpecError(f"--variants {text!r}: {other} and {v} are the same server under "
+                                    f"--async-scheduling {default}: drop one")
+    return names
+
+
+def ratio_pairs(variants: list[str] | tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """Every ratio a report of these variants keys on, ``<variant>_over_<base>`` -> (variant, base): each variant of
+    kind ours over each of kind upstream_v1 or mrv2 (``ours_over_upstream_v1``, ``ours@async_over_upstream_v1``),
+    then each suffixed variant over its kind without a suffix (``ours@async_over_ours``: what the scheduling alone
+    changes, rounds paired on one machine)."""
+    pairs = {f"{v}_over_{b}": (v, b) for base in RATIO_BASES for v in variants if kind_of(v) == OURS
+             for b in variants if kind_of(b) == base}
+    pairs.update({f"{v}_over_{kind_of(v)}": (v, kind_of(v)) for v in variants
+                  if v != kind_of(v) and kind_of(v) in variants})
+    return pairs
+
+
 def variants_for(asked: list[str], moe: bool) -> tuple[list[str], dict[str, str]]:
     """The variants this pair runs, in the asked order, and those skipped with the reason."""
-    skipped = {v: DENSE_ONLY[v] for v in asked if moe and v in DENSE_ONLY}
+    skipped = {v: DENSE_ONLY[kind_of(v)] for v in asked if moe and kind_of(v) in DENSE_ONLY}
     return [v for v in asked if v not in skipped], skipped
 
 

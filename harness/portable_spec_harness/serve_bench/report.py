@@ -13,10 +13,9 @@ from typing import Any
 
 from portable_spec_harness.e2e.step_breakdown import PHASES
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.plan import RATIO_BASES, TARGET_LINES, Cell
+from portable_spec_harness.serve_bench.plan import (OURS, TARGET_LINES, VARIANTS, Cell, kind_of, ratio_pairs,
+                                                    scheduling_of)
 from portable_spec_harness.plotting import legend
-
-OURS = "ours"
 
 
 def split(clock: dict[str, Any] | None, profile: dict[str, Any] | None) -> dict[str, Any]:
@@ -41,7 +40,9 @@ def split(clock: dict[str, Any] | None, profile: dict[str, Any] | None) -> dict[
 def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) -> list[str]:
     """Whether a server ran what its label says, from the probe's facts: at tensor parallel ``tp``; ours our
     platform and drafter with graph replays during the runs, upstream V1 vLLM's platform and drafter on the V1 runner,
-    MRV2 vLLM's platform and the V2 runner. A mislabelled number is worse than none."""
+    MRV2 vLLM's platform and the V2 runner (``ours@async`` is judged as ours). A mislabelled number is worse than
+    none."""
+    kind = kind_of(variant)
     readings = [f for f in facts if "error" not in f and f.get("runner")]
     if not readings:
         return [f"{variant}: no facts from its server's probe"]
@@ -50,35 +51,47 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
         return [f"{variant}: ran at tensor parallel {first.get('tensor_parallel_size')}, not the {tp} asked"]
     drafter, v2 = str(first.get("drafter")), first.get("use_v2_model_runner")
     platform = first.get("platform")
-    if platform is not None and str(platform).startswith("portable_spec.") != (variant == OURS):
+    if platform is not None and str(platform).startswith("portable_spec.") != (kind == OURS):
         return [f"{variant}: ran on platform {platform}"]
-    if variant == OURS:
+    if kind == OURS:
         replays = sum((last.get("replays") or {}).values()) - sum((first.get("replays") or {}).values())
         if not drafter.startswith("portable_spec.") or v2:
             return [f"{variant}: ran drafter {drafter} (V2 runner: {v2}), not ours on the V1 runner"]
         if len(readings) > 1 and replays <= 0:
             return [f"{variant}: our drafter's graphs did not replay during the runs"]
-    elif variant == "upstream_v1" and (drafter.startswith("portable_spec.") or v2):
+    elif kind == "upstream_v1" and (drafter.startswith("portable_spec.") or v2):
         return [f"{variant}: ran drafter {drafter} (V2 runner: {v2}), not vLLM's on the V1 runner"]
-    elif variant == "mrv2" and not v2:
+    elif kind == "mrv2" and not v2:
         return [f"{variant}: its server ran the V1 runner"]
     return []
 
 
 def scheduling(record: dict[str, Any], variants: list[str]) -> tuple[dict[str, Any], list[str]]:
     """Whether each server ran with async scheduling (its probe's facts), and the problems: a server that did not
-    run what ``--async-scheduling`` forced, or variants that ran differently (their steps would not compare)."""
-    asked = (record.get("settings") or {}).get("async_scheduling", "default")
+    run what it was asked (its name's ``@async`` / ``@sync``, else ``--async-scheduling``) or whose facts do not say
+    while on or off was asked, and servers asked alike (no suffix) that ran differently (their steps would not
+    compare; a suffixed one differs by design)."""
+    default = (record.get("settings") or {}).get("async_scheduling", "default")
+    asked = {variant: scheduling_of(variant, default) for variant in variants}
     ran: dict[str, Any] = {}
     for variant in variants:
         facts = [f for f in (record["variants"].get(variant) or {}).get("facts", []) if "async_scheduling" in f]
         if facts:
             ran[variant] = facts[0]["async_scheduling"]
-    problems = [f"{variant}: ran with async scheduling {value}, but --async-scheduling {asked} was asked"
-                for variant, value in ran.items() if asked != "default" and bool(value) != (asked == "on")]
-    if len({bool(v) for v in ran.values()}) > 1:
-        problems.append(f"the variants ran with different async scheduling ({_on_off(ran)})")
-    return {"asked": asked, "per_variant": ran}, problems
+    problems = [f"{variant}: ran with async scheduling {ran[variant]}, but {_asking(variant, choice)} was asked"
+                if variant in ran else f"{variant}: {_asking(variant, choice)} was asked, but no fact of its server "
+                                       "says how it scheduled"
+                for variant, choice in asked.items()
+                if choice != "default" and (variant not in ran or bool(ran[variant]) != (choice == "on"))]
+    alike = {variant: on for variant, on in ran.items() if variant == kind_of(variant)}
+    if len({bool(v) for v in alike.values()}) > 1:
+        problems.append(f"the variants ran with different async scheduling ({_on_off(alike)})")
+    return {"asked": default, "asked_per_variant": asked, "per_variant": ran}, problems
+
+
+def _asking(variant: str, choice: str) -> str:
+    """What asked a server's scheduling: ``--async-scheduling on``, or ``ours@async``'s suffix."""
+    return f"--async-scheduling {choice}" if variant == kind_of(variant) else f"{variant}'s async scheduling {choice}"
 
 
 def _on_off(ran: dict[str, Any]) -> str:
@@ -98,12 +111,9 @@ def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> 
     record["cells"] = table
     for variant, row in table.items():
         problems += [f"{variant} {key}: {cell['error']}" for key, cell in row.items() if "error" in cell]
-    if OURS in variants:
-        for base in RATIO_BASES:
-            if base in variants:
-                key = f"{OURS}_over_{base}"
-                record[key] = stats.ratios(table, record["runs"], OURS, base, cells, workload)
-                problems += [f"{key} {c}: {r['error']}" for c, r in record[key].items() if "error" in r]
+    for key, (variant, base) in ratio_pairs(variants).items():
+        record[key] = stats.ratios(table, record["runs"], variant, base, cells, workload)
+        problems += [f"{key} {c}: {r['error']}" for c, r in record[key].items() if "error" in r]
     record["short_runs"] = short_runs(record["runs"], workload.get("min_run_s") or 0.0)
     phase = record.get("phase_clock_c1") or {}
     for variant, reading in phase.items():
@@ -188,8 +198,11 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_HEAD = (f"{'c':>5} {'variant':<12} {'out tok/s':>10} {'TPOT med':>9} {'TPOT p99':>9} {'ITL med':>8} {'ITL p99':>8} "
-         f"{'TTFT med':>9} {'TTFT p99':>9} {'stall ms':>9} {'accept':>7} {'run s':>6} {'prompts':>7} {'runs':>4}")
+NAME_WIDTH = max(map(len, VARIANTS)) + len("@async")
+"""The table's variant column: the longest kind with a scheduling suffix."""
+_HEAD = (f"{'c':>5} {'variant':<{NAME_WIDTH}} {'out tok/s':>10} {'TPOT med':>9} {'TPOT p99':>9} {'ITL med':>8} "
+         f"{'ITL p99':>8} {'TTFT med':>9} {'TTFT p99':>9} {'stall ms':>9} {'accept':>7} {'run s':>6} {'prompts':>7} "
+         f"{'runs':>4}")
 
 
 def _sampling_note(workload: dict[str, Any], sampling: str) -> str:
@@ -203,22 +216,23 @@ def _row(report: dict[str, Any], cell: Cell, variant: str) -> str:
     """One variant's medians in one cell (``-`` where the cell lacks a metric: the stall total of an old result)."""
     entry = report["cells"][variant].get(cell.key, {})
     if "error" in entry:
-        return f"{cell.concurrency:>5} {variant:<12} {entry['error'][:100]}"
+        return f"{cell.concurrency:>5} {variant:<{NAME_WIDTH}} {entry['error'][:100]}"
 
     def m(key: str, digits: int = 2) -> str:
         return _num(entry.get(key, {}).get("median"), digits)
     prompts = report["workload"]["num_prompts"].get(cell.key, "-")
-    return (f"{cell.concurrency:>5} {variant:<12} {m('output_throughput', 1):>10} {m('median_tpot_ms'):>9} "
-            f"{m('p99_tpot_ms'):>9} {m('median_itl_ms'):>8} {m('p99_itl_ms'):>8} {m('median_ttft_ms'):>9} "
-            f"{m('p99_ttft_ms'):>9} {m('stall_total_ms', 1):>9} {m('spec_decode_acceptance_length'):>7} "
-            f"{m('duration', 1):>6} {prompts:>7} {entry.get('runs', 0):>4}")
+    return (f"{cell.concurrency:>5} {variant:<{NAME_WIDTH}} {m('output_throughput', 1):>10} "
+            f"{m('median_tpot_ms'):>9} {m('p99_tpot_ms'):>9} {m('median_itl_ms'):>8} {m('p99_itl_ms'):>8} "
+            f"{m('median_ttft_ms'):>9} {m('p99_ttft_ms'):>9} {m('stall_total_ms', 1):>9} "
+            f"{m('spec_decode_acceptance_length'):>7} {m('duration', 1):>6} {prompts:>7} {entry.get('runs', 0):>4}")
 
 
 def _ratio_lines(report: dict[str, Any], input_len: int, sampling: str) -> list[str]:
-    """Per baseline, each concurrency's ratio of medians and the paired median with its interval."""
+    """Per ratio (``plan.ratio_pairs`` of the report's variants), each concurrency's ratio of medians and the paired
+    median with its interval."""
     lines = []
-    for base in RATIO_BASES:
-        ratios = report.get(f"{OURS}_over_{base}")
+    for key in ratio_pairs(list(report["cells"])):
+        ratios = report.get(key)
         if not ratios:
             continue
         parts = []
@@ -230,7 +244,7 @@ def _ratio_lines(report: dict[str, Any], input_len: int, sampling: str) -> list[
                          f"[{pair['interval'][0]:.3f}, {pair['interval'][1]:.3f}], {pair['passes']} rounds), "
                          f"TPOT {r['median_tpot_ms']:.3f}" if pair.get("passes") else
                          f"c={c}: tok/s {r['output_tok_s']:.3f}, TPOT {r['median_tpot_ms']:.3f}")
-        lines.append(f"  {OURS}_over_{base}: " + "  ".join(parts))
+        lines.append(f"  {key}: " + "  ".join(parts))
     return lines
 
 
@@ -245,9 +259,9 @@ def _short_lines(report: dict[str, Any]) -> list[str]:
 
 
 def plot(report: dict[str, Any], path: Path) -> str | None:
-    """One panel per input length and sampling: ours over each baseline on output tok/s against concurrency (the
-    paired median of the rounds with its interval; lines at issue 24's targets); under them the profiled per-step
-    host/device bars at concurrency 1. None without matplotlib."""
+    """One panel per input length and sampling: each ratio (ours over each baseline, a suffixed variant over its
+    plain one) on output tok/s against concurrency (the paired median of the rounds with its interval; lines at issue
+    24's targets); under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
     try:
         import matplotlib
 
@@ -278,10 +292,10 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
 
 
 def _ratio_panel(ax: Any, report: dict[str, Any], input_len: int, sampling: str) -> None:
-    """Ours over each baseline in one (input length, sampling): the paired median with its interval per
-    concurrency, the ratio of medians as an open marker, the target lines dashed."""
-    for index, base in enumerate(RATIO_BASES):
-        ratios = report.get(f"{OURS}_over_{base}") or {}
+    """Each ratio in one (input length, sampling): the paired median with its interval per concurrency, the ratio
+    of medians as an open marker, the target lines dashed."""
+    for index, (key, (variant, base)) in enumerate(ratio_pairs(list(report["cells"])).items()):
+        ratios = report.get(key) or {}
         found = [(c, ratios.get(Cell(input_len, sampling, c).key)) for c in report["workload"]["concurrency"]]
         points = [(c, r) for c, r in found if r and "error" not in r]
         if not points:
@@ -292,10 +306,10 @@ def _ratio_panel(ax: Any, report: dict[str, Any], input_len: int, sampling: str)
             errs = [[m - p["interval"][0] for m, (_, p) in zip(mids, paired)],
                     [p["interval"][1] - m for m, (_, p) in zip(mids, paired)]]
             ax.errorbar([c for c, _ in paired], mids, yerr=errs, fmt="o-", capsize=3, color=f"C{index}",
-                        label=f"{OURS} / {base}: paired median, interval")
+                        label=f"{variant} / {base}: paired median, interval")
         ax.plot([c for c, _ in points], [r["output_tok_s"] for _, r in points], "D", mfc="none", color=f"C{index}",
-                label=f"{OURS} / {base}: ratio of medians")
-    for level in sorted({level for base in RATIO_BASES for level in TARGET_LINES[base]}):
+                label=f"{variant} / {base}: ratio of medians")
+    for level in sorted({level for levels in TARGET_LINES.values() for level in levels}):
         ax.axhline(level, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xticks(report["workload"]["concurrency"], [str(c) for c in report["workload"]["concurrency"]])

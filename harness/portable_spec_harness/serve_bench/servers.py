@@ -11,14 +11,15 @@ from typing import Any
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench.pairs import BenchPair
-from portable_spec_harness.serve_bench.plan import VARIANTS
+from portable_spec_harness.serve_bench.plan import VARIANTS, kind_of
 
 WORKER_EXTENSION = "portable_spec_harness.serve_bench.worker_extension.ServeBenchWorkerExtension"
 FACTS_METHOD = "portable_spec_soak_facts"
 ASYNC_SCHEDULING = {"default": (), "on": ("--async-scheduling",), "off": ("--no-async-scheduling",)}
-"""``--async-scheduling``: vLLM's choice, or the same choice forced on every variant. vLLM 0.26.0 leaves async
-scheduling off by default for ``draft_model`` (it accepts it when asked; 0.28.0 turns it on by default), and with
-it off the host waits for every step to end before it prepares the next one."""
+"""``--async-scheduling``: vLLM's choice, or the same choice forced on every variant without a scheduling suffix
+(``plan.SCHEDULING_SUFFIXES``: ``ours@async`` asks its own server). vLLM 0.26.0 leaves async scheduling off by
+default for ``draft_model`` (it accepts it when asked; 0.28.0 turns it on by default), and with it off the host waits
+for every step to end before it prepares the next one."""
 GPU_MEMORY_UTILIZATION = 0.05
 """Only vLLM's start-up check reads it (``--kv-cache-memory-bytes`` sizes the cache and skips profiling): servers
 that boot side by side each find the device partly taken."""
@@ -27,13 +28,14 @@ that boot side by side each find the device partly taken."""
 @dataclass(frozen=True)
 class BenchServer:
     variant: str
-    """A bench variant (``plan.VARIANTS``: upstream_v1, ours, mrv2)."""
+    """A bench variant: a key of ``plan.VARIANTS`` (upstream_v1, ours, mrv2, ours_mrv2), perhaps with a scheduling
+    suffix (``ours@async``), which ``async_scheduling`` then carries out."""
     pair: BenchPair
     max_model_len: int
     max_num_seqs: int
     kv_cache_bytes: int
     async_scheduling: str = "default"
-    """A key of ``ASYNC_SCHEDULING``."""
+    """A key of ``ASYNC_SCHEDULING``: what this server is asked (``plan.scheduling_of`` its name)."""
     parallel: Parallel = Parallel()
     """Tensor parallelism (and a host's switches for it), the same on every variant."""
 
@@ -42,12 +44,17 @@ class BenchServer:
         return self.variant
 
     @property
+    def kind(self) -> str:
+        """What the server runs (``plan.kind_of``): ``ours@async`` is ``ours``."""
+        return kind_of(self.variant)
+
+    @property
     def e2e_variant(self) -> str:
-        return VARIANTS[self.variant]
+        return VARIANTS[self.kind]
 
     @property
     def role(self) -> str:
-        return "ours" if self.variant in ("ours", "ours_mrv2") else "reference"
+        return "ours" if self.kind in ("ours", "ours_mrv2") else "reference"
 
     @property
     def speculative(self) -> dict[str, Any]:
