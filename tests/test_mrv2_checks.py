@@ -329,3 +329,30 @@ def test_torchada_aliasing_puts_mrv2s_own_captures_through_the_simulation_and_it
     with pytest.raises(MusaSimError, match="exceed the cap 2"):
         capture(cap=2)
     assert (torch.cuda.CUDAGraph, torch.cuda.graph) == original
+
+
+def test_the_standalone_draft_model_is_judged_on_our_decode_graphs_and_vllms_eager_speculator():
+    """``draft_model`` under MRV2 (vLLM 0.33.0): vLLM's platform builds its eager StandaloneARSpeculator (no
+    speculator graphs), ours our GraphedStandaloneARSpeculator with its decode-step graphs; the other checks (greedy,
+    acceptance equal to vLLM's platform, the pool) are the same."""
+    from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE, VLLM_STANDALONE
+
+    def standalone(variant, speculator, graphs):
+        kept = {name: m for name, m in managers(OUR_POOL if variant == OURS_PLATFORM_MRV2 else VLLM_POOL).items()
+                if name == "target" or name in graphs}
+        return {"mrv2_managers": kept, "speculator": speculator}
+
+    def results(ours_speculator=GRAPHED_STANDALONE, ours_graphs=("draft_decode",)):
+        return [row("nospec"), row(BUILTIN_MRV2, **standalone(BUILTIN_MRV2, VLLM_STANDALONE, ())),
+                row(OURS_PLATFORM_MRV2, **standalone(OURS_PLATFORM_MRV2, ours_speculator, ours_graphs))]
+
+    judged = checks_of(results(), method="draft_model")
+    assert all(judged.checks.values()), [k for k, v in judged.checks.items() if not v]
+    assert judged.checks["ours_platform_mrv2_s0_draft_decode_graphs_captured"]
+    assert judged.checks["ours_platform_mrv2_s0_standalone_speculator_class"]
+    assert judged.checks["builtin_mrv2_s0_standalone_speculator_class"]
+    assert "builtin_mrv2_s0_draft_decode_graphs_captured" not in judged.checks  # vLLM's captures none
+    vllms_class = checks_of(results(ours_speculator=VLLM_STANDALONE), method="draft_model")
+    assert vllms_class.checks["ours_platform_mrv2_s0_standalone_speculator_class"] is False
+    no_graphs = checks_of(results(ours_graphs=()), method="draft_model")
+    assert no_graphs.checks["ours_platform_mrv2_s0_draft_decode_graphs_captured"] is False

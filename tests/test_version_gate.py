@@ -38,7 +38,8 @@ def test_pick_takes_the_newest_key_at_or_below_the_version():
 def test_each_feature_exists_where_the_lane_found_it():
     expected = {"v1_full_drafter": (True, True, False), "kernel_substitutes_cuda": (True, True, False),
                 "planner_mirrors_vllm_sizes": (True, True, False),
-                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, False)}
+                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, False),
+                "mrv2_standalone_graphs": (False, False, True)}
     assert set(expected) == set(version_gate.FEATURES)
     for name, verdicts in expected.items():
         assert tuple(version_gate.has(name, v) for v in (V26, V28, V33)) == verdicts, name

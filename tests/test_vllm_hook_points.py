@@ -21,6 +21,7 @@ from portable_spec.vllm_adapter.patch.overrides import HookPointMissing, overrid
 from version_span import needs
 
 V1_DRAFTER = needs("v1_full_drafter")
+MRV2_STANDALONE = needs("mrv2_standalone_graphs")
 
 CENSUS = PRODUCT_CENSUS + HARNESS_CENSUS
 """Every place we change vLLM: the product's census and the harness's (``vllm_door/census.py``)."""
@@ -788,7 +789,8 @@ def test_each_subclass_overrides_exactly_the_methods_the_census_lists(entry, nee
         pytest.skip(version_gate.why_not(entry.requires))
     ours = _resolve(entry.ours)
     own_entries = set() if entry.through_mixins else {
-        _resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass" and not d.needs}
+        _resolve(d.ours) for d in CENSUS if d is not entry and d.kind == "subclass" and not d.needs
+        and d.applies()}  # an entry whose feature this vLLM lacks may not import here (mrv2_standalone_graphs)
     vllm_bases = [_resolve(entry.base)] if entry.base else [
         c for c in ours.__mro__ if c.__module__.startswith(("vllm.", "torch."))]
     assert vllm_bases, entry.name
@@ -851,6 +853,82 @@ def test_mrv2_managers_take_the_platforms_pool_and_call_torch_cuda_by_attribute(
     assert "torch.cuda.CUDAGraph()" in capture and "torch.cuda.graph(" in capture and "self.pool" in capture
     runner = inspect.getsource(GPUModelRunner)
     assert "self.cudagraph_manager = ModelCudaGraphManager(" in runner and "self.speculator = " in runner
+
+
+def _code(fn) -> str:
+    """A function's source with all whitespace removed: line breaks vLLM's formatter moves are no change to us."""
+    return "".join(inspect.getsource(fn).split())
+
+
+@MRV2_STANDALONE
+def test_mrv2_builds_the_standalone_speculator_by_module_lookup_inside_init_device():
+    """What ``worker/mrv2_speculator.py`` swaps: ``init_speculator`` imports ``StandaloneARSpeculator`` from the
+    standalone_ar module at the call, for ``uses_draft_model()`` after every other method's branch; MRV2's runner
+    calls it (its module-level name) in ``__init__``; the worker builds that runner inside ``init_device`` (its last call, ``_init_workspace_and_model_runner``)."""
+    import vllm.v1.worker.gpu.model_runner as runner_module
+    import vllm.v1.worker.gpu.spec_decode as spec_decode
+    from vllm.v1.worker.gpu_worker import Worker
+
+    init = _code(spec_decode.init_speculator)
+    assert params(spec_decode.init_speculator) == ["vllm_config", "device", "req_states"]
+    assert ("elifspeculative_config.uses_draft_model():fromvllm.v1.worker.gpu.spec_decode.standalone_ar.speculator"
+            "import(StandaloneARSpeculator,)returnStandaloneARSpeculator(vllm_config,device)") in init
+    assert init.index("use_eagle()") < init.index("uses_draft_model()")  # EAGLE/MTP keep their branches
+    assert runner_module.init_speculator is spec_decode.init_speculator
+    assert "self.speculator=init_speculator(self.vllm_config,self.device,self.req_states)" in _code(
+        runner_module.GPUModelRunner.__init__)
+    assert _code(Worker.init_device).endswith("self._init_workspace_and_model_runner()")
+    assert "self.model_runner:GPUModelRunner=self._make_model_runner()" in _code(Worker._init_workspace_and_model_runner)
+    assert "returnGPUModelRunnerV2(self.vllm_config,self.device)" in _code(Worker._make_model_runner)
+    runner = _code(runner_module.GPUModelRunner)  # the speculator's graph lifecycle the runner drives
+    assert "self.speculator.init_cudagraph_manager(cudagraph_mode)" in runner and "self.speculator.capture()" in runner
+
+
+@MRV2_STANDALONE
+def test_the_standalone_decode_loop_our_graphs_stand_in_for():
+    """vLLM's eager decode loop as ``GraphedStandaloneARSpeculator`` mirrors it (the preamble, each step's inputs,
+    slot mapping, metadata ``step=step + 1``, then the forward and ``sample_draft`` our graph records) and the
+    graph API it records through, as target_dependent_ar uses it."""
+    from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager
+    from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
+    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator as S
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar.cudagraph_utils import SpeculatorCudaGraphManager
+
+    assert params(S._multi_step_decode) == ["self", "input_batch", "num_rejected", "num_reqs", "skip_attn",
+                                            "num_tokens_across_dp"]
+    assert params(S._run_model) == ["self", "input_ids", "positions", "attn_metadata", "slot_mappings",
+                                    "num_tokens_across_dp"]
+    assert "cudagraph_runtime_mode=CUDAGraphMode.NONE" in _code(S._run_model)
+    assert "pass" in _code(S.init_cudagraph_manager) and "pass" in _code(S.capture)  # vLLM captures nothing
+    loop = _code(S._multi_step_decode)
+    for line in ("last_positions=self.expanded_positions[self.last_token_indices[:num_reqs]]",
+                 "self.input_buffers.positions[:num_reqs].copy_(last_positions)",
+                 "input_batch.seq_lens[:num_reqs]-num_rejected[:num_reqs].int()+1,max=self.max_model_len",
+                 "self.input_buffers.query_start_loc[:num_reqs+1].copy_(self.arange_gpu[:num_reqs+1])",
+                 "forstepinrange(1,self.num_speculative_steps):",
+                 "self.input_buffers.input_ids[:num_reqs].copy_(self.draft_tokens[:num_reqs,step-1].int())",
+                 "self.input_buffers.positions[:num_reqs]+1,max=self.max_model_len-1,",
+                 "self.input_buffers.seq_lens[:num_reqs]+1,max=self.max_model_len,",
+                 "block_tables.compute_slot_mappings(idx_mapping,q_start,positions,num_reqs)",
+                 "num_query_per_req=1,seq_lens_cpu_upper_bound=input_batch.seq_lens_cpu_upper_bound,",
+                 "step=step+1,", "self.current_draft_step.fill_(step)",
+                 "self.draft_tokens[:num_reqs,step]=self.sample_draft(hidden_states[:num_reqs],"
+                 "self.input_buffers.positions[:num_reqs],self.idx_mapping[:num_reqs],self.temperature,self.seeds,"
+                 "self.current_draft_step,self.draft_logits,)"):
+        assert line in loop, line
+    assert params(DraftModelSpeculator.sample_draft)[:8] == [
+        "self", "hidden_states", "sample_src_positions", "idx_mapping", "temperature", "seeds", "draft_step",
+        "draft_logits"]
+    assert params(SpeculatorCudaGraphManager.capture)[:7] == [
+        "self", "forward_fn", "model_state", "input_buffers", "block_tables", "attn_groups", "kv_cache_config"]
+    capture = _code(SpeculatorCudaGraphManager.capture)
+    assert "ifself.decode_query_len==1:forward_kwargs[\"num_speculative_steps\"]" in capture
+    assert "forward_fn(num_reqs,num_tokens,attn_metadata,slot_mappings,num_tokens_across_dp,cg_mode," in capture
+    assert params(CudaGraphManager.dispatch)[:5] == ["self", "num_reqs", "num_tokens", "uniform_token_count",
+                                                     "num_active_loras"]
+    assert params(CudaGraphManager.run_fullgraph) == ["self", "desc"]
+    # The padding convention our padded rows follow: a -1 row is skipped by the sampler and the slot mapping.
+    assert "self.idx_mapping[num_reqs:].fill_(-1)" in _code(DraftModelSpeculator._copy_request_inputs)
 
 
 def test_each_census_entry_is_pinned_by_tests_that_exist():

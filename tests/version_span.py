@@ -24,6 +24,7 @@ MODULES = (
     "test_runner_choice.py",
     "test_draft_graph_policy.py",
     "test_mrv2_sizes.py",
+    "test_mrv2_standalone.py",
     "test_real_shapes_config.py",
     # attention claims (the table declared for this vLLM against its backend classes and sources)
     "test_attention_caps_versions.py",

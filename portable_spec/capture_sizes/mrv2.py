@@ -17,7 +17,8 @@ holds this mirror to the installed vLLM's managers):
 Managers: the target (q = 1+K, the runner's mode); an autoregressive speculator (EAGLE, EAGLE-3, MTP) records its
 first pass (q = 1+K, the same mode) and, for K > 1, one decode step (q = 1, ``FULL_DECODE_ONLY`` when the decode
 mode is FULL, else none); DFlash its query block (q = 1+K, ``FULL_DECODE_ONLY`` when the decode mode is FULL,
-else none; an upper bound, since MRV2 also drops it when the draft attention lacks uniform-batch graphs). Not
+else none; an upper bound, since MRV2 also drops it when the draft attention lacks uniform-batch graphs); the standalone
+draft model (``draft_model``) only our graphed speculator's decode step (as EAGLE's; vLLM's own captures none). Not
 modelled (``vllm_adapter.platform.mrv2_sizes.unmodelled`` names them, and then nothing is dropped): LoRA capture
 cases, dynamic speculative decoding, adaptive verification's variable-length decode graphs, micro-batch twins,
 recoverSSM, breakable CUDA graphs, data/pipeline parallelism.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from portable_spec.capture_sizes.planner import CHAIN_METHODS
+from portable_spec.capture_sizes.planner import CHAIN_METHODS, EXTENDING_METHODS
 from portable_spec.capture_sizes.vllm_rules import round_up
 
 MODES = {  # name -> (decode mode, mixed mode, separate decode routine), as vLLM's CUDAGraphMode defines them
@@ -74,6 +75,12 @@ def managers(method: str, num_spec: int, mode: str, target_pieces: int, draft_pi
     found = [Manager("target", mode, q, target_pieces)]
     if method == "dflash":
         found.append(Manager("draft_query", decode_only, q, draft_pieces))
+    elif method in EXTENDING_METHODS:
+        # MRV2's standalone draft model: vLLM 0.33.0 captures nothing for it, our graphed speculator
+        # (vllm_adapter/spec_decode/standalone_ar.py) its decode step only; counted as ours (an over-count where
+        # vLLM's eager one runs).
+        if num_spec > 1:
+            found.append(Manager("draft_decode", decode_only, 1, draft_pieces))
     elif method in CHAIN_METHODS:
         found.append(Manager("draft_prefill", mode, q, draft_pieces))
         if num_spec > 1:

@@ -28,11 +28,18 @@ PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker"
 MRV2_RUNNERS = (BUILTIN_MRV2, OURS_PLATFORM_MRV2)
 
 
-def speculator_managers(method: str, k: int) -> tuple[str, ...]:
+GRAPHED_STANDALONE = "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator"
+VLLM_STANDALONE = "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator"
+
+
+def speculator_managers(method: str, k: int, ours: bool = True) -> tuple[str, ...]:
     """The speculator graph managers MRV2 captures with (vLLM 0.26.0): DFlash's query block; EAGLE-style first pass
-    and, for K > 1, decode step."""
+    and, for K > 1, decode step. The standalone draft model (vLLM 0.33.0): none on vLLM's platform, the decode step
+    on ours (our GraphedStandaloneARSpeculator)."""
     if method == "dflash":
         return ("draft_query",)
+    if method == "draft_model":
+        return ("draft_decode",) if ours and k > 1 else ()
     return ("draft_prefill", "draft_decode") if k > 1 else ("draft_prefill",)
 
 
@@ -40,11 +47,17 @@ def _usable(row: dict[str, Any] | None) -> dict[str, Any] | None:
     return row if row is not None and "error" not in row else None
 
 
-def graphs_captured(row: dict[str, Any], method: str, k: int) -> dict[str, bool]:
+def graphs_captured(row: dict[str, Any], method: str, k: int, ours: bool = True) -> dict[str, bool]:
     """FULL graphs captured by the target's manager and by each speculator manager (0 graphs fails)."""
     managers = row.get("mrv2_managers") or {}
     return {f"{name}_graphs_captured": bool((managers.get(name) or {}).get("full_sizes"))
-            for name in ("target", *speculator_managers(method, k))}
+            for name in ("target", *speculator_managers(method, k, ours))}
+
+
+def standalone_speculator(row: dict[str, Any], ours: bool, k: int) -> dict[str, bool]:
+    """For the standalone draft model: MRV2 built our graphed speculator on our platform (K > 1), vLLM's on its own."""
+    want = GRAPHED_STANDALONE if ours and k > 1 else VLLM_STANDALONE
+    return {"standalone_speculator_class": row.get("speculator") == want}
 
 
 def pools(row: dict[str, Any]) -> list[Any]:
@@ -104,7 +117,10 @@ def judge(results: list[dict], seeds: list[int], *, method: str, k: int, perfect
                 continue
             judged.checks[prefix + "mrv2_runner"] = (row.get("runner_kind") == "mrv2"
                                                      and row.get("use_v2_model_runner") is True)
-            judged.checks.update({prefix + n: ok for n, ok in graphs_captured(row, method, k).items()})
+            on_ours = name == OURS_PLATFORM_MRV2
+            judged.checks.update({prefix + n: ok for n, ok in graphs_captured(row, method, k, on_ours).items()})
+            if method == "draft_model":
+                judged.checks.update({prefix + n: ok for n, ok in standalone_speculator(row, on_ours, k).items()})
             if "nospec" in asked:
                 judged.record(prefix + exactness.GREEDY, exactness.greedy_equals_nospec(
                     row.get("outputs"), (nospec or {}).get("outputs")))

@@ -68,6 +68,15 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
         "vLLM's)",
         until="0.34.0"),
     Feature(
+        "mrv2_standalone_graphs",
+        "FULL graphs for Model Runner V2's standalone draft model (method draft_model): its decode steps 1..K-1 "
+        "replay graphs captured by MRV2's own SpeculatorCudaGraphManager (spec_decode/standalone_ar.py, installed by "
+        "worker/mrv2_speculator.py)",
+        "MRV2 runs the standalone draft model through StandaloneARSpeculator from vLLM 0.33.0 only, and our subclass "
+        "and its hook points (init_speculator's lazy import, the eager decode loop it mirrors) are checked against "
+        "0.33.0 alone: vLLM's speculator runs, eager",
+        since="0.33.0", until="0.34.0"),
+    Feature(
         "mrv2_sampled_warmup",
         "the boot-time sampled warm-up under Model Runner V2 (worker/mrv2_warmup.py, planned by "
         "mrv2_sampling_plan.py from vLLM 0.26.0's MRV2 sampler and rejection sampler kernels): after MRV2's own "

@@ -3,7 +3,8 @@ place of vLLM's, for the V1 runner only.
 
 vLLM 0.26.0's (and 0.28.0's) ``Worker.init_device`` imports ``GPUModelRunner`` from ``vllm.v1.worker.gpu_model_runner`` inside the
 method, so swapping that module attribute for the duration of the one call reaches exactly that construction and
-nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) keeps its runner (it already has FULL draft graphs); its boot
+nothing else. Model Runner V2 (``vllm.v1.worker.gpu``) keeps its runner (it already has FULL draft graphs, except for
+the standalone draft model, whose speculator class ``worker/mrv2_speculator.py`` swaps the same way); its boot
 warm-up gains our sampled rounds (``compile_or_warm_up_model``, ``mrv2_warmup``). Substitutes
 (``portable_spec.kernels``: MUSA's Triton-3.2 rewrites, CUDA's unspecialized spec-decode kernels) are bound before
 any model or drafter is built, so every kernel compiles once, as bound.
@@ -87,7 +88,12 @@ class PortableWorker(Worker):
         spec = self.vllm_config.speculative_config is not None
         if ((spec and version_gate.say_unsupported("v1_full_drafter", logger))
                 or self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full"):
-            super().init_device()
+            # Under Model Runner V2 its standalone draft model gets our decode graphs (worker/mrv2_speculator.py says
+            # where and why); nothing is swapped for any other runner or method.
+            from portable_spec.vllm_adapter.worker import mrv2_speculator
+
+            with mrv2_speculator.installed(self.vllm_config):
+                super().init_device()
             return
         from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 

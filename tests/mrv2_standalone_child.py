@@ -1,0 +1,209 @@
+"""Child process of tests/test_mrv2_standalone.py: vLLM's eager standalone decode loop against our replay path, on a
+CPU, with vLLM's own Triton kernels run by the interpreter (slot mappings, Gumbel sampling). Prints one JSON line.
+
+vLLM turns Triton off on a host without a GPU driver, so its kernels are placeholders in the test session; this
+process pins the test platform (our hooks, CPU) and turns vLLM's Triton switch on before vLLM's kernel modules import
+(as ``mrv2_substitute_children.py`` does), so both loops launch vLLM's real kernels.
+
+Both speculators are vLLM-constructed from one real ``VllmConfig`` (Llama target, Llama draft, K=4, method
+``draft_model``) and start from the same post-step-0 state. vLLM's ``StandaloneARSpeculator._multi_step_decode`` runs
+eagerly; ours runs its replay path with a FULL descriptor of a padded size, where the replay (a CUDA graph on a GPU)
+is the recorded body itself, run on the same persistent buffers a graph reads. The draft model is a small
+deterministic module standing in for the network (not what is compared): at each forward it snapshots the buffers
+the draft's layers read. What is compared, per step: input ids, positions, seq_lens, query_start_loc and the slot
+mapping of the real rows, the step index the sampler reads, and the sampled drafts; and that the padding rows are
+vLLM's padding (PAD slot, seq_len 0, no tokens, idx_mapping -1).
+
+    python mrv2_standalone_child.py greedy|probabilistic
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import types
+
+import torch
+
+
+def enable_triton_on_the_test_platform() -> None:
+    """The test platform pinned (as conftest pins it), and vLLM's Triton switch on before its kernels import."""
+    import importlib
+
+    import vllm.platforms
+
+    from portable_spec.vllm_adapter.tools.triton_check_worker import stand_in_autotune_bench, stand_in_gluon
+    from portable_spec_harness.vllm_door.cpu_graph_platform import CpuGraphTestPlatform
+
+    vllm.platforms._current_platform = CpuGraphTestPlatform()
+    import vllm.triton_utils
+    import vllm.triton_utils.importing as importing
+
+    importing.HAS_TRITON = True
+    stand_in_gluon()
+    stand_in_autotune_bench()
+    importlib.reload(vllm.triton_utils)
+
+
+enable_triton_on_the_test_platform()
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+import vllm.v1.worker.gpu.sample.gumbel as gumbel  # noqa: E402
+
+
+@triton.jit
+def _log1p(x):
+    return tl.log(1.0 + x)
+
+
+# The interpreter implements no libdevice function: both loops sample through this one (mrv2_substitute_children.py).
+gumbel.tldevice = types.SimpleNamespace(log1p=_log1p)
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+         "vocab_size": 512, "max_position_embeddings": 2048, "torch_dtype": "float32", "rms_norm_eps": 1e-6,
+         "rope_theta": 10000.0, "tie_word_embeddings": False}
+K, MAX_SEQS, BLOCK, NUM_REQS, PADDED = 4, 8, 16, 3, 4
+
+
+class RecordingDraft(torch.nn.Module):
+    """Stands in for the draft network: deterministic hidden states from ids and positions, and at every forward a
+    snapshot of the buffers the draft's attention reads (and, from compute_logits, the step the sampler reads)."""
+
+    def __init__(self, speculator, hidden: int, vocab: int) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.embed = torch.randn(vocab, hidden, generator=gen)
+        self.head = torch.randn(hidden, vocab, generator=gen)
+        self.speculator, self.seen = speculator, []
+
+    def forward(self, input_ids, positions):
+        s, n = self.speculator, NUM_REQS
+        self.seen.append({"input_ids": input_ids[:n].clone(), "positions": positions[:n].clone(),
+                          "seq_lens": s.input_buffers.seq_lens[:n].clone(),
+                          "query_start_loc": s.input_buffers.query_start_loc[: n + 1].clone(),
+                          "slot_mapping": s.block_tables.slot_mappings[0, :n].clone(),
+                          "rows": torch.tensor(input_ids.shape[0]),
+                          "pad_seq_lens": s.input_buffers.seq_lens[n:input_ids.shape[0]].clone(),
+                          "pad_query_start_loc": s.input_buffers.query_start_loc[n + 1: input_ids.shape[0] + 1].clone(),
+                          "pad_slot_mapping": s.block_tables.slot_mappings[0, n:input_ids.shape[0]].clone(),
+                          "pad_idx_mapping": s.idx_mapping[n:input_ids.shape[0]].clone()})
+        return self.embed[input_ids.long()] * torch.cos(positions.float())[:, None]
+
+    def compute_logits(self, hidden_states):
+        # Called inside sample_draft: the step index the sampler reads (logits_cache_col) as it samples.
+        self.seen[-1]["step"] = self.speculator.current_draft_step.clone()
+        # Row by row: a padded graph batch must not change a real row's numbers here (on a GPU a GEMM's result may
+        # depend on its row count; that is the graph's batch shape, the same in vLLM's own graphed speculators).
+        logits = torch.stack([row @ self.head for row in hidden_states])
+        cache = self.speculator.draft_logits  # vLLM caches logits in the head's dtype, as a real head returns them
+        return logits if cache is None else logits.to(cache.dtype)
+
+
+def build(cfg, cls, inputs):
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    device = torch.device("cpu")
+    s = cls(cfg, device)
+    s.model = RecordingDraft(s, s.hidden_size, s.vocab_size)
+    s.block_tables = BlockTables([BLOCK], MAX_SEQS, cfg.scheduler_config.max_num_batched_tokens, [32], device)
+    # Slots come from the request-state rows idx_mapping names (what compute_slot_mappings reads).
+    s.block_tables.block_tables[0].gpu[inputs["idx_mapping"]] = inputs["blocks"]
+    s.block_tables.input_block_tables[0][:NUM_REQS] = inputs["blocks"]
+    s.kv_cache_config = KVCacheConfig(num_blocks=128, kv_cache_tensors=[], kv_cache_groups=[])
+    s.attn_groups = []
+    s._copy_request_inputs(NUM_REQS, inputs["idx_mapping"], inputs["temperature"], inputs["seeds"])
+    # The state vLLM's step 0 (_prefill, attention on) leaves for the decode loop.
+    s.expanded_positions[: len(inputs["expanded_positions"])] = inputs["expanded_positions"]
+    s.last_token_indices[:NUM_REQS] = inputs["last_token_indices"]
+    s.draft_tokens[:NUM_REQS, 0] = inputs["draft0"]
+    s.input_buffers.seq_lens.fill_(0)
+    s.input_buffers.query_start_loc.fill_(99)  # the expanded pass's values: the loop must not rely on them
+    return s
+
+
+def main(method: str) -> dict:
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.worker.gpu.input_batch import InputBatch
+    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
+
+    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
+
+    import vllm.config.vllm as config_module
+
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    config_module.HAS_TRITON = True
+    root = tempfile.mkdtemp()
+    for name in ("target", "draft"):
+        os.makedirs(f"{root}/{name}")
+        with open(f"{root}/{name}/config.json", "w") as f:
+            json.dump(LLAMA, f)
+    cfg = EngineArgs(model=f"{root}/target", skip_tokenizer_init=True, max_num_seqs=MAX_SEQS, max_model_len=512,
+                     speculative_config={"method": "draft_model", "model": f"{root}/draft",
+                                         "num_speculative_tokens": K, "draft_sample_method": method}
+                     ).create_engine_config()
+    from vllm.config import set_current_vllm_config
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor
+
+    inputs = {"blocks": torch.tensor([[3, 4, 5] + [0] * 29, [7, 8, 9] + [0] * 29, [11, 12, 13] + [0] * 29],
+                                     dtype=torch.int32),
+              "idx_mapping": torch.tensor([2, 0, 5]), "temperature": torch.tensor([0.7, 1.0, 0.0, 0, 0, 1.3, 0, 0]),
+              "seeds": torch.arange(8, dtype=torch.int64) * 1000 + 17,
+              # three requests whose step-0 expanded rows end at 5, 11, 14 (positions 20, 33, 40)
+              "expanded_positions": torch.arange(16, dtype=torch.int64) * 0 + torch.tensor(
+                  [15, 16, 17, 18, 19, 20, 28, 29, 30, 31, 32, 33, 38, 39, 40, 41]),
+              "last_token_indices": torch.tensor([5, 11, 14]), "draft0": torch.tensor([101, 202, 303])}
+    seq_lens, num_rejected = torch.tensor([20, 32, 40], dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32)
+
+    with set_current_vllm_config(cfg):
+        eager = build(cfg, StandaloneARSpeculator, inputs)
+        ours = build(cfg, GraphedStandaloneARSpeculator, inputs)
+        batch = InputBatch.make_dummy(NUM_REQS, NUM_REQS, eager.input_buffers)
+        batch.idx_mapping = inputs["idx_mapping"].clone()
+        batch.seq_lens = seq_lens
+        batch.seq_lens_cpu_upper_bound = seq_lens.clone()
+        StandaloneARSpeculator._multi_step_decode(eager, batch, num_rejected, NUM_REQS, False, None)
+
+        full = BatchExecutionDescriptor(cg_mode=CUDAGraphMode.FULL, num_tokens=PADDED, num_reqs=PADDED,
+                                        uniform_token_count=1)
+        # No CUDA graph on this host: the replay is the recorded body itself, on the same persistent buffers.
+        ours.decode_batch = lambda num_reqs, skip_attn: full
+        ours.replay = lambda desc: ours._decode_step(desc.num_reqs, desc.num_tokens, None, None, None,
+                                                     CUDAGraphMode.NONE)
+        ours._multi_step_decode(batch, num_rejected, NUM_REQS, False, None)
+
+    compared, mismatches = 0, []
+    assert len(eager.model.seen) == len(ours.model.seen) == K - 1, (len(eager.model.seen), len(ours.model.seen))
+    for step, (a, b) in enumerate(zip(eager.model.seen, ours.model.seen), start=1):
+        for key in ("input_ids", "positions", "seq_lens", "query_start_loc", "slot_mapping", "step"):
+            compared += 1
+            if not torch.equal(a[key], b[key]):
+                mismatches.append(f"step {step} {key}: vLLM {a[key].tolist()} ours {b[key].tolist()}")
+        padding = {"rows": (b["rows"].item(), PADDED), "seq_lens": (b["pad_seq_lens"].tolist(), [0]),
+                   "query_start_loc": (b["pad_query_start_loc"].tolist(), [NUM_REQS]),
+                   "slot_mapping": (b["pad_slot_mapping"].tolist(), [-1]), "idx_mapping": (b["pad_idx_mapping"].tolist(), [-1])}
+        for key, (got, want) in padding.items():
+            compared += 1
+            if got != want:
+                mismatches.append(f"step {step} padding {key}: {got}, want {want}")
+    compared += 1
+    if not torch.equal(eager.draft_tokens[:NUM_REQS], ours.draft_tokens[:NUM_REQS]):
+        mismatches.append(f"drafts: vLLM {eager.draft_tokens[:NUM_REQS].tolist()} ours "
+                          f"{ours.draft_tokens[:NUM_REQS].tolist()}")
+    logits_equal = eager.draft_logits is None or torch.equal(eager.draft_logits, ours.draft_logits)
+    compared += eager.draft_logits is not None
+    if not logits_equal:
+        where = (eager.draft_logits != ours.draft_logits).nonzero()
+        mismatches.append(f"draft_logits cache differs at {where[:6].tolist()} ({len(where)} entries)")
+    distinct = len({tuple(r) for r in eager.draft_tokens[:NUM_REQS].tolist()})
+    return {"compared": compared, "mismatches": mismatches, "drafts": eager.draft_tokens[:NUM_REQS].tolist(),
+            "distinct_rows": distinct, "slot_mapping_step1": eager.model.seen[0]["slot_mapping"].tolist()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])))
