@@ -45,7 +45,8 @@ import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
-                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32")
+                    "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32",
+                    "_update_committed_marker_cache_kernel")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -302,6 +303,62 @@ def watermark_philox() -> dict:
 
         out[f"counters{n}"] = _compare(run, {})
     return {"cases": out}
+
+
+# ------------------------------------------------------------------------------------------------ thinking budget
+_START, _NATURAL_END, _FORCED_END = [1, 7], [2], [5, 2]  # two-token start marker, a forced end string of two tokens
+
+
+def _thinking_case(gen: torch.Generator, num_reqs: int, k: int, width: int, warm: bool) -> dict:
+    """Requests with and without a budget, markers planted in their committed tokens (a start, sometimes an end
+    after it), the marker cache empty (a cold scan) or holding a scan position (an incremental scan; one request's
+    position past its length resets it)."""
+    max_reqs, per_req, vocab = num_reqs + 3, 1 + k, 64
+    tokens = torch.randint(10, vocab, (max_reqs, width), generator=gen, dtype=torch.int32)
+    total = torch.randint(width // 2, width, (max_reqs,), generator=gen, dtype=torch.int32)
+    for r in range(max_reqs):
+        start = int(torch.randint(0, int(total[r]) // 2, (1,), generator=gen))
+        tokens[r, start:start + 2] = torch.tensor(_START, dtype=torch.int32)
+        if r % 3 == 0:  # thinking ended: the natural end marker after the start
+            tokens[r, start + 4] = _NATURAL_END[0]
+    budget = torch.randint(0, 12, (max_reqs,), generator=gen, dtype=torch.int32)
+    budget[torch.rand(max_reqs, generator=gen) < 0.25] = -1  # requests without a budget
+    scan_pos = (torch.randint(0, width // 4, (max_reqs,), generator=gen, dtype=torch.int32) if warm
+                else torch.zeros(max_reqs, dtype=torch.int32))
+    scan_pos[0] = width + 1 if warm else 0
+    idx = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    return dict(logits=torch.randn(num_reqs * per_req, vocab, generator=gen), req_ids=idx,
+                expanded_idx_mapping=idx.repeat_interleave(per_req), thinking_token_budget=budget,
+                all_token_ids=tokens, total_len=total,
+                input_ids=torch.randint(10, vocab, (num_reqs * per_req,), generator=gen, dtype=torch.int32),
+                expanded_local_pos=torch.arange(per_req, dtype=torch.int32).repeat(num_reqs),
+                cached_last_start=torch.full((max_reqs,), -1, dtype=torch.int32),
+                cached_last_end=torch.full((max_reqs,), -1, dtype=torch.int32), cached_scan_pos=scan_pos,
+                reasoning_start_token_ids=torch.tensor(_START, dtype=torch.int32),
+                natural_reasoning_end_token_ids=torch.tensor(_NATURAL_END, dtype=torch.int32),
+                reasoning_end_token_ids=torch.tensor(_FORCED_END, dtype=torch.int32))
+
+
+def thinking_budget() -> dict:
+    """vLLM >= 0.28's thinking budget through ``apply_thinking_budget`` (the committed-marker scan, then the kernel
+    that forces the end marker's logit); a vLLM without the module has nothing to compare."""
+    try:
+        budget = importlib.import_module("vllm.v1.worker.gpu.sample.thinking_budget")
+    except ImportError as exc:
+        return {"skipped": f"vLLM {version_gate.installed_text()} has no thinking budget ({exc})"}
+
+    def run(**case):
+        budget.apply_thinking_budget(**case)
+        return (case["logits"], case["cached_last_start"], case["cached_last_end"], case["cached_scan_pos"])
+
+    def summary(logits, last_start, last_end, scan_pos):
+        forced = int((logits == 1.0e9).any(dim=1).sum())
+        return {"forced": forced, "not_forced": logits.shape[0] - forced, "found": int((last_start >= 0).sum())}
+
+    gen = torch.Generator().manual_seed(28)
+    return {"cases": {f"reqs{r}_k{k}_len{w}_{'warm' if warm else 'cold'}": _compare(
+        run, _thinking_case(gen, r, k, w, warm), summary)
+        for r, k, w, warm in ((4, 0, 40, False), (6, 3, 64, False), (6, 3, 64, True), (9, 2, 2000, False))}}
 
 
 # ------------------------------------------------------------------------------------------------ rejection

@@ -21,7 +21,7 @@ from lane_tools import import_triton, require_interpreter
 import_triton()
 
 CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "apply_write", "rejection_sample", "gumbel_sample",
-            "top_k_top_p", "fill_logprob_token_ids", "watermark_philox")
+            "top_k_top_p", "fill_logprob_token_ids", "watermark_philox", "thinking_budget")
 COVERS = {  # which child exercises which MUSA substitute (and so must see its mutant)
     "_penalties_kernel": ("penalties_kernel",),
     "_load_ptr": ("block_tables", "staged_writes"),
@@ -31,6 +31,7 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
     "_fill_logprob_token_ids_kernel": ("fill_logprob_token_ids",),
     "_apply_write_kernel": ("apply_write",),
     "_mulhilo32": ("watermark_philox",),  # vLLM >= 0.33 only (its watermark module)
+    "_update_committed_marker_cache_kernel": ("thinking_budget",),  # vLLM >= 0.28 only
 }
 
 
@@ -151,6 +152,13 @@ def test_the_cases_exercise_what_the_substitutes_change(shipped_vs_substituted):
     assert any("_topk0_" in k for k in logprob) and any("-0" in k for k in logprob), logprob
     coin_flips = rejection["coin_flips_pos_past_2**32"]  # every acceptance decided by a draw past 2**32
     assert coin_flips["accepted"] > 5 and coin_flips["rejected_rows"] > 5, coin_flips
+
+
+def test_the_thinking_budget_cases_scan_cold_and_warm_and_force_the_end_marker(shipped_vs_substituted):
+    """vLLM >= 0.28: the marker scan runs from an empty cache and from a cached position, finds markers, and budgets
+    run out (the forcing kernel writes the end marker's logit) while others do not."""
+    cases = shipped_vs_substituted.cases("thinking_budget")
+    assert all(c["forced"] > 0 and c["found"] > 0 and c["not_forced"] > 0 for c in cases.values()), cases
 
 
 @pytest.mark.parametrize("substitute", sorted(COVERS))

@@ -14,9 +14,8 @@ import sys
 import textwrap
 
 import pytest
-from kernel_rows import VLLM_ROOT, check_against_vllm
+from kernel_rows import MRV2_ROOT, VLLM_ROOT, check_against_vllm, jit_names, launched_jit_kernels
 from lane_tools import import_triton, missing
-from test_triton_check import _jit_names, _launched_jit_kernels
 
 from portable_spec.kernels.triton_rocm_check import NOT_SERVED, checked_targets, merge, render_markdown, render_text
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
@@ -80,8 +79,8 @@ def uncovered(refs: set[str]) -> tuple[list[str], int]:
         tree = ast.parse(open(path, encoding="utf-8").read())
         subscripted = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Subscript)
                        and isinstance(n.value, ast.Name)}
-        launched |= {f"{module}:{name}" for name in _jit_names(path) & subscripted}
-    launched |= set(_launched_jit_kernels(os.path.join(VLLM_ROOT, "vllm", "v1", "worker", "gpu")))
+        launched |= {f"{module}:{name}" for name in jit_names(path) & subscripted}
+    launched |= set(launched_jit_kernels(MRV2_ROOT))
     missing_rows = sorted(launched - refs - set(NOT_ON_ROCM_PATH) - set(MRV2_EXCLUDED))
     return missing_rows, len(launched)
 
@@ -99,7 +98,7 @@ def test_every_kernel_the_rocm_path_launches_has_a_row_or_a_reason():
                              f"{missing_rows}"
     assert all(why for why in NOT_ON_ROCM_PATH.values()) and not set(NOT_ON_ROCM_PATH) & refs
     stale = [k for k in NOT_ON_ROCM_PATH if k.partition(":")[0] not in modules
-             or k.partition(":")[2] not in _jit_names(_path(k.partition(":")[0]))]
+             or k.partition(":")[2] not in jit_names(_path(k.partition(":")[0]))]
     assert not stale, stale
 
 

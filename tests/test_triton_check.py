@@ -14,17 +14,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from kernel_rows import VLLM_ROOT, check_row, params
+from kernel_rows import VLLM_ROOT, check_row, jit_names, params
 from lane_tools import import_triton, require_triton32_python
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import triton_check
 from portable_spec.kernels.triton_check import ENV_VAR, PROXY, merge
+from portable_spec.kernels.triton_case import BASE
 from portable_spec.kernels.triton_check_render import render_markdown, render_text
 from portable_spec.kernels.triton_compile import first_error_line
 from portable_spec_harness.synthetic.triton_cases import SOURCE as SYNTHETIC_SOURCE, SYNTHETIC_KERNELS
 from portable_spec.kernels.triton_table import KERNELS, OUR_KERNELS, VLLM_KERNELS, kernel_cases
-from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
 REPORT_VAR = "PORTABLE_SPEC_TRITON32_REPORT"
 _TD = "make_tensor_descriptor"
@@ -69,18 +69,12 @@ def test_each_of_our_rows_gives_every_parameter_a_type_or_a_value(case):
     check_row(case, *params(func))
 
 
-def _jit_names(path: str) -> set[str]:
-    tree = ast.parse(open(path, encoding="utf-8").read())
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-            and any("jit" in ast.unparse(d) for d in n.decorator_list)}
-
-
 def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
     table = kernel_cases((SYNTHETIC_SOURCE,))
     refs = {c.ref for c in table}
     for module in ("vllm.v1.spec_decode.utils", "vllm.v1.sample.rejection_sampler"):
         path = os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
-        assert {f"{module}:{name}" for name in _jit_names(path)} <= refs, module
+        assert {f"{module}:{name}" for name in jit_names(path)} <= refs, module
     root = os.path.join(os.path.dirname(__file__), "..")
     checked = 0
     for package, sub in (("portable_spec", "kernels"), ("portable_spec", "draft"),
@@ -89,7 +83,7 @@ def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
         for file in os.listdir(folder):
             if file.endswith(".py"):
                 module = f"{package.rpartition('/')[2]}.{sub}.{file[:-3]}"
-                launched = {n for n in _jit_names(os.path.join(folder, file)) if n.endswith("_kernel")}
+                launched = {n for n in jit_names(os.path.join(folder, file)) if n.endswith("_kernel")}
                 assert {f"{module}:{name}" for name in launched} <= refs, module
                 checked += len(launched)
     assert checked >= 7  # our substitutes and the synthetic harness's kernels were found
@@ -100,43 +94,10 @@ def test_the_table_covers_every_spec_decode_kernel_and_every_kernel_we_launch():
     assert len({c.key for c in table}) == len(table)
 
 
-_MRV2 = os.path.join(VLLM_ROOT, "vllm", "v1", "worker", "gpu")
-
-
-def _launched_jit_kernels(root: str) -> dict[str, str]:
-    """``"module:name"`` -> file for every ``@triton.jit`` function under ``root`` that its own module launches
-    (``name[grid](...)``); a jit function nobody launches is a helper, which the check follows from its callers."""
-    found = {}
-    for dirpath, _, files in os.walk(root):
-        for file in (f for f in files if f.endswith(".py")):
-            path = os.path.join(dirpath, file)
-            tree = ast.parse(open(path, encoding="utf-8").read())
-            launched = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Subscript)
-                        and isinstance(n.value, ast.Name)}
-            module = os.path.relpath(path, VLLM_ROOT)[:-3].replace(os.sep, ".")
-            found.update({f"{module}:{name}": path for name in _jit_names(path) & launched})
-    return found
-
-
-def test_the_table_covers_every_kernel_model_runner_v2_launches():
-    """Every ``@triton.jit`` kernel vLLM 0.26.0's Model Runner V2 launches (``vllm/v1/worker/gpu/``, read from the
-    source) has a row, or is in ``EXCLUDED`` with why no dense serving launches it; a new MRV2 kernel fails here.
-    The top-k/top-p op MRV2 calls from vLLM's V1 sampler has rows too, and no exclusion is stale."""
-    refs = {c.ref for c in KERNELS}
-    kernels = _launched_jit_kernels(_MRV2)
-    assert len(kernels) >= 35, sorted(kernels)  # the walk found MRV2
-    missing = sorted(set(kernels) - refs - set(MRV2_EXCLUDED))
-    assert not missing, f"MRV2 kernels with no row in portable_spec/kernels/triton_table_mrv2.py: {missing}"
-    assert "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel" in refs
-    assert "vllm.v1.worker.utils:_zero_kv_blocks_kernel" in MRV2_EXCLUDED
-    stale = [k for k in MRV2_EXCLUDED if k not in kernels and k != "vllm.v1.worker.utils:_zero_kv_blocks_kernel"]
-    assert not stale and all(why for why in MRV2_EXCLUDED.values()), stale
-    assert not set(MRV2_EXCLUDED) & refs
-
-
 def test_each_vllm_row_names_the_line_that_launches_it():
-    """``launched_at`` starts with ``vllm/<file>:<line>``; that line of vLLM 0.26.0 launches the row's kernel."""
-    for case in VLLM_KERNELS:
+    """``launched_at`` starts with ``vllm/<file>:<line>``; that line of vLLM 0.26.0 launches the row's kernel (the rows
+    of kernels new later name their own vLLM's line: ``test_triton_table_span.py`` checks those there)."""
+    for case in (c for c in VLLM_KERNELS if c.since == BASE):
         path, _, line = case.launched_at.split()[0].partition(":")
         text = open(os.path.join(VLLM_ROOT, path), encoding="utf-8").read().splitlines()[int(line) - 1]
         assert f"{case.attr}[" in text, (case.key, case.launched_at, text)

@@ -35,7 +35,7 @@ MODULES = (
     "test_rocm_platform.py",
     # MUSA's kernel substitutes: derived from this vLLM's kernels with its rewrite counts, bound, and bitwise vLLM's
     "test_musa_substitutes_span.py",
-    # the Triton 3.2 check's launch table: each row as this vLLM launches the kernel
+    # the Triton 3.2 check's launch table: each row as this vLLM launches the kernel, every MRV2 kernel covered
     "test_triton_table_span.py",
     # unit tests of the adapter and the version gate
     "test_version_gate.py",

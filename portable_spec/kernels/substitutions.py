@@ -258,6 +258,18 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         rewrites=(("mul-call-to-operator", 1),),
     ),
     Substitution(
+        name="_update_committed_marker_cache_kernel",
+        targets=(),
+        targets_by_version={"0.26.0": (),
+                            "0.28.0": (f"{_MRV2}.sample.thinking_budget._update_committed_marker_cache_kernel",)},
+        platforms=("musa",),
+        reason=("MRV2's thinking-budget marker scan (vLLM >= 0.28.0, requests with a thinking_token_budget) tests "
+                "'scan_pos == 0 and last_start < 0 and last_end < 0' and loops while 'block_hi > 0 and "
+                "last_start < 0 and last_end < 0'; Triton 3.2 refuses boolean chains of more than two operands. "
+                "Earlier vLLMs have no thinking budget (nothing to bind)"),
+        rewrites=(("split-boolean-chains", 2),),
+    ),
+    Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
         platforms=("musa",),

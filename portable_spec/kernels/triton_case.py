@@ -2,11 +2,13 @@
 where it is launched. Apart from the tables (``triton_table.py`` for the V1 path, ``triton_table_mrv2.py`` for Model
 Runner V2) so each table can import it without importing the other.
 
-A row states vLLM 0.26.0's launch (``BASE``); where a later vLLM of the span launches the kernel differently, the row
-states what that version changed (``Change``: parameters added, retyped or gone, constexprs, the kernel's new
-module), each change once, at the version that made it. ``KernelCase.at(pick)`` applies the changes up to the
-installed vLLM (``version_gate.pick`` chooses among the versions' launches), so the check compiles each kernel with
-the signature the installed vLLM launches it with.
+A row states vLLM 0.26.0's launch (``BASE``), or, for a kernel new in a later vLLM, that vLLM's (``since``); where a
+later vLLM of the span launches the kernel differently, the row states what that version changed (``Change``:
+parameters added, retyped or gone, constexprs, the kernel's new module), each change once, at the version that made
+it. ``KernelCase.at(pick)`` applies the changes up to the installed vLLM (``version_gate.pick`` chooses among the
+versions' launches), so the check compiles each kernel with the signature the installed vLLM launches it with; a row
+of a kernel the installed vLLM does not have yet resolves to None (``launched`` decides that, for the rows and for the
+tables' exclusions alike).
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from portable_spec.versions import parse
 
 BASE = "0.26.0"
 """The vLLM whose launch a row's own fields state (and whose launch line ``launched_at`` names)."""
+
+
+def launched(since: str, pick: Callable[[Mapping[str, bool]], bool]) -> bool:
+    """Whether the vLLM ``pick`` resolves for launches a kernel first launched in vLLM ``since`` (``BASE`` for the
+    kernels 0.26.0 has): a kernel added later is absent below its version, not an error there."""
+    return since == BASE or pick({BASE: False, since: True})
 
 
 def sig(spec: str) -> dict[str, str]:
@@ -59,14 +67,17 @@ class KernelCase:
     musa_path: bool = True
     options: dict[str, int] = field(default_factory=dict)
     changes: Mapping[str, Change] = field(default_factory=dict)  # vLLM version -> what it changed
+    since: str = BASE  # the first vLLM that launches the kernel: the version the row's own fields state
 
-    def at(self, pick: Callable[[Mapping[str, "KernelCase"]], "KernelCase"]) -> "KernelCase":
-        """This row as the installed vLLM launches it: ``BASE``'s launch with every change up to the version ``pick``
-        (``versions.pick``) chooses applied in version order."""
+    def at(self, pick: Callable[[Mapping[str, Any]], Any]) -> "KernelCase | None":
+        """This row as the installed vLLM launches it: ``since``'s launch with every change up to the version ``pick``
+        (``versions.pick``) chooses applied in version order; None where that vLLM predates the kernel."""
+        if not launched(self.since, pick):
+            return None
         if not self.changes:
             return self
         case = dataclasses.replace(self, changes={})
-        launches = {BASE: case}
+        launches = {self.since: case}
         for version in sorted(self.changes, key=parse):
             change = self.changes[version]
             signature = {n: t for n, t in case.signature.items() if n not in change.dropped}

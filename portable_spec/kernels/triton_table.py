@@ -159,16 +159,17 @@ KERNELS: tuple[KernelCase, ...] = VLLM_KERNELS + OUR_KERNELS
 
 def kernel_cases(sources: tuple[str, ...] | list[str] = (), pick: Pick | None = None) -> tuple[KernelCase, ...]:
     """``KERNELS`` plus the cases each ``"module:attr"`` source names (a tuple of ``KernelCase``), in order, each as
-    the installed vLLM launches it (``KernelCase.at``; ``pick`` defaults to ``versions.pick``); a key named twice
-    raises."""
+    the installed vLLM launches it (``KernelCase.at``; ``pick`` defaults to ``versions.pick``), without the rows of
+    kernels newer than the installed vLLM; a key named twice raises."""
     import importlib
 
     if pick is None:
         from portable_spec.versions import pick
-    cases = [case.at(pick) for case in KERNELS]
+    rows = list(KERNELS)
     for source in sources:
         module, _, attr = source.partition(":")
-        cases.extend(case.at(pick) for case in getattr(importlib.import_module(module), attr))
+        rows.extend(getattr(importlib.import_module(module), attr))
+    cases = [case for case in (row.at(pick) for row in rows) if case is not None]
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):
         raise ValueError(f"kernel keys named twice: {sorted({k for k in keys if keys.count(k) > 1})}")

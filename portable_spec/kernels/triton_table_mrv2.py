@@ -1,7 +1,8 @@
-"""Every Triton kernel vLLM 0.26.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches when it serves a dense
-model, plainly or with EAGLE, EAGLE-3 or DFlash speculation: input preparation, block tables, the sampler with every
-sampling parameter (penalties, logit bias, bad words, min-p, top-k/top-p, logprobs, structured output), the
-speculators' input kernels and rejection sampling, one row per launch variant.
+"""Every Triton kernel vLLM 0.26.0's and 0.28.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches when it
+serves a dense model, plainly or with EAGLE, EAGLE-3, DFlash, DFlash2 or multi-module MTP speculation: input
+preparation, block tables, the sampler with every sampling parameter (penalties, logit bias, bad words, min-p,
+top-k/top-p, logprobs, structured output, thinking budget, sampling mask), the speculators' input kernels and rejection
+sampling, one row per launch variant.
 
 Types and values are what MRV2's own buffers hold (``states.py``, ``input_batch.py``, ``block_table.py``,
 ``sample/*.py``: token ids, query starts, sequence lengths and request indices int32; positions, last sampled and
@@ -12,11 +13,15 @@ next_power_of_2(K + 1)``). ``launched_at`` names the launch line in vLLM 0.26.0 
 
 Each row states vLLM 0.26.0's launch; where 0.28.0 or 0.33.0 launches the kernel with other parameters (or from
 another module), the row's ``changes`` state what that version changed, read from its kernel and its launch site
-(``triton_case.Change``), and ``kernel_cases`` applies them up to the installed vLLM.
+(``triton_case.Change``), and ``kernel_cases`` applies them up to the installed vLLM. A kernel new in 0.28.0 (the
+sampling-mask output, the thinking budget, the DFlash2 selector, the multi-module MTP speculator) has a row from
+``since=_V28`` on, stating 0.28.0's launch and line; below it the row is absent, as is an exclusion named in
+``EXCLUDED_SINCE``.
 
 Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
-M-RoPE, decode context parallelism), listed with their reason in ``EXCLUDED`` (``tests/test_triton_check.py`` walks
-MRV2's source and fails on any other launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
+M-RoPE and input embeddings, decode context parallelism), listed with their reason in ``EXCLUDED``
+(``tests/test_triton_table_span.py`` walks MRV2's source on each vLLM up to ``COVERED_THROUGH`` and fails on any other
+launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
 through their callers (``triton_rules`` follows them; the compile layer compiles them inlined).
 """
 
@@ -29,6 +34,8 @@ _F = "vllm/v1/worker/gpu"
 _MR = f"{_F}/model_runner.py"
 _K = 3  # draft tokens per request in the rows below
 _VOCAB = 1024
+_V28 = "0.28.0"  # the kernels new in this vLLM: their rows state its launch (``since``)
+_TOP_K = 8  # DFlash2's selector_top_k (the draft's dflash_config; a checkpoint's value, 8 here)
 
 
 def _pow2(n: int) -> int:
@@ -372,6 +379,100 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          "flat_sampled_ptr sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr cu_num_logits_ptr:*i32", {},
          f"{_F}/spec_decode/rejection_sampler.py:85 RejectionSampler._get_logprobs_tensors (logprobs with drafts)",
          options=dict(num_warps=1)),
+    # ---------------------------------------------------------------- new in vLLM 0.28.0
+    # sampler (sample/): the finite-logit mask (model_config.return_sampling_mask) of the processed logits, fp32 once
+    # any sampling parameter made the sampler copy them (sampler.py:196); 0.33.0 renamed it
+    # _compact_sampling_mask_kernel and also writes the first max_num_kept ids per row, one row per request there
+    _row("_pack_sampling_mask_kernel", "sample.output", "_pack_sampling_mask_kernel",
+         "logits_ptr:*fp32 | logits_row_stride logits_col_stride:i32 | num_sampled_tokens_ptr:*i32"
+         " | packed_mask_ptr:*u8 | packed_mask_row_stride:i32 | counts_ptr:*i32 | vocab_size:i32",
+         dict(BLOCK_SIZE=8192),
+         f"{_F}/sample/output.py:88 SamplingMaskTensors.from_logits (sample/sampler.py:163 Sampler.__call__, "
+         "return_sampling_mask)", since=_V28,
+         changes={"0.33.0": Change("cu_num_logits_ptr token_ids_ptr:*i32 | token_ids_row_stride max_num_kept:i32",
+                                   constexprs=dict(ROWS_PER_REQUEST=1),
+                                   ref=f"{_G}.sample.output:_compact_sampling_mask_kernel",
+                                   launched_at=f"{_F}/sample/output.py:125 SamplingMaskTensors.from_logits "
+                                               "(sample/sampler.py:205 Sampler.__call__) (vLLM 0.33.0)")}),
+    # the thinking budget (a reasoning parser with start/end markers, a request's thinking_token_budget), on the
+    # sampler's fp32 logits: Qwen3-style <think> / </think> markers, one token each, and a forced end string of two
+    # tokens (reasoning_end_str), so the end-prefix loop (static_range(1, END_LEN)) is compiled
+    _row("_update_committed_marker_cache_kernel", "sample.thinking_budget", "_update_committed_marker_cache_kernel",
+         "req_ids_ptr thinking_token_budget_ptr all_token_ids_ptr:*i32 | all_token_ids_stride:i32"
+         " | total_len_ptr cached_last_start_ptr cached_last_end_ptr cached_scan_pos_ptr"
+         " reasoning_start_token_ids_ptr natural_reasoning_end_token_ids_ptr:*i32",
+         dict(START_LEN=1, NATURAL_END_LEN=1, MAX_LEN=1, BLOCK=1024),
+         f"{_F}/sample/thinking_budget.py:393 apply_thinking_budget (ThinkingBudgetState.apply, "
+         "sample/sampler.py:223 apply_sampling_params)", since=_V28),
+    _row("_thinking_budget_kernel", "sample.thinking_budget", "_thinking_budget_kernel",
+         "logits_ptr:*fp32 | logits_stride:i32 | expanded_idx_mapping_ptr thinking_token_budget_ptr"
+         " all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | total_len_ptr input_ids_ptr expanded_local_pos_ptr"
+         " cached_last_start_ptr cached_last_end_ptr reasoning_start_token_ids_ptr"
+         " natural_reasoning_end_token_ids_ptr reasoning_end_token_ids_ptr:*i32",
+         dict(START_LEN=1, NATURAL_END_LEN=1, END_LEN=2),
+         f"{_F}/sample/thinking_budget.py:410 apply_thinking_budget (ThinkingBudgetState.apply, "
+         "sample/sampler.py:223 apply_sampling_params)", since=_V28),
+    # DFlash2 (dflash2/, a DFlash draft with DFlash2DraftModel): the selector's walk over its top-k candidates (int64
+    # ids, model-dtype scores) into the draft tokens, probabilistic drafting (draft logits kept, fp32), one warp
+    _row("_selector_walk_kernel", "spec_decode.dflash2.speculator", "_selector_walk_kernel",
+         "scores_ptr:*bf16 | candidate_ptr sample_pos_ptr:*i64 | req_state_ptr:*i32 | temperature_ptr:*fp32"
+         " | seeds_ptr tokens_ptr:*i64 | realized_scores_ptr:*fp32",
+         dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K), SAMPLE_PROBABILISTIC=True, USE_FP64=False),
+         f"{_F}/spec_decode/dflash2/speculator.py:144 DFlash2Speculator._sample_path (speculator.py:213 "
+         "_generate_draft)", options=dict(num_warps=1), since=_V28),
+    _row("_cache_draft_logits_kernel", "spec_decode.dflash2.speculator", "_cache_draft_logits_kernel",
+         "draft_logits_ptr:*fp32 | cached_candidate_ptr candidate_ptr:*i64 | scores_ptr:*fp32 | req_state_ptr:*i32"
+         " | draft_logits_stride_0 draft_logits_stride_1:i32",
+         dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K)),
+         f"{_F}/spec_decode/dflash2/speculator.py:165 DFlash2Speculator._cache_draft_logits (speculator.py:215 "
+         "_generate_draft, probabilistic drafting)", options=dict(num_warps=1), since=_V28),
+    # multi-module MTP (multi_module_mtp/, K MTP modules, one per draft step) on a text model: no input embeddings
+    # (None, strides 0, USE_INPUT_EMBEDS=False); hidden states bf16, last_token_indices and cached draft ids int64
+    _row("_prepare_input_buffers_kernel", "spec_decode.multi_module_mtp.speculator", "_prepare_input_buffers_kernel",
+         "last_token_indices_ptr:*i64 | draft_input_ids_ptr:*i32 | draft_positions_ptr:*i64"
+         " | draft_seq_lens_ptr target_input_ids_ptr:*i32 | target_positions_ptr cached_draft_input_ids_ptr:*i64"
+         " | cached_draft_input_ids_stride0:i32 | draft_input_id_overrides_ptr:*i64"
+         " | draft_input_id_overrides_stride0:i32 | idx_mapping_ptr:*i32 | last_sampled_ptr:*i64"
+         " | next_prefill_tokens_ptr:*i32 | next_prefill_tokens_stride0:i32 | num_sampled_ptr num_rejected_ptr"
+         " target_seq_lens_ptr query_start_loc_ptr:*i32 | max_num_reqs num_speculative_steps:i32",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/spec_decode/multi_module_mtp/speculator.py:608 prepare_input_buffers (speculator.py:319 "
+         "_prepare_inputs)", since=_V28),
+    _row("_prepare_input_hidden_states_and_embeddings_kernel", "spec_decode.multi_module_mtp.speculator",
+         "_prepare_input_hidden_states_and_embeddings_kernel",
+         "draft_input_hidden_states_ptr:*bf16 | draft_input_hidden_states_stride0:i32 | target_hidden_states_ptr:*bf16"
+         " | target_hidden_states_stride0:i32 | cached_target_hidden_states_ptr:*bf16"
+         " | cached_target_hidden_states_stride0 cached_target_hidden_states_stride1:i32 | input_embeds_ptr:none"
+         " | input_embeds_stride0:i32 | cached_draft_input_embeds_ptr:none | cached_draft_input_embeds_stride0"
+         " cached_draft_input_embeds_stride1:i32 | idx_mapping_ptr num_rejected_ptr query_start_loc_ptr:*i32"
+         " | num_speculative_steps hidden_size:i32",
+         dict(BLOCK_SIZE_Q=16, BLOCK_SIZE_H=256, USE_INPUT_EMBEDS=False),
+         f"{_F}/spec_decode/multi_module_mtp/speculator.py:766 prepare_input_hidden_states_and_embeddings "
+         "(speculator.py:354 _prepare_inputs)", since=_V28),
+    _row("_pad_trailing_draft_slots_kernel", "spec_decode.multi_module_mtp.speculator",
+         "_pad_trailing_draft_slots_kernel",
+         "slot_mappings_ptr:*i64 | slot_mappings_stride0:i32 | query_start_loc_ptr:*i32"
+         " | last_token_indices_ptr:*i64 | PAD_ID:i32",
+         dict(BLOCK_SIZE=256),
+         f"{_F}/spec_decode/multi_module_mtp/speculator.py:831 pad_trailing_draft_slots (speculator.py:216 propose, "
+         "PAD_SLOT_ID = -1)", since=_V28),
+    _row("_cache_inputs_kernel", "spec_decode.multi_module_mtp.speculator", "_cache_inputs_kernel",
+         "draft_input_ids_ptr:*i32 | draft_input_embeds_ptr:none | draft_input_embeds_stride0:i32"
+         " | draft_input_hidden_states_ptr:*bf16 | draft_input_hidden_states_stride0:i32"
+         " | cached_draft_input_ids_ptr:*i64 | cached_draft_input_ids_stride0:i32 | cached_draft_input_embeds_ptr:none"
+         " | cached_draft_input_embeds_stride0 cached_draft_input_embeds_stride1:i32"
+         " | cached_target_hidden_states_ptr:*bf16"
+         " | cached_target_hidden_states_stride0 cached_target_hidden_states_stride1:i32"
+         " | idx_mapping_ptr:*i32 | last_token_indices_ptr:*i64 | query_start_loc_ptr:*i32"
+         " | num_speculative_steps hidden_size:i32",
+         dict(BLOCK_SIZE=1024, USE_INPUT_EMBEDS=False),
+         f"{_F}/spec_decode/multi_module_mtp/speculator.py:943 cache_inputs (speculator.py:384 _generate_drafts)",
+         since=_V28),
+    _row("_shift_input_ids_kernel", "spec_decode.multi_module_mtp.speculator", "_shift_input_ids_kernel",
+         "input_ids_ptr idx_mapping_ptr query_start_loc_ptr:*i32 | last_token_indices_ptr draft_tokens_ptr:*i64",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/spec_decode/multi_module_mtp/speculator.py:1069 update_draft_inputs (speculator.py:438 "
+         "_generate_drafts, between draft steps)", since=_V28),
 )
 
 EXCLUDED: dict[str, str] = {
@@ -381,5 +482,20 @@ EXCLUDED: dict[str, str] = {
     f"{_G}.model_states.mamba_hybrid:_scatter_num_accepted_kernel": "Mamba/hybrid models' state only",
     "vllm.v1.worker.utils:_zero_kv_blocks_kernel": "zeroes new KV blocks only when the KV cache has Mamba layers "
                                                    "(KVCacheConfig.needs_kv_cache_zeroing)",
+    f"{_G}.model_states.mamba_hybrid:_fill_num_accepted_kernel": "Mamba/hybrid models' state only",
+    f"{_G}.spec_decode.multi_module_mtp.speculator:_shift_input_embeds_kernel":
+        "multimodal MTP drafts only (update_draft_inputs launches it when inputs_embeds is set: supports_mm_inputs)",
 }
 """MRV2 ``@triton.jit`` kernels not in the table, each with why no dense serving launches it."""
+
+EXCLUDED_SINCE: dict[str, str] = {
+    f"{_G}.model_states.mamba_hybrid:_fill_num_accepted_kernel": _V28,
+    f"{_G}.spec_decode.multi_module_mtp.speculator:_shift_input_embeds_kernel": _V28,
+}
+"""The first vLLM that launches an excluded kernel, for the kernels newer than vLLM 0.26.0 (``triton_case.launched``;
+the coverage test's stale-exclusion check skips them below it)."""
+
+COVERED_THROUGH = _V28
+"""The newest vLLM whose MRV2-launched kernels each have a row or an exclusion. vLLM 0.33.0 launches 23 more that
+have neither yet (batch sharding, watermarking, ngram, xpress, the acceptance estimator, ...), so the coverage test
+(``tests/test_triton_table_span.py``) stops here."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from portable_spec.kernels.triton_case import KernelCase, sig
+from portable_spec.kernels.triton_case import BASE, KernelCase, sig
 from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS
 
 TARGETS: dict[str, tuple[str, int | str, int]] = {
@@ -190,8 +190,9 @@ def _shared(case: KernelCase) -> KernelCase:
 
 def rocm_rows() -> tuple[RocmRow, ...]:
     """Every compile of the check, in order: the shared table's vLLM rows with ROCm's options, ROCM_ATTN's, then each
-    fp8 row once per fp8 type."""
-    rows = [RocmRow(_shared(c), "table") for c in VLLM_KERNELS]
+    fp8 row once per fp8 type. The shared rows as they state vLLM 0.26.0's launches: a kernel new later (``since``)
+    has no 0.26.0 launch to compile."""
+    rows = [RocmRow(_shared(c), "table") for c in VLLM_KERNELS if c.since == BASE]
     rows += [RocmRow(c, "rocm_attn") for c in ROCM_ATTN]
     rows += [RocmRow(c, "fp8_kv", fp8) for c in FP8_CASES for fp8 in FP8_TYPES]
     return tuple(rows)
