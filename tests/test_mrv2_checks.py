@@ -6,6 +6,7 @@ the simulated torch.musa and its live-graph cap; the bench reports the no-regres
 from __future__ import annotations
 
 import copy
+import sys
 from collections import namedtuple
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,8 @@ import pytest
 from portable_spec_harness.e2e.bench import summarize
 from portable_spec_harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2, VARIANTS
 from portable_spec_harness.e2e.mrv2_checks import judge
-from portable_spec_harness.e2e.mrv2_parts import PARTS, Mrv2Part
+from portable_spec.versions import installed_text
+from portable_spec_harness.e2e.mrv2_parts import PARTS, Mrv2Part, runnable
 from portable_spec_harness.e2e.parent import variant_env
 from portable_spec.vllm_adapter.platform.mrv2_sizes import LEFT_TO_MRV2
 from test_e2e_harness import load_script
@@ -187,20 +189,38 @@ def test_context_parts_are_judged_against_the_construction_too():
 # ------------------------------------------------------------------------------------------------ parts, lane
 def test_the_parts_are_the_issues_and_the_lane_runs_them_by_name_or_group():
     assert set(PARTS) == {"mrv2_perfect", "mrv2_eagle3", "mrv2_dflash", "mrv2_ctx_eagle", "mrv2_ctx_eagle3",
-                          "mrv2_ctx_dflash"}
+                          "mrv2_ctx_dflash", "mrv2_ctx_draft_model"}
     assert (PARTS["mrv2_perfect"].pair, PARTS["mrv2_perfect"].k) == ("llama_eagle", 3)
     assert (PARTS["mrv2_eagle3"].pair, PARTS["mrv2_eagle3"].k) == ("llama_eagle3", 5)
     assert {PARTS[n].pair for n in ("mrv2_ctx_eagle", "mrv2_ctx_eagle3", "mrv2_ctx_dflash")} == {
         "llama_ctx_eagle", "llama_ctx_eagle3", "qwen3_ctx_dflash"}
     matrix = load_script("v1_drafter_matrix")
     assert load_script("mrv2_e2e").judge is judge  # the driver judges with these checks
-    assert matrix.GROUPS["mrv2"] == list(PARTS)
+    assert matrix.GROUPS["mrv2"] == runnable(installed_text())
     for name, part in PARTS.items():
         assert matrix.part_args(name) == part.args() and matrix.part_script(name).endswith("mrv2_e2e.py")
         assert part.args()[part.args().index("--variants") + 1] == "nospec,builtin_mrv2,ours_platform_mrv2"
     assert matrix.part_script("perfect").endswith("v1_drafter_e2e.py")
     lane = (ROOT / "ci/lanes/cuda.sh").read_text()
     assert "mrv2-bench) bash ci/gpu/mrv2_bench.sh" in lane and "E2E_PARTS=mrv2" in lane
+
+
+def test_the_draft_model_part_runs_only_where_mrv2_runs_the_draft_model(tmp_path, monkeypatch, capsys):
+    """vLLM sends ``draft_model`` to MRV2 from 0.33.0 only: the ``mrv2`` group leaves its part out below that, and
+    naming it there is a one-line error (exit 2) rather than MRV2 checks judging a V1 engine."""
+    part = PARTS["mrv2_ctx_draft_model"]
+    assert (part.pair, part.k, part.seeds, part.since) == ("llama_ctx_draft_model", 3, (0, 1), "0.33.0")
+    others = [name for name in PARTS if name != "mrv2_ctx_draft_model"]
+    assert runnable("0.26.0") == runnable("0.28.0+musa") == others
+    assert runnable("0.33.0") == runnable("0.33.1.dev3") == list(PARTS) and runnable(None) == []
+    matrix = load_script("v1_drafter_matrix")
+    monkeypatch.setattr(matrix, "installed_text", lambda: "0.26.0")
+    monkeypatch.setattr(sys, "argv", ["v1_drafter_matrix.py", str(tmp_path), "--parts", "mrv2_ctx_draft_model"])
+    with pytest.raises(SystemExit) as exited:
+        matrix.main()
+    assert exited.value.code == 2
+    assert "need vLLM >= 0.33.0 (installed: 0.26.0)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # refused before it made anything
 
 
 @pytest.mark.parametrize("kwargs,match", [({"pair": "nope"}, "unknown pair"),

@@ -7,8 +7,9 @@
     --parts bugs  every injected bug (``--inject-bug``) on every part in ``BUG_BASES``; one of them:
                   ``bug_<bug>_<part>``, e.g. ``bug_wrong_slot_attention`` (any TP=1 part may be named as the base)
     --parts mrv2  issue 23's Model Runner V2 parts (``harness/portable_spec_harness/e2e/mrv2_parts.py``: mrv2_perfect,
-                  mrv2_eagle3, mrv2_dflash, mrv2_ctx_eagle, mrv2_ctx_eagle3, mrv2_ctx_dflash), each through
-                  ci/gpu/mrv2_e2e.py: MRV2 on our CUDA platform vs MRV2 on vLLM's and no speculation
+                  mrv2_eagle3, mrv2_dflash, mrv2_ctx_eagle, mrv2_ctx_eagle3, mrv2_ctx_dflash, and from vLLM 0.33.0
+                  mrv2_ctx_draft_model), each through ci/gpu/mrv2_e2e.py: MRV2 on our CUDA platform vs MRV2 on
+                  vLLM's and no speculation
 
 Each part runs ci/gpu/v1_drafter_e2e.py with one configuration (its variants one after another, every seed inside
 one boot) and writes its JSON into OUTDIR. Parts run ``--parallel`` at a time: each engine gets a fixed KV cache
@@ -31,7 +32,9 @@ import time
 from pathlib import Path
 
 from portable_spec.envs import BY_NAME, INJECT_BUG_ENV
+from portable_spec.versions import installed_text
 from portable_spec_harness.e2e.mrv2_parts import PARTS as MRV2_PARTS
+from portable_spec_harness.e2e.mrv2_parts import runnable as mrv2_runnable
 from portable_spec_harness.e2e.parent import own_compile_cache
 
 E2E = str(Path(__file__).with_name("v1_drafter_e2e.py"))
@@ -122,7 +125,7 @@ BUG_PARTS = {f"bug_{bug}_{base}": bug_part(f"bug_{bug}_{base}") for bug in BUGS
              for base in OWN_BUG_BASES.get(bug, BUG_BASES)}
 ALL_PARTS = {**PARTS, **TP2_PARTS, **BUG_PARTS, **{name: part.args() for name, part in MRV2_PARTS.items()}}
 GROUPS = {"tp1": list(PARTS), "tp2": list(TP2_PARTS), "tp2_ctx": [f"tp2_{base}" for base in TP2_CTX_BASES],
-          "bugs": list(BUG_PARTS), "mrv2": list(MRV2_PARTS)}
+          "bugs": list(BUG_PARTS), "mrv2": mrv2_runnable(installed_text())}
 
 
 def part_args(name: str) -> list[str] | None:
@@ -173,6 +176,10 @@ def main() -> int:
     unknown = [p for p in parts if part_args(p) is None]
     if unknown:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join([*GROUPS, *ALL_PARTS])}")
+    too_old = [p for p in parts if p in MRV2_PARTS and not MRV2_PARTS[p].runs_on(installed_text())]
+    if too_old:
+        parser.error(f"part(s) {', '.join(too_old)} need vLLM >= {MRV2_PARTS[too_old[0]].since} (installed: "
+                     f"{installed_text()}): run them with VLLM_SITE naming such a vLLM")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     build_mrv2_pairs(parts)

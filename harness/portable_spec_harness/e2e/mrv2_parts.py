@@ -3,7 +3,8 @@
 Each part boots, one after another, no speculation (V1 runner: the greedy reference), MRV2 on vLLM's built-in CUDA
 platform and MRV2 on our CUDA platform (``VLLM_PLATFORM=cuda``), each with the runner vLLM picks (no
 ``VLLM_USE_V2_MODEL_RUNNER``): for these dense targets vLLM 0.26.0 picks MRV2 itself, and the checks assert it did
-(``mrv2_checks``). MRV2 runs DFlash in 0.26.0 (``v1/worker/gpu/spec_decode/dflash``), so DFlash pairs are parts too.
+(``mrv2_checks``). MRV2 runs DFlash in 0.26.0 (``v1/worker/gpu/spec_decode/dflash``), so DFlash pairs are parts too;
+the separate draft model from 0.33.0 only (``Mrv2Part.since``: ``--parts mrv2`` leaves it out below that).
 ``ci/gpu/v1_drafter_matrix.py`` runs them (``--parts mrv2`` or by name) through ``ci/gpu/mrv2_e2e.py``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from portable_spec.versions import parse
 from portable_spec_harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2, VARIANTS
 
 DEFAULT_VARIANTS = ("nospec", BUILTIN_MRV2, OURS_PLATFORM_MRV2)
@@ -25,6 +27,13 @@ class Mrv2Part:
     description: str
     variants: tuple[str, ...] = DEFAULT_VARIANTS
     seeds: tuple[int, ...] = (0,)
+    since: str = "0.26.0"
+    """The first vLLM whose MRV2 runs this part's method (the separate draft model from 0.33.0; before that vLLM
+    sends it to the V1 runner, so MRV2's checks would judge an engine that never ran MRV2)."""
+
+    def runs_on(self, vllm_version: str | None) -> bool:
+        """Whether the installed vLLM (its version string; None: not installed) runs this part on MRV2."""
+        return vllm_version is not None and parse(vllm_version) >= parse(self.since)
 
     def __post_init__(self) -> None:
         from portable_spec_harness.model_zoo import pair_problem
@@ -58,4 +67,13 @@ PARTS: dict[str, Mrv2Part] = {p.name: p for p in (
     Mrv2Part("mrv2_ctx_eagle3", "llama_ctx_eagle3", "perfect", 3, "the context-sensitive EAGLE-3 pair"),
     Mrv2Part("mrv2_ctx_dflash", "qwen3_ctx_dflash", "perfect", 3,
              "the context-sensitive DFlash pair (designed acceptance [1, 1, 0])"),
+    Mrv2Part("mrv2_ctx_draft_model", "llama_ctx_draft_model", "perfect", 3,
+             "the separate draft model (a 4-layer Llama of the target's vocabulary) on MRV2's standalone speculator: "
+             "vLLM's eager one on its platform, ours with FULL decode graphs on ours (issue 39 item 2)",
+             seeds=(0, 1), since="0.33.0"),
 )}
+
+
+def runnable(vllm_version: str | None) -> list[str]:
+    """The parts the installed vLLM runs on MRV2 (``--parts mrv2``), in the table's order."""
+    return [name for name, part in PARTS.items() if part.runs_on(vllm_version)]
