@@ -191,6 +191,34 @@ def test_a_kernel_the_amd_backend_rejects_fails_the_check_even_when_the_nvidia_c
     assert both["green"]
 
 
+def test_layers_that_judged_other_rows_or_another_vllm_are_an_error_not_a_shorter_report():
+    """A Triton 3.2 virtualenv built from another vLLM's interpreter judges that vLLM's rows: merged silently, the
+    rows this vLLM has and that one lacks would drop out of a report that could still read green."""
+    first, second = [c.key for c in kernel_cases() if c.musa_path][:2]
+    ok = {first: "ok", second: "ok"}
+    assert len(merge({"compile": _layer_report("compile", ok), "static": _layer_report("static", ok)})["kernels"]) == 2
+    other = {**_layer_report("compile", ok), "vllm": "0.28.0"}
+    with pytest.raises(PortableSpecError, match=r"imported different vLLMs \(compile 0\.28\.0, static 0\.26\.0\): "
+                                                r"build the Triton 3\.2 virtualenv from this interpreter"):
+        merge({"compile": other, "static": _layer_report("static", ok)})
+    with pytest.raises(PortableSpecError, match=f"judged different rows \\({second} missing from some\\)"):
+        merge({"compile": _layer_report("compile", {first: "ok"}), "static": _layer_report("static", ok)})
+    with pytest.raises(PortableSpecError, match="no kernel row was checked"):
+        merge({"compile": _layer_report("compile", {}), "static": _layer_report("static", {})})
+
+
+def test_the_worker_leaves_no_compile_cache_behind(tmp_path):
+    """Each layer compiles into a Triton cache of its own, removed with the run (runs used to leave it in the
+    temporary folder, up to 16 MB each); the static layer of one row is enough to show it."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "VLLM_PLUGINS": ""}
+    env.pop("TRITON_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-m", "portable_spec.vllm_adapter.tools.triton_check_worker", "--layer",
+                           "static", "--only", "expand_kernel"], capture_output=True, text=True, env=env, timeout=600)
+    report = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    assert proc.returncode == 0 and list(report["raw"]) == ["expand_kernel"], proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_amd_compile_finds_ld_lld_or_names_the_package(monkeypatch, tmp_path):
     lld = tmp_path / "ld.lld"
     lld.write_text("")

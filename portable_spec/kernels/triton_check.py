@@ -122,10 +122,32 @@ def _verdict(per_layer: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "bound": next(iter(per_layer.values())).get("bound"), **per_layer}
 
 
+def _same_rows_everywhere(reports: dict[str, dict[str, Any]]) -> None:
+    """Every layer judged the same vLLM's rows. The compile layers run in the Triton 3.2 virtualenv, which has the
+    vLLM of the interpreter it was built from: built from another version's, it would silently leave out the rows
+    that version lacks (a check green on fewer kernels)."""
+    versions = {layer: r.get("vllm") for layer, r in reports.items()}
+    if len(set(versions.values())) > 1:
+        raise PortableSpecError(
+            f"the check's layers imported different vLLMs ({', '.join(f'{la} {v}' for la, v in versions.items())}): "
+            f"build the Triton 3.2 virtualenv from this interpreter (ci/lanes/triton32_venv.sh {sys.executable}) "
+            f"and pass it with --triton32-python or {ENV_VAR}")
+    rows = {layer: set(r["raw"]) for layer, r in reports.items()}
+    uneven = sorted(set().union(*rows.values()) - set.intersection(*rows.values())) if rows else []
+    if uneven:
+        raise PortableSpecError(f"the check's layers judged different rows ({', '.join(uneven[:3])}"
+                                f"{' ...' if len(uneven) > 3 else ''} missing from some): run every layer with "
+                                "the same --only and --cases")
+
+
 def merge(reports: dict[str, dict[str, Any]], case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
     """Rows (one per table entry) with the verdict as shipped and with substitutes bound, from the layer reports."""
+    _same_rows_everywhere(reports)
     table = kernel_cases(case_sources)
     keys = [c.key for c in table if all(c.key in r["raw"] for r in reports.values())]
+    if not keys:
+        raise PortableSpecError(f"no kernel row was checked (layers {', '.join(reports)} returned none of this "
+                                "vLLM's table)")
     cases = {c.key: c for c in table}
     rows = []
     for key in keys:

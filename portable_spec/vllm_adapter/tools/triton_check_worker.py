@@ -342,11 +342,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="--layer rocm: a target of triton_table_rocm.TARGETS (repeatable)")
     args = parser.parse_args(argv)
     os.environ.pop("TRITON_INTERPRET", None)
-    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="portable-spec-triton-check-"))
-    if args.layer == "rocm":
-        print(json.dumps(run_rocm(args.target, args.only)))
-    else:
-        print(json.dumps(run(args.layer, args.only, tuple(args.cases))))
+    # A cache of its own, so no earlier compile answers for this one; removed with the run (each run left up to
+    # 16 MB in the temporary folder before). A caller's TRITON_CACHE_DIR is used and kept.
+    with tempfile.TemporaryDirectory(prefix="portable-spec-triton-check-") as own_cache:
+        os.environ.setdefault("TRITON_CACHE_DIR", own_cache)
+        if args.layer == "rocm":
+            print(json.dumps(run_rocm(args.target, args.only)))
+        else:
+            print(json.dumps(run(args.layer, args.only, tuple(args.cases))))
     return 0
 
 
