@@ -500,6 +500,7 @@ def test_the_async_flag_reaches_vllms_scheduler_config_for_the_draft_model(vllm_
     assert EngineArgs(**kwargs).create_engine_config().scheduler_config.async_scheduling is True
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling:UserWarning")  # the CPU lane
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_the_profiled_pass_runs_at_the_requested_concurrency(concurrency):
     """The breakdown is read where the gap is: ``--profile-concurrency C`` profiles C requests (every generate call
