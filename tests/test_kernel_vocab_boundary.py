@@ -28,7 +28,11 @@ def boundary_rows(vocab: int, width: int) -> torch.Tensor:
 @given(vocab=st.integers(2, 70000), width=st.integers(1, 3), discard_every=st.integers(2, 7))
 def test_the_substitute_puts_each_id_at_the_vocabulary_edge_where_vllm_does(vocab, width, discard_every):
     upstream = spec_decode_utils().eagle_prepare_next_token_padded_kernel
-    sampled = boundary_rows(vocab, width)
+    # Every row twice, a table apart: with one copy, every discard_every-th row discarded can take each row holding
+    # vocab_size (width 1, discard_every 3: the one such row, row 3), leaving nothing at the edge to compare. Both
+    # copies of row i go only where discard_every divides i and 5**width, i.e. 5 and i a multiple of 5, while the
+    # row ending in vocab_size sits at i = 3 (mod 5).
+    sampled = boundary_rows(vocab, width).repeat(2, 1)
     rows = sampled.shape[0]
     discard = torch.arange(rows) % discard_every == 0
     backup = torch.full((rows,), 7, dtype=torch.int32)
@@ -40,4 +44,4 @@ def test_the_substitute_puts_each_id_at_the_vocabulary_edge_where_vllm_does(voca
     for name, got in (("vLLM's kernel", theirs), ("reference", reference)):
         assert torch.equal(mine[0], got[0].to(torch.int32)), (name, vocab, width)
         assert torch.equal(mine[1], got[1].to(torch.int32)), (name, vocab, width)
-    assert rows == 5 ** width
+    assert rows == 2 * 5 ** width  # every boundary row, twice
