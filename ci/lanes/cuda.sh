@@ -115,18 +115,10 @@ for stage in "${stages[@]}"; do
 done
 
 "$py" - "$out" "$(for s in "${!rc[@]}"; do echo "$s=${rc[$s]}"; done)" <<'PY'
-import datetime, json, subprocess, sys, importlib.metadata as md
-import torch
+import json, sys
+from portable_spec_harness.soak.report import environment  # device, GPU count, versions, date, commit: one place
 out, pairs = sys.argv[1], [p.split("=") for p in sys.argv[2].split()]
-def version(pkg):
-    try: return md.version(pkg)
-    except md.PackageNotFoundError: return None
-summary = {"lane": "cuda", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or None,
-           "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-           "gpus": torch.cuda.device_count(),  # the TP each stage ran at is in that stage's own JSON
-           "torch": torch.__version__, "cuda": torch.version.cuda, "vllm": version("vllm"),
-           "triton": version("triton"), "stages": {k: int(v) for k, v in pairs}}
+summary = {"lane": "cuda", **environment(), "stages": {k: int(v) for k, v in pairs}}
 json.dump(summary, open(f"{out}/cuda_lane.json", "w"), indent=1)
 print(json.dumps(summary))
 sys.exit(1 if any(int(v) for _, v in pairs) else 0)
