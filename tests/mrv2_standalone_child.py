@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import types
+from types import SimpleNamespace
 
 import torch
 
@@ -171,10 +172,11 @@ def main(method: str) -> dict:
 
         full = BatchExecutionDescriptor(cg_mode=CUDAGraphMode.FULL, num_tokens=PADDED, num_reqs=PADDED,
                                         uniform_token_count=1)
-        # No CUDA graph on this host: the replay is the recorded body itself, on the same persistent buffers.
+        # No CUDA graph on this host: the manager's replay is the recorded body itself, on the same persistent
+        # buffers (our replay, and its counter, run as on a GPU).
         ours.decode_batch = lambda num_reqs, skip_attn: full
-        ours.replay = lambda desc: ours._decode_step(desc.num_reqs, desc.num_tokens, None, None, None,
-                                                     CUDAGraphMode.NONE)
+        ours.decode_cudagraph_manager = SimpleNamespace(run_fullgraph=lambda desc: ours._decode_step(
+            desc.num_reqs, desc.num_tokens, None, None, None, CUDAGraphMode.NONE))
         ours._multi_step_decode(batch, num_rejected, NUM_REQS, False, None)
 
     compared, mismatches = 0, []
@@ -202,7 +204,9 @@ def main(method: str) -> dict:
         mismatches.append(f"draft_logits cache differs at {where[:6].tolist()} ({len(where)} entries)")
     distinct = len({tuple(r) for r in eager.draft_tokens[:NUM_REQS].tolist()})
     return {"compared": compared, "mismatches": mismatches, "drafts": eager.draft_tokens[:NUM_REQS].tolist(),
-            "distinct_rows": distinct, "slot_mapping_step1": eager.model.seen[0]["slot_mapping"].tolist()}
+            "distinct_rows": distinct, "slot_mapping_step1": eager.model.seen[0]["slot_mapping"].tolist(),
+            "replays": {str(size): n for size, n in ours.decode_replays.items()},
+            "eager_decode_loops": ours.eager_decode_loops, "padded": PADDED, "k": K}
 
 
 if __name__ == "__main__":

@@ -357,17 +357,29 @@ def test_the_standalone_draft_model_is_judged_on_our_decode_graphs_and_vllms_eag
     acceptance equal to vLLM's platform, the pool) are the same."""
     from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE, VLLM_STANDALONE
 
-    def standalone(variant, speculator, graphs):
+    def standalone(variant, speculator, graphs, replays=None):
         kept = {name: m for name, m in managers(OUR_POOL if variant == OURS_PLATFORM_MRV2 else VLLM_POOL).items()
                 if name == "target" or name in graphs}
-        return {"mrv2_managers": kept, "speculator": speculator}
+        return {"mrv2_managers": kept, "speculator": speculator, "speculator_replays": replays,
+                "speculator_eager_loops": None if replays is None else 2}
 
-    def results(ours_speculator=GRAPHED_STANDALONE, ours_graphs=("draft_decode",)):
+    def results(ours_speculator=GRAPHED_STANDALONE, ours_graphs=("draft_decode",), ours_replays={"1": 5, "4": 2}):
         return [row("nospec"), row(BUILTIN_MRV2, **standalone(BUILTIN_MRV2, VLLM_STANDALONE, ())),
-                row(OURS_PLATFORM_MRV2, **standalone(OURS_PLATFORM_MRV2, ours_speculator, ours_graphs))]
+                row(OURS_PLATFORM_MRV2, **standalone(OURS_PLATFORM_MRV2, ours_speculator, ours_graphs,
+                                                     ours_replays))]
 
     judged = checks_of(results(), method="draft_model")
     assert all(judged.checks.values()), [k for k, v in judged.checks.items() if not v]
+    assert judged.evidence["ours_platform_mrv2_s0_draft_decode_graphs_replayed"] == {"ok": True,
+                                                                                     "compared_replays": 7}
+    assert "builtin_mrv2_s0_draft_decode_graphs_replayed" not in judged.checks  # vLLM's replays nothing
+    # The bug it guards: graphs captured, every decode loop eager (or no counter read at all).
+    for replays, why in (({"1": 0, "4": 0}, "no decode graph replayed (2 eager decode loops)"),
+                         ({}, "no decode graph replayed (2 eager decode loops)"),
+                         (None, "no replay counter in the facts")):
+        never = checks_of(results(ours_replays=replays), method="draft_model")
+        assert never.checks["ours_platform_mrv2_s0_draft_decode_graphs_replayed"] is False
+        assert never.evidence["ours_platform_mrv2_s0_draft_decode_graphs_replayed"]["detail"] == why
     assert judged.checks["ours_platform_mrv2_s0_draft_decode_graphs_captured"]
     assert judged.checks["ours_platform_mrv2_s0_standalone_speculator_class"]
     assert judged.checks["builtin_mrv2_s0_standalone_speculator_class"]

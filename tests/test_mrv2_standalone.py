@@ -214,6 +214,8 @@ def test_replay_inputs_and_drafts_are_vllms_eager_loops(method):
     # 3 steps x (6 buffers + 5 padding facts) + the drafts (+ the logits cache): the comparison saw them all.
     assert result["compared"] == 34 + (method == "probabilistic")
     assert result["distinct_rows"] == 3 and len(set(result["slot_mapping_step1"])) == 3  # not a degenerate batch
+    # Every decode step after the first replayed the padded size's graph, and none fell back to vLLM's eager loop.
+    assert result["replays"] == {str(result["padded"]): result["k"] - 1} and result["eager_decode_loops"] == 0
 
 
 def test_this_module_is_in_the_version_span():

@@ -735,6 +735,8 @@ def test_ratio_pairs_keep_the_plain_keys_and_add_each_suffixed_one():
     assert list(plan.ratio_pairs(["upstream_v1", "upstream_v1@async", "ours@async"])) == [
         "ours@async_over_upstream_v1", "ours@async_over_upstream_v1@async", "upstream_v1@async_over_upstream_v1"]
     assert plan.ratio_pairs(["upstream_v1", "mrv2"]) == {}
+    # vLLM 0.33.0's draft model: MRV2 on our platform (our graphed speculator) over MRV2 on vLLM's.
+    assert plan.ratio_pairs(["mrv2", "ours_mrv2"]) == {"ours_mrv2_over_mrv2": ("ours_mrv2", "mrv2")}
 
 
 def test_the_probe_class_is_a_worker_extension_vllm_accepts():
@@ -818,6 +820,30 @@ def test_a_server_that_ran_another_drafter_than_its_label_is_a_problem():
         "upstream_v1", [{**upstream, "platform": "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"}])[0]
     assert report.identity_problems("upstream_v1", [{"error": "no answer"}]) == ["upstream_v1: no facts from its "
                                                                                   "server's probe"]
+
+
+def test_mrv2_on_our_platform_is_judged_on_its_runner_and_our_standalone_speculators_replays():
+    from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE, VLLM_STANDALONE
+
+    ours_platform = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
+    mine = {"runner": "x", "drafter": None, "use_v2_model_runner": True, "platform": ours_platform,
+            "speculator": GRAPHED_STANDALONE, "speculator_replays": {"1": 4, "2": 1}, "speculator_eager_loops": 3}
+    assert report.identity_problems("ours_mrv2", [mine, {**mine, "speculator_replays": {"1": 9, "2": 1}}]) == []
+    # The bug it guards: our speculator built, every decode loop eager during the runs.
+    assert report.identity_problems("ours_mrv2", [mine, mine]) == [
+        "ours_mrv2: our standalone speculator's decode graphs did not replay during the runs (3 eager decode loops)"]
+    assert report.identity_problems("ours_mrv2", [{**mine, "use_v2_model_runner": False}] * 2) == [
+        "ours_mrv2: its server ran the V1 runner"]
+    assert "ran on platform vllm." in report.identity_problems(
+        "ours_mrv2", [{**mine, "platform": "vllm.platforms.cuda.CudaPlatform"}] * 2)[0]
+    # MRV2's own speculators on our platform (EAGLE's) count no replays: the runner and platform decide.
+    eagle = {**mine, "speculator": "vllm.v1.worker.gpu.spec_decode.x.TargetDependentARSpeculator",
+             "speculator_replays": None}
+    assert report.identity_problems("ours_mrv2", [eagle, eagle]) == []
+    # On vLLM's platform the draft model's speculator is vLLM's eager one: judged as MRV2, no replay asked.
+    theirs = {**mine, "platform": "vllm.platforms.cuda.CudaPlatform", "speculator": VLLM_STANDALONE,
+              "speculator_replays": None}
+    assert report.identity_problems("mrv2", [theirs, theirs]) == []
 
 
 def test_a_server_at_another_tensor_parallel_than_asked_is_a_problem():

@@ -21,6 +21,7 @@ from typing import Any
 
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2
+from portable_spec_harness.e2e.exactness import Verdict
 from portable_spec_harness.e2e.v1_checks import Judgement
 from portable_spec.vllm_adapter.platform.mrv2_sizes import LEFT_TO_MRV2
 
@@ -58,6 +59,18 @@ def standalone_speculator(row: dict[str, Any], ours: bool, k: int) -> dict[str, 
     """For the standalone draft model: MRV2 built our graphed speculator on our platform (K > 1), vLLM's on its own."""
     want = GRAPHED_STANDALONE if ours and k > 1 else VLLM_STANDALONE
     return {"standalone_speculator_class": row.get("speculator") == want}
+
+
+def standalone_replays(row: dict[str, Any]) -> Verdict:
+    """Our graphed standalone speculator replayed its decode graphs during the runs (``compared_replays``: the
+    replays summed over sizes); none counted, or no counter at all, fails: a speculator that captured graphs and ran
+    every step eagerly would pass every output check."""
+    replays = row.get("speculator_replays")
+    if not isinstance(replays, dict):
+        return Verdict(False, 0, "compared_replays", "no replay counter in the facts")
+    total = sum(int(n) for n in replays.values())
+    detail = "" if total else f"no decode graph replayed ({row.get('speculator_eager_loops')} eager decode loops)"
+    return Verdict(total > 0, total, "compared_replays", detail)
 
 
 def pools(row: dict[str, Any]) -> list[Any]:
@@ -121,6 +134,8 @@ def judge(results: list[dict], seeds: list[int], *, method: str, k: int, perfect
             judged.checks.update({prefix + n: ok for n, ok in graphs_captured(row, method, k, on_ours).items()})
             if method == "draft_model":
                 judged.checks.update({prefix + n: ok for n, ok in standalone_speculator(row, on_ours, k).items()})
+                if on_ours and k > 1:
+                    judged.record(prefix + "draft_decode_graphs_replayed", standalone_replays(row))
             if "nospec" in asked:
                 judged.record(prefix + exactness.GREEDY, exactness.greedy_equals_nospec(
                     row.get("outputs"), (nospec or {}).get("outputs")))

@@ -22,6 +22,9 @@ DEFAULT_VARIANTS = ("upstream_v1", "ours", "mrv2")
 DENSE_ONLY = {v: "MoE target: vLLM 0.26.0 serves it on the V1 runner only, so there is no MRV2 to compare"
               for v in ("mrv2", "ours_mrv2")}
 OURS = "ours"
+OURS_KINDS = (OURS, "ours_mrv2")
+"""The kinds whose servers run our layer, each a ratio's numerator: our V1 drafter, and the runner vLLM picks on our
+platform (on vLLM 0.33.0 the draft model's MRV2 speculator with our decode graphs, ``ours_mrv2_over_mrv2``)."""
 RATIO_BASES = ("upstream_v1", "mrv2")
 """The ratios the report keys on: ``ours_over_upstream_v1`` and ``ours_over_mrv2`` (``ratio_pairs``)."""
 SCHEDULING_SUFFIXES = {"async": "on", "sync": "off"}
@@ -151,10 +154,10 @@ def checked_variants(text: str, default: str) -> tuple[str, ...]:
 
 def ratio_pairs(variants: list[str] | tuple[str, ...]) -> dict[str, tuple[str, str]]:
     """Every ratio a report of these variants keys on, ``<variant>_over_<base>`` -> (variant, base): each variant of
-    kind ours over each of kind upstream_v1 or mrv2 (``ours_over_upstream_v1``, ``ours@async_over_upstream_v1``),
-    then each suffixed variant over its kind without a suffix (``ours@async_over_ours``: what the scheduling alone
+    our kinds (``OURS_KINDS``) over each of kind upstream_v1 or mrv2 (``ours_over_upstream_v1``,
+    ``ours@async_over_upstream_v1``, ``ours_mrv2_over_mrv2``), then each suffixed variant over its kind without a suffix (``ours@async_over_ours``: what the scheduling alone
     changes, rounds paired on one machine)."""
-    pairs = {f"{v}_over_{b}": (v, b) for base in RATIO_BASES for v in variants if kind_of(v) == OURS
+    pairs = {f"{v}_over_{b}": (v, b) for base in RATIO_BASES for v in variants if kind_of(v) in OURS_KINDS
              for b in variants if kind_of(b) == base}
     pairs.update({f"{v}_over_{kind_of(v)}": (v, kind_of(v)) for v in variants
                   if v != kind_of(v) and kind_of(v) in variants})

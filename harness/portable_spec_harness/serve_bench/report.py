@@ -13,8 +13,9 @@ from typing import Any
 
 from portable_spec_harness.e2e.step_breakdown import PHASES
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.plan import (OURS, TARGET_LINES, VARIANTS, Cell, kind_of, ratio_pairs,
-                                                    scheduling_of)
+from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE
+from portable_spec_harness.serve_bench.plan import (OURS, OURS_KINDS, TARGET_LINES, VARIANTS, Cell, kind_of,
+                                                    ratio_pairs, scheduling_of)
 from portable_spec_harness.plotting import legend
 
 
@@ -51,8 +52,10 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
         return [f"{variant}: ran at tensor parallel {first.get('tensor_parallel_size')}, not the {tp} asked"]
     drafter, v2 = str(first.get("drafter")), first.get("use_v2_model_runner")
     platform = first.get("platform")
-    if platform is not None and str(platform).startswith("portable_spec.") != (kind == OURS):
+    if platform is not None and str(platform).startswith("portable_spec.") != (kind in OURS_KINDS):
         return [f"{variant}: ran on platform {platform}"]
+    if kind == "ours_mrv2":
+        return ours_mrv2_problems(variant, first, last, len(readings), v2)
     if kind == OURS:
         replays = sum((last.get("replays") or {}).values()) - sum((first.get("replays") or {}).values())
         if not drafter.startswith("portable_spec.") or v2:
@@ -63,6 +66,22 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
         return [f"{variant}: ran drafter {drafter} (V2 runner: {v2}), not vLLM's on the V1 runner"]
     elif kind == "mrv2" and not v2:
         return [f"{variant}: its server ran the V1 runner"]
+    return []
+
+
+def ours_mrv2_problems(variant: str, first: dict[str, Any], last: dict[str, Any], readings: int,
+                       v2: Any) -> list[str]:
+    """MRV2 on our platform: the V2 runner, and where MRV2 built our graphed standalone draft-model speculator
+    (vLLM 0.33.0's ``draft_model``), its decode graphs replayed during the runs (MRV2's own speculators on our
+    platform count no replays of their own)."""
+    if not v2:
+        return [f"{variant}: its server ran the V1 runner"]
+    if str(first.get("speculator")) != GRAPHED_STANDALONE:
+        return []
+    before, after = (sum((r.get("speculator_replays") or {}).values()) for r in (first, last))
+    if readings > 1 and after - before <= 0:
+        return [f"{variant}: our standalone speculator's decode graphs did not replay during the runs "
+                f"({last.get('speculator_eager_loops')} eager decode loops)"]
     return []
 
 

@@ -26,6 +26,11 @@ def _jsonable(pool: Any) -> Any:
     return list(pool) if isinstance(pool, tuple) else None if pool is None else repr(pool)
 
 
+def _replays(counts: dict[int, int] | None) -> dict[str, int] | None:
+    """Replays per captured size, keyed as JSON keys them (None: a speculator that counts none)."""
+    return None if counts is None else {str(size): int(n) for size, n in sorted(counts.items())}
+
+
 def runner_kind(runner: Any) -> str:
     """``"mrv2"``, ``"v1"`` or ``"other"``, by the classes vLLM defines (only modules vLLM already imported)."""
     for kind, module in (("mrv2", MRV2_RUNNER_MODULE), ("v1", V1_RUNNER_MODULE)):
@@ -92,5 +97,8 @@ def mrv2_graph_facts(runner: Any) -> dict[str, Any]:
     facts.update({"mrv2_managers": managers,
                   "mrv2_full_graphs": sum(len(m["full_sizes"]) for m in managers.values()),
                   "speculator": f"{type(speculator).__module__}.{type(speculator).__qualname__}"
-                  if speculator is not None else None})
+                  if speculator is not None else None,
+                  # our graphed standalone draft model's counters (spec_decode/standalone_ar.py); None elsewhere
+                  "speculator_replays": _replays(getattr(speculator, "decode_replays", None)),
+                  "speculator_eager_loops": getattr(speculator, "eager_decode_loops", None)})
     return facts

@@ -52,6 +52,11 @@ class GraphedStandaloneARSpeculator(StandaloneARSpeculator):
         # What the decode graph samples, per row; copied into draft_tokens[:, step] after each replay (the column
         # differs per step, the graph is one per size).
         self.graph_draft_tokens = torch.zeros(self.max_num_reqs, dtype=torch.int64, device=device)
+        # What ran, for the e2e checks and the serving bench's identity check (a "graphed" speculator that never
+        # replays is vLLM's eager one with another name): graph replays per captured size, and decode loops that
+        # ran vLLM's eager steps instead.
+        self.decode_replays: dict[int, int] = {}
+        self.eager_decode_loops = 0
 
     # ------------------------------------------------------------------------------------------------ graphs
     def init_cudagraph_manager(self, cudagraph_mode: CUDAGraphMode) -> None:
@@ -101,12 +106,14 @@ class GraphedStandaloneARSpeculator(StandaloneARSpeculator):
         """One captured decode step (the test stands the eager body in for it on a host without graphs)."""
         assert self.decode_cudagraph_manager is not None
         self.decode_cudagraph_manager.run_fullgraph(batch_desc)
+        self.decode_replays[batch_desc.num_tokens] = self.decode_replays.get(batch_desc.num_tokens, 0) + 1
 
     # ------------------------------------------------------------------------------------------------ the steps
     def _multi_step_decode(self, input_batch: InputBatch, num_rejected: torch.Tensor, num_reqs: int,
                            skip_attn: bool, num_tokens_across_dp: torch.Tensor | None) -> None:
         batch_desc = self.decode_batch(num_reqs, skip_attn)
         if batch_desc.cg_mode != CUDAGraphMode.FULL:
+            self.eager_decode_loops += 1
             return super()._multi_step_decode(input_batch, num_rejected, num_reqs, skip_attn, num_tokens_across_dp)
         self.prepare_decode(input_batch, num_rejected, num_reqs, batch_desc)
         for step in range(1, self.num_speculative_steps):
