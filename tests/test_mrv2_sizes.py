@@ -22,6 +22,7 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_s
          "vocab_size": 1024, "max_position_embeddings": 2048, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-6,
          "rope_theta": 10000.0, "tie_word_embeddings": False}
 EAGLE = {**LLAMA, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
+LLAMA2 = {**LLAMA, "num_hidden_layers": 2}  # a separate draft model (method draft_model) of the target's vocabulary
 QWEN3 = {**LLAMA, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}
 DFLASH = {**QWEN3, "architectures": ["DFlashDraftModel"], "num_hidden_layers": 1, "layer_types": ["full_attention"],
           "dflash_config": {"mask_token_id": 1000, "target_layer_ids": [0, 1]}, "block_size": 4}
@@ -32,7 +33,8 @@ LEFT = "capture sizes left to Model Runner V2"
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("mrv2_models")
     out = {}
-    for name, config in (("llama", LLAMA), ("eagle", EAGLE), ("qwen3", QWEN3), ("dflash", DFLASH)):
+    for name, config in (("llama", LLAMA), ("eagle", EAGLE), ("qwen3", QWEN3), ("dflash", DFLASH),
+                         ("llama2", LLAMA2)):
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(config))
         out[name] = str(root / name)
@@ -179,6 +181,31 @@ def test_under_mrv2_the_hook_keeps_vllms_sizes_and_says_why_once(vllm_platform, 
     lines = left_lines(caplog)
     assert len(lines) == 1, lines
     assert "draft decode steps run 1 token per request" in lines[0] and "multiples of 1+K=4" in lines[0]
+
+
+@needs("mrv2_standalone_graphs")
+def test_the_draft_models_own_config_keeps_the_engines_count(vllm_platform, models, mrv2):
+    """vLLM 0.33.0 loads MRV2's standalone draft model under ``replace(vllm_config, model_config=<the draft's>)``,
+    which re-runs our hook with the engine's additional_config: the count stays the one made on the target's config
+    (a 4-layer target's 5 pieces per PIECEWISE size, not the 2-layer draft's 3; the GPU run that found it recorded
+    64 planned against 42 captured)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    cfg = EngineArgs(model=models["llama"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
+                     speculative_config={"method": "draft_model", "model": models["llama2"],
+                                         "num_speculative_tokens": 3}).create_engine_config()
+    assert cfg.use_v2_model_runner is True
+    engine = json.loads(json.dumps(cfg.additional_config["portable_spec"]["mrv2"]))
+    sizes = cfg.compilation_config.cudagraph_capture_sizes
+    uniform = len({-(-s // 4) * 4 for s in sizes if -(-s // 4) * 4 <= 32})
+    assert engine["graphs"] == {"target": uniform + 5 * len(sizes), "draft_decode": len([s for s in sizes if s <= 8])}
+    draft_copy = dataclasses.replace(cfg, model_config=cfg.speculative_config.draft_model_config)
+    # The hook ran on the copy, whose state is the engine's own dict (a shallow copy of additional_config).
+    assert draft_copy.additional_config["portable_spec"] is cfg.additional_config["portable_spec"]
+    assert cfg.additional_config["portable_spec"]["mrv2"] == engine
+    # The bug it guards: the hook counting the draft's copy as an engine of its own.
+    type(vllm_platform).check_and_update_config(dataclasses.replace(cfg, model_config=cfg.model_config))
+    assert cfg.additional_config["portable_spec"]["mrv2"] == engine  # an engine copy recounts to the same
 
 
 def test_the_one_line_reaches_vllms_log_handlers(vllm_platform, models, mrv2, monkeypatch):

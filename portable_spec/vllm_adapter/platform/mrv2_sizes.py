@@ -72,6 +72,11 @@ def leave_sizes_to_mrv2(vllm_config: Any, *, live_graph_limit: int | None, platf
     stored (``plan_state``'s ``mrv2``). Logs the decision once per engine and each pruning warning once."""
     spec, cc = vllm_config.speculative_config, vllm_config.compilation_config
     earlier = plan_state.read(vllm_config).mrv2
+    if earlier is not None and vllm_config.model_config is getattr(spec, "draft_model_config", None):
+        # The draft model's own copy of the engine's config (vLLM 0.33.0's StandaloneARSpeculator.load_draft_model
+        # replaces model_config with the draft's and shares additional_config): the engine's count was made on the
+        # target's config, and a recount here would count the target's pieces by the draft's layers.
+        return earlier
     first = earlier is None
     earlier = earlier or {}
     outside = unmodelled(vllm_config)
