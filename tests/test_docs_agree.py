@@ -149,21 +149,22 @@ def draft_async_cells() -> dict[tuple[int, int], dict]:
     return found
 
 
-def check_draft_async_table(m: re.Match) -> int:
-    """README's async-scheduling table: each cell's ratio of medians and paired interval, rounded as printed."""
-    cells_, compared = draft_async_cells(), 0
+def ratio_table(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
+    """A README table of input rows by c=1, c=2 columns: each cell's ratio of medians and paired interval, rounded as
+    printed; every cell of ``found`` ((input, concurrency) -> the cell's ratios) compared once."""
+    compared = 0
     for row in _ASYNC_ROW.finditer(m.group(0)):
         for c in (1, 2):
-            cell = cells_[int(row["input"]), c]
+            cell = found[int(row["input"]), c]
             low, high = cell["paired_output_tok_s"]["interval"]
             assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]", row.group(0)
             compared += 1
-    assert compared == len(cells_), compared
+    assert compared == len(found), compared
     return compared
 
 
-def check_draft_async_range(m: re.Match) -> int:
-    expect = span([cell["output_tok_s"] for cell in draft_async_cells().values()], 2)
+def ratio_range(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
+    expect = span([cell["output_tok_s"] for cell in found.values()], 2)
     assert list(m.groups()) == expect
     return len(expect)
 
@@ -172,32 +173,13 @@ DRAFT_MRV2 = "bench/results/2026-11-28-h200-session21/dms033r3/lane-dms033r3/ser
 """The draft model on vLLM 0.33.0's Model Runner V2: ours (graphed decode steps) over MRV2 on vLLM's platform."""
 
 
-def draft_mrv2_cells() -> dict[int, dict]:
-    """Concurrency -> the cell's ratios, from a complete bench of vLLM 0.33.0 whose servers both ran MRV2 with async
-    scheduling on."""
+def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
+    """(input, concurrency) -> the cell's ratios, from a complete bench of vLLM 0.33.0 whose servers both ran MRV2
+    with async scheduling on."""
     report = results(DRAFT_MRV2)
     assert report["vllm"] == "0.33.0" and report["status"] == "complete", (report["vllm"], report["status"])
     assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
-    return {c: report["ours_mrv2_over_mrv2"][f"in256/greedy/c{c}"] for c in (1, 2)}
-
-
-def check_draft_mrv2_table(m: re.Match) -> int:
-    """README's vLLM 0.33.0 table: each cell's ratio of medians and paired interval, rounded as printed."""
-    cells_, compared = draft_mrv2_cells(), 0
-    for row in _ASYNC_ROW.finditer(m.group(0)):
-        assert row["input"] == "256", row.group(0)
-        for c in (1, 2):
-            low, high = cells_[c]["paired_output_tok_s"]["interval"]
-            assert row[f"c{c}"] == f"{cells_[c]['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]", row.group(0)
-            compared += 1
-    assert compared == len(cells_), compared
-    return compared
-
-
-def check_draft_mrv2_range(m: re.Match) -> int:
-    expect = span([cell["output_tok_s"] for cell in draft_mrv2_cells().values()], 2)
-    assert list(m.groups()) == expect
-    return len(expect)
+    return {(256, c): report["ours_mrv2_over_mrv2"][f"in256/greedy/c{c}"] for c in (1, 2)}
 
 
 @dataclass(frozen=True)
@@ -222,11 +204,13 @@ CLAIMS = (
     Claim("README.md", r"output tok/s \*\*(\S+)–(\S+)× upstream V1's\*\* and (\S+)–(\S+)× MRV2's", check_serve_range),
     Claim("README.md", r"^\| pair \| weights \| ours / upstream V1 \(output tok/s\).*?\n\n", check_serve_table,
           multiline=True),
-    Claim("README.md", r"^  \| input \| c=1 \| c=2 \|\n.*?\n\n", check_draft_async_table, multiline=True),
-    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with `--async-scheduling` on both", check_draft_async_range),
-    Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \|\n.*?\n\n", check_draft_mrv2_table,
+    Claim("README.md", r"^  \| input \| c=1 \| c=2 \|\n.*?\n\n", lambda m: ratio_table(m, draft_async_cells()),
           multiline=True),
-    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform at c = 1, 2", check_draft_mrv2_range),
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with `--async-scheduling` on both",
+          lambda m: ratio_range(m, draft_async_cells())),
+    Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \|\n.*?\n\n",
+          lambda m: ratio_table(m, draft_mrv2_cells()), multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform at c = 1, 2", lambda m: ratio_range(m, draft_mrv2_cells())),
     Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
                                r"one CPU there, every cell holds at 0\.98",
           lambda m: most_cells_undecided(UNPINNED) + every_cell_holds(PINNED)),
