@@ -2,9 +2,27 @@
 # Put part N of a re-split staging folder (ci/gpu-host/resplit.sh), its MANIFEST and install.sh alone into
 # .gpu-wheels/carry/, the one folder a device call carries (carry: [".gpu-wheels/carry"]); run from the project root.
 #   ci/gpu-host/carry.sh .gpu-wheels/parts-small N
+# With `all` instead of N, every part gets a folder of its own, .gpu-wheels/carry-NN (carry: [".gpu-wheels/carry-NN"],
+# command `bash .gpu-wheels/carry-NN/install.sh`). Why: the calls can then be sent several at a time, back to back,
+# with nothing to prepare between them, so the host (released after 30 s idle) stays warm through the staging.
 set -euo pipefail
-src="${1:?usage: carry.sh PARTS_DIR N}"; n=$(printf '%02d' "${2:?usage: carry.sh PARTS_DIR N}")
-[[ -f "$src/p$n" && -f "$src/MANIFEST" ]] || { echo "no $src/p$n or $src/MANIFEST: run ci/gpu-host/resplit.sh first"; exit 2; }
-rm -rf .gpu-wheels/carry; mkdir -p .gpu-wheels/carry
-cp "$src/p$n" "$src/MANIFEST" ../shared/gpu-host/install.sh .gpu-wheels/carry/
-echo "carry: $(awk '/^version/{print $2}' "$src/MANIFEST") part $n of $(awk '/^parts/{print $2}' "$src/MANIFEST")"
+src="${1:?usage: carry.sh PARTS_DIR N|all}"; which="${2:?usage: carry.sh PARTS_DIR N|all}"
+[[ -f "$src/MANIFEST" ]] || { echo "no $src/MANIFEST: run ci/gpu-host/resplit.sh first"; exit 2; }
+
+one() {  # one() PART_NUMBER DEST_DIR
+  local n; n=$(printf '%02d' "$((10#$1))")
+  [[ -f "$src/p$n" ]] || { echo "no $src/p$n: run ci/gpu-host/resplit.sh first"; exit 2; }
+  rm -rf "$2"; mkdir -p "$2"
+  cp "$src/p$n" "$src/MANIFEST" ../shared/gpu-host/install.sh "$2/"
+}
+
+parts=$(awk '/^parts/{print $2}' "$src/MANIFEST"); version=$(awk '/^version/{print $2}' "$src/MANIFEST")
+if [[ "$which" == all ]]; then
+  rm -rf .gpu-wheels/carry-[0-9]*
+  for ((i = 0; i < parts; i++)); do one "$i" ".gpu-wheels/carry-$(printf '%02d' "$i")"; done
+  echo "carry: $version, $parts folders .gpu-wheels/carry-00 .. carry-$(printf '%02d' $((parts - 1)))"
+else
+  [[ "$which" =~ ^[0-9]+$ ]] || { echo "carry.sh: part '$which' is no number: give N or all"; exit 2; }
+  one "$which" .gpu-wheels/carry
+  echo "carry: $version part $(printf '%02d' "$((10#$which))") of $parts"
+fi
