@@ -134,6 +134,55 @@ def test_the_count_is_what_vllms_own_managers_capture(models, mrv2, monkeypatch,
     assert compared or mode == "NONE"  # the comparison saw descriptors
 
 
+DRAFT_CASES = [(3, 8, None), (3, 64, None), (5, 8, None), (1, 8, None), (3, 8, [1, 3, 5, 12, 40])]
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("k,max_num_seqs,sizes", DRAFT_CASES, ids=[f"k{k}-r{r}-{'user' if s else 'ladder'}"
+                                                                  for k, r, s in DRAFT_CASES])
+@needs("mrv2_standalone_graphs")
+@needs("mrv2_graph_budget")
+def test_the_draft_models_count_is_what_our_speculators_manager_captures(models, mrv2, monkeypatch, mode, k,
+                                                                         max_num_seqs, sizes):
+    """vLLM 0.33.0's standalone draft model (``draft_model``): the target's manager is vLLM's, the speculator's is the
+    decode manager our GraphedStandaloneARSpeculator builds (vLLM's own builds none). Graphs per manager, counted
+    against the real managers' descriptors (a manager the speculator does not build counts 0)."""
+    import torch
+    import vllm.v1.worker.gpu.cudagraph_utils as cudagraph_utils
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.platforms import current_platform
+
+    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
+
+    monkeypatch.setattr(cudagraph_utils, "get_pp_group", lambda: SimpleNamespace(is_first_rank=True,
+                                                                                 is_last_rank=True))
+    monkeypatch.setattr(type(current_platform), "get_global_graph_pool", lambda self: ("pool", 0), raising=False)
+    compilation = {"cudagraph_capture_sizes": sizes} if sizes else {}
+    cfg = EngineArgs(model=models["llama"], skip_tokenizer_init=True, max_num_seqs=max_num_seqs, max_model_len=512,
+                     compilation_config=compilation,
+                     speculative_config={"method": "draft_model", "model": models["llama2"],
+                                         "num_speculative_tokens": k}).create_engine_config()
+    device, graph_mode = torch.device("cpu"), CUDAGraphMode[mode]
+    real = {"target": cudagraph_utils.CudaGraphManager(cfg, device, graph_mode, k + 1)}
+    bare = GraphedStandaloneARSpeculator.__new__(GraphedStandaloneARSpeculator)
+    bare.vllm_config, bare.device, bare.num_speculative_steps, bare.dp_size = cfg, device, k, 1
+    bare.decode_cudagraph_manager = None
+    bare.init_cudagraph_manager(graph_mode)
+    if bare.decode_cudagraph_manager is not None:
+        real["draft_decode"] = bare.decode_cudagraph_manager
+    ours = {m.name: m for m in managers("draft_model", k, mode, target_pieces=5, draft_pieces=3)}
+    assert set(real) <= set(ours), (set(real), set(ours))
+    listed, compared = list(cfg.compilation_config.cudagraph_capture_sizes), 0
+    for name, manager in ours.items():
+        want = (descs(real[name], "FULL"), descs(real[name], "PIECEWISE")) if name in real else ([], [])
+        assert (sorted(manager.full_sizes(listed, max_num_seqs)), manager.piecewise_sizes(listed)) == want, name
+        compared += len(want[0]) + len(want[1])
+    assert compared or mode == "NONE"  # the comparison saw descriptors
+    # Our speculator graphs its decode steps exactly where the decode mode is FULL and K > 1.
+    assert ("draft_decode" in real) == (k > 1 and graph_mode.decode_mode() == CUDAGraphMode.FULL)
+
+
 def test_the_bench_engines_count_is_the_h100s():
     """The MRV2 engine of the H100 bench (llama_eagle K=3, 64 sequences, vLLM's 51 default sizes,
     FULL_AND_PIECEWISE) held 357 PIECEWISE graphs (target 4 layers: 5 pieces; EAGLE head 1 layer: 2 pieces);
