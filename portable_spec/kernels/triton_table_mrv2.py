@@ -153,6 +153,8 @@ _APPLY_WRITE = ("write_indices_ptr write_starts_ptr:*i32 | write_contents_ptr:{c
 # lengths, cu_num_logits and expanded_local_pos int32; sampled token ids int64; logprobs fp32 with int64 ids and ranks.
 _BATCH_SHARD = f"{_F}/sample/batch_shard.py"
 _ACCEPT = f"{_F}/spec_decode/acceptance_estimator.py"
+_XPRESS = f"{_F}/spec_decode/xpress/kernels.py"
+_QWEN3_XPRESS = "vllm/model_executor/models/qwen3_xpress.py"
 _V33_ROWS: tuple[KernelCase, ...] = (
     # the separate draft model's MRV2 speculator (standalone_ar/): step 0 expands each request's verified tokens by its
     # correction token; a verify step of K + 1 tokens gives BLOCK_SIZE = min(512, next_power_of_2(K + 1 + 2))
@@ -266,6 +268,30 @@ _V33_ROWS: tuple[KernelCase, ...] = (
          dict(per_token_step=False, NUM_SPECULATIVE_STEPS=_K, MAX_LOG_ODDS=40.0, PADDED_VOCAB_NUM_BLOCKS=1),
          f"{_ACCEPT}:480 OnlineAcceptanceEstimator.predict (spec_decode/speculator.py:487 "
          "_maybe_predict_acceptance)", since=_V33),
+    # XPress (a Qwen3 XPress draft: spec_decode/xpress/, launched by model_executor/models/qwen3_xpress.py's
+    # XPressRefinerHead.jacobi_refine_greedy) at its checkpoint defaults: rank 256, MLP hidden 512, top-C 512, and a
+    # block of 1 anchor + K slots; bf16 weights and logits, int64 block tokens, the anchors' int32 input ids. Top-C's
+    # candidates come from torch.topk (flashinfer's top-k, int32 there, is CUDA only): int64. xpress_topc = 0 scores
+    # the full vocabulary instead (the partial / reduce pair, in 4096-wide chunks: one at vocab 1024)
+    _row("_xpress_latent_kernel", "spec_decode.xpress.kernels", "_xpress_latent_kernel",
+         "blk_ptr:*i64 | am1_ptr:*i32 | xh_ptr lat_out_ptr w1_ptr wlat_ptr mixl_ptr wg_ptr wu_ptr wd_ptr:*bf16",
+         dict(B=_K + 1, R=256, H=512, BP=_pow2(_K + 1), HT=64, DO_MLP=True),
+         f"{_XPRESS}:210 xpress_latent_pass ({_QWEN3_XPRESS}:165 top-C, :192 full vocabulary)",
+         options=dict(num_warps=8, num_stages=3), since=_V33),
+    _row("_xpress_topc_argmax_to_blk_kernel", "spec_decode.xpress.kernels", "_xpress_topc_argmax_to_blk_kernel",
+         "base_ptr bias_ptr:*bf16 | cand_ptr blk_ptr:*i64 | C:i32", dict(B=_K + 1, BLOCK_C=512),
+         f"{_XPRESS}:373 fused_topc_argmax_to_blk ({_QWEN3_XPRESS}:179, min(topc, vocab) = 512 candidates)",
+         options=dict(num_warps=4), since=_V33),
+    _row("_xpress_add_argmax_partial_kernel", "spec_decode.xpress.kernels", "_xpress_add_argmax_partial_kernel",
+         "base_ptr bias_ptr:*bf16 | out_val_ptr:*fp32 | out_idx_ptr:*i64 | V stride_base_r stride_bias_r stride_ov_r"
+         " stride_oi_r:i32", dict(BLOCK_V=4096),
+         f"{_XPRESS}:297 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
+         options=dict(num_warps=8), since=_V33),
+    _row("_xpress_add_argmax_reduce_to_blk_kernel", "spec_decode.xpress.kernels",
+         "_xpress_add_argmax_reduce_to_blk_kernel",
+         "out_val_ptr:*fp32 | out_idx_ptr blk_ptr:*i64 | N Bm1 stride_ov_r stride_oi_r:i32", dict(BLOCK_N=64),
+         f"{_XPRESS}:310 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
+         options=dict(num_warps=1), since=_V33),
 )
 """The kernels vLLM 0.33.0's MRV2 launches that 0.28.0's does not, each row read from 0.33.0's kernel and launch."""
 
