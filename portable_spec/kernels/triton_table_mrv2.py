@@ -155,6 +155,43 @@ _BATCH_SHARD = f"{_F}/sample/batch_shard.py"
 _ACCEPT = f"{_F}/spec_decode/acceptance_estimator.py"
 _XPRESS = f"{_F}/spec_decode/xpress/kernels.py"
 _QWEN3_XPRESS = "vllm/model_executor/models/qwen3_xpress.py"
+_WATERMARK = f"{_F}/sample/watermark.py"
+_WATERMARK_WIDTH = 4  # WatermarkConfig.context_width's default (config/watermarking.py)
+_WATERMARK_MASKS = (
+    # key, launch line, caller, then the pointers' types: history offsets, contexts, local positions, prior contexts,
+    # steps, enabled, and the constexprs that differ
+    ("sampler", 339, "vllm/v1/watermarking/gpu_sampler.py:131 _get_repeated_contexts, from :82 "
+     "GPUWatermarkSampler._sample_random", "none", "*i32", "none", "none", "none", "none",
+     dict(NUM_SPECULATIVE_STEPS=0, HAS_HISTORY_OFFSETS=False, SPECULATIVE_CONTEXTS=False, DRAFT_CONTEXTS=False)),
+    ("verify", 339, "vllm/v1/watermarking/gpu_sampler.py:131 _get_repeated_contexts, from "
+     "spec_decode/rejection_sampler.py:240 _watermarking_kwargs", "*i32", "*i32", "*i32", "none", "none", "none",
+     dict(NUM_SPECULATIVE_STEPS=_K, HAS_HISTORY_OFFSETS=True, SPECULATIVE_CONTEXTS=True, DRAFT_CONTEXTS=False)),
+    ("draft", 413, "vllm/v1/watermarking/spec_decode.py:86 DraftWatermarker._sampling_state", "*i64", "*i64", "none",
+     "*i64", "*i64", "*i1",
+     dict(NUM_SPECULATIVE_STEPS=_K, HAS_HISTORY_OFFSETS=True, SPECULATIVE_CONTEXTS=False, DRAFT_CONTEXTS=True)),
+)
+"""The three launches of the watermark's repeated-context mask under a watermark config at its defaults (context
+width 4, deduplicate_contexts 'single_turn': history 8192, no prompt): the sampler's committed contexts and the
+verifier's draft-extended ones are int32 (``torch.where`` over int32 token ids and -1), the draft watermarker's state
+int64, its steps int64 and its enabled mask bool."""
+
+
+def _watermark_mask(key: str, line: int, caller: str, offsets: str, contexts: str, local: str, prior: str,
+                    steps: str, enabled: str, constexprs: dict) -> KernelCase:
+    """One launch of ``_repeated_context_mask_kernel`` (``_WATERMARK_MASKS``); an argument the launch passes as None
+    is typed ``none``, its strides 0 (i32)."""
+    return _row(f"_repeated_context_mask_kernel[{key}]", "sample.watermark", "_repeated_context_mask_kernel",
+                "output_ptr:*i1 | all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | req_indices_ptr:*i64"
+                f" | prompt_lens_ptr total_lens_ptr:*i32 | history_offsets_ptr:{offsets}"
+                f" | history_offsets_stride:i32 | contexts_ptr:{contexts} | context_stride:i32"
+                f" | local_positions_ptr:{local} | prior_contexts_ptr:{prior}"
+                f" | prior_contexts_stride_0 prior_contexts_stride_1:i32 | steps_ptr:{steps} | steps_stride:i32"
+                f" | enabled_ptr:{enabled}",
+                dict(CONTEXT_WIDTH=_WATERMARK_WIDTH, MAX_HISTORY=8192, INCLUDE_PROMPT=False,
+                     SKIP_PARTIAL_CONTEXT=False, BLOCK=512, **constexprs),
+                f"{_WATERMARK}:{line} ({caller})", since=_V33)
+
+
 _V33_ROWS: tuple[KernelCase, ...] = (
     # the separate draft model's MRV2 speculator (standalone_ar/): step 0 expands each request's verified tokens by its
     # correction token; a verify step of K + 1 tokens gives BLOCK_SIZE = min(512, next_power_of_2(K + 1 + 2))
@@ -292,6 +329,7 @@ _V33_ROWS: tuple[KernelCase, ...] = (
          "out_val_ptr:*fp32 | out_idx_ptr blk_ptr:*i64 | N Bm1 stride_ov_r stride_oi_r:i32", dict(BLOCK_N=64),
          f"{_XPRESS}:310 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
          options=dict(num_warps=1), since=_V33),
+    *(_watermark_mask(*variant) for variant in _WATERMARK_MASKS),
 )
 """The kernels vLLM 0.33.0's MRV2 launches that 0.28.0's does not, each row read from 0.33.0's kernel and launch."""
 
@@ -639,6 +677,12 @@ EXCLUDED: dict[str, str] = {
         "multimodal MTP drafts only (update_draft_inputs launches it when inputs_embeds is set: supports_mm_inputs)",
     f"{_G}.model_states.recoverssm:_postprocess_recoverssm_align_kernel":
         "Mamba/hybrid models' state only (mamba_hybrid.py's RecoverSSMState, cache_config.use_kda_recoverssm)",
+    f"{_G}.sample.watermark:_philox_gumbel_kernel":
+        "CUDA-device tensors only: vllm/v1/watermarking/gumbel.py launches it when logits.device.type == 'cuda', "
+        "else samples with the PRF in torch (and the warm-up needs is_cuda_alike)",
+    f"{_G}.sample.watermark:_draft_step_kernel":
+        "CUDA-device tensors only: draft_philox_gumbel_sample, called from gumbel.py's _try_sample_block only "
+        "when logits.device.type == 'cuda'",
 }
 """MRV2 ``@triton.jit`` kernels not in the table, each with why no dense serving launches it."""
 
@@ -646,6 +690,8 @@ EXCLUDED_SINCE: dict[str, str] = {
     f"{_G}.model_states.mamba_hybrid:_fill_num_accepted_kernel": _V28,
     f"{_G}.spec_decode.multi_module_mtp.speculator:_shift_input_embeds_kernel": _V28,
     f"{_G}.model_states.recoverssm:_postprocess_recoverssm_align_kernel": _V33,
+    f"{_G}.sample.watermark:_philox_gumbel_kernel": _V33,
+    f"{_G}.sample.watermark:_draft_step_kernel": _V33,
 }
 """The first vLLM that launches an excluded kernel, for the kernels newer than vLLM 0.26.0 (``triton_case.launched``;
 the coverage test's stale-exclusion check skips them below it)."""
