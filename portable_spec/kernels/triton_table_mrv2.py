@@ -1,5 +1,5 @@
-"""Every Triton kernel vLLM 0.26.0's and 0.28.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches when it
-serves a dense model, plainly or with EAGLE, EAGLE-3, DFlash, DFlash2 or multi-module MTP speculation: input
+"""Every Triton kernel vLLM 0.26.0's, 0.28.0's and 0.33.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches
+when it serves a dense model, plainly or with EAGLE, EAGLE-3, DFlash, DFlash2 or multi-module MTP speculation: input
 preparation, block tables, the sampler with every sampling parameter (penalties, logit bias, bad words, min-p,
 top-k/top-p, logprobs, structured output, thinking budget, sampling mask), the speculators' input kernels and rejection
 sampling, one row per launch variant.
@@ -16,10 +16,14 @@ another module), the row's ``changes`` state what that version changed, read fro
 (``triton_case.Change``), and ``kernel_cases`` applies them up to the installed vLLM. A kernel new in 0.28.0 (the
 sampling-mask output, the thinking budget, the DFlash2 selector, the multi-module MTP speculator) has a row from
 ``since=_V28`` on, stating 0.28.0's launch and line; below it the row is absent, as is an exclusion named in
-``EXCLUDED_SINCE``.
+``EXCLUDED_SINCE``. The kernels new in 0.33.0 (``_V33_ROWS``: the separate draft model's prefill, the rejection
+sampler's draft gather, batch-sharded sampling, prompt embeddings, trace replay, the n-gram and XPress speculators, the
+acceptance estimator, the watermark's context mask) likewise state 0.33.0's launch, at ``since=_V33``; there
+``idx_mapping`` is int64.
 
 Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
-M-RoPE and input embeddings, decode context parallelism), listed with their reason in ``EXCLUDED``
+M-RoPE and input embeddings, decode context parallelism) or only CUDA-device tensors reach (the watermark's Philox
+Gumbel sampling), listed with their reason in ``EXCLUDED``
 (``tests/test_triton_table_span.py`` walks MRV2's source on each vLLM up to ``COVERED_THROUGH`` and fails on any other
 launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
 through their callers (``triton_rules`` follows them; the compile layer compiles them inlined).
@@ -155,6 +159,7 @@ _BATCH_SHARD = f"{_F}/sample/batch_shard.py"
 _ACCEPT = f"{_F}/spec_decode/acceptance_estimator.py"
 _XPRESS = f"{_F}/spec_decode/xpress/kernels.py"
 _QWEN3_XPRESS = "vllm/model_executor/models/qwen3_xpress.py"
+_XPRESS_BLOCK = 15 + 1  # an XPress checkpoint's default block: num_speculative_steps 15 + the anchor (qwen3_xpress.py)
 _WATERMARK = f"{_F}/sample/watermark.py"
 _WATERMARK_WIDTH = 4  # WatermarkConfig.context_width's default (config/watermarking.py)
 _WATERMARK_MASKS = (
@@ -307,16 +312,19 @@ _V33_ROWS: tuple[KernelCase, ...] = (
          "_maybe_predict_acceptance)", since=_V33),
     # XPress (a Qwen3 XPress draft: spec_decode/xpress/, launched by model_executor/models/qwen3_xpress.py's
     # XPressRefinerHead.jacobi_refine_greedy) at its checkpoint defaults: rank 256, MLP hidden 512, top-C 512, and a
-    # block of 1 anchor + K slots; bf16 weights and logits, int64 block tokens, the anchors' int32 input ids. Top-C's
+    # block of 1 anchor + 15 slots (_XPRESS_BLOCK, not K + 1: the kernels take B = 1 + K from the block buffer but
+    # index the head's [block, block, rank] mixer with it, so an XPress draft is served at K = block - 1; at K = 3 the
+    # latent kernel's tl.dot on a 4-row tile is refused by Triton 3.2, "M >= 16"); bf16 weights and logits, int64
+    # block tokens, the anchors' int32 input ids. Top-C's
     # candidates come from torch.topk (flashinfer's top-k, int32 there, is CUDA only): int64. xpress_topc = 0 scores
     # the full vocabulary instead (the partial / reduce pair, in 4096-wide chunks: one at vocab 1024)
     _row("_xpress_latent_kernel", "spec_decode.xpress.kernels", "_xpress_latent_kernel",
          "blk_ptr:*i64 | am1_ptr:*i32 | xh_ptr lat_out_ptr w1_ptr wlat_ptr mixl_ptr wg_ptr wu_ptr wd_ptr:*bf16",
-         dict(B=_K + 1, R=256, H=512, BP=_pow2(_K + 1), HT=64, DO_MLP=True),
+         dict(B=_XPRESS_BLOCK, R=256, H=512, BP=_pow2(_XPRESS_BLOCK), HT=64, DO_MLP=True),
          f"{_XPRESS}:210 xpress_latent_pass ({_QWEN3_XPRESS}:165 top-C, :192 full vocabulary)",
          options=dict(num_warps=8, num_stages=3), since=_V33),
     _row("_xpress_topc_argmax_to_blk_kernel", "spec_decode.xpress.kernels", "_xpress_topc_argmax_to_blk_kernel",
-         "base_ptr bias_ptr:*bf16 | cand_ptr blk_ptr:*i64 | C:i32", dict(B=_K + 1, BLOCK_C=512),
+         "base_ptr bias_ptr:*bf16 | cand_ptr blk_ptr:*i64 | C:i32", dict(B=_XPRESS_BLOCK, BLOCK_C=512),
          f"{_XPRESS}:373 fused_topc_argmax_to_blk ({_QWEN3_XPRESS}:179, min(topc, vocab) = 512 candidates)",
          options=dict(num_warps=4), since=_V33),
     _row("_xpress_add_argmax_partial_kernel", "spec_decode.xpress.kernels", "_xpress_add_argmax_partial_kernel",
@@ -696,7 +704,6 @@ EXCLUDED_SINCE: dict[str, str] = {
 """The first vLLM that launches an excluded kernel, for the kernels newer than vLLM 0.26.0 (``triton_case.launched``;
 the coverage test's stale-exclusion check skips them below it)."""
 
-COVERED_THROUGH = _V28
-"""The newest vLLM whose MRV2-launched kernels each have a row or an exclusion. vLLM 0.33.0 launches 23 more that
-have neither yet (batch sharding, watermarking, ngram, xpress, the acceptance estimator, ...), so the coverage test
-(``tests/test_triton_table_span.py``) stops here."""
+COVERED_THROUGH = _V33
+"""The newest vLLM whose MRV2-launched kernels each have a row or an exclusion (the coverage test,
+``tests/test_triton_table_span.py``, skips on a newer one)."""
