@@ -1,5 +1,5 @@
-"""Every Triton kernel vLLM 0.26.0's and 0.28.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches when it
-serves a dense model, plainly or with EAGLE, EAGLE-3, DFlash, DFlash2 or multi-module MTP speculation: input
+"""Every Triton kernel vLLM 0.26.0's, 0.28.0's and 0.33.0's Model Runner V2 (MRV2, ``vllm/v1/worker/gpu/``) launches
+when it serves a dense model, plainly or with EAGLE, EAGLE-3, DFlash, DFlash2 or multi-module MTP speculation: input
 preparation, block tables, the sampler with every sampling parameter (penalties, logit bias, bad words, min-p,
 top-k/top-p, logprobs, structured output, thinking budget, sampling mask), the speculators' input kernels and rejection
 sampling, one row per launch variant.
@@ -16,10 +16,14 @@ another module), the row's ``changes`` state what that version changed, read fro
 (``triton_case.Change``), and ``kernel_cases`` applies them up to the installed vLLM. A kernel new in 0.28.0 (the
 sampling-mask output, the thinking budget, the DFlash2 selector, the multi-module MTP speculator) has a row from
 ``since=_V28`` on, stating 0.28.0's launch and line; below it the row is absent, as is an exclusion named in
-``EXCLUDED_SINCE``.
+``EXCLUDED_SINCE``. The kernels new in 0.33.0 (``_V33_ROWS``: the separate draft model's prefill, the rejection
+sampler's draft gather, batch-sharded sampling, prompt embeddings, trace replay, the n-gram and XPress speculators, the
+acceptance estimator, the watermark's context mask) likewise state 0.33.0's launch, at ``since=_V33``; there
+``idx_mapping`` is int64.
 
 Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
-M-RoPE and input embeddings, decode context parallelism), listed with their reason in ``EXCLUDED``
+M-RoPE and input embeddings, decode context parallelism) or only CUDA-device tensors reach (the watermark's Philox
+Gumbel sampling), listed with their reason in ``EXCLUDED``
 (``tests/test_triton_table_span.py`` walks MRV2's source on each vLLM up to ``COVERED_THROUGH`` and fails on any other
 launched kernel without a row), and MRV2's ``@triton.jit`` helpers, checked
 through their callers (``triton_rules`` follows them; the compile layer compiles them inlined).
@@ -35,6 +39,9 @@ _MR = f"{_F}/model_runner.py"
 _K = 3  # draft tokens per request in the rows below
 _VOCAB = 1024
 _V28 = "0.28.0"  # the kernels new in this vLLM: their rows state its launch (``since``)
+_V33 = "0.33.0"  # likewise
+_NGRAM_N = 5  # ngram_gpu's prompt_lookup_min and _max when neither is set (config/speculative.py)
+_TP = 2  # tensor-parallel ranks in the batch-sharded sampling rows (rank 0's launch)
 _TOP_K = 8  # DFlash2's selector_top_k (the draft's dflash_config; a checkpoint's value, 8 here)
 
 
@@ -144,6 +151,196 @@ _PER_LOGIT = {"0.33.0": Change("num_logits:i32", ("num_speculative_steps",))}
 
 _APPLY_WRITE = ("write_indices_ptr write_starts_ptr:*i32 | write_contents_ptr:{content} | write_cu_lens_ptr:*i32"
                 " | write_group_ids_ptr:{groups}")
+
+# ---------------------------------------------------------------- new in vLLM 0.33.0 (rows state its launch)
+# 0.33.0's idx_mapping (and the expanded one made from it) is int64 (model_runner.py:1407); its query starts, sequence
+# lengths, cu_num_logits and expanded_local_pos int32; sampled token ids int64; logprobs fp32 with int64 ids and ranks.
+_BATCH_SHARD = f"{_F}/sample/batch_shard.py"
+_ACCEPT = f"{_F}/spec_decode/acceptance_estimator.py"
+_XPRESS = f"{_F}/spec_decode/xpress/kernels.py"
+_QWEN3_XPRESS = "vllm/model_executor/models/qwen3_xpress.py"
+_XPRESS_BLOCK = 15 + 1  # an XPress checkpoint's default block: num_speculative_steps 15 + the anchor (qwen3_xpress.py)
+_WATERMARK = f"{_F}/sample/watermark.py"
+_WATERMARK_WIDTH = 4  # WatermarkConfig.context_width's default (config/watermarking.py)
+_WATERMARK_MASKS = (
+    # key, launch line, caller, then the pointers' types: history offsets, contexts, local positions, prior contexts,
+    # steps, enabled, and the constexprs that differ
+    ("sampler", 339, "vllm/v1/watermarking/gpu_sampler.py:131 _get_repeated_contexts, from :82 "
+     "GPUWatermarkSampler._sample_random", "none", "*i32", "none", "none", "none", "none",
+     dict(NUM_SPECULATIVE_STEPS=0, HAS_HISTORY_OFFSETS=False, SPECULATIVE_CONTEXTS=False, DRAFT_CONTEXTS=False)),
+    ("verify", 339, "vllm/v1/watermarking/gpu_sampler.py:131 _get_repeated_contexts, from "
+     "spec_decode/rejection_sampler.py:240 _watermarking_kwargs", "*i32", "*i32", "*i32", "none", "none", "none",
+     dict(NUM_SPECULATIVE_STEPS=_K, HAS_HISTORY_OFFSETS=True, SPECULATIVE_CONTEXTS=True, DRAFT_CONTEXTS=False)),
+    ("draft", 413, "vllm/v1/watermarking/spec_decode.py:86 DraftWatermarker._sampling_state", "*i64", "*i64", "none",
+     "*i64", "*i64", "*i1",
+     dict(NUM_SPECULATIVE_STEPS=_K, HAS_HISTORY_OFFSETS=True, SPECULATIVE_CONTEXTS=False, DRAFT_CONTEXTS=True)),
+)
+"""The three launches of the watermark's repeated-context mask under a watermark config at its defaults (context
+width 4, deduplicate_contexts 'single_turn': history 8192, no prompt): the sampler's committed contexts and the
+verifier's draft-extended ones are int32 (``torch.where`` over int32 token ids and -1), the draft watermarker's state
+int64, its steps int64 and its enabled mask bool."""
+
+
+def _watermark_mask(key: str, line: int, caller: str, offsets: str, contexts: str, local: str, prior: str,
+                    steps: str, enabled: str, constexprs: dict) -> KernelCase:
+    """One launch of ``_repeated_context_mask_kernel`` (``_WATERMARK_MASKS``); an argument the launch passes as None
+    is typed ``none``, its strides 0 (i32)."""
+    return _row(f"_repeated_context_mask_kernel[{key}]", "sample.watermark", "_repeated_context_mask_kernel",
+                "output_ptr:*i1 | all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | req_indices_ptr:*i64"
+                f" | prompt_lens_ptr total_lens_ptr:*i32 | history_offsets_ptr:{offsets}"
+                f" | history_offsets_stride:i32 | contexts_ptr:{contexts} | context_stride:i32"
+                f" | local_positions_ptr:{local} | prior_contexts_ptr:{prior}"
+                f" | prior_contexts_stride_0 prior_contexts_stride_1:i32 | steps_ptr:{steps} | steps_stride:i32"
+                f" | enabled_ptr:{enabled}",
+                dict(CONTEXT_WIDTH=_WATERMARK_WIDTH, MAX_HISTORY=8192, INCLUDE_PROMPT=False,
+                     SKIP_PARTIAL_CONTEXT=False, BLOCK=512, **constexprs),
+                f"{_WATERMARK}:{line} ({caller})", since=_V33)
+
+
+_V33_ROWS: tuple[KernelCase, ...] = (
+    # the separate draft model's MRV2 speculator (standalone_ar/): step 0 expands each request's verified tokens by its
+    # correction token; a verify step of K + 1 tokens gives BLOCK_SIZE = min(512, next_power_of_2(K + 1 + 2))
+    _row("_prepare_prefill_inputs_kernel", "spec_decode.standalone_ar.speculator", "_prepare_prefill_inputs_kernel",
+         "target_input_ids_ptr:*i32 | target_positions_ptr:*i64 | last_sampled_ptr:*i32 | idx_mapping_ptr:*i64"
+         " | out_input_ids_ptr:*i32 | out_positions_ptr last_token_indices_ptr:*i64 | out_query_start_loc_ptr"
+         " out_seq_lens_ptr query_start_loc_ptr seq_lens_ptr num_rejected_ptr:*i32 | max_num_reqs max_model_len:i32",
+         dict(BLOCK_SIZE=min(512, _pow2(_K + 1 + 2))),
+         f"{_F}/spec_decode/standalone_ar/speculator.py:526 prepare_prefill_inputs (speculator.py:198 "
+         "StandaloneARSpeculator._prefill, last_sampled and num_rejected passed .int())", since=_V33),
+    # the rejection sampler's first launch: each logits row's input token (int32, new_empty of input_ids) and position
+    _row("_gather_draft_sampled_kernel", "spec_decode.rejection_sampler", "_gather_draft_sampled_kernel",
+         "draft_sampled_ptr:*i32 | pos_ptr:*i64 | input_ids_ptr:*i32 | positions_ptr logits_indices_ptr"
+         " expanded_idx_mapping_ptr:*i64 | expanded_local_pos_ptr prefill_len_ptr:*i32 | num_logits:i32",
+         dict(BLOCK_SIZE=1024),
+         f"{_F}/spec_decode/rejection_sampler.py:132 gather_draft_sampled (rejection_sampler.py:427 "
+         "RejectionSampler.__call__)", since=_V33),
+    # batch-sharded sampling (parallel_config.enable_batch_sharded_sampling, tensor parallelism > 1, a model with
+    # compute_logits_local): rank 0 of _TP; max_num_logits_per_req = decode_query_len = K + 1; no NaN counting
+    # (VLLM_COMPUTE_NANS_IN_LOGITS unset: num_nans and its cu_num_logits None); 5 logprobs, no logprob token ids
+    # (num_logprob_cols = 1 + 5)
+    _row("_build_shard_plan_kernel", "sample.batch_shard", "_build_shard_plan_kernel",
+         "idx_mapping_ptr:*i64 | cu_num_logits_ptr query_start_loc_ptr seq_lens_ptr:*i32 | sorted_logits_indices_ptr"
+         " gathered_src_indices_ptr local_idx_mapping_ptr:*i64 | local_cu_num_logits_ptr:*i32"
+         " | local_logits_indices_ptr local_expanded_idx_mapping_ptr:*i64 | local_expanded_local_pos_ptr"
+         " local_seq_lens_ptr:*i32 | num_reqs local_logits_start max_num_reqs_per_rank:i32",
+         dict(TP_SIZE=_TP, TP_RANK=0, PADDED_NUM_REQS=_pow2(256), PADDED_NUM_LOGITS_PER_REQ=_pow2(_K + 1)),
+         f"{_BATCH_SHARD}:243 BatchSharder.shard_sampler_inputs ({_MR}:1645 sample)",
+         options=dict(num_warps=max(1, min(8, _pow2(256) // 128))), since=_V33),
+    _row("_pack_sampler_output_kernel", "sample.batch_shard", "_pack_sampler_output_kernel",
+         "packed_ptr:*i64 | packed_stride:i32 | sampled_token_ids_ptr:*i64 | sampled_token_ids_stride:i32"
+         " | num_sampled_ptr num_rejected_ptr:*i32 | num_nans_ptr local_cu_num_logits_ptr:none"
+         " | max_num_logits_per_req num_src_cols:i32",
+         dict(BLOCK_SIZE=_pow2(_K + 1)),
+         f"{_BATCH_SHARD}:646 gather_sampler_output ({_MR}:1700 sample)", since=_V33),
+    _row("_unpack_gathered_output_kernel", "sample.batch_shard", "_unpack_gathered_output_kernel",
+         "gathered_ptr:*i64 | gathered_stride:i32 | gathered_src_indices_ptr sampled_token_ids_ptr:*i64"
+         " | num_sampled_ptr num_rejected_ptr:*i32 | num_nans_ptr:none | max_num_logits_per_req:i32",
+         dict(BLOCK_SIZE=_pow2(_K + 1)),
+         f"{_BATCH_SHARD}:681 gather_sampler_output ({_MR}:1700 sample)", since=_V33),
+    _row("_pack_logprobs_kernel", "sample.batch_shard", "_pack_logprobs_kernel",
+         "send_ids_ptr:*i64 | send_ids_stride:i32 | send_logprobs_ptr:*fp32 | send_logprobs_stride:i32"
+         " | src_ids_ptr:*i64 | src_ids_stride:i32 | src_logprobs_ptr:*fp32 | src_logprobs_stride:i32"
+         " | selected_token_ranks_ptr:*i64 | local_cu_num_logits_ptr:*i32"
+         " | max_num_logits_per_req num_logprob_cols num_src_cols:i32",
+         dict(BLOCK_SIZE=_pow2(1 + 5)),
+         f"{_BATCH_SHARD}:560 _gather_logprobs_tensors (gather_sampler_output, {_MR}:1700 sample)", since=_V33),
+    _row("_unpack_logprobs_kernel", "sample.batch_shard", "_unpack_logprobs_kernel",
+         "gathered_ids_ptr:*i64 | gathered_ids_stride:i32 | gathered_logprobs_ptr:*fp32"
+         " | gathered_logprobs_stride:i32 | gathered_src_indices_ptr:*i64 | cu_num_logits_ptr:*i32"
+         " | logprob_token_ids_ptr:*i64 | logprobs_ptr:*fp32 | selected_token_ranks_ptr:*i64"
+         " | max_num_logits_per_req num_logprob_cols:i32",
+         dict(BLOCK_SIZE=_pow2(1 + 5)),
+         f"{_BATCH_SHARD}:589 _gather_logprobs_tensors (gather_sampler_output, {_MR}:1700 sample)", since=_V33),
+    # user-provided prompt embeddings (model_config.enable_prompt_embeds) on the dense model's bf16 inputs_embeds:
+    # per-request device pointers (uint64) and lengths, hidden size 1024 as a constexpr
+    _row("_apply_prompt_embeds_kernel", "model_states.prompt_embeds", "_apply_prompt_embeds_kernel",
+         "inputs_embeds_ptr:*bf16 | inputs_embeds_stride:i32 | embeds_ptrs_ptr mask_ptrs_ptr:*u64"
+         " | embeds_lens_ptr:*i32 | idx_mapping_ptr:*i64 | query_start_loc_ptr num_computed_tokens_ptr:*i32",
+         dict(hidden_size=1024, TOKEN_BLOCK=16, BLOCK_SIZE=1024),
+         f"{_F}/model_states/prompt_embeds.py:84 PromptEmbedsState.apply (model_states/default.py:127 "
+         f"prepare_inputs_embeds, {_MR}:2005)", since=_V33),
+    # trace replay (model_config.enable_trace_replay): the sampler overwrites its int64 samples with a request's
+    # trace tokens (int32, one row per request)
+    _row("_trace_replay_kernel", "sample.trace_replay", "_trace_replay_kernel",
+         "sampled_ptr idx_mapping_ptr:*i64 | trace_token_ids_ptr:*i32 | trace_token_ids_stride:i32"
+         " | trace_len_ptr total_len_ptr prompt_len_ptr:*i32", {},
+         f"{_F}/sample/trace_replay.py:105 apply_trace_tokens (TraceReplayState.apply_trace, "
+         "sample/sampler.py:169 Sampler.__call__)", since=_V33),
+    # the GPU n-gram speculator (method ngram_gpu) at its defaults, prompt_lookup_min = max = 5 (speculative.py), on the
+    # harness's max_model_len 1024: BLOCK_L 256, so 4 blocks; drafts int64, K per request
+    _row("_ngram_scan_kernel", "spec_decode.ngram.speculator", "_ngram_scan_kernel",
+         "token_ids_ptr:*i32 | token_ids_stride:i32 | idx_mapping_ptr:*i64 | total_len_ptr num_sampled_ptr:*i32"
+         " | scratch_ptr:*i64 | scratch_stride L:i32",
+         dict(MIN_N=_NGRAM_N, MAX_N=_NGRAM_N, MAX_N_PO2=_pow2(_NGRAM_N), BLOCK_L=256),
+         f"{_F}/spec_decode/ngram/speculator.py:244 NgramGPUSpeculator.propose", options=dict(num_warps=4,
+                                                                                            num_stages=2),
+         since=_V33),
+    _row("_ngram_finalize_kernel", "spec_decode.ngram.speculator", "_ngram_finalize_kernel",
+         "token_ids_ptr:*i32 | token_ids_stride:i32 | idx_mapping_ptr:*i64 | total_len_ptr num_sampled_ptr:*i32"
+         " | last_sampled_ptr scratch_ptr:*i64 | scratch_stride:i32 | drafts_ptr:*i64 | L N_BLOCKS:i32",
+         dict(K=_K, K_PO2=_pow2(_K), N_BLOCKS_PO2=_pow2(1024 // 256)),
+         f"{_F}/spec_decode/ngram/speculator.py:261 NgramGPUSpeculator.propose", options=dict(num_warps=2,
+                                                                                            num_stages=1),
+         since=_V33),
+    # adaptive verification's online acceptance estimator (speculative_config.enable_adaptive_verification, a draft
+    # model's speculator: DraftModelSpeculator), EAGLE-style: one shared int64 draft step (per_token_step False), the
+    # drafter's bf16 logits over vocab 1024 (one 4096-wide block), fp32 state; up to 256 requests (BLOCK_R 256, 1 warp)
+    _row("_accumulate_kernel", "spec_decode.acceptance_estimator", "_accumulate_kernel",
+         "info_ptr grad_ptr:*fp32 | idx_mapping_ptr:*i64 | num_sampled_ptr num_rejected_ptr:*i32"
+         " | features_ptr:*fp32 | features_stride:i32 | pred_ptr:*fp32 | pred_stride:i32 | counts_ptr:*fp32"
+         " | num_reqs:i32",
+         dict(BLOCK_R=256), f"{_ACCEPT}:413 OnlineAcceptanceEstimator.step (spec_decode/speculator.py:507 "
+                            f"observe_verification, {_MR}:2297)", options=dict(num_warps=1), since=_V33),
+    _row("_refit_kernel", "spec_decode.acceptance_estimator", "_refit_kernel",
+         "slope_ptr intercepts_ptr info_ptr:*fp32 | info_row_stride:i32 | grad_ptr:*fp32 | grad_row_stride:i32"
+         " | counts_ptr:*fp32",
+         dict(NUM_SPECULATIVE_STEPS=_K, L2=1e-3, DAMPING=50.0, BLOCK=_pow2(_K)),
+         f"{_ACCEPT}:436 OnlineAcceptanceEstimator.step (every REFIT_INTERVAL = 100 steps)", since=_V33),
+    _row("_local_max_sumexp_kernel", "spec_decode.acceptance_estimator", "_local_max_sumexp_kernel",
+         "local_max_ptr:*fp32 | local_max_stride:i32 | local_sumexp_ptr:*fp32 | local_sumexp_stride:i32"
+         f" | {_LOGITS} | idx_mapping_ptr:*i64 | idx_mapping_stride:i32 | temperature_ptr:*fp32"
+         " | num_tokens vocab_size:i32",
+         dict(BLOCK_SIZE=4096), f"{_ACCEPT}:466 OnlineAcceptanceEstimator.predict (spec_decode/speculator.py:487 "
+                                "_maybe_predict_acceptance, from :480 sample_draft)", since=_V33),
+    _row("_predict_kernel", "spec_decode.acceptance_estimator", "_predict_kernel",
+         "features_ptr:*fp32 | features_stride:i32 | pred_ptr:*fp32 | pred_stride:i32 | conf_ptr:*fp32"
+         " | conf_stride:i32 | slope_ptr intercepts_ptr local_max_ptr:*fp32 | local_max_stride:i32"
+         " | local_sumexp_ptr:*fp32 | local_sumexp_stride:i32 | idx_mapping_ptr:*i64 | idx_mapping_stride:i32"
+         " | step_ptr:*i64 | num_tokens vocab_num_blocks:i32",
+         dict(per_token_step=False, NUM_SPECULATIVE_STEPS=_K, MAX_LOG_ODDS=40.0, PADDED_VOCAB_NUM_BLOCKS=1),
+         f"{_ACCEPT}:480 OnlineAcceptanceEstimator.predict (spec_decode/speculator.py:487 "
+         "_maybe_predict_acceptance)", since=_V33),
+    # XPress (a Qwen3 XPress draft: spec_decode/xpress/, launched by model_executor/models/qwen3_xpress.py's
+    # XPressRefinerHead.jacobi_refine_greedy) at its checkpoint defaults: rank 256, MLP hidden 512, top-C 512, and a
+    # block of 1 anchor + 15 slots (_XPRESS_BLOCK, not K + 1: the kernels take B = 1 + K from the block buffer but
+    # index the head's [block, block, rank] mixer with it, so an XPress draft is served at K = block - 1; at K = 3 the
+    # latent kernel's tl.dot on a 4-row tile is refused by Triton 3.2, "M >= 16"); bf16 weights and logits, int64
+    # block tokens, the anchors' int32 input ids. Top-C's
+    # candidates come from torch.topk (flashinfer's top-k, int32 there, is CUDA only): int64. xpress_topc = 0 scores
+    # the full vocabulary instead (the partial / reduce pair, in 4096-wide chunks: one at vocab 1024)
+    _row("_xpress_latent_kernel", "spec_decode.xpress.kernels", "_xpress_latent_kernel",
+         "blk_ptr:*i64 | am1_ptr:*i32 | xh_ptr lat_out_ptr w1_ptr wlat_ptr mixl_ptr wg_ptr wu_ptr wd_ptr:*bf16",
+         dict(B=_XPRESS_BLOCK, R=256, H=512, BP=_pow2(_XPRESS_BLOCK), HT=64, DO_MLP=True),
+         f"{_XPRESS}:210 xpress_latent_pass ({_QWEN3_XPRESS}:165 top-C, :192 full vocabulary)",
+         options=dict(num_warps=8, num_stages=3), since=_V33),
+    _row("_xpress_topc_argmax_to_blk_kernel", "spec_decode.xpress.kernels", "_xpress_topc_argmax_to_blk_kernel",
+         "base_ptr bias_ptr:*bf16 | cand_ptr blk_ptr:*i64 | C:i32", dict(B=_XPRESS_BLOCK, BLOCK_C=512),
+         f"{_XPRESS}:373 fused_topc_argmax_to_blk ({_QWEN3_XPRESS}:179, min(topc, vocab) = 512 candidates)",
+         options=dict(num_warps=4), since=_V33),
+    _row("_xpress_add_argmax_partial_kernel", "spec_decode.xpress.kernels", "_xpress_add_argmax_partial_kernel",
+         "base_ptr bias_ptr:*bf16 | out_val_ptr:*fp32 | out_idx_ptr:*i64 | V stride_base_r stride_bias_r stride_ov_r"
+         " stride_oi_r:i32", dict(BLOCK_V=4096),
+         f"{_XPRESS}:297 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
+         options=dict(num_warps=8), since=_V33),
+    _row("_xpress_add_argmax_reduce_to_blk_kernel", "spec_decode.xpress.kernels",
+         "_xpress_add_argmax_reduce_to_blk_kernel",
+         "out_val_ptr:*fp32 | out_idx_ptr blk_ptr:*i64 | N Bm1 stride_ov_r stride_oi_r:i32", dict(BLOCK_N=64),
+         f"{_XPRESS}:310 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
+         options=dict(num_warps=1), since=_V33),
+    *(_watermark_mask(*variant) for variant in _WATERMARK_MASKS),
+)
+"""The kernels vLLM 0.33.0's MRV2 launches that 0.28.0's does not, each row read from 0.33.0's kernel and launch."""
+
 
 MRV2_KERNELS: tuple[KernelCase, ...] = (
     # ---------------------------------------------------------------- staged writes (buffer_utils.py)
@@ -473,6 +670,7 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          dict(BLOCK_SIZE=1024),
          f"{_F}/spec_decode/multi_module_mtp/speculator.py:1069 update_draft_inputs (speculator.py:438 "
          "_generate_drafts, between draft steps)", since=_V28),
+    *_V33_ROWS,
 )
 
 EXCLUDED: dict[str, str] = {
@@ -485,17 +683,27 @@ EXCLUDED: dict[str, str] = {
     f"{_G}.model_states.mamba_hybrid:_fill_num_accepted_kernel": "Mamba/hybrid models' state only",
     f"{_G}.spec_decode.multi_module_mtp.speculator:_shift_input_embeds_kernel":
         "multimodal MTP drafts only (update_draft_inputs launches it when inputs_embeds is set: supports_mm_inputs)",
+    f"{_G}.model_states.recoverssm:_postprocess_recoverssm_align_kernel":
+        "Mamba/hybrid models' state only (mamba_hybrid.py's RecoverSSMState, cache_config.use_kda_recoverssm)",
+    f"{_G}.sample.watermark:_philox_gumbel_kernel":
+        "CUDA-device tensors only: vllm/v1/watermarking/gumbel.py launches it when logits.device.type == 'cuda', "
+        "else samples with the PRF in torch (and the warm-up needs is_cuda_alike)",
+    f"{_G}.sample.watermark:_draft_step_kernel":
+        "CUDA-device tensors only: draft_philox_gumbel_sample, called from gumbel.py's _try_sample_block only "
+        "when logits.device.type == 'cuda'",
 }
 """MRV2 ``@triton.jit`` kernels not in the table, each with why no dense serving launches it."""
 
 EXCLUDED_SINCE: dict[str, str] = {
     f"{_G}.model_states.mamba_hybrid:_fill_num_accepted_kernel": _V28,
     f"{_G}.spec_decode.multi_module_mtp.speculator:_shift_input_embeds_kernel": _V28,
+    f"{_G}.model_states.recoverssm:_postprocess_recoverssm_align_kernel": _V33,
+    f"{_G}.sample.watermark:_philox_gumbel_kernel": _V33,
+    f"{_G}.sample.watermark:_draft_step_kernel": _V33,
 }
 """The first vLLM that launches an excluded kernel, for the kernels newer than vLLM 0.26.0 (``triton_case.launched``;
 the coverage test's stale-exclusion check skips them below it)."""
 
-COVERED_THROUGH = _V28
-"""The newest vLLM whose MRV2-launched kernels each have a row or an exclusion. vLLM 0.33.0 launches 23 more that
-have neither yet (batch sharding, watermarking, ngram, xpress, the acceptance estimator, ...), so the coverage test
-(``tests/test_triton_table_span.py``) stops here."""
+COVERED_THROUGH = _V33
+"""The newest vLLM whose MRV2-launched kernels each have a row or an exclusion (the coverage test,
+``tests/test_triton_table_span.py``, skips on a newer one)."""
