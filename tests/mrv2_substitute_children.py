@@ -46,7 +46,7 @@ import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # no
 
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
                     "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32",
-                    "_update_committed_marker_cache_kernel")
+                    "_update_committed_marker_cache_kernel", "gumbel_noised_argmax")
 MUTANT = "--mutant" in sys.argv
 
 
@@ -359,6 +359,63 @@ def thinking_budget() -> dict:
     return {"cases": {f"reqs{r}_k{k}_len{w}_{'warm' if warm else 'cold'}": _compare(
         run, _thinking_case(gen, r, k, w, warm), summary)
         for r, k, w, warm in ((4, 0, 40, False), (6, 3, 64, False), (6, 3, 64, True), (9, 2, 2000, False))}}
+
+
+# ------------------------------------------------------------------------------------------------ DFlash2 selector walk
+def _selector_case(gen: torch.Generator, num_reqs: int, k: int, top_k: int, dtype: torch.dtype,
+                   probabilistic: bool, fp64: bool) -> dict:
+    """DFlash2's walk over ``top_k`` candidates per draft step, as its launch passes them (scores per step and
+    previous choice, int64 candidate ids and positions, int32 request slots): some requests at temperature 0 (the
+    helper's branches not taken), one padded row (slot -1)."""
+    max_reqs, flat = num_reqs + 3, num_reqs * k
+    reqs = torch.randperm(max_reqs, generator=gen)[:num_reqs].to(torch.int32)
+    reqs[-1] = -1
+    temperature = torch.rand(max_reqs, generator=gen) * 1.5 + 0.2
+    temperature[torch.rand(max_reqs, generator=gen) < 0.3] = 0.0
+    return dict(scores=(torch.randn(flat, top_k, top_k, generator=gen) * 2).to(dtype),
+                candidates=torch.randint(0, 1024, (flat, top_k), generator=gen),
+                sample_pos=torch.randint(1, 5000, (flat,), generator=gen), req_state=reqs.repeat_interleave(k),
+                temperature=temperature, seeds=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
+                tokens=torch.full((flat,), -7, dtype=torch.int64), realized=torch.zeros(flat * top_k),
+                num_steps=k, top_k=top_k, probabilistic=probabilistic, fp64=fp64)
+
+
+def selector_walk() -> dict:
+    """vLLM >= 0.28's DFlash2 ``_selector_walk_kernel`` launched with the arguments of vLLM's launch
+    (``DFlash2Speculator._sample_path`` on 0.28.0, ``CandidateSampler.sample`` on 0.33.0: the same kernel signature,
+    ``BLOCK_K = next_power_of_2(top_k)``, one warp), greedy and probabilistic, fp32 and fp64 Gumbel. The kernel stays
+    vLLM's; the substitute is the Gumbel helper it inlines, bound in its module. Each case also counts the elements
+    compared and, for a probabilistic walk, the tokens it draws that the greedy walk (vLLM's kernel) does not."""
+    try:
+        speculator = importlib.import_module("vllm.v1.worker.gpu.spec_decode.dflash2.speculator")
+    except ImportError as exc:
+        return {"skipped": f"vLLM {version_gate.installed_text()} has no DFlash2 ({exc})"}
+
+    def run(scores, candidates, sample_pos, req_state, temperature, seeds, tokens, realized, num_steps, top_k,
+            probabilistic, fp64):
+        speculator._selector_walk_kernel[(req_state.numel() // num_steps,)](
+            scores, candidates, sample_pos, req_state, temperature, seeds, tokens, realized, num_steps=num_steps,
+            top_k=top_k, BLOCK_K=triton.next_power_of_2(top_k), SAMPLE_PROBABILISTIC=probabilistic, USE_FP64=fp64,
+            num_warps=1)
+        return (tokens, realized)
+
+    gen = torch.Generator().manual_seed(40)
+    out = {}
+    for reqs, k, top_k, dtype, probabilistic, fp64 in ((5, 3, 8, torch.bfloat16, False, False),
+                                                       (5, 3, 8, torch.bfloat16, True, False),
+                                                       (9, 4, 5, torch.float32, True, False),
+                                                       (6, 2, 8, torch.float32, True, True)):
+        case = _selector_case(gen, reqs, k, top_k, dtype, probabilistic, fp64)
+        greedy = run(**{n: v.clone() if torch.is_tensor(v) else v for n, v in case.items()
+                        if n != "probabilistic"}, probabilistic=False)[0]
+
+        def summary(tokens, realized, greedy=greedy, probabilistic=probabilistic):
+            return {"compared": tokens.numel() + realized.numel(),
+                    "noise_moved": int((tokens != greedy).sum()) if probabilistic else 0}
+
+        name = f"reqs{reqs}_k{k}_top{top_k}_{str(dtype)[6:]}_{'probabilistic' if probabilistic else 'greedy'}"
+        out[name + ("_fp64" if fp64 else "")] = _compare(run, case, summary)
+    return {"cases": out}
 
 
 # ------------------------------------------------------------------------------------------------ rejection

@@ -229,3 +229,94 @@ def test_values_chosen_in_a_run_time_branch_become_selects_with_the_same_outputs
             kernel[(1,)](out, a, b, torch.tensor([n], dtype=torch.int32), N=5, FLAG=True)
             outs.append(out)
         assert torch.equal(*outs), (n, outs)
+
+
+@triton.jit
+def branch_without_else(out_ptr, x_ptr, t_ptr, n_ptr, seed, pos, FLAG: tl.constexpr):
+    col = tl.arange(0, 8)
+    x = tl.load(x_ptr + col)
+    t = tl.load(t_ptr)
+    n = tl.load(n_ptr)
+    mask = col < n
+    if t != 0.0 and FLAG:  # run-time and constexpr operands: rewritten under 'if FLAG:'
+        x = x / t
+    if t != 0.0:  # a pure draw into the branch's own names, then the masked add: rewritten
+        bits = tl.randint(seed, pos + col)
+        if FLAG:
+            noise = tl.uint_to_uniform_float(bits)
+        else:
+            noise = tl.uint_to_uniform_float(bits) * 2.0
+        x = tl.where(mask, x + noise, float("-inf"))
+    if FLAG:  # constexpr: left alone
+        x = x + 1.0
+    if n > 5:  # a store in the branch: left alone
+        tl.store(out_ptr + 8 + col, x)
+    tl.store(out_ptr + col, x)
+
+
+@triton.jit
+def guarded_load(out_ptr, x_ptr, t):
+    y = 0.0
+    if t != 0.0:
+        y = tl.load(x_ptr)
+    tl.store(out_ptr, y)
+
+
+@triton.jit
+def branch_reassigns_its_condition(out_ptr, n):
+    y = 0
+    if n > 0:
+        n = n - 1
+        y = n
+    tl.store(out_ptr, y + n)
+
+
+@triton.jit
+def unknown_helper_in_branch(out_ptr, t):
+    y = 0.0
+    if t != 0.0:
+        y = _helper(t)
+    tl.store(out_ptr, y)
+
+
+def _branch_without_else(kernel, t: float, n: int, flag: bool) -> torch.Tensor:
+    out = torch.zeros(16)
+    x = torch.arange(8, dtype=torch.float32) - 3.5
+    kernel[(1,)](out, x, torch.tensor([t]), torch.tensor([n], dtype=torch.int32), 1234, 7, FLAG=flag)
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # t = 0.0: the select discards x / t
+def test_an_if_without_else_becomes_selects_with_the_branch_temporaries_run_unconditionally():
+    """``if-to-where``: both run-time ``if``s without ``else`` are rewritten (counted 2), a constexpr operand of the
+    ``and`` stays a compile-time ``if``, the draw runs unconditionally; the constexpr ``if`` and the ``if`` with a
+    store are left alone. The kernel writes the same bits with and without the branches taken."""
+    _interpreted()
+    derived = derive(branch_without_else, {"if-to-where": 2})
+    source = inspect.getsource(derived.fn)
+    assert "if FLAG:\n        x = tl.where(t != 0.0, x / t, x)" in source, source
+    assert "\n    bits = tl.randint(seed, pos + col)" in source, source
+    assert "x = tl.where(t != 0.0, tl.where(mask, x + noise, float('-inf')), x)" in source, source
+    assert "noise = tl.where" not in source and "bits = tl.where" not in source, source  # the branch's own names
+    assert "if n > 5:\n        tl.store" in source, source
+    compared = 0
+    for t, n, flag in ((0.0, 3, True), (0.7, 3, True), (0.7, 8, False), (-2.0, 6, True), (0.0, 6, False)):
+        shipped, ours = _branch_without_else(branch_without_else, t, n, flag), _branch_without_else(derived, t, n, flag)
+        assert torch.equal(shipped.view(torch.int32), ours.view(torch.int32)), (t, n, flag, shipped, ours)
+        compared += shipped.numel()
+    assert compared == 80
+
+
+@pytest.mark.parametrize("kernel, refusal", [
+    (guarded_load, r"'if t != 0.0:' calls tl.load, not known to be side-effect free"),
+    (unknown_helper_in_branch, r"'if t != 0.0:' calls _helper, not known"),
+    (branch_reassigns_its_condition, r"'if n > 0:' assigns n, which its condition reads"),
+])
+def test_an_if_whose_body_cannot_run_unconditionally_is_refused(kernel, refusal):
+    with pytest.raises(DerivationError, match=refusal):
+        derive(kernel, {"if-to-where": 1})
+
+
+def test_an_if_to_where_count_of_zero_where_one_is_expected_fails():
+    with pytest.raises(DerivationError, match="if-to-where changed 0 place"):
+        derive(annotated, {"if-to-where": 1})

@@ -5,7 +5,9 @@ Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``B
 ``compute_slot_mappings``, the staged write (multi-group and single-group), ``rejection_sample``, ``gumbel_sample``,
 ``apply_top_k_top_p_triton``, ``compute_topk_scores``): once as vLLM ships them, once with the MUSA table bound through the registry, outputs
 compared bit for bit on several shapes. Then again with each substitute deliberately broken: the same comparison
-must see the difference, so it is not comparing vLLM with itself. The top-k/top-p substitute and the kernels that
+must see the difference, so it is not comparing vLLM with itself. DFlash2's selector walk (vLLM >= 0.28) is
+launched directly with its launch's arguments (its launch method differs between 0.28.0 and 0.33.0, the kernel
+does not); below 0.28 its child skips with the version's reason. The top-k/top-p substitute and the kernels that
 draw through ``tl_rand32`` are also compiled for sm_90 (no GPU needed): their PTX must be vLLM's."""
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from lane_tools import import_triton, require_interpreter
 import_triton()
 
 CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "apply_write", "rejection_sample", "gumbel_sample",
-            "top_k_top_p", "fill_logprob_token_ids", "watermark_philox", "thinking_budget")
+            "top_k_top_p", "fill_logprob_token_ids", "watermark_philox", "thinking_budget", "selector_walk")
 COVERS = {  # which child exercises which MUSA substitute (and so must see its mutant)
     "_penalties_kernel": ("penalties_kernel",),
     "_load_ptr": ("block_tables", "staged_writes"),
@@ -32,6 +34,7 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
     "_apply_write_kernel": ("apply_write",),
     "_mulhilo32": ("watermark_philox",),  # vLLM >= 0.33 only (its watermark module)
     "_update_committed_marker_cache_kernel": ("thinking_budget",),  # vLLM >= 0.28 only
+    "gumbel_noised_argmax": ("selector_walk",),  # vLLM >= 0.28 only (DFlash2)
 }
 
 
@@ -159,6 +162,17 @@ def test_the_thinking_budget_cases_scan_cold_and_warm_and_force_the_end_marker(s
     run out (the forcing kernel writes the end marker's logit) while others do not."""
     cases = shipped_vs_substituted.cases("thinking_budget")
     assert all(c["forced"] > 0 and c["found"] > 0 and c["not_forced"] > 0 for c in cases.values()), cases
+
+
+def test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_walk(shipped_vs_substituted):
+    """vLLM >= 0.28: DFlash2's selector walk (greedy; probabilistic with some requests at temperature 0; fp32 and fp64
+    Gumbel) compares elements in every case, and each probabilistic walk draws tokens the greedy walk does not (the
+    helper's noise branch is exercised, not only its temperature-0 path)."""
+    cases = shipped_vs_substituted.cases("selector_walk")
+    assert all(c["compared"] > 0 for c in cases.values()), cases
+    probabilistic = [c for name, c in cases.items() if "probabilistic" in name]
+    assert len(probabilistic) == 3 and all(c["noise_moved"] > 0 for c in probabilistic), cases
+    assert any(name.endswith("_greedy") for name in cases) and any(name.endswith("_fp64") for name in cases), cases
 
 
 @pytest.mark.parametrize("substitute", sorted(COVERS))

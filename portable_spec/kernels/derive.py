@@ -11,7 +11,13 @@ so one compiled variant serves every value (CUDA's batch-size arguments, ``subst
 A derived function is compiled in the ORIGINAL's module globals (its helper calls resolve where vLLM's do, helper
 substitutes included) but reports ``portable_spec.derived.<module>`` as its module, so Triton's IR and hashes name
 it as ours. Each rewrite must change exactly the expected number of places: if vLLM's source changed, deriving fails
-with one line instead of guessing.
+with one line instead of guessing; so does a rewrite that finds its pattern but cannot express it safely
+(``RewriteRefused``).
+
+A ``@triton.jit`` helper is derived like a kernel, and reaches a kernel that inlines it by being bound where that
+kernel looks it up: Triton resolves a callee in the CALLER's module globals when the caller compiles, so binding the
+derived helper on the caller's module (``substitutions.py``: e.g. DFlash2's selector walk calls the derived Gumbel
+helper bound in its own module) substitutes it for that caller only, vLLM's kernel itself unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.kernels.derive_rewrites import REWRITES
+from portable_spec.kernels.derive_rewrites import REWRITES, RewriteRefused
 
 DERIVED_MARK = "__portable_spec_derived_from__"
 DERIVED_MODULE_PREFIX = "portable_spec.derived."
@@ -57,7 +63,11 @@ def derive(original: Any, rewrites: Mapping[str, int], unspecialize: tuple[str, 
         raise DerivationError(f"{qualified} has no parameter {', '.join(missing)}: vLLM changed the kernel; update "
                               "portable_spec/kernels/substitutions.py or pin vllm==0.26.0")
     for name, expected in rewrites.items():
-        changed = REWRITES[name](func)
+        try:
+            changed = REWRITES[name](func)
+        except RewriteRefused as exc:
+            raise DerivationError(f"{qualified}: {exc}; update portable_spec/kernels/substitutions.py or pin "
+                                  "vllm==0.26.0") from None
         if changed != expected:
             raise DerivationError(f"{name} changed {changed} place(s) in {qualified}, expected {expected}: vLLM "
                                   "changed the kernel; update portable_spec/kernels/substitutions.py or pin "

@@ -57,12 +57,34 @@ Each expresses the same program without one construct an older Triton front end 
   prunes the call (vLLM 0.33.0's watermark helper ``_mulhilo32``, reached from MRV2's resample kernel even with
   watermarking off). Without the debug mode that turns overflow checks on, 3.2's ``*`` is the same wrapping
   multiply in the operands' promoted type.
+- ``if-to-where``: ``if c: x = v`` (no ``else``) -> ``x = tl.where(c, v, x)``, for a run-time ``c`` (a constexpr
+  operand of an ``and`` stays a compile-time ``if`` around the result: ``if c and FLAG:`` -> ``if FLAG: x = ...``).
+  Each assignment to a name bound outside the ``if`` (a parameter, or a name assigned elsewhere in the function)
+  selects its new value where ``c`` holds and keeps the old one elsewhere; an assignment to a name bound only inside
+  the ``if`` (the branch's own temporary, e.g. the noise drawn into ``gumbel_noise``) runs unconditionally, as do
+  constexpr ``if``s in the body, whose branches are rewritten the same way. Where ``c`` holds every name gets the
+  branch's value, computed from the same values; where it does not, every name bound outside keeps its value, so
+  the program is the same. Only an ``if`` whose body is made of such assignments (and constexpr ``if``s) is
+  rewritten; any other ``if`` is left alone (uncounted). An ``if`` of that form is refused (``RewriteRefused``) when
+  running its body unconditionally could do something the branch did not: a call not known to be side-effect free
+  (``PURE_CALLS``; a load could read an address the branch guards) or a body that assigns a name the condition
+  reads. Triton 3.2's AMD backend rejects vLLM >= 0.28's Gumbel helper ``gumbel_noised_argmax`` (inlined in
+  DFlash2's ``_selector_walk_kernel``) with "operand #0 does not dominate this use": its two run-time branches on
+  ``temp != 0.0`` without ``else`` (the division by the temperature; the noise draw and masked add). With both
+  selected, it compiles.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable
+
+from portable_spec.errors import PortableSpecError
+
+
+class RewriteRefused(PortableSpecError):
+    """A rewrite found its pattern but cannot express it safely (``derive`` names the kernel and the fix)."""
 
 
 def _constexpr(annotation: ast.expr) -> bool:
@@ -273,6 +295,114 @@ class _MulCall(_Counting):
         return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Mult(), right=node.args[1]), node)
 
 
+_TL_NAMESPACES = ("tl", "tl.math", "tldevice", "libdevice")
+_TL_EFFECTS = ("load", "store", "device_print", "device_assert", "static_print", "static_assert", "debug_barrier",
+               "inline_asm_elementwise", "make_tensor_descriptor", "load_tensor_descriptor",
+               "store_tensor_descriptor")
+"""Triton builtins that read or write memory, print, assert, synchronize or run arbitrary code (``atomic_*`` too):
+evaluated outside their branch they could fault or act where vLLM's kernel does not."""
+PURE_CALLS = frozenset({"tl_rand32", "tl_rand64", "murmur3_uniform32", "murmur3_uniform64", "_log1p_neg_stable"})
+"""vLLM's ``@triton.jit`` helpers (``sample/gumbel.py``) that ``if-to-where`` may run outside their branch: each
+computes a random number or a logarithm from its arguments and touches no memory (read in vLLM 0.28.0's and
+0.33.0's source). Any other helper call in a branch is refused, not guessed."""
+
+
+def _pure_call(call: ast.Call) -> bool:
+    """Whether evaluating ``call`` outside its branch changes nothing but the value it returns."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        if func.attr == "to":
+            return True  # a cast
+        return (ast.unparse(func.value) in _TL_NAMESPACES and func.attr not in _TL_EFFECTS
+                and not func.attr.startswith("atomic"))
+    if isinstance(func, ast.Name):
+        constant = all(isinstance(a, ast.Constant) for a in call.args) and not call.keywords
+        return func.id in PURE_CALLS or (func.id in ("float", "int") and constant)
+    return False
+
+
+def _compile_time(test: ast.expr, flags: set[str]) -> bool:
+    """A test on ``tl.constexpr`` parameters alone (``FLAG``, ``not FLAG``): Triton decides it when compiling."""
+    names = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    return bool(names) and set(names) <= flags and not any(isinstance(n, ast.Call) for n in ast.walk(test))
+
+
+class _IfToWhere(_WithFlags):
+    def __init__(self, func: ast.FunctionDef) -> None:
+        super().__init__(constexpr_parameters(func))
+        self.func = func
+
+    def split(self, test: ast.expr) -> tuple[list[ast.expr], ast.expr] | None:
+        """``(compile-time operands, run-time condition)`` of an ``if`` test, or None when it is not a run-time test
+        this rewrite can select on (a constexpr test, or one mixing both in one operand)."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+        fixed = [p for p in parts if _compile_time(p, self.flags)]
+        runtime = [p for p in parts if p not in fixed]
+        if not runtime or not all(self.runtime_test(p) for p in runtime):
+            return None
+        return fixed, runtime[0] if len(runtime) == 1 else ast.BoolOp(op=ast.And(), values=runtime)
+
+    def assignments_only(self, body: list[ast.stmt]) -> bool:
+        """Whether ``body`` only assigns plain names (in constexpr ``if``s too)."""
+        for stmt in body:
+            if isinstance(stmt, ast.If) and _compile_time(stmt.test, self.flags):
+                if not (self.assignments_only(stmt.body) and self.assignments_only(stmt.orelse)):
+                    return False
+            elif not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                      and isinstance(stmt.targets[0], ast.Name)):
+                return False
+        return True
+
+    def bound_outside(self, node: ast.If) -> set[str]:
+        """Parameters and names the function binds outside ``node``."""
+        inside = {id(n) for n in ast.walk(node)}
+        stored = {n.id for n in ast.walk(self.func)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in inside}
+        return stored | {a.arg for a in self.func.args.args}
+
+    def select(self, body: list[ast.stmt], cond: ast.expr, kept: set[str]) -> list[ast.stmt]:
+        """``body`` run unconditionally: names in ``kept`` take their new value only where ``cond`` holds."""
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                stmt.body = self.select(stmt.body, cond, kept)
+                stmt.orelse = self.select(stmt.orelse, cond, kept)
+            else:
+                name = stmt.targets[0].id
+                if name in kept:
+                    stmt.value = ast.Call(func=ast.parse("tl.where", mode="eval").body, keywords=[],
+                                          args=[copy.deepcopy(cond), stmt.value, ast.Name(id=name, ctx=ast.Load())])
+            out.append(stmt)
+        return out
+
+    def refuse_unsafe(self, node: ast.If, cond: ast.expr) -> None:
+        text = f"'if {ast.unparse(node.test)}:'"
+        impure = [ast.unparse(c.func) for s in node.body for c in ast.walk(s)
+                  if isinstance(c, ast.Call) and not _pure_call(c)]
+        if impure:
+            raise RewriteRefused(f"if-to-where: {text} calls {', '.join(sorted(set(impure)))}, not known to be "
+                                 "side-effect free (PURE_CALLS), so its body cannot run unconditionally")
+        assigned = {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Store)}
+        read = assigned & {n.id for n in ast.walk(cond) if isinstance(n, ast.Name)}
+        if read:
+            raise RewriteRefused(f"if-to-where: {text} assigns {', '.join(sorted(read))}, which its condition reads")
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        split = None if node.orelse else self.split(node.test)
+        if split is None or not node.body or not self.assignments_only(node.body):
+            return node
+        fixed, cond = split
+        self.refuse_unsafe(node, cond)
+        self.changed += 1
+        body = self.select(node.body, cond, self.bound_outside(node))
+        if not fixed:
+            return body
+        test = fixed[0] if len(fixed) == 1 else ast.BoolOp(op=ast.And(), values=fixed)
+        return ast.copy_location(ast.If(test=test, body=body, orelse=[]), node)
+
+
 def _run(visitor: _Counting, func: ast.FunctionDef) -> int:
     visitor.visit(func)
     return visitor.changed
@@ -289,4 +419,5 @@ REWRITES: dict[str, Callable[[ast.FunctionDef], int]] = {
     "branch-values-to-where": lambda func: _run(_BranchToWhere(constexpr_parameters(func)), func),
     "guarded-load-to-masked-load": lambda func: _run(_GuardedLoad(constexpr_parameters(func)), func),
     "mul-call-to-operator": lambda func: _run(_MulCall(), func),
+    "if-to-where": lambda func: _run(_IfToWhere(func), func),
 }

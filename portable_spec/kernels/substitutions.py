@@ -133,6 +133,14 @@ def _one_tile(kernel: str, modules: tuple[str, ...], launcher: str, *, what: str
         unspecialize=("total_input_tokens",), launcher=f"portable_spec.kernels.fixed_tile:{launcher}")
 
 
+def _new_in_028(name: str, module: str, *, reason: str, rewrites: tuple[tuple[str, Count], ...]) -> Substitution:
+    """MUSA: vLLM's ``name``, derived by ``rewrites``, bound as ``vllm.v1.worker.gpu.<module>.<name>`` from vLLM
+    0.28.0 on; 0.26.0 has no such object, so the entry binds nothing there."""
+    sites = {"0.26.0": (), "0.28.0": (f"{_MRV2}.{module}.{name}",)}
+    return Substitution(name=name, targets=(), targets_by_version=sites, platforms=("musa",), reason=reason,
+                        rewrites=rewrites)
+
+
 SUBSTITUTIONS: tuple[Substitution, ...] = (
     Substitution(
         name="eagle_prepare_next_token_padded_kernel",
@@ -257,18 +265,23 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                 "have no watermark module (nothing to bind)"),
         rewrites=(("mul-call-to-operator", 1),),
     ),
-    Substitution(
-        name="_update_committed_marker_cache_kernel",
-        targets=(),
-        targets_by_version={"0.26.0": (),
-                            "0.28.0": (f"{_MRV2}.sample.thinking_budget._update_committed_marker_cache_kernel",)},
-        platforms=("musa",),
+    _new_in_028(
+        "_update_committed_marker_cache_kernel", "sample.thinking_budget",
         reason=("MRV2's thinking-budget marker scan (vLLM >= 0.28.0, requests with a thinking_token_budget) tests "
                 "'scan_pos == 0 and last_start < 0 and last_end < 0' and loops while 'block_hi > 0 and "
                 "last_start < 0 and last_end < 0'; Triton 3.2 refuses boolean chains of more than two operands. "
                 "Earlier vLLMs have no thinking budget (nothing to bind)"),
-        rewrites=(("split-boolean-chains", 2),),
-    ),
+        rewrites=(("split-boolean-chains", 2),)),
+    _new_in_028(
+        "gumbel_noised_argmax", "spec_decode.dflash2.speculator",
+        reason=("DFlash2's selector walk (vLLM >= 0.28.0, _selector_walk_kernel, probabilistic drafting) inlines the "
+                "Gumbel helper, whose two run-time branches on 'temp != 0.0' have no else (the division by the "
+                "temperature; the noise draw and masked add): Triton 3.2's AMD backend rejects the kernel ('operand "
+                "#0 does not dominate this use') where its NVIDIA backend accepts it, so MUSA's own backend may too. "
+                "Selected with tl.where (the noise drawn unconditionally), each value is the branch's own. Bound in "
+                "the selector walk's module only, where that kernel looks the helper up (the sampler's callers "
+                "compile as shipped); earlier vLLMs have no DFlash2 (nothing to bind)"),
+        rewrites=(("if-to-where", 2),)),
     Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),

@@ -610,7 +610,10 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          f"{_F}/sample/thinking_budget.py:410 apply_thinking_budget (ThinkingBudgetState.apply, "
          "sample/sampler.py:223 apply_sampling_params)", since=_V28),
     # DFlash2 (dflash2/, a DFlash draft with DFlash2DraftModel): the selector's walk over its top-k candidates (int64
-    # ids, model-dtype scores) into the draft tokens, probabilistic drafting (draft logits kept, fp32), one warp
+    # ids, model-dtype scores) into the draft tokens, probabilistic drafting (draft logits kept, fp32), one warp.
+    # Triton 3.2's AMD backend rejects it as shipped (the inlined Gumbel helper's run-time ifs without else); with
+    # the MUSA table bound it compiles vLLM's kernel calling the helper substitute gumbel_noised_argmax (if-to-where
+    # x2), which the table binds in this module
     _row("_selector_walk_kernel", "spec_decode.dflash2.speculator", "_selector_walk_kernel",
          "scores_ptr:*bf16 | candidate_ptr sample_pos_ptr:*i64 | req_state_ptr:*i32 | temperature_ptr:*fp32"
          " | seeds_ptr tokens_ptr:*i64 | realized_scores_ptr:*fp32",
