@@ -100,3 +100,24 @@ def test_the_v1_eagle_substitute_reaches_the_launch_on_this_vllm(vllm_platform):
         registry.uninstall()
     if dispatcher is not None:
         assert dispatcher.kernel is utils.eagle_prepare_next_token_padded_kernel
+
+
+def test_an_engine_with_fp64_gumbel_keeps_vllms_gumbel_helper_with_one_line(caplog):
+    """DFlash2's selector-walk substitute draws the noise unconditionally; with ``use_fp64_gumbel`` that draw is one
+    Triton 3.2 rejects on vLLM 0.28.0, also where vLLM's own walk (greedy: its branch skips the draw) compiles. Such
+    an engine keeps vLLM's helper, and one line says so; every other entry is bound as before."""
+    import logging
+    from types import SimpleNamespace
+
+    from portable_spec.vllm_adapter.worker.gpu_worker import engine_substitutes
+
+    every = registry.substitutions_for("musa")
+    plain = SimpleNamespace(model_config=SimpleNamespace(use_fp64_gumbel=False))
+    fp64 = SimpleNamespace(model_config=SimpleNamespace(use_fp64_gumbel=True))
+    with caplog.at_level(logging.INFO, logger="portable_spec"):
+        assert engine_substitutes("musa", "musa", plain) == tuple(every)
+        assert engine_substitutes("musa", "musa", None) == tuple(every)  # no config: nothing declined
+        kept = engine_substitutes("musa", "musa", fp64)
+    assert [s.name for s in every if s not in kept] == ["gumbel_noised_argmax"]
+    lines = [r.getMessage() for r in caplog.records if "not bound, vLLM's kept" in r.getMessage()]
+    assert len(lines) == 1 and "gumbel_noised_argmax" in lines[0] and "use_fp64_gumbel is on" in lines[0], lines

@@ -111,7 +111,8 @@ def test_the_worker_binds_no_substitutes_where_the_gate_says_so(monkeypatch, cap
 
     installs = []
     monkeypatch.setattr(gpu_worker, "port_name_of", lambda platform: "cuda")
-    monkeypatch.setattr(gpu_worker, "install_substitutions", lambda port, pick=None: installs.append(port) or [])
+    monkeypatch.setattr(gpu_worker, "install_substitutions",
+                        lambda port, subs=(), pick=None: installs.append(port) or [])
     monkeypatch.setattr(version_gate, "_SAID", set())
     monkeypatch.setattr(version_gate, "installed", lambda: V26)
     gpu_worker.bind_kernel_substitutes()

@@ -61,6 +61,17 @@ class Substitution:
     unspecialize: tuple[str, ...] = ()  # integer parameters Triton must not specialize on (derived entries)
     launcher: str | None = None  # "module:attr" called with the derived kernel; returns what vLLM's sites hold
     targets_by_version: Mapping[str, tuple[str, ...]] | None = None  # where the sites differ by version
+    kept_when: tuple[tuple[str, str], ...] = ()
+    """(``model_config`` flag, why): an engine with that flag on keeps vLLM's object here, where the substitute would
+    fail what vLLM's compiles (our layer never stops an engine vLLM would run)."""
+
+    def declines(self, vllm_config: Any) -> str | None:
+        """Why this engine keeps vLLM's object instead (``kept_when``), or None: bind it."""
+        model_config = getattr(vllm_config, "model_config", None)
+        for flag, why in self.kept_when:
+            if getattr(model_config, flag, False) is True:
+                return f"{flag} is on: {why}"
+        return None
 
     @property
     def by_version(self) -> bool:
@@ -133,12 +144,13 @@ def _one_tile(kernel: str, modules: tuple[str, ...], launcher: str, *, what: str
         unspecialize=("total_input_tokens",), launcher=f"portable_spec.kernels.fixed_tile:{launcher}")
 
 
-def _new_in_028(name: str, module: str, *, reason: str, rewrites: tuple[tuple[str, Count], ...]) -> Substitution:
+def _new_in_028(name: str, module: str, *, reason: str, rewrites: tuple[tuple[str, Count], ...],
+                kept_when: tuple[tuple[str, str], ...] = ()) -> Substitution:
     """MUSA: vLLM's ``name``, derived by ``rewrites``, bound as ``vllm.v1.worker.gpu.<module>.<name>`` from vLLM
     0.28.0 on; 0.26.0 has no such object, so the entry binds nothing there."""
     sites = {"0.26.0": (), "0.28.0": (f"{_MRV2}.{module}.{name}",)}
     return Substitution(name=name, targets=(), targets_by_version=sites, platforms=("musa",), reason=reason,
-                        rewrites=rewrites)
+                        rewrites=rewrites, kept_when=kept_when)
 
 
 SUBSTITUTIONS: tuple[Substitution, ...] = (
@@ -281,7 +293,10 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                 "Selected with tl.where (the noise drawn unconditionally), each value is the branch's own. Bound in "
                 "the selector walk's module only, where that kernel looks the helper up (the sampler's callers "
                 "compile as shipped); earlier vLLMs have no DFlash2 (nothing to bind)"),
-        rewrites=(("if-to-where", 2),)),
+        rewrites=(("if-to-where", 2),),
+        kept_when=(("use_fp64_gumbel", "the walk's fp64 noise draw (tl_rand64) runs unconditionally in the "
+                                       "substitute, and Triton 3.2 rejects that draw on vLLM 0.28.0, also for greedy "
+                                       "requests, which vLLM's own walk compiles (its branch skips the draw)"),)),
     Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),

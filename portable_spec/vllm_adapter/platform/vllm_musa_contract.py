@@ -165,7 +165,8 @@ DEFERRED_SUBSTITUTES: dict[str, str] = {
 spec-decode kernel is a run-time object patch): on vllm-musa we bind none of these, its kernel runs. Our other MUSA
 substitutes (``kernel_unified_attention``'s parameter annotations, ``_load_ptr``, ``tl_rand32``, MRV2's
 ``_rejection_kernel``, ``_fill_logprob_token_ids_kernel`` and ``_apply_write_kernel``; 0.28.0's
-``_update_committed_marker_cache_kernel``, which binds nothing on 0.26.0, was not looked up in the series) have no
+``_update_committed_marker_cache_kernel`` and DFlash2's ``gumbel_noised_argmax``, which bind nothing on 0.26.0, were not
+looked up in the series) have no
 vllm-musa patch covering them in the stored series (none names ``buffer_utils``, whose staged write still calls ``_load_ptr``): they
 are bound on top, each on its own (one that cannot bind on vllm-musa's vLLM is logged and left). For
 ``_load_ptr``, series 0032 (``vllm.v1.worker.gpu.block_table``) has the block-table kernels call a ``_load_int32_ptr`` of its own,

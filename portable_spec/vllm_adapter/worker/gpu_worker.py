@@ -45,28 +45,44 @@ def log_bound_substitutes(platform_name: str, label: str) -> list[str]:
     return names
 
 
-def bind_kernel_substitutes() -> list[str]:
+def engine_substitutes(port: str, label: str, vllm_config: Any) -> tuple[Substitution, ...]:
+    """The port's substitutes this engine binds: each that its configuration declines (``Substitution.kept_when``)
+    is left out with one line saying why."""
+    kept = []
+    for sub in substitutions_for(port):
+        why = sub.declines(vllm_config)
+        if why is None:
+            kept.append(sub)
+        else:
+            logger.info("portable_spec[%s]: kernel substitute %s not bound, vLLM's kept (%s)", label, sub.name, why)
+    return tuple(kept)
+
+
+def bind_kernel_substitutes(vllm_config: Any = None) -> list[str]:
     """Install and log the substitutes of the port this process's platform uses; returns their names. Where the
-    installed vLLM has no substitutes of that port (``version_gate``), one line says why and none are bound. On a
-    platform stack that patches kernels itself (``substitutes_left_to_stack``, vllm-musa) see ``bind_over_stack``."""
+    installed vLLM has no substitutes of that port (``version_gate``), one line says why and none are bound; an
+    entry the engine's configuration declines (``engine_substitutes``) is not bound. On a platform stack that
+    patches kernels itself (``substitutes_left_to_stack``, vllm-musa) see ``bind_over_stack``."""
     port, label = port_name_of(current_platform), platform_label(current_platform)
     gated = f"kernel_substitutes_{port}"
     if gated in version_gate.FEATURES and version_gate.say_unsupported(gated, logger):
         return []
+    subs = engine_substitutes(port, label, vllm_config)
     # Read on the class: vLLM's Platform.__getattr__ logs a warning for a name an instance lacks.
     left = getattr(type(current_platform), "substitutes_left_to_stack", None)
     if left:
-        return bind_over_stack(port, label, type(current_platform).stack, left)
-    install_substitutions(port, pick=version_gate.pick)
+        return bind_over_stack(port, label, type(current_platform).stack, left, subs)
+    install_substitutions(port, subs, pick=version_gate.pick)
     return log_bound_substitutes(port, label)
 
 
-def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str]) -> list[str]:
+def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str],
+                    subs: tuple[Substitution, ...] | None = None) -> list[str]:
     """Our substitutes on a stack that patches kernels itself: each one whose kernel the stack patches is left to it
     (one line), every other is bound on its own. One that cannot bind on the stack's vLLM (a kernel moved, or a
     derived rewrite finds the stack's source changed) logs one warning and leaves the stack's kernel running: on a
     stack that brings its own kernels, a substitute is an addition, never a reason to stop an engine."""
-    for sub in substitutions_for(port):
+    for sub in substitutions_for(port) if subs is None else subs:
         if sub.name in left:
             logger.info("portable_spec[%s]: kernel substitute %s left to %s (%s)", label, sub.name, stack,
                         left[sub.name])
@@ -82,7 +98,7 @@ def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str]) 
 class PortableWorker(Worker):
     def init_device(self) -> None:
         share_vllm_log_handlers()  # the worker process logs our capture lines: put them where vLLM's go
-        bind_kernel_substitutes()
+        bind_kernel_substitutes(self.vllm_config)
         # On a vLLM without our V1 drafter (version_gate) one line says so wherever a drafter is configured, the
         # runner vLLM picks (Model Runner V2 for every model from 0.29) or V1 alike.
         spec = self.vllm_config.speculative_config is not None
