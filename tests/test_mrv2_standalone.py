@@ -242,7 +242,7 @@ def test_our_worker_builds_it_inside_init_device_and_puts_vllms_back(models, mrv
             raise RuntimeError("device set-up failed")
 
     monkeypatch.setattr(Worker, "init_device", runner_build)
-    monkeypatch.setattr(gpu_worker, "bind_kernel_substitutes", lambda: [])
+    monkeypatch.setattr(gpu_worker, "bind_kernel_substitutes", lambda vllm_config=None: [])
     worker = gpu_worker.PortableWorker.__new__(gpu_worker.PortableWorker)
     worker.vllm_config = engine_config(models)
     worker.init_device()
