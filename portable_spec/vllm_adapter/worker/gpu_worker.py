@@ -22,7 +22,7 @@ from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
 from portable_spec.errors import PortableSpecError
-from portable_spec.kernels import bound, install_substitutions, substitutions_for
+from portable_spec.kernels import Substitution, bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
 from portable_spec.logs import share_vllm_log_handlers
 from portable_spec.ports.current import platform_label, port_name_of
@@ -77,12 +77,12 @@ def bind_kernel_substitutes(vllm_config: Any = None) -> list[str]:
 
 
 def bind_over_stack(port: str, label: str, stack: str, left: Mapping[str, str],
-                    subs: tuple[Substitution, ...] | None = None) -> list[str]:
+                    subs: tuple[Substitution, ...]) -> list[str]:
     """Our substitutes on a stack that patches kernels itself: each one whose kernel the stack patches is left to it
     (one line), every other is bound on its own. One that cannot bind on the stack's vLLM (a kernel moved, or a
     derived rewrite finds the stack's source changed) logs one warning and leaves the stack's kernel running: on a
     stack that brings its own kernels, a substitute is an addition, never a reason to stop an engine."""
-    for sub in substitutions_for(port) if subs is None else subs:
+    for sub in subs:
         if sub.name in left:
             logger.info("portable_spec[%s]: kernel substitute %s left to %s (%s)", label, sub.name, stack,
                         left[sub.name])
