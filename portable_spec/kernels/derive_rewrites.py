@@ -259,6 +259,11 @@ def _branch_assignments(block: list[ast.stmt]) -> list[tuple[str, ast.expr]] | N
     return pairs
 
 
+def _where(cond: ast.expr, value: ast.expr, other: ast.expr) -> ast.Call:
+    """``tl.where(cond, value, other)``, the select every branch rewrite here emits."""
+    return ast.Call(func=ast.parse("tl.where", mode="eval").body, args=[cond, value, other], keywords=[])
+
+
 class _BranchToWhere(_WithFlags):
     def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
@@ -267,9 +272,9 @@ class _BranchToWhere(_WithFlags):
                 or not self.runtime_test(node.test)):
             return node
         self.changed += 1
-        return [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Call(
-            func=ast.parse("tl.where", mode="eval").body, args=[node.test, a, b], keywords=[])), node)
-            for (name, a), (_, b) in zip(then, other)]
+        return [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                             value=_where(node.test, a, b)), node)
+                for (name, a), (_, b) in zip(then, other)]
 
 
 class _GuardedLoad(_WithFlags):
@@ -370,8 +375,7 @@ class _IfToWhere(_WithFlags):
             else:
                 name = stmt.targets[0].id
                 if name in kept:
-                    stmt.value = ast.Call(func=ast.parse("tl.where", mode="eval").body, keywords=[],
-                                          args=[copy.deepcopy(cond), stmt.value, ast.Name(id=name, ctx=ast.Load())])
+                    stmt.value = _where(copy.deepcopy(cond), stmt.value, ast.Name(id=name, ctx=ast.Load()))
             out.append(stmt)
         return out
 
