@@ -7,11 +7,12 @@ import pytest
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.spec_decode.policy import DRAFT_GRAPH_ENV, draft_graph_mode
+from shared_zoo import shared_zoo
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    return build_pair("llama_eagle", tmp_path_factory.mktemp("zoo"), variant="perfect")
+    return build_pair("llama_eagle", shared_zoo(tmp_path_factory), variant="perfect")
 
 
 def config(pair, *, spec_extra=None, **kwargs):
@@ -76,7 +77,7 @@ def test_a_separate_draft_model_gets_our_drafter_unless_its_vocabulary_is_mapped
                                                                                caplog):
     """``draft_model`` with the target's vocabulary: ours. With ``use_heterogeneous_vocab`` vLLM maps ids between
     two vocabularies every step: vLLM's drafter, one log line."""
-    dm = build_pair("llama_ctx_draft_model", tmp_path_factory.mktemp("zoo"))
+    dm = build_pair("llama_ctx_draft_model", shared_zoo(tmp_path_factory))
     cfg = config(dm)
     assert cfg.speculative_config.method == "draft_model" and draft_graph_mode(cfg) == "full"
     mapped = config(dm)

@@ -28,6 +28,7 @@ from portable_spec.vllm_adapter.spec_decode.draft_sample import GATHER, VLLM, gr
 from test_v1_drafter_logic import (  # noqa: F401 (vllm_kernels: a fixture, requested by name)
     MAX_REQS, assert_same_drafting, capturing_proposer, device_work, draft_both_ways, vllm_kernels,
 )
+from shared_zoo import shared_zoo
 
 DRAFT_IDS = zoo.draft_vocabulary(0)
 D2T = torch.tensor(zoo.d2t_offsets(DRAFT_IDS))
@@ -167,7 +168,7 @@ def d2t_head(vllm_platform, tmp_path_factory):
     from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.model_loader import get_model
 
-    pair = zoo.build_pair("llama_eagle3", tmp_path_factory.mktemp("zoo"), variant="d2t")
+    pair = zoo.build_pair("llama_eagle3", shared_zoo(tmp_path_factory), variant="d2t")
     config = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=MAX_REQS, max_model_len=512,
                         speculative_config=pair["speculative_config"]).create_engine_config()
     with socket.socket() as s:

@@ -10,13 +10,14 @@ import pytest
 
 from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.platform.config_hook import graphs_per_target_size
+from shared_zoo import shared_zoo
 
 
 @pytest.fixture(scope="module")
 def config(vllm_platform, tmp_path_factory):
     from vllm.engine.arg_utils import EngineArgs
 
-    pair = build_pair("llama_eagle", tmp_path_factory.mktemp("zoo"))
+    pair = build_pair("llama_eagle", shared_zoo(tmp_path_factory))
     return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
                       speculative_config=pair["speculative_config"]).create_engine_config()
 

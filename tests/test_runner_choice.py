@@ -12,11 +12,12 @@ import pytest
 from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.patch import version_gate
 from version_span import needs
+from shared_zoo import shared_zoo
 
 
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("zoo")
+    root = shared_zoo(tmp_path_factory)
     return {name: build_pair(name, root, variant="perfect") for name in ("mixtral_eagle", "llama_eagle")}
 
 

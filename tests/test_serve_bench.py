@@ -20,6 +20,7 @@ from portable_spec_harness.serve_bench import (client, combine, driver, memory, 
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
 from soak_fake_server import DeadServer, FakeVllm, fake_launcher, ticking_clock
+from shared_zoo import shared_zoo
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_31_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
@@ -33,7 +34,7 @@ C1, C2 = "in16/greedy/c1", "in16/greedy/c2"
 
 @pytest.fixture(scope="module")
 def zoo_pair(tmp_path_factory) -> pairs.BenchPair:
-    return pairs.resolve("llama_eagle", None, None, tmp_path_factory.mktemp("zoo"))
+    return pairs.resolve("llama_eagle", None, None, shared_zoo(tmp_path_factory))
 
 
 def cpu_hooks(launch=None) -> Hooks:

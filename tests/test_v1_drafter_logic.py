@@ -25,6 +25,7 @@ from portable_spec.vllm_adapter.spec_decode.proposer import (
     PADDING_SLOT, ForwardReplay, FullGraphDFlashProposer, FullGraphEagleProposer, input_pointers,
 )
 from portable_spec.vllm_adapter.spec_decode.fused_chain import CHAIN_ENV
+from shared_zoo import shared_zoo
 
 MAX_REQS = 8
 STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), FIRST_FUSED: StepPlan(4, (4, 8, 16), "FULL"),
@@ -73,7 +74,7 @@ def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch, variant="perfec
     from vllm.engine.arg_utils import EngineArgs
 
     monkeypatch.setattr(base, "PIN_MEMORY", False)  # no pinned-memory allocator on a CPU-only host
-    pair = build_pair(pair_name, tmp_path_factory.mktemp("zoo"), variant=variant)
+    pair = build_pair(pair_name, shared_zoo(tmp_path_factory), variant=variant)
     cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=MAX_REQS, max_model_len=512,
                      speculative_config=pair["speculative_config"]).create_engine_config()
     with set_current_vllm_config(cfg):

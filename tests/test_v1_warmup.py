@@ -28,6 +28,7 @@ from portable_spec.vllm_adapter.worker.warmup_plan import (
     dflash_block, dflash_buckets, int_class, kernel_keys, plan_rounds, reachable_keys, round_keys, tile_block,
     tile_buckets,
 )
+from shared_zoo import shared_zoo
 
 K = 3
 
@@ -257,7 +258,7 @@ def engines(tmp_path_factory):
     try:
         for name, cls in (("llama_eagle", FullGraphEagleProposer), ("qwen3_dflash", FullGraphDFlashProposer),
                           ("llama_ctx_draft_model", FullGraphDraftModelProposer)):
-            pair = build_pair(name, tmp_path_factory.mktemp("zoo"), variant="perfect")
+            pair = build_pair(name, shared_zoo(tmp_path_factory), variant="perfect")
             cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=64, max_model_len=1024,
                              speculative_config=pair["speculative_config"]).create_engine_config()
             with set_current_vllm_config(cfg):

@@ -56,12 +56,16 @@ run_pytest() {
   mkdir -p "$out/$version"
   log "vLLM $version: torch $("$python" -c 'import torch; print(torch.__version__)'), pytest $*"
   local rc=0
+  # Each run's temporary folders (the model zoo's weights among them, some GB) go under the lane's own folder,
+  # removed when the lane exits: pytest's default keeps the last three runs' folders in the system's temp folder,
+  # and a machine running the lane again and again filled its disk with them.
   # vLLM caches what its model registry learns about a model class (found in a fresh interpreter, seconds each) in
   # VLLM_CACHE_ROOT/modelinfos, one file per class, keyed by the hash of that vLLM's model file: in the one default
   # folder each version of the span (and any other lane on the machine) overwrites the others' entries, so every
   # version relearned every class on every run. One folder per virtualenv keeps each version's entries warm.
   VLLM_CACHE_ROOT="$(dirname "$(dirname "$python")")/vllm_cache" \
-    "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" "$@" || rc=$?
+    "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" \
+    --basetemp="$work/pytest-$version" "$@" || rc=$?
   # What the version gate says this vLLM cannot have (read in that virtualenv), for versions.json.
   "$python" -m portable_spec.vllm_adapter.patch.version_gate > "$out/$version/gate.json"
   if [[ $rc -eq 5 ]]; then log "vLLM $version: pytest collected no tests"; fi
