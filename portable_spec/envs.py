@@ -67,7 +67,7 @@ VARIABLES: tuple[EnvVar, ...] = (
            "`full` under our platform; off on vLLM's built-in platforms, where `full` turns our general plugin on "
            "but our drafter still needs our platform's capture plan (`VLLM_PLATFORM=cuda`): without one, one line "
            "says so and vLLM's drafter runs. Under Model Runner V2 (vLLM 0.33) it also covers the standalone draft "
-           "model (`method: draft_model`): unset or `full` records its decode steps as FULL graphs (our speculator "
+           "model (`method: draft_model`): unset or `full` records its step 0 and decode steps as FULL graphs (our speculator "
            "class, `worker/mrv2_speculator.py`); `none` or `piecewise` keeps vLLM's eager speculator.",
            choices=("full", "piecewise", "none")),
     EnvVar(DRAFT_CHAIN_ENV, "fused",

@@ -14,7 +14,7 @@ the draft's layers read. What is compared, per step: input ids, positions, seq_l
 mapping of the real rows, the step index the sampler reads, and the sampled drafts; and that the padding rows are
 vLLM's padding (PAD slot, seq_len 0, no tokens, idx_mapping -1).
 
-    python mrv2_standalone_child.py greedy|probabilistic
+    python mrv2_standalone_child.py greedy|probabilistic [decode|prefill]
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ K, MAX_SEQS, BLOCK, NUM_REQS, PADDED = 4, 8, 16, 3, 4
 
 class RecordingDraft(torch.nn.Module):
     """Stands in for the draft network: deterministic hidden states from ids and positions, and at every forward a
-    snapshot of the buffers the draft's attention reads (and, from compute_logits, the step the sampler reads)."""
+    snapshot of the buffers the draft's attention reads (and, from compute_logits, the step the sampler reads).
+    ``tokens`` real tokens and ``per_request`` tokens per request (a decode step: NUM_REQS and 1; step 0: the expanded
+    total and 2 + K); ``slots`` names the slot mapping the pass hands its layers."""
 
     def __init__(self, speculator, hidden: int, vocab: int) -> None:
         super().__init__()
@@ -80,18 +82,22 @@ class RecordingDraft(torch.nn.Module):
         self.embed = torch.randn(vocab, hidden, generator=gen)
         self.head = torch.randn(hidden, vocab, generator=gen)
         self.speculator, self.seen = speculator, []
+        self.tokens, self.per_request = NUM_REQS, 1
+        self.slots = lambda: speculator.block_tables.slot_mappings
 
     def forward(self, input_ids, positions):
-        s, n = self.speculator, NUM_REQS
-        self.seen.append({"input_ids": input_ids[:n].clone(), "positions": positions[:n].clone(),
+        s, n, t, rows = self.speculator, NUM_REQS, self.tokens, input_ids.shape[0]
+        padded_reqs = rows // self.per_request
+        self.seen.append({"input_ids": input_ids[:t].clone(), "positions": positions[:t].clone(),
                           "seq_lens": s.input_buffers.seq_lens[:n].clone(),
                           "query_start_loc": s.input_buffers.query_start_loc[: n + 1].clone(),
-                          "slot_mapping": s.block_tables.slot_mappings[0, :n].clone(),
-                          "rows": torch.tensor(input_ids.shape[0]),
-                          "pad_seq_lens": s.input_buffers.seq_lens[n:input_ids.shape[0]].clone(),
-                          "pad_query_start_loc": s.input_buffers.query_start_loc[n + 1: input_ids.shape[0] + 1].clone(),
-                          "pad_slot_mapping": s.block_tables.slot_mappings[0, n:input_ids.shape[0]].clone(),
-                          "pad_idx_mapping": s.idx_mapping[n:input_ids.shape[0]].clone()})
+                          "slot_mapping": self.slots()[0, :t].clone(),
+                          "rows": torch.tensor(rows),
+                          "pad_seq_lens": s.input_buffers.seq_lens[n:padded_reqs].clone(),
+                          "pad_query_start_loc": s.input_buffers.query_start_loc[n + 1: padded_reqs + 1].clone(),
+                          "pad_slot_mapping": self.slots()[0, t:rows].clone(),
+                          "pad_idx_mapping": s.idx_mapping[n:padded_reqs].clone(),
+                          "pad_last_token_indices": s.last_token_indices[n:padded_reqs].clone()})
         return self.embed[input_ids.long()] * torch.cos(positions.float())[:, None]
 
     def compute_logits(self, hidden_states):
@@ -127,12 +133,9 @@ def build(cfg, cls, inputs):
     return s
 
 
-def main(method: str) -> dict:
+def engine_config(method: str):
+    """One real VllmConfig: Llama target, Llama draft, K, ``method: draft_model`` with ``method`` draft sampling."""
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.worker.gpu.input_batch import InputBatch
-    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
-
-    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
 
     import vllm.config.vllm as config_module
 
@@ -143,13 +146,123 @@ def main(method: str) -> dict:
         os.makedirs(f"{root}/{name}")
         with open(f"{root}/{name}/config.json", "w") as f:
             json.dump(LLAMA, f)
-    cfg = EngineArgs(model=f"{root}/target", skip_tokenizer_init=True, max_num_seqs=MAX_SEQS, max_model_len=512,
-                     speculative_config={"method": "draft_model", "model": f"{root}/draft",
-                                         "num_speculative_tokens": K, "draft_sample_method": method}
-                     ).create_engine_config()
+    return EngineArgs(model=f"{root}/target", skip_tokenizer_init=True, max_num_seqs=MAX_SEQS, max_model_len=512,
+                      speculative_config={"method": "draft_model", "model": f"{root}/draft",
+                                          "num_speculative_tokens": K, "draft_sample_method": method}
+                      ).create_engine_config()
+
+
+def compare(eager, ours, keys, padding_of, column) -> tuple[int, list[str]]:
+    """What each forward of vLLM's pass and of ours saw (``keys``), the padding rows of ours (``padding_of``: a
+    snapshot to {fact: (got, want)}), the drafts of ``column`` (a slice of draft_tokens' columns) and the logits
+    cache: (how many comparisons, the mismatches)."""
+    compared, mismatches = 0, []
+    assert len(eager.model.seen) == len(ours.model.seen) > 0, (len(eager.model.seen), len(ours.model.seen))
+    for step, (a, b) in enumerate(zip(eager.model.seen, ours.model.seen)):
+        for key in keys:
+            compared += 1
+            if not torch.equal(a[key], b[key]):
+                mismatches.append(f"forward {step} {key}: vLLM {a[key].tolist()} ours {b[key].tolist()}")
+        for key, (got, want) in padding_of(b).items():
+            compared += 1
+            if got != want:
+                mismatches.append(f"forward {step} padding {key}: {got}, want {want}")
+    compared += 1
+    if not torch.equal(eager.draft_tokens[:NUM_REQS, column], ours.draft_tokens[:NUM_REQS, column]):
+        mismatches.append(f"drafts: vLLM {eager.draft_tokens[:NUM_REQS].tolist()} ours "
+                          f"{ours.draft_tokens[:NUM_REQS].tolist()}")
+    compared += eager.draft_logits is not None
+    if eager.draft_logits is not None and not torch.equal(eager.draft_logits, ours.draft_logits):
+        where = (eager.draft_logits != ours.draft_logits).nonzero()
+        mismatches.append(f"draft_logits cache differs at {where[:6].tolist()} ({len(where)} entries)")
+    return compared, mismatches
+
+
+def prefill_main(method: str) -> dict:
+    """Step 0: vLLM's eager ``_prefill`` (attention on) against ours replaying a FULL step-0 descriptor of a padded
+    size (PADDED requests of 2 + K tokens), both from the same decode batch: 3 requests verifying 1 + K tokens each,
+    0, 1 and 2 of them rejected. Compared: the expanded ids and positions, seq_lens, query_start_loc and the slot
+    mapping of the real rows and tokens (vLLM's in its expanded slot buffer, ours in the block tables' persistent
+    one, the one a graph reads), the sampler's step, the step-0 drafts and the logits cache; and that the padding
+    rows are vLLM's padding (PAD slot, seq_len 0, query start held at the total, idx_mapping -1, last index 0)."""
+    import copy
+
     from vllm.config import set_current_vllm_config
     from vllm.config.compilation import CUDAGraphMode
     from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor
+    from vllm.v1.worker.gpu.input_batch import InputBatch
+    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
+
+    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
+
+    cfg = engine_config(method)
+    query = K + 1
+    starts = torch.tensor([16, 28, 36])  # each request's first verified position
+    inputs = {"blocks": torch.tensor([[3, 4, 5] + [0] * 29, [7, 8, 9] + [0] * 29, [11, 12, 13] + [0] * 29],
+                                     dtype=torch.int32),
+              "idx_mapping": torch.tensor([2, 0, 5]), "temperature": torch.tensor([0.7, 1.0, 0.0, 0, 0, 1.3, 0, 0]),
+              "seeds": torch.arange(8, dtype=torch.int64) * 1000 + 17,
+              "expanded_positions": torch.zeros(1, dtype=torch.int64), "last_token_indices": torch.zeros(3),
+              "draft0": torch.zeros(3)}
+    num_rejected = torch.tensor([0, 1, 2], dtype=torch.int32)
+    last_sampled = torch.arange(MAX_SEQS, dtype=torch.int64) * 7 + 300  # the correction token, per request state
+
+    def decode_batch(buffers) -> InputBatch:
+        batch = InputBatch.make_dummy(NUM_REQS, NUM_REQS * query, copy.deepcopy(buffers))
+        batch.idx_mapping = inputs["idx_mapping"].clone()
+        batch.input_ids.copy_(torch.arange(NUM_REQS * query, dtype=torch.int32) * 3 + 40)
+        batch.positions.copy_((starts[:, None] + torch.arange(query)).flatten())
+        batch.seq_lens = (starts + query).int()
+        batch.seq_lens_cpu_upper_bound = batch.seq_lens.clone()
+        return batch
+
+    with set_current_vllm_config(cfg):
+        eager = build(cfg, StandaloneARSpeculator, inputs)
+        ours = build(cfg, GraphedStandaloneARSpeculator, inputs)
+        for s in (eager, ours):
+            # set_attn's buffer (built here without attention groups): vLLM's step 0 writes its slots there.
+            s.expanded_slot_mappings = torch.full((1, s.max_num_tokens + s.max_num_reqs), -7, dtype=torch.int64)
+            s.model.tokens, s.model.per_request = NUM_REQS * (query + 1), query + 1
+        eager.model.slots = lambda: eager.expanded_slot_mappings
+        StandaloneARSpeculator._prefill(eager, decode_batch(eager.input_buffers), num_rejected, last_sampled,
+                                        NUM_REQS, False, None)
+        full = BatchExecutionDescriptor(cg_mode=CUDAGraphMode.FULL, num_tokens=PADDED * (query + 1),
+                                        num_reqs=PADDED, uniform_token_count=query + 1)
+        # No CUDA graph on this host: the manager's replay is the recorded body itself, on the same persistent
+        # buffers (our replay, and its counter, run as on a GPU).
+        ours.prefill_batch = lambda input_batch, num_reqs, skip_attn: full
+        ours.prefill_cudagraph_manager = SimpleNamespace(run_fullgraph=lambda desc: ours._prefill_step(
+            desc.num_reqs, desc.num_tokens, None, None, None, CUDAGraphMode.NONE))
+        ours._prefill(decode_batch(ours.input_buffers), num_rejected, last_sampled, NUM_REQS, False, None)
+
+    total = NUM_REQS * (query + 1)
+    padding = lambda b: {"rows": (b["rows"].item(), PADDED * (query + 1)),  # noqa: E731
+                         "seq_lens": (b["pad_seq_lens"].tolist(), [0]),
+                         "query_start_loc": (b["pad_query_start_loc"].tolist(), [total]),
+                         "slot_mapping": (b["pad_slot_mapping"].tolist(), [-1] * (PADDED - NUM_REQS) * (query + 1)),
+                         "idx_mapping": (b["pad_idx_mapping"].tolist(), [-1]),
+                         "last_token_indices": (b["pad_last_token_indices"].tolist(), [0])}
+    compared, mismatches = compare(eager, ours, ("input_ids", "positions", "seq_lens", "query_start_loc",
+                                                 "slot_mapping", "step"), padding, slice(0, 1))
+    seen = eager.model.seen[0]
+    return {"compared": compared, "mismatches": mismatches, "drafts": eager.draft_tokens[:NUM_REQS, 0].tolist(),
+            "distinct_rows": len(set(eager.draft_tokens[:NUM_REQS, 0].tolist())),
+            "distinct_slots": len(set(seen["slot_mapping"].tolist())), "tokens": int(seen["input_ids"].numel()),
+            "replays": {str(size): n for size, n in ours.prefill_replays.items()},
+            "eager_prefills": ours.eager_prefills, "padded_tokens": PADDED * (query + 1)}
+
+
+def decode_main(method: str) -> dict:
+    """Steps 1..K-1: vLLM's eager loop against ours replaying a FULL decode descriptor of a padded size."""
+    from vllm.config import set_current_vllm_config
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor
+    from vllm.v1.worker.gpu.input_batch import InputBatch
+    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
+
+    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
+
+    cfg = engine_config(method)
 
     inputs = {"blocks": torch.tensor([[3, 4, 5] + [0] * 29, [7, 8, 9] + [0] * 29, [11, 12, 13] + [0] * 29],
                                      dtype=torch.int32),
@@ -179,29 +292,13 @@ def main(method: str) -> dict:
             desc.num_reqs, desc.num_tokens, None, None, None, CUDAGraphMode.NONE))
         ours._multi_step_decode(batch, num_rejected, NUM_REQS, False, None)
 
-    compared, mismatches = 0, []
     assert len(eager.model.seen) == len(ours.model.seen) == K - 1, (len(eager.model.seen), len(ours.model.seen))
-    for step, (a, b) in enumerate(zip(eager.model.seen, ours.model.seen), start=1):
-        for key in ("input_ids", "positions", "seq_lens", "query_start_loc", "slot_mapping", "step"):
-            compared += 1
-            if not torch.equal(a[key], b[key]):
-                mismatches.append(f"step {step} {key}: vLLM {a[key].tolist()} ours {b[key].tolist()}")
-        padding = {"rows": (b["rows"].item(), PADDED), "seq_lens": (b["pad_seq_lens"].tolist(), [0]),
-                   "query_start_loc": (b["pad_query_start_loc"].tolist(), [NUM_REQS]),
-                   "slot_mapping": (b["pad_slot_mapping"].tolist(), [-1]), "idx_mapping": (b["pad_idx_mapping"].tolist(), [-1])}
-        for key, (got, want) in padding.items():
-            compared += 1
-            if got != want:
-                mismatches.append(f"step {step} padding {key}: {got}, want {want}")
-    compared += 1
-    if not torch.equal(eager.draft_tokens[:NUM_REQS], ours.draft_tokens[:NUM_REQS]):
-        mismatches.append(f"drafts: vLLM {eager.draft_tokens[:NUM_REQS].tolist()} ours "
-                          f"{ours.draft_tokens[:NUM_REQS].tolist()}")
-    logits_equal = eager.draft_logits is None or torch.equal(eager.draft_logits, ours.draft_logits)
-    compared += eager.draft_logits is not None
-    if not logits_equal:
-        where = (eager.draft_logits != ours.draft_logits).nonzero()
-        mismatches.append(f"draft_logits cache differs at {where[:6].tolist()} ({len(where)} entries)")
+    padding = lambda b: {"rows": (b["rows"].item(), PADDED), "seq_lens": (b["pad_seq_lens"].tolist(), [0]),  # noqa: E731
+                         "query_start_loc": (b["pad_query_start_loc"].tolist(), [NUM_REQS]),
+                         "slot_mapping": (b["pad_slot_mapping"].tolist(), [-1]),
+                         "idx_mapping": (b["pad_idx_mapping"].tolist(), [-1])}
+    compared, mismatches = compare(eager, ours, ("input_ids", "positions", "seq_lens", "query_start_loc",
+                                                 "slot_mapping", "step"), padding, slice(None))
     distinct = len({tuple(r) for r in eager.draft_tokens[:NUM_REQS].tolist()})
     return {"compared": compared, "mismatches": mismatches, "drafts": eager.draft_tokens[:NUM_REQS].tolist(),
             "distinct_rows": distinct, "slot_mapping_step1": eager.model.seen[0]["slot_mapping"].tolist(),
@@ -210,4 +307,5 @@ def main(method: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    pass_name = sys.argv[2] if len(sys.argv) > 2 else "decode"
+    print(json.dumps((prefill_main if pass_name == "prefill" else decode_main)(sys.argv[1])))

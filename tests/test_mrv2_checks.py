@@ -351,40 +351,54 @@ def test_torchada_aliasing_puts_mrv2s_own_captures_through_the_simulation_and_it
     assert (torch.cuda.CUDAGraph, torch.cuda.graph) == original
 
 
-def test_the_standalone_draft_model_is_judged_on_our_decode_graphs_and_vllms_eager_speculator():
+def test_the_standalone_draft_model_is_judged_on_our_step_graphs_and_vllms_eager_speculator():
     """``draft_model`` under MRV2 (vLLM 0.33.0): vLLM's platform builds its eager StandaloneARSpeculator (no
-    speculator graphs), ours our GraphedStandaloneARSpeculator with its decode-step graphs; the other checks (greedy,
-    acceptance equal to vLLM's platform, the pool) are the same."""
+    speculator graphs), ours our GraphedStandaloneARSpeculator with its step-0 and decode-step graphs, each judged on
+    its own replays; the other checks (greedy, acceptance equal to vLLM's platform, the pool) are the same."""
     from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE, VLLM_STANDALONE
 
-    def standalone(variant, speculator, graphs, replays=None):
+    def standalone(variant, speculator, graphs, replays=None, prefill_replays=None):
         kept = {name: m for name, m in managers(OUR_POOL if variant == OURS_PLATFORM_MRV2 else VLLM_POOL).items()
                 if name == "target" or name in graphs}
         return {"mrv2_managers": kept, "speculator": speculator, "speculator_replays": replays,
-                "speculator_eager_loops": None if replays is None else 2}
+                "speculator_eager_loops": None if replays is None else 2,
+                "speculator_prefill_replays": prefill_replays,
+                "speculator_eager_prefills": None if prefill_replays is None else 3}
 
-    def results(ours_speculator=GRAPHED_STANDALONE, ours_graphs=("draft_decode",), ours_replays={"1": 5, "4": 2}):
+    def results(ours_speculator=GRAPHED_STANDALONE, ours_graphs=("draft_prefill", "draft_decode"),
+                ours_replays={"1": 5, "4": 2}, ours_prefill_replays={"5": 4}):
         return [row("nospec"), row(BUILTIN_MRV2, **standalone(BUILTIN_MRV2, VLLM_STANDALONE, ())),
                 row(OURS_PLATFORM_MRV2, **standalone(OURS_PLATFORM_MRV2, ours_speculator, ours_graphs,
-                                                     ours_replays))]
+                                                     ours_replays, ours_prefill_replays))]
 
     judged = checks_of(results(), method="draft_model")
     assert all(judged.checks.values()), [k for k, v in judged.checks.items() if not v]
     assert judged.evidence["ours_platform_mrv2_s0_draft_decode_graphs_replayed"] == {"ok": True,
                                                                                      "compared_replays": 7}
+    assert judged.evidence["ours_platform_mrv2_s0_draft_prefill_graphs_replayed"] == {"ok": True,
+                                                                                      "compared_replays": 4}
     assert "builtin_mrv2_s0_draft_decode_graphs_replayed" not in judged.checks  # vLLM's replays nothing
-    # The bug it guards: graphs captured, every decode loop eager (or no counter read at all).
-    for replays, why in (({"1": 0, "4": 0}, "no decode graph replayed (2 eager decode loops)"),
-                         ({}, "no decode graph replayed (2 eager decode loops)"),
-                         (None, "no replay counter in the facts")):
+    assert "builtin_mrv2_s0_draft_prefill_graphs_replayed" not in judged.checks
+    # The bug it guards: graphs captured, every pass eager (or no counter read at all), for either step.
+    for replays, why in (({"1": 0, "4": 0}, "no decode graph replayed (2 eager passes)"),
+                         ({}, "no decode graph replayed (2 eager passes)"),
+                         (None, "no decode replay counter in the facts")):
         never = checks_of(results(ours_replays=replays), method="draft_model")
         assert never.checks["ours_platform_mrv2_s0_draft_decode_graphs_replayed"] is False
         assert never.evidence["ours_platform_mrv2_s0_draft_decode_graphs_replayed"]["detail"] == why
+        assert never.checks["ours_platform_mrv2_s0_draft_prefill_graphs_replayed"]
+    for replays, why in (({"5": 0}, "no prefill graph replayed (3 eager passes)"),
+                         (None, "no prefill replay counter in the facts")):
+        never = checks_of(results(ours_prefill_replays=replays), method="draft_model")
+        assert never.checks["ours_platform_mrv2_s0_draft_prefill_graphs_replayed"] is False
+        assert never.evidence["ours_platform_mrv2_s0_draft_prefill_graphs_replayed"]["detail"] == why
     assert judged.checks["ours_platform_mrv2_s0_draft_decode_graphs_captured"]
+    assert judged.checks["ours_platform_mrv2_s0_draft_prefill_graphs_captured"]
     assert judged.checks["ours_platform_mrv2_s0_standalone_speculator_class"]
     assert judged.checks["builtin_mrv2_s0_standalone_speculator_class"]
     assert "builtin_mrv2_s0_draft_decode_graphs_captured" not in judged.checks  # vLLM's captures none
     vllms_class = checks_of(results(ours_speculator=VLLM_STANDALONE), method="draft_model")
     assert vllms_class.checks["ours_platform_mrv2_s0_standalone_speculator_class"] is False
     no_graphs = checks_of(results(ours_graphs=()), method="draft_model")
+    assert no_graphs.checks["ours_platform_mrv2_s0_draft_prefill_graphs_captured"] is False
     assert no_graphs.checks["ours_platform_mrv2_s0_draft_decode_graphs_captured"] is False

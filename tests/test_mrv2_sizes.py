@@ -145,7 +145,7 @@ DRAFT_CASES = [(3, 8, None), (3, 64, None), (5, 8, None), (1, 8, None), (3, 8, [
 def test_the_draft_models_count_is_what_our_speculators_manager_captures(models, mrv2, monkeypatch, mode, k,
                                                                          max_num_seqs, sizes):
     """vLLM 0.33.0's standalone draft model (``draft_model``): the target's manager is vLLM's, the speculator's is the
-    decode manager our GraphedStandaloneARSpeculator builds (vLLM's own builds none). Graphs per manager, counted
+    step-0 and decode managers our GraphedStandaloneARSpeculator builds (vLLM's own builds none). Graphs per manager, counted
     against the real managers' descriptors (a manager the speculator does not build counts 0)."""
     import torch
     import vllm.v1.worker.gpu.cudagraph_utils as cudagraph_utils
@@ -167,8 +167,11 @@ def test_the_draft_models_count_is_what_our_speculators_manager_captures(models,
     real = {"target": cudagraph_utils.CudaGraphManager(cfg, device, graph_mode, k + 1)}
     bare = GraphedStandaloneARSpeculator.__new__(GraphedStandaloneARSpeculator)
     bare.vllm_config, bare.device, bare.num_speculative_steps, bare.dp_size = cfg, device, k, 1
-    bare.decode_cudagraph_manager = None
+    bare.decode_cudagraph_manager = bare.prefill_cudagraph_manager = None
+    bare.num_extra_query_per_req = GraphedStandaloneARSpeculator.num_extra_query_per_req
     bare.init_cudagraph_manager(graph_mode)
+    if bare.prefill_cudagraph_manager is not None:
+        real["draft_prefill"] = bare.prefill_cudagraph_manager
     if bare.decode_cudagraph_manager is not None:
         real["draft_decode"] = bare.decode_cudagraph_manager
     ours = {m.name: m for m in managers("draft_model", k, mode, target_pieces=5, draft_pieces=3)}
@@ -179,7 +182,8 @@ def test_the_draft_models_count_is_what_our_speculators_manager_captures(models,
         assert (sorted(manager.full_sizes(listed, max_num_seqs)), manager.piecewise_sizes(listed)) == want, name
         compared += len(want[0]) + len(want[1])
     assert compared or mode == "NONE"  # the comparison saw descriptors
-    # Our speculator graphs its decode steps exactly where the decode mode is FULL and K > 1.
+    # Our speculator graphs step 0 exactly where the decode mode is FULL, and its decode steps where also K > 1.
+    assert ("draft_prefill" in real) == (graph_mode.decode_mode() == CUDAGraphMode.FULL)
     assert ("draft_decode" in real) == (k > 1 and graph_mode.decode_mode() == CUDAGraphMode.FULL)
 
 
@@ -247,7 +251,9 @@ def test_the_draft_models_own_config_keeps_the_engines_count(vllm_platform, mode
     engine = json.loads(json.dumps(cfg.additional_config["portable_spec"]["mrv2"]))
     sizes = cfg.compilation_config.cudagraph_capture_sizes
     uniform = len({-(-s // 4) * 4 for s in sizes if -(-s // 4) * 4 <= 32})
-    assert engine["graphs"] == {"target": uniform + 5 * len(sizes), "draft_decode": len([s for s in sizes if s <= 8])}
+    step0 = len({-(-s // 5) * 5 for s in sizes if -(-s // 5) * 5 <= 40})  # 1 + K + the correction slot per request
+    assert engine["graphs"] == {"target": uniform + 5 * len(sizes), "draft_prefill": step0,
+                                "draft_decode": len([s for s in sizes if s <= 8])}
     draft_copy = dataclasses.replace(cfg, model_config=cfg.speculative_config.draft_model_config)
     # The hook ran on the copy, whose state is the engine's own dict (a shallow copy of additional_config).
     assert draft_copy.additional_config["portable_spec"] is cfg.additional_config["portable_spec"]

@@ -110,7 +110,6 @@ def test_the_drafter_switch_keeps_vllms_speculator(models, mrv2, monkeypatch, va
 
 
 @pytest.mark.parametrize("change,phrase", [
-    ({"k": 1}, "num_speculative_tokens=1"),
     ({"enforce_eager": True}, "enforce_eager=True"),
     ({"compilation_config": {"cudagraph_mode": "PIECEWISE"}}, "has no FULL decode graphs"),
 ])
@@ -171,7 +170,66 @@ def test_ours_builds_mrv2s_decode_manager_as_vllms_eagle_speculator_does(models,
     assert ours.decode_batch(3, skip_attn=False).cg_mode == CUDAGraphMode.NONE
 
 
-def test_no_full_decode_mode_or_one_step_builds_no_manager(models, mrv2):
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("mode", ["FULL_AND_PIECEWISE", "FULL_DECODE_ONLY", "FULL"])
+def test_ours_builds_a_step0_manager_at_two_plus_k_tokens_per_request(models, mrv2, mode, k):
+    """Step 0's manager is MRV2's own class, in the platform's pool, FULL_DECODE_ONLY at 2 + K tokens per request:
+    exactly the uniform FULL descriptors vLLM's own manager derives at that query length from the same config (the
+    capture sizes rounded to multiples of 2 + K within max_num_seqs requests and vLLM's largest size). K = 1 has a
+    step 0 and no decode step."""
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar.cudagraph_utils import SpeculatorCudaGraphManager
+
+    from portable_spec.vllm_adapter.worker import mrv2_speculator
+
+    cfg = engine_config(models, k=k, compilation_config={"cudagraph_mode": mode})
+    with mrv2_speculator.installed(cfg) as on:
+        assert on
+        ours = build_speculator(cfg)
+    ours.init_cudagraph_manager(CUDAGraphMode[mode])
+    manager = ours.prefill_cudagraph_manager
+    assert type(manager) is SpeculatorCudaGraphManager and manager.pool is mrv2
+    assert manager.decode_query_len == k + 2 and manager.cudagraph_mode == CUDAGraphMode.FULL_DECODE_ONLY
+    descs = decode_descs(manager)
+    sizes = cfg.compilation_config.cudagraph_capture_sizes
+    want = sorted({-(-size // (k + 2)) * (k + 2) for size in sizes} & set(range(k + 2, 8 * (k + 2) + 1, k + 2))
+                  - {n for n in range(max(sizes) + 1, 10**6)})
+    assert [d[1] for d in descs] == want and len(descs) > 0
+    assert all(d[3] == k + 2 and d[1] == d[2] * (k + 2) for d in descs)
+    assert (ours.decode_cudagraph_manager is None) == (k == 1)
+
+
+def uniform_batch(num_reqs: int, lens: list[int], eligible: bool = True):
+    import numpy as np
+
+    return SimpleNamespace(num_tokens=sum(lens), num_scheduled_tokens=np.array(lens, dtype=np.int32),
+                           decode_graph_eligible=eligible)
+
+
+def test_step0_replays_only_where_every_request_decodes_with_one_plus_k_tokens(models, mrv2):
+    """The step-0 dispatch: a batch where every request verifies 1 + K tokens asks the manager for its 2 + K-per-request
+    graph (vLLM's uniform-decode test, as its EAGLE speculator asks it); a ragged batch, a prefill, vLLM's "not
+    graph-eligible" flag, a dummy run without attention or an empty batch never ask, and run vLLM's eager step 0."""
+    from vllm.config.compilation import CUDAGraphMode
+
+    from portable_spec.vllm_adapter.worker import mrv2_speculator
+
+    cfg = engine_config(models, k=3)
+    with mrv2_speculator.installed(cfg):
+        ours = build_speculator(cfg)
+    asked = []
+    full = SimpleNamespace(cg_mode=CUDAGraphMode.FULL)
+    ours.prefill_cudagraph_manager = SimpleNamespace(dispatch=lambda *a, **kw: asked.append((a, kw)) or full)
+    assert ours.prefill_batch(uniform_batch(3, [4, 4, 4]), 3, skip_attn=False) is full
+    assert asked == [((3, 15), {"uniform_token_count": 5, "num_active_loras": 0})]
+    for batch, num_reqs, skip in ((uniform_batch(3, [4, 4, 3]), 3, False), (uniform_batch(2, [9, 9]), 2, False),
+                                  (uniform_batch(3, [4, 4, 4], eligible=False), 3, False),
+                                  (uniform_batch(3, [4, 4, 4]), 3, True), (uniform_batch(0, []), 0, False)):
+        assert ours.prefill_batch(batch, num_reqs, skip_attn=skip).cg_mode == CUDAGraphMode.NONE
+    assert len(asked) == 1
+
+
+def test_no_full_decode_mode_builds_no_manager_and_one_step_no_decode_manager(models, mrv2):
     from vllm.config.compilation import CUDAGraphMode
 
     from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
@@ -186,17 +244,15 @@ def test_no_full_decode_mode_or_one_step_builds_no_manager(models, mrv2):
             ours = GraphedStandaloneARSpeculator(cfg, torch.device("cpu"))
         ours.init_cudagraph_manager(mode)
         assert ours.decode_cudagraph_manager is None, (k, mode)
+        assert (ours.prefill_cudagraph_manager is None) == (mode.decode_mode() != CUDAGraphMode.FULL), (k, mode)
         assert ours.decode_batch(2, skip_attn=False).cg_mode == CUDAGraphMode.NONE
         built += 1
     assert built == 3
 
 
 # ------------------------------------------------------------------------------------------------ the inputs
-@pytest.mark.parametrize("method", ["greedy", "probabilistic"])
-def test_replay_inputs_and_drafts_are_vllms_eager_loops(method):
-    """Per decode step, the buffers the draft reads (ids, positions, seq_lens, query_start_loc, slot mapping, the
-    sampler's step) equal vLLM's eager loop's for the real rows, the padding rows are vLLM's padding, and the drafts
-    (and the probabilistic logits cache) are bitwise vLLM's: vLLM's kernels interpreted in a child process."""
+def run_child(method: str, pass_name: str) -> dict:
+    """``mrv2_standalone_child.py`` for one draft sampling ``method`` and one ``pass_name`` (decode or prefill)."""
     from lane_tools import require_interpreter
 
     require_interpreter()
@@ -205,17 +261,40 @@ def test_replay_inputs_and_drafts_are_vllms_eager_loops(method):
            "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(here), os.path.join(os.path.dirname(here),
                                                                                          "harness"), here,
                                                      os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.run([sys.executable, os.path.join(here, "mrv2_standalone_child.py"), method],
+    proc = subprocess.run([sys.executable, os.path.join(here, "mrv2_standalone_child.py"), method, pass_name],
                           capture_output=True, text=True, env=env, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    result = json.loads(lines[-1])
+    return json.loads(lines[-1])
+
+
+@pytest.mark.parametrize("method", ["greedy", "probabilistic"])
+def test_replay_inputs_and_drafts_are_vllms_eager_loops(method):
+    """Per decode step, the buffers the draft reads (ids, positions, seq_lens, query_start_loc, slot mapping, the
+    sampler's step) equal vLLM's eager loop's for the real rows, the padding rows are vLLM's padding, and the drafts
+    (and the probabilistic logits cache) are bitwise vLLM's: vLLM's kernels interpreted in a child process."""
+    result = run_child(method, "decode")
     assert result["mismatches"] == []
     # 3 steps x (6 buffers + 5 padding facts) + the drafts (+ the logits cache): the comparison saw them all.
     assert result["compared"] == 34 + (method == "probabilistic")
     assert result["distinct_rows"] == 3 and len(set(result["slot_mapping_step1"])) == 3  # not a degenerate batch
     # Every decode step after the first replayed the padded size's graph, and none fell back to vLLM's eager loop.
     assert result["replays"] == {str(result["padded"]): result["k"] - 1} and result["eager_decode_loops"] == 0
+
+
+@pytest.mark.parametrize("method", ["greedy", "probabilistic"])
+def test_step0_replay_inputs_and_drafts_are_vllms_eager_prefill(method):
+    """Step 0 (the expanded pass) of a decode batch with 0, 1 and 2 rejected tokens: the expanded ids and positions,
+    seq_lens, query starts and slot mapping the draft reads equal vLLM's eager ``_prefill``'s for every real token,
+    the padding rows and tokens are vLLM's padding, and the step-0 drafts (and the probabilistic logits cache) are
+    bitwise vLLM's: vLLM's input kernel, slot mapping and sampler interpreted in a child process."""
+    result = run_child(method, "prefill")
+    assert result["mismatches"] == []
+    # 6 buffers + 6 padding facts + the drafts (+ the logits cache): the comparison saw them all.
+    assert result["compared"] == 13 + (method == "probabilistic")
+    # 3 requests x (1 + K verified + the correction slot), each token its own slot: not a degenerate batch.
+    assert result["tokens"] == result["distinct_slots"] == 18 and result["distinct_rows"] == 3
+    assert result["replays"] == {str(result["padded_tokens"]): 1} and result["eager_prefills"] == 0
 
 
 def test_this_module_is_in_the_version_span():

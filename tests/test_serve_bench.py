@@ -828,11 +828,15 @@ def test_mrv2_on_our_platform_is_judged_on_its_runner_and_our_standalone_specula
 
     ours_platform = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
     mine = {"runner": "x", "drafter": None, "use_v2_model_runner": True, "platform": ours_platform,
-            "speculator": GRAPHED_STANDALONE, "speculator_replays": {"1": 4, "2": 1}, "speculator_eager_loops": 3}
+            "speculator": GRAPHED_STANDALONE, "speculator_replays": {"1": 4, "2": 1}, "speculator_eager_loops": 3,
+            "speculator_prefill_replays": {"5": 2}, "speculator_eager_prefills": 6}
     assert report.identity_problems("ours_mrv2", [mine, {**mine, "speculator_replays": {"1": 9, "2": 1}}]) == []
-    # The bug it guards: our speculator built, every decode loop eager during the runs.
+    # K = 1 (no decode steps): step 0's replays alone show the graphs ran.
+    assert report.identity_problems("ours_mrv2", [mine, {**mine, "speculator_prefill_replays": {"5": 3}}]) == []
+    # The bug it guards: our speculator built, every step-0 pass and decode loop eager during the runs.
     assert report.identity_problems("ours_mrv2", [mine, mine]) == [
-        "ours_mrv2: our standalone speculator's decode graphs did not replay during the runs (3 eager decode loops)"]
+        "ours_mrv2: our standalone speculator's graphs did not replay during the runs (6 eager step-0 passes, "
+        "3 eager decode loops)"]
     assert report.identity_problems("ours_mrv2", [{**mine, "use_v2_model_runner": False}] * 2) == [
         "ours_mrv2: its server ran the V1 runner"]
     assert "ran on platform vllm." in report.identity_problems(

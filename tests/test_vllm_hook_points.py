@@ -931,6 +931,52 @@ def test_the_standalone_decode_loop_our_graphs_stand_in_for():
     assert "self.idx_mapping[num_reqs:].fill_(-1)" in _code(DraftModelSpeculator._copy_request_inputs)
 
 
+@MRV2_STANDALONE
+def test_the_standalone_step0_our_graphs_stand_in_for():
+    """vLLM's eager step 0 (``_prefill``, attention on) as ``GraphedStandaloneARSpeculator.prepare_prefill`` and
+    ``_prefill_step`` mirror it: vLLM's input kernel with these arguments, the slot mapping over the expanded query
+    starts and positions, the metadata from the expanded query starts at ``step=0``, the forward over the expanded
+    buffers and ``sample_draft`` at the last accepted token; the input kernel's padding rows (query starts held at
+    the total, seq_lens and last indices 0) that our padded graph relies on; and vLLM's uniform-decode test."""
+    import inspect
+
+    import vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator as module
+    from vllm.v1.worker.gpu.spec_decode.speculator import DraftModelSpeculator
+    from vllm.v1.worker.utils import get_uniform_decode_token_count
+
+    S = module.StandaloneARSpeculator
+    assert params(S._prefill) == ["self", "input_batch", "num_rejected", "last_sampled", "num_reqs", "skip_attn",
+                                  "num_tokens_across_dp"]
+    assert S.num_extra_query_per_req == 1
+    step0 = _code(S._prefill)
+    for line in ("total_expanded=prepare_prefill_inputs(input_buffers=self.input_buffers,input_batch=input_batch,"
+                 "last_sampled=last_sampled,num_rejected=num_rejected,expanded_input_ids=self.expanded_input_ids,"
+                 "expanded_positions=self.expanded_positions,last_token_indices=self.last_token_indices,"
+                 "max_num_reqs=self.max_num_reqs,max_model_len=self.max_model_len,)",
+                 "block_tables.compute_slot_mappings(input_batch.idx_mapping,self.input_buffers.query_start_loc[:"
+                 "num_reqs+1],self.expanded_positions[:total_expanded],total_expanded,out=self.expanded_slot_mappings,)",
+                 "torch.from_numpy(qsl_np[:num_reqs+1]).int()+torch.from_numpy(self.arange_np[:num_reqs+1]).int()",
+                 "step=0,", "self._run_model(self.expanded_input_ids[:total_expanded],"
+                 "self.expanded_positions[:total_expanded],prefill_attn_md,",
+                 "positions_buf=self.expanded_positions", "self.current_draft_step.fill_(0)",
+                 "self.draft_tokens[:num_reqs,0]=self.sample_draft(hidden_states[last_indices],"
+                 "positions_buf[last_indices],self.idx_mapping[:num_reqs],self.temperature,self.seeds,"
+                 "self.current_draft_step,self.draft_logits,)"):
+        assert line in step0, line
+    jitted = module._prepare_prefill_inputs_kernel  # a JITFunction, or the plain function where Triton is off
+    kernel = "".join(inspect.getsource(getattr(jitted, "fn", jitted)).split())
+    for line in ("tl.store(out_query_start_loc_ptr+block,total_expanded,mask=mask)",
+                 "tl.store(out_seq_lens_ptr+block,0,mask=mask)", "tl.store(last_token_indices_ptr+block,0,mask=mask)"):
+        assert line in kernel, line
+    assert params(module.prepare_prefill_inputs) == [
+        "input_buffers", "input_batch", "last_sampled", "num_rejected", "expanded_input_ids", "expanded_positions",
+        "last_token_indices", "max_num_reqs", "max_model_len"]
+    assert params(DraftModelSpeculator._build_attn_metadata)[:6] == [
+        "self", "num_reqs", "batch_desc", "query_start_loc_np", "seq_lens_cpu_upper_bound", "step"]
+    assert params(get_uniform_decode_token_count) == ["num_reqs", "num_tokens", "max_query_len",
+                                                      "decode_graph_eligible"]
+
+
 def test_each_census_entry_is_pinned_by_tests_that_exist():
     names = set(globals())
     for d in CENSUS:

@@ -77,8 +77,9 @@ def managers(method: str, num_spec: int, mode: str, target_pieces: int, draft_pi
         found.append(Manager("draft_query", decode_only, q, draft_pieces))
     elif method in EXTENDING_METHODS:
         # MRV2's standalone draft model: vLLM 0.33.0 captures nothing for it, our graphed speculator
-        # (vllm_adapter/spec_decode/standalone_ar.py) its decode step only; counted as ours (an over-count where
-        # vLLM's eager one runs).
+        # (vllm_adapter/spec_decode/standalone_ar.py) its step 0 (the expanded pass: 1 + K + the correction slot per
+        # request) and its decode step; counted as ours (an over-count where vLLM's eager one runs).
+        found.append(Manager("draft_prefill", decode_only, q + 1, draft_pieces))
         if num_spec > 1:
             found.append(Manager("draft_decode", decode_only, 1, draft_pieces))
     elif method in CHAIN_METHODS:

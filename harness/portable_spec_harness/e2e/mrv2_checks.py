@@ -31,16 +31,20 @@ MRV2_RUNNERS = (BUILTIN_MRV2, OURS_PLATFORM_MRV2)
 
 GRAPHED_STANDALONE = "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator"
 VLLM_STANDALONE = "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator"
+REPLAY_FACTS = {"prefill": ("speculator_prefill_replays", "speculator_eager_prefills"),
+                "decode": ("speculator_replays", "speculator_eager_loops")}
+"""Per graphed step of our standalone speculator, the facts holding its replays per size and its eager passes
+(``vllm_door/mrv2_graphs.py``)."""
 
 
 def speculator_managers(method: str, k: int, ours: bool = True) -> tuple[str, ...]:
     """The speculator graph managers MRV2 captures with (vLLM 0.26.0): DFlash's query block; EAGLE-style first pass
-    and, for K > 1, decode step. The standalone draft model (vLLM 0.33.0): none on vLLM's platform, the decode step
-    on ours (our GraphedStandaloneARSpeculator)."""
+    and, for K > 1, decode step. The standalone draft model (vLLM 0.33.0): none on vLLM's platform; on ours (our
+    GraphedStandaloneARSpeculator) step 0 and, for K > 1, the decode step."""
     if method == "dflash":
         return ("draft_query",)
     if method == "draft_model":
-        return ("draft_decode",) if ours and k > 1 else ()
+        return (("draft_prefill", "draft_decode") if k > 1 else ("draft_prefill",)) if ours else ()
     return ("draft_prefill", "draft_decode") if k > 1 else ("draft_prefill",)
 
 
@@ -56,20 +60,20 @@ def graphs_captured(row: dict[str, Any], method: str, k: int, ours: bool = True)
 
 
 def standalone_speculator(row: dict[str, Any], ours: bool, k: int) -> dict[str, bool]:
-    """For the standalone draft model: MRV2 built our graphed speculator on our platform (K > 1), vLLM's on its own."""
-    want = GRAPHED_STANDALONE if ours and k > 1 else VLLM_STANDALONE
+    """For the standalone draft model: MRV2 built our graphed speculator on our platform, vLLM's on its own."""
+    want = GRAPHED_STANDALONE if ours else VLLM_STANDALONE
     return {"standalone_speculator_class": row.get("speculator") == want}
 
 
-def standalone_replays(row: dict[str, Any]) -> Verdict:
-    """Our graphed standalone speculator replayed its decode graphs during the runs (``compared_replays``: the
-    replays summed over sizes); none counted, or no counter at all, fails: a speculator that captured graphs and ran
-    every step eagerly would pass every output check."""
-    replays = row.get("speculator_replays")
+def standalone_replays(row: dict[str, Any], step: str = "decode") -> Verdict:
+    """Our graphed standalone speculator replayed its ``step`` graphs (``prefill``: step 0; ``decode``: steps
+    1..K-1) during the runs (``compared_replays``: the replays summed over sizes); none counted, or no counter at all,
+    fails: a speculator that captured graphs and ran every step eagerly would pass every output check."""
+    replays = row.get(REPLAY_FACTS[step][0])
     if not isinstance(replays, dict):
-        return Verdict(False, 0, "compared_replays", "no replay counter in the facts")
+        return Verdict(False, 0, "compared_replays", f"no {step} replay counter in the facts")
     total = sum(int(n) for n in replays.values())
-    detail = "" if total else f"no decode graph replayed ({row.get('speculator_eager_loops')} eager decode loops)"
+    detail = "" if total else f"no {step} graph replayed ({row.get(REPLAY_FACTS[step][1])} eager passes)"
     return Verdict(total > 0, total, "compared_replays", detail)
 
 
@@ -134,8 +138,10 @@ def judge(results: list[dict], seeds: list[int], *, method: str, k: int, perfect
             judged.checks.update({prefix + n: ok for n, ok in graphs_captured(row, method, k, on_ours).items()})
             if method == "draft_model":
                 judged.checks.update({prefix + n: ok for n, ok in standalone_speculator(row, on_ours, k).items()})
+                if on_ours:
+                    judged.record(prefix + "draft_prefill_graphs_replayed", standalone_replays(row, "prefill"))
                 if on_ours and k > 1:
-                    judged.record(prefix + "draft_decode_graphs_replayed", standalone_replays(row))
+                    judged.record(prefix + "draft_decode_graphs_replayed", standalone_replays(row, "decode"))
             if "nospec" in asked:
                 judged.record(prefix + exactness.GREEDY, exactness.greedy_equals_nospec(
                     row.get("outputs"), (nospec or {}).get("outputs")))

@@ -72,16 +72,18 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
 def ours_mrv2_problems(variant: str, first: dict[str, Any], last: dict[str, Any], readings: int,
                        v2: Any) -> list[str]:
     """MRV2 on our platform: the V2 runner, and where MRV2 built our graphed standalone draft-model speculator
-    (vLLM 0.33.0's ``draft_model``), its decode graphs replayed during the runs (MRV2's own speculators on our
+    (vLLM 0.33.0's ``draft_model``), its step-0 or decode graphs replayed during the runs (MRV2's own speculators on our
     platform count no replays of their own)."""
     if not v2:
         return [f"{variant}: its server ran the V1 runner"]
     if str(first.get("speculator")) != GRAPHED_STANDALONE:
         return []
-    before, after = (sum((r.get("speculator_replays") or {}).values()) for r in (first, last))
+    before, after = (sum((r.get("speculator_replays") or {}).values())
+                     + sum((r.get("speculator_prefill_replays") or {}).values()) for r in (first, last))
     if readings > 1 and after - before <= 0:
-        return [f"{variant}: our standalone speculator's decode graphs did not replay during the runs "
-                f"({last.get('speculator_eager_loops')} eager decode loops)"]
+        return [f"{variant}: our standalone speculator's graphs did not replay during the runs "
+                f"({last.get('speculator_eager_prefills')} eager step-0 passes, "
+                f"{last.get('speculator_eager_loops')} eager decode loops)"]
     return []
 
 

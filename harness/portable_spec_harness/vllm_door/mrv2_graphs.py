@@ -100,5 +100,7 @@ def mrv2_graph_facts(runner: Any) -> dict[str, Any]:
                   if speculator is not None else None,
                   # our graphed standalone draft model's counters (spec_decode/standalone_ar.py); None elsewhere
                   "speculator_replays": _replays(getattr(speculator, "decode_replays", None)),
-                  "speculator_eager_loops": getattr(speculator, "eager_decode_loops", None)})
+                  "speculator_eager_loops": getattr(speculator, "eager_decode_loops", None),
+                  "speculator_prefill_replays": _replays(getattr(speculator, "prefill_replays", None)),
+                  "speculator_eager_prefills": getattr(speculator, "eager_prefills", None)})
     return facts

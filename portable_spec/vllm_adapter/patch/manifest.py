@@ -366,34 +366,42 @@ CENSUS: tuple[Divergence, ...] = (
         why="MRV2 builds its speculator by that module name inside GPUModelRunner.__init__, which init_device runs; "
             "no config names the speculator class.",
         undone="Restored when init_device returns or raises; PORTABLE_SPEC_DRAFT_GRAPH=none|piecewise, "
-               "enforce_eager, a graph mode without FULL decode graphs, K=1, LoRA, adaptive verification, "
+               "enforce_eager, a graph mode without FULL decode graphs, LoRA, adaptive verification, "
                "watermarking or data parallelism keep vLLM's class (one log line).",
         upstream="vLLM 0.33.0's StandaloneARSpeculator captures no graphs (\"CUDA graph not yet supported\").",
         pinned_by=("test_mrv2_builds_the_standalone_speculator_by_module_lookup_inside_init_device",),
         requires="mrv2_standalone_graphs"),
     Divergence(
-        "Model Runner V2 standalone draft model: FULL decode graphs", "subclass",
+        "Model Runner V2 standalone draft model: FULL step-0 and decode graphs", "subclass",
         f"{_A}.spec_decode.standalone_ar:GraphedStandaloneARSpeculator",
         ("vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator:StandaloneARSpeculator._multi_step_decode",
+         "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator:StandaloneARSpeculator._prefill",
+         "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator:prepare_prefill_inputs",
          "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator:StandaloneARSpeculator._run_model",
+         "vllm.v1.worker.gpu.spec_decode.speculator:DraftModelSpeculator._build_attn_metadata",
+         "vllm.v1.worker.utils:get_uniform_decode_token_count",
          "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.cudagraph_utils:SpeculatorCudaGraphManager",
          "vllm.v1.worker.gpu.spec_decode.speculator:DraftModelSpeculator.sample_draft",
          "vllm.v1.worker.gpu.spec_decode.speculator:DraftModelSpeculator._build_uniform_attn_metadata",
          "vllm.v1.worker.gpu.block_table:BlockTables.compute_slot_mappings",
          "vllm.v1.worker.gpu.cudagraph_utils:CudaGraphManager.dispatch",
          "vllm.v1.worker.gpu.cudagraph_utils:CudaGraphManager.run_fullgraph"),
-        what="init_cudagraph_manager builds MRV2's SpeculatorCudaGraphManager for the decode steps (FULL_DECODE_ONLY, "
-             "one token per request, the platform's pool) as TargetDependentARSpeculator does; capture records "
-             "vLLM's _run_model + sample_draft per size; _multi_step_decode prepares each step's inputs, slot "
-             "mapping and attention metadata as vLLM's eager loop does (plus the graph's padding rows) and replays "
-             "where a size is captured, and calls vLLM's loop otherwise. The step-0 extend pass stays vLLM's, eager.",
+        what="init_cudagraph_manager builds two MRV2 SpeculatorCudaGraphManagers (FULL_DECODE_ONLY, the platform's "
+             "pool) as TargetDependentARSpeculator builds its decode one: step 0 at 2+K tokens per request, the "
+             "decode steps (K > 1) at one; capture records vLLM's _run_model + sample_draft per size; _prefill, where "
+             "every request decodes (vLLM's uniform-decode test), runs vLLM's input kernel, the slot mapping into the "
+             "block tables' persistent buffer and vLLM's attention metadata for the pass, then replays; "
+             "_multi_step_decode prepares each step's inputs, slot mapping and attention metadata as vLLM's eager "
+             "loop does (plus the graph's padding rows) and replays where a size is captured. Elsewhere both call "
+             "vLLM's eager code.",
         why="vLLM 0.33.0 runs every standalone draft step eagerly: a many-layer draft model is launch-bound at low "
             "concurrency.",
-        undone="As the scoped override above; per batch, a size with no graph, a dummy run without attention and the "
-               "profile run take vLLM's eager loop.",
+        undone="As the scoped override above; per batch, a size with no graph, a batch with a prefill or ragged "
+               "queries (step 0), a dummy run without attention and the profile run take vLLM's eager steps.",
         upstream="Would go away when vLLM's StandaloneARSpeculator captures graphs itself.",
-        overrides=("__init__", "init_cudagraph_manager", "capture", "_multi_step_decode"),
-        pinned_by=("test_the_standalone_decode_loop_our_graphs_stand_in_for",),
+        overrides=("__init__", "init_cudagraph_manager", "capture", "_prefill", "_multi_step_decode"),
+        pinned_by=("test_the_standalone_decode_loop_our_graphs_stand_in_for",
+                   "test_the_standalone_step0_our_graphs_stand_in_for"),
         requires="mrv2_standalone_graphs"),
     Divergence(
         "Triton compile counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_compiles",

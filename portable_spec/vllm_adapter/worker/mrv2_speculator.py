@@ -41,8 +41,6 @@ def declined(vllm_config: Any) -> str | None:
         return "enforce_eager=True"
     if compilation.cudagraph_mode.decode_mode().name != "FULL":
         return f"cudagraph_mode={compilation.cudagraph_mode.name} has no FULL decode graphs"
-    if spec.num_speculative_tokens < 2:
-        return "num_speculative_tokens=1: no draft decode steps to graph"
     if vllm_config.lora_config is not None:
         return "LoRA: the decode graphs are not keyed on adapters"
     if getattr(spec, "enable_adaptive_verification", False):
