@@ -20,6 +20,7 @@ STANDARD = {
     "SECONDS": "bash's own: seconds since the shell started, to time a lane step",
     "HOME": "the user's home, only as the root of a default path",
     "PYTHONPATH": "Python's own search path: the lanes prepend to it and children inherit it, never a switch of ours",
+    "LD_LIBRARY_PATH": "the dynamic linker's search path: ci/cpu_venv_slim.py looks where the linker would look",
 }
 """Variables read that are no switch of this repository's, each with why."""
 

@@ -38,6 +38,15 @@ lane_python() {
   echo "$python"
 }
 vllm_of() { grep -E '^vllm==' "$1" | cut -d= -f3; }
+# Runs PYTHON ARGS... with the bytecode of what it imports cached in its virtualenv's bytecode/ folder: the lane's
+# virtualenvs are installed without bytecode (ci/lanes/cpu_venv.sh), and without a cache every process would compile
+# vLLM's modules again. The prefix keeps the checkout free of __pycache__ folders, as PYTHONDONTWRITEBYTECODE did;
+# ci/bytecode_cache.py drops what earlier checkouts left there.
+with_bytecode_cache() {
+  local cache; cache="$(dirname "$(dirname "$1")")/bytecode"
+  "$1" "$root/ci/bytecode_cache.py" "$cache"
+  PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$cache" "$@"
+}
 
 export PYTHONDONTWRITEBYTECODE=1
 export TRITON_INTERPRET=1
@@ -64,7 +73,7 @@ run_pytest() {
   # folder each version of the span (and any other lane on the machine) overwrites the others' entries, so every
   # version relearned every class on every run. One folder per virtualenv keeps each version's entries warm.
   VLLM_CACHE_ROOT="$(dirname "$(dirname "$python")")/vllm_cache" \
-    "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" \
+    with_bytecode_cache "$python" -m pytest -q -rfEs -m "not gpu" --junitxml="$out/$version/junit.xml" \
     --basetemp="$work/pytest-$version" "$@" || rc=$?
   # What the version gate says this vLLM cannot have (read in that virtualenv), for versions.json.
   "$python" -m portable_spec.vllm_adapter.patch.version_gate > "$out/$version/gate.json"
@@ -95,13 +104,13 @@ fi
 # its last line when it passes (and what it wrote to stderr), all of it when it fails.
 log "ROCm-path Triton kernels compiled for hip:gfx942 and hip:gfx90a (in the background; reported below)"
 rocm_start=$SECONDS
-"$main_python" -m portable_spec kernels --check-triton --target hip:gfx942 --target hip:gfx90a \
+with_bytecode_cache "$main_python" -m portable_spec kernels --check-triton --target hip:gfx942 --target hip:gfx90a \
   --out "$out/rocm_compile" > "$out/rocm_compile.log" 2> "$out/rocm_compile.err" &
 rocm_pid=$!
 log "Triton 3.2 front-end check (proxy for MUSA's Triton: NVIDIA sm_90 and AMD gfx942 backends, static rules)"
 start=$SECONDS
 triton32_rc=0
-"$main_python" -m portable_spec kernels --check-triton --out "$work" \
+with_bytecode_cache "$main_python" -m portable_spec kernels --check-triton --out "$work" \
   --cases portable_spec_harness.synthetic.triton_cases:SYNTHETIC_KERNELS || triton32_rc=$?
 log "Triton 3.2 check: $((SECONDS - start)) s"
 rocm_rc=0

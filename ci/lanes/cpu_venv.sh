@@ -11,9 +11,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 reqs="${1:?usage: ci/lanes/cpu_venv.sh REQUIREMENTS}"
 py="${PYTHON:-python3}"
-# Bump when the install steps below (or ci/vllm_cpu_requirements.py's lists) change. 3: vLLM's CUDA-only
-# requirements left out (issue 36).
-recipe=3
+# Bump when the install steps below (or ci/vllm_cpu_requirements.py's or ci/cpu_venv_slim.py's lists) change.
+# 3: vLLM's CUDA-only requirements left out (issue 36). 4: no bytecode compiled at install (the lane caches what the
+# tests import, ci/lanes/cpu.sh) and the binaries no CPU host can load removed (ci/cpu_venv_slim.py).
+recipe=4
 key=$( (cat "$reqs"; echo "recipe $recipe $("$py" -c 'import sys; print(sys.version_info[:2])')") | sha256sum | cut -c1-16)
 # PORTABLE_SPEC_VENV: one fixed path, for the main requirements only (a span version always gets its keyed folder).
 if [[ "$(basename "$reqs")" == requirements-cpu.txt && -n "${PORTABLE_SPEC_VENV:-}" ]]; then
@@ -24,8 +25,11 @@ fi
 log() { printf '[cpu venv] %s\n' "$*" >&2; }
 # pip install, quiet; what it prints goes to stderr and to $venv/install.log, which the build checks for "ERROR:"
 # lines (pip reports dependency conflicts that way and still exits 0).
+# --no-compile: pip would write bytecode for every module of every package (~340 MB, vLLM's and transformers' model
+# zoos mostly); the lane has Python cache the bytecode of what the tests import, outside the virtualenv.
 pip_install() {
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 | tee -a "$venv/install.log" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$@" 2>&1 \
+    | tee -a "$venv/install.log" >&2
 }
 torch_pin="$(grep -E '^torch==' "$reqs")"
 vllm_pin="$(grep -E '^vllm==' "$reqs")"
@@ -55,8 +59,17 @@ if [[ ! -f "$venv/.complete" ]]; then
   if grep -n '^ERROR:' "$venv/install.log" >&2; then
     log "pip reported the errors above while building $venv: failing the lane (the next run rebuilds)"; exit 1
   fi
+  # vLLM's CUDA extensions (~570 MB) and Triton's CUPTI cannot load on a CPU host: removed, each named in
+  # $venv/slimmed.txt.
+  "$venv/bin/python" "$root/ci/cpu_venv_slim.py" "$venv" 2>> "$venv/install.log"
   cp "$reqs" "$venv/lane-requirements.txt"  # which file built it, for a person looking at the cache
   touch "$venv/.complete"
+  # One virtualenv per vLLM version: one an older recipe or requirements file built for this vLLM goes (3 GB each).
+  for old in "$(dirname "$venv")"/cpu-*/lane-requirements.txt; do
+    if [[ "$(dirname "$old")" != "$venv" ]] && grep -qxF "$vllm_pin" "$old"; then
+      log "removing $(dirname "$old"), an older virtualenv for $vllm_pin"; rm -rf "$(dirname "$old")"
+    fi
+  done
 else
   log "reusing $venv ($vllm_pin)"
 fi
