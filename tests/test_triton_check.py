@@ -42,7 +42,8 @@ EXPECTED_AS_SHIPPED = {  # kernel -> (rejecting layers in order, a piece of the 
     # Model Runner V2 (portable_spec/kernels/triton_table_mrv2.py)
     "mrv2/buffer_utils._apply_write_kernel[multi-group]": {"static": "dtype-parameter-pointer"},
     "mrv2/block_table._gather_block_tables_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
-    "mrv2/block_table._compute_slot_mappings_kernel": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
+    "mrv2/block_table._compute_slot_mappings_kernel[target]": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
+    "mrv2/block_table._compute_slot_mappings_kernel[draft]": {"static": "via _load_ptr: tl.pointer_type(elem_dtype)"},
     "mrv2/sample.penalties._penalties_kernel": {"compile": "chained boolean operators",
                                                 "compile-amd": "chained boolean operators"},
     # the NVIDIA backend's TritonGPUCombineTensorSelectAndIf pass breaks dominance; the AMD pipeline accepts it

@@ -5,11 +5,12 @@ top-k/top-p, logprobs, structured output, thinking budget, sampling mask), the s
 sampling, one row per launch variant.
 
 Types and values are what MRV2's own buffers hold (``states.py``, ``input_batch.py``, ``block_table.py``,
-``sample/*.py``: token ids, query starts, sequence lengths and request indices int32; positions, last sampled and
-draft tokens, slot mappings int64; logits in the model dtype, bf16) at the bench's shapes, the zoo's tiny Llama-style
-pairs: vocab 1024, hidden 1024, KV block 16, max_num_seqs 256, K = 3 draft tokens (a verify row of 1 + K = 4
-logits), 5 logprobs. A constexpr that follows from those is computed as vLLM computes it (e.g. ``BLOCK_SIZE =
-next_power_of_2(K + 1)``). ``launched_at`` names the launch line in vLLM 0.26.0 and the MRV2 caller.
+``sample/*.py``: token ids, query starts and sequence lengths int32; request indices int32 in 0.26.0 and int64 later
+(``_INPUT_BATCH_INDICES_INT64``, ``_COPIED_INDICES_INT64``); positions, last sampled and draft tokens, slot mappings
+int64; logits in the model dtype, bf16) at the bench's shapes, the zoo's tiny Llama-style pairs: vocab 1024, hidden
+1024, KV block 16, max_num_seqs 256, K = 3 draft tokens (a verify row of 1 + K = 4 logits), 5 logprobs. A constexpr
+that follows from those is computed as vLLM computes it (e.g. ``BLOCK_SIZE = next_power_of_2(K + 1)``).
+``launched_at`` names the launch line in vLLM 0.26.0 and the MRV2 caller.
 
 Each row states vLLM 0.26.0's launch; where 0.28.0 or 0.33.0 launches the kernel with other parameters (or from
 another module), the row's ``changes`` state what that version changed, read from its kernel and its launch site
@@ -30,6 +31,8 @@ through their callers (``triton_rules`` follows them; the compile layer compiles
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from portable_spec.kernels.triton_case import Change, KernelCase, sig
 
@@ -54,6 +57,32 @@ def _row(key: str, module: str, kernel: str, spec: str, constexprs: dict, where:
     return KernelCase(f"mrv2/{module}.{key}", f"{_G}.{module}:{kernel}", sig(spec), constexprs, where, **kw)
 
 
+# Request indices (idx_mapping, the expanded one made from it, and copies of either) are int32 everywhere in 0.26.0
+# (model_runner.py:896). 0.28.0 builds the model runner's idx_mapping from an np.intp array (model_runner.py:1076),
+# which async_copy_to_gpu copies as it is (model_runner.py:1121, buffer_utils.py:37 empty_like): int64, and so is every
+# mapping made from it (input_batch.py:704 new_empty; model_runner.py:1135, the unexpanded alias; pp_utils.py:116,
+# the same intp array). The speculators' own copy (spec_decode/speculator.py:115, filled by copy_, which casts),
+# DFlash's per-sample copy (spec_decode/dflash/speculator.py:90) and the penalties' new-request list
+# (sample/penalties.py:58) stay int32 there; 0.33.0 makes those three int64 too (spec_decode/speculator.py:154,
+# dflash/speculator.py:121, sample/penalties.py:67) and states the model runner's dtype (model_runner.py:1407).
+# ``tests/test_triton_table_span.py`` reads each of these from the installed vLLM's source.
+_INPUT_BATCH_INDICES_INT64 = _V28
+"""The first vLLM whose kernels fed from the model runner's ``InputBatch`` get int64 request indices."""
+_COPIED_INDICES_INT64 = _V33
+"""The first vLLM whose speculators' copies of the request indices (and the penalties' list) are int64."""
+
+
+def _retyped(changes: dict[str, Change], retypes: dict[str, str]) -> dict[str, Change]:
+    """``changes`` with each version's parameters of ``retypes`` (version -> ``sig`` spec) retyped there, merged into
+    the ``Change`` the row already states at that version."""
+    out = dict(changes)
+    for version, spec in retypes.items():
+        change = out.get(version, Change())
+        out[version] = dataclasses.replace(change, signature=f"{change.signature} | {spec}" if change.signature
+                                           else spec)
+    return out
+
+
 def _target_dependent_ar(kernel: str, line: int, launcher: str, added: str = "") -> Change:
     """0.33.0 moved EAGLE's speculator (``spec_decode/autoregressive/``) to ``spec_decode/target_dependent_ar/``; its
     decode kernels also read the positions the draft samples from (int64, ``sample_src_positions``)."""
@@ -72,9 +101,12 @@ def _draft_logits(present: bool) -> str:
     return f" | draft_logits_ptr:{'*fp32' if present else 'none'} | draft_logits_stride_0 draft_logits_stride_1:i32"
 
 
-def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_temperature: bool, where: str):
+def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_temperature: bool, where: str,
+            indices_int64_at: str):
     """0.28.0 replaced the processed-logits output by a logits cache of the model's head dtype (bf16 here: the
-    drafts' ``draft_logits``); 0.33.0 gave it two strides and a source (the sampled logits) and ``IS_DRAFTING``."""
+    drafts' ``draft_logits``); 0.33.0 gave it two strides and a source (the sampled logits) and ``IS_DRAFTING``. The
+    request indices turn int64 at ``indices_int64_at``: the sampler's with the model runner's, a draft's with the
+    speculator's copy (``_INPUT_BATCH_INDICES_INT64``, ``_COPIED_INDICES_INT64``)."""
     cache = "none" if processed == "none" else "*bf16"
     return _row(f"_gumbel_sample_kernel[{key}]", "sample.gumbel", "_gumbel_sample_kernel",
                 "local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:*fp32 | local_max_stride:i32"
@@ -84,13 +116,14 @@ def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_tempe
                 dict(BLOCK_SIZE=1024, APPLY_TEMPERATURE=apply_temperature, USE_FP64=False,
                      PER_TOKEN_COL=per_token_col),
                 f"{_F}/sample/gumbel.py:241 gumbel_sample ({where})",
-                changes={"0.28.0": Change(f"logits_cache_ptr:{cache} | logits_cache_stride:i32"
-                                          f" | logits_cache_col_ptr:{col}",
-                                          ("processed_logits_ptr", "processed_logits_stride",
-                                           "processed_logits_col_ptr")),
-                         "0.33.0": Change(f"logits_cache_stride_0 logits_cache_stride_1:i32"
-                                          f" | logits_cache_source_ptr:{cache} | logits_cache_source_stride:i32",
-                                          ("logits_cache_stride",), dict(IS_DRAFTING=processed != "none"))})
+                changes=_retyped(
+                    {"0.28.0": Change(f"logits_cache_ptr:{cache} | logits_cache_stride:i32"
+                                      f" | logits_cache_col_ptr:{col}",
+                                      ("processed_logits_ptr", "processed_logits_stride", "processed_logits_col_ptr")),
+                     "0.33.0": Change(f"logits_cache_stride_0 logits_cache_stride_1:i32"
+                                      f" | logits_cache_source_ptr:{cache} | logits_cache_source_stride:i32",
+                                      ("logits_cache_stride",), dict(IS_DRAFTING=processed != "none"))},
+                    {indices_int64_at: "expanded_idx_mapping_ptr:*i64"}))
 
 
 def _stats(key: str, has_draft_logits: bool) -> KernelCase:
@@ -102,7 +135,8 @@ def _stats(key: str, has_draft_logits: bool) -> KernelCase:
                 " | vocab_size num_speculative_steps:i32",
                 dict(BLOCK_SIZE=8192, HAS_DRAFT_LOGITS=has_draft_logits),
                 f"{_F}/spec_decode/rejection_sampler_utils.py:923 rejection_sample "
-                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", changes=_PER_LOGIT)
+                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
+                changes=_retyped(_PER_LOGIT, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"}))
 
 
 def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
@@ -122,8 +156,9 @@ def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                 f"{_F}/spec_decode/rejection_sampler_utils.py:1032 rejection_sample "
                 "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)", options=dict(num_warps=1),
                 # 0.33.0's FLy acceptance, off unless fly_window_size > 0: no entropy tensor, window 0
-                changes={"0.33.0": Change("fly_entropy_ptr:none | fly_entropy_threshold:fp32",
-                                          constexprs=dict(FLY_WINDOW_SIZE=0))})
+                changes=_retyped({"0.33.0": Change("fly_entropy_ptr:none | fly_entropy_threshold:fp32",
+                                                   constexprs=dict(FLY_WINDOW_SIZE=0))},
+                                 {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"}))
 
 
 def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
@@ -140,10 +175,12 @@ def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                 f"{_F}/spec_decode/rejection_sampler_utils.py:1083 rejection_sample "
                 "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
                 # 0.33.0's watermarking, off without contexts: None tensors, zero key and stride, width 1
-                changes={"0.33.0": Change("contexts_ptr:none | contexts_stride:i32 | watermarking_ptr"
-                                          " watermarking_skip_mask_ptr:none | watermark_key_0 watermark_key_1:i32",
-                                          constexprs=dict(CONTEXT_WIDTH=1, WATERMARK=False,
-                                                          DEDUPLICATE_CONTEXTS=False))})
+                changes=_retyped({"0.33.0": Change("contexts_ptr:none | contexts_stride:i32 | watermarking_ptr"
+                                                   " watermarking_skip_mask_ptr:none"
+                                                   " | watermark_key_0 watermark_key_1:i32",
+                                                   constexprs=dict(CONTEXT_WIDTH=1, WATERMARK=False,
+                                                                   DEDUPLICATE_CONTEXTS=False))},
+                                 {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"}))
 
 
 _PER_LOGIT = {"0.33.0": Change("num_logits:i32", ("num_speculative_steps",))}
@@ -364,24 +401,28 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | all_token_ids_stride:i32 | prefill_lens_ptr num_computed_tokens_ptr:*i32",
          dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:232 prepare_prefill_inputs ({_MR}:953 prepare_inputs)",
          # 0.28.0 stores the next prefill tokens of each lookahead row: one row (states.py) for these speculators
-         changes={"0.28.0": Change("next_prefill_tokens_stride num_lookahead:i32",
-                                   constexprs=dict(LOOKAHEAD_BLOCK=_pow2(1)))}),
+         changes=_retyped({"0.28.0": Change("next_prefill_tokens_stride num_lookahead:i32",
+                                            constexprs=dict(LOOKAHEAD_BLOCK=_pow2(1)))},
+                          {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_prepare_pos_seq_lens_kernel", "input_batch", "_prepare_pos_seq_lens_kernel",
          "pos_ptr:*i64 | seq_lens_ptr idx_mapping_ptr query_start_loc_ptr num_computed_tokens_ptr:*i32"
          " | max_num_reqs:i32",
-         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:292 prepare_pos_seq_lens ({_MR}:964 prepare_inputs)"),
+         dict(BLOCK_SIZE=1024), f"{_F}/input_batch.py:292 prepare_pos_seq_lens ({_MR}:964 prepare_inputs)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     *(_row(f"_combine_sampled_and_draft_tokens_kernel[{key}]", "input_batch",
            "_combine_sampled_and_draft_tokens_kernel",
            "input_ids_ptr idx_mapping_ptr:*i32 | last_sampled_tokens_ptr:*i64"
            " | query_start_loc_ptr seq_lens_ptr prefill_len_ptr:*i32 | draft_tokens_ptr:*i64"
            " | draft_tokens_stride:i32 | cu_num_logits_ptr:*i32 | logits_indices_ptr:*i64",
            dict(BLOCK_SIZE=_pow2(k + 1), NUM_NEW_SAMPLED_TOKENS=1),
-           f"{_F}/input_batch.py:388 combine_sampled_and_draft_tokens ({_MR}:988 prepare_inputs, {what})")
+           f"{_F}/input_batch.py:388 combine_sampled_and_draft_tokens ({_MR}:988 prepare_inputs, {what})",
+           changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"}))
       for key, k, what in (("decode", 0, "no speculation"), (f"spec-k{_K}", _K, f"K = {_K}"))),
     _row("_get_num_sampled_and_rejected_kernel", "input_batch", "_get_num_sampled_and_rejected_kernel",
          "num_sampled_ptr num_rejected_ptr seq_lens_ptr cu_num_logits_ptr idx_mapping_ptr prefill_len_ptr:*i32",
          {}, f"{_F}/input_batch.py:447 get_num_sampled_and_rejected (sample/sampler.py:124 Sampler.__call__, "
-             "spec_decode/rejection_sampler.py:148 RejectionSampler.__call__)"),
+             "spec_decode/rejection_sampler.py:148 RejectionSampler.__call__)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_post_update_kernel", "input_batch", "_post_update_kernel",
          "idx_mapping_ptr num_computed_tokens_ptr:*i32 | last_sampled_tokens_ptr:*i64"
          " | output_bin_counts_ptr:*i32 | output_bin_counts_stride:i32 | sampled_tokens_ptr:*i64"
@@ -390,30 +431,38 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          {}, f"{_F}/input_batch.py:542 post_update ({_MR}:1133 postprocess_sampled, from :1489 sample_tokens)",
          options=dict(num_warps=1),
          # 0.33.0 also copies the step's draft tokens into the request state (int64, K per request)
-         changes={"0.33.0": Change("draft_tokens_ptr draft_tokens_out_ptr:*i64 | num_draft_tokens:i32")}),
+         changes=_retyped({"0.33.0": Change("draft_tokens_ptr draft_tokens_out_ptr:*i64 | num_draft_tokens:i32")},
+                          {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_post_update_num_computed_tokens_kernel", "input_batch", "_post_update_num_computed_tokens_kernel",
          "idx_mapping_ptr num_computed_tokens_ptr query_start_loc_ptr:*i32", {},
          f"{_F}/input_batch.py:585 post_update_num_computed_tokens ({_MR}:1583 postprocess_num_computed_tokens, "
-         "pipeline-parallel ranks)"),
+         "pipeline-parallel ranks)", changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_expand_idx_mapping_kernel", "input_batch", "_expand_idx_mapping_kernel",
          "idx_mapping_ptr expanded_idx_mapping_ptr expanded_local_pos_ptr cu_num_logits_ptr:*i32",
          dict(BLOCK_SIZE=_pow2(_K + 1)),
-         f"{_F}/input_batch.py:623 expand_idx_mapping ({_MR}:930 prepare_inputs, steps with drafts)"),
+         f"{_F}/input_batch.py:623 expand_idx_mapping ({_MR}:930 prepare_inputs, steps with drafts)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr expanded_idx_mapping_ptr:*i64"})),
     # ---------------------------------------------------------------- block tables (block_table.py)
     _row("_gather_block_tables_kernel", "block_table", "_gather_block_tables_kernel",
          "batch_idx_to_req_idx:*i32 | src_block_table_ptrs dst_block_table_ptrs:*u64 | block_table_strides:*i64"
          " | num_blocks_ptr:*i32 | num_blocks_stride num_reqs:i32",
          dict(BLOCK_SIZE=1024), f"{_F}/block_table.py:149 BlockTables.gather_block_tables ({_MR}:1062 prepare_attn)",
          # 0.33.0 masks blocks behind a sliding window; a dense Llama has none (int32 tensors passed all the same)
-         changes={"0.33.0": Change("num_computed_tokens_ptr sliding_window_reach_ptr block_sizes_ptr:*i32",
-                                   constexprs=dict(MASK_SLIDING_WINDOW=False))}),
-    _row("_compute_slot_mappings_kernel", "block_table", "_compute_slot_mappings_kernel",
-         "max_num_tokens:i32 | idx_mapping query_start_loc:*i32 | pos:*i64 | block_table_ptrs:*u64"
-         " | block_table_strides:*i64 | block_sizes:*i32 | slot_mappings_ptr:*i64 | slot_mappings_stride cp_rank:i32",
-         dict(CP_SIZE=1, CP_INTERLEAVE=1, PAD_ID=-1, TRITON_BLOCK_SIZE=1024),
-         f"{_F}/block_table.py:179 BlockTables.compute_slot_mappings ({_MR}:1068 prepare_attn; "
-         "spec_decode/autoregressive/speculator.py:390 _multi_step_decode)",
-         changes={"0.33.0": Change("slot_mapping_enabled dcp_sharded:*i1")}),  # per-group bool tensors
+         changes=_retyped({"0.33.0": Change("num_computed_tokens_ptr sliding_window_reach_ptr block_sizes_ptr:*i32",
+                                            constexprs=dict(MASK_SLIDING_WINDOW=False))},
+                          {_INPUT_BATCH_INDICES_INT64: "batch_idx_to_req_idx:*i64"})),
+    # the target's slot mappings from the model runner's idx_mapping, the drafts' from the speculator's copy of it:
+    # one launch until their request indices' types part (0.28.0), two since
+    *(_row(f"_compute_slot_mappings_kernel[{key}]", "block_table", "_compute_slot_mappings_kernel",
+           "max_num_tokens:i32 | idx_mapping query_start_loc:*i32 | pos:*i64 | block_table_ptrs:*u64"
+           " | block_table_strides:*i64 | block_sizes:*i32 | slot_mappings_ptr:*i64 | slot_mappings_stride cp_rank:i32",
+           dict(CP_SIZE=1, CP_INTERLEAVE=1, PAD_ID=-1, TRITON_BLOCK_SIZE=1024),
+           f"{_F}/block_table.py:179 BlockTables.compute_slot_mappings ({caller})",
+           changes=_retyped({"0.33.0": Change("slot_mapping_enabled dcp_sharded:*i1")},  # per-group bool tensors
+                            {indices_int64_at: "idx_mapping:*i64"}))
+      for key, caller, indices_int64_at in (
+          ("target", f"{_MR}:1068 prepare_attn", _INPUT_BATCH_INDICES_INT64),
+          ("draft", "spec_decode/autoregressive/speculator.py:390 _multi_step_decode", _COPIED_INDICES_INT64))),
     # ---------------------------------------------------------------- sampler (sample/)
     _row("_bias_kernel", "sample.logit_bias", "_bias_kernel",
          f"{_LOGITS} | vocab_size:i32 | expanded_idx_mapping_ptr num_allowed_token_ids_ptr allowed_token_ids_ptr:*i32"
@@ -422,32 +471,39 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " stop_token_ids_ptr:*i32 | stop_token_ids_stride:i32",
          dict(BLOCK_SIZE=1024, LOGITS_BLOCK_SIZE=8192),
          f"{_F}/sample/logit_bias.py:266 apply_logit_bias (sample/sampler.py:171 apply_sampling_params)",
-         changes={"0.33.0": Change("restore_when_all_masked_ptr:*i32",
-                                   constexprs=dict(CHECK_ALL_MASKED_ROWS=False))}),  # no request asks for it
+         changes=_retyped({"0.33.0": Change("restore_when_all_masked_ptr:*i32",  # no request asks for it
+                                            constexprs=dict(CHECK_ALL_MASKED_ROWS=False))},
+                          {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_penalties_kernel", "sample.penalties", "_penalties_kernel",
          f"{_LOGITS} | expanded_idx_mapping_ptr token_ids_ptr expanded_local_pos_ptr:*i32"
          " | repetition_penalty_ptr frequency_penalty_ptr presence_penalty_ptr:*fp32 | prompt_bin_mask_ptr:*i32"
          " | prompt_bin_mask_stride:i32 | output_bin_counts_ptr:*i32 | output_bin_counts_stride vocab_size:i32",
          dict(BLOCK_SIZE=8192),
-         f"{_F}/sample/penalties.py:200 apply_penalties (sample/sampler.py:176 apply_sampling_params)"),
+         f"{_F}/sample/penalties.py:200 apply_penalties (sample/sampler.py:176 apply_sampling_params)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_bincount_kernel", "sample.penalties", "_bincount_kernel",
          "expanded_idx_mapping_ptr all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | prompt_len_ptr"
          " prefill_len_ptr prompt_bin_mask_ptr:*i32 | prompt_bin_mask_stride:i32 | output_bin_counts_ptr:*i32"
          " | output_bin_counts_stride:i32",
          dict(BLOCK_SIZE=1024),
-         f"{_F}/sample/penalties.py:286 bincount (PenaltiesState.apply_staged_writes, {_MR}:836 add_requests)"),
+         f"{_F}/sample/penalties.py:286 bincount (PenaltiesState.apply_staged_writes, {_MR}:836 add_requests)",
+         # the penalties' own list of the new requests' indices, not the model runner's mapping
+         changes=_retyped({}, {_COPIED_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_bad_words_kernel", "sample.bad_words", "_bad_words_kernel",
          f"{_LOGITS} | expanded_idx_mapping_ptr bad_word_token_ids_ptr:*i32 | bad_word_token_ids_stride:i32"
          " | bad_word_offsets_ptr:*i32 | bad_word_offsets_stride:i32 | num_bad_words_ptr all_token_ids_ptr:*i32"
          " | all_token_ids_stride:i32 | prompt_len_ptr total_len_ptr input_ids_ptr expanded_local_pos_ptr:*i32",
-         {}, f"{_F}/sample/bad_words.py:179 apply_bad_words (sample/sampler.py:185 apply_sampling_params)"),
+         {}, f"{_F}/sample/bad_words.py:179 apply_bad_words (sample/sampler.py:185 apply_sampling_params)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_temperature_kernel", "sample.gumbel", "_temperature_kernel",
          f"{_LOGITS} | expanded_idx_mapping_ptr:*i32 | temperature_ptr:*fp32 | vocab_size:i32",
          dict(BLOCK_SIZE=8192),
-         f"{_F}/sample/gumbel.py:51 apply_temperature (sample/states.py:81, sample/sampler.py:194)"),
+         f"{_F}/sample/gumbel.py:51 apply_temperature (sample/states.py:81, sample/sampler.py:194)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_min_p_kernel", "sample.min_p", "_min_p_kernel",
          f"{_LOGITS} | expanded_idx_mapping_ptr:*i32 | min_p_ptr:*fp32 | vocab_size:i32", dict(BLOCK_SIZE=1024),
-         f"{_F}/sample/min_p.py:53 apply_min_p (sample/states.py:92, sample/sampler.py:199)"),
+         f"{_F}/sample/min_p.py:53 apply_min_p (sample/states.py:92, sample/sampler.py:199)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     *(KernelCase(  # top-k / top-p: vLLM's V1 sampler op, which MRV2 calls for batches of 8 rows or more
         f"mrv2/sample.ops.topk_topp_triton._topk_topp_kernel[{key}]",
         "vllm.v1.sample.ops.topk_topp_triton:_topk_topp_kernel",
@@ -461,11 +517,14 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
         # 0.33.0: 8 warps on a GPU; the split top-p pass only where current_platform.is_cuda_alike() (not MUSA)
         changes={"0.33.0": Change(constexprs=dict(SPLIT_COVERS_PONLY=False), options=dict(num_warps=8))})
       for key, top_k, top_p in (("top-k+top-p", True, True), ("top-k", True, False), ("top-p", False, True))),
-    _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample"),
+    _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample",
+            _INPUT_BATCH_INDICES_INT64),
     _gumbel("draft", "*fp32", "*i64", False, True,
-            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', EAGLE"),
+            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', EAGLE",
+            _COPIED_INDICES_INT64),
     _gumbel("draft-per-token", "*fp32", "*i32", True, True,
-            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', DFlash"),
+            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', DFlash",
+            _COPIED_INDICES_INT64),
     _row("_topk_log_softmax_kernel", "sample.logprob", "_topk_log_softmax_kernel",
          "output_ptr:*fp32 | logits_ptr:*bf16 | logits_stride:i32 | topk_ids_ptr:*i64 | topk vocab_size:i32",
          dict(BLOCK_SIZE=1024, TOPK_BLOCK_SIZE=_pow2(1 + 5)),
@@ -480,12 +539,14 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | expanded_idx_mapping_ptr num_per_req_token_ids_ptr per_req_token_ids_ptr:*i32"
          " | per_req_token_ids_stride:i32",
          dict(NUM_TOPK=5, PADDED_COLS=_pow2(5)),
-         f"{_F}/sample/logprob.py:150 compute_topk_scores (logprob_token_ids requested, sample/sampler.py:108)"),
+         f"{_F}/sample/logprob.py:150 compute_topk_scores (logprob_token_ids requested, sample/sampler.py:108)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_prompt_logprobs_token_ids_kernel", "sample.prompt_logprob", "_prompt_logprobs_token_ids_kernel",
          "prompt_logprobs_token_ids_ptr:*i64 | query_start_loc_ptr idx_mapping_ptr num_computed_tokens_ptr"
          " all_token_ids_ptr:*i32 | all_token_ids_stride:i32",
          dict(BLOCK_SIZE=1024),
-         f"{_F}/sample/prompt_logprob.py:195 get_prompt_logprobs_token_ids (prompt_logprob.py:74, {_MR}:297)"),
+         f"{_F}/sample/prompt_logprob.py:195 get_prompt_logprobs_token_ids (prompt_logprob.py:74, {_MR}:297)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_apply_grammar_bitmask_kernel", "structured_outputs", "_apply_grammar_bitmask_kernel",
          f"{_LOGITS} | logits_indices_ptr bitmask_ptr:*i32 | bitmask_stride vocab_size:i32", dict(BLOCK_SIZE=8192),
          f"{_F}/structured_outputs.py:68 StructuredOutputsWorker.apply_grammar_bitmask ({_MR}:1096 sample)",
@@ -503,7 +564,9 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " query_start_loc_ptr seq_lens_ptr:*i32 | max_num_reqs:i32",
          dict(BLOCK_SIZE=1024),
          f"{_F}/spec_decode/autoregressive/speculator.py:571 prepare_prefill_inputs (speculator.py:187 propose)",
-         changes={"0.33.0": _target_dependent_ar("_prepare_prefill_inputs_kernel", 785, "prepare_prefill_inputs")}),
+         changes=_retyped({"0.33.0": _target_dependent_ar("_prepare_prefill_inputs_kernel", 785,
+                                                         "prepare_prefill_inputs")},
+                          {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_prepare_decode_inputs_kernel", "spec_decode.autoregressive.speculator", "_prepare_decode_inputs_kernel",
          "draft_tokens_ptr:*i64 | draft_tokens_stride:i32 | target_seq_lens_ptr num_rejected_ptr input_ids_ptr:*i32"
          " | positions_ptr:*i64 | query_start_loc_ptr seq_lens_ptr:*i32 | max_model_len max_num_reqs:i32",
@@ -532,11 +595,14 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          dict(SAMPLE_FROM_ANCHOR=False, PAD_SLOT_ID=-1, BLOCK_SIZE=_pow2(2 * (_K + 1))),
          f"{_F}/spec_decode/dflash/speculator.py:642 prepare_dflash_inputs (speculator.py:367 propose)",
          # 0.28.0 copies each request's temperature and seed for the draft sampler; 0.33.0 marks padding tokens
-         # (bool) and places KV slots for context parallelism (none here: rank 0 of 1)
-         changes={"0.28.0": Change("out_temperature_ptr:*fp32 | out_seeds_ptr:*i64 | temperature_ptr:*fp32"
-                                   " | seeds_ptr:*i64"),
-                  "0.33.0": Change("out_is_padding_ptr:*i1 | cp_rank:i32",
-                                   constexprs=dict(CP_SIZE=1, CP_INTERLEAVE=1))}),
+         # (bool) and places KV slots for context parallelism (none here: rank 0 of 1); the request indices it reads
+         # are the model runner's, those it writes DFlash's per-sample copy
+         changes=_retyped({"0.28.0": Change("out_temperature_ptr:*fp32 | out_seeds_ptr:*i64 | temperature_ptr:*fp32"
+                                            " | seeds_ptr:*i64"),
+                           "0.33.0": Change("out_is_padding_ptr:*i1 | cp_rank:i32",
+                                            constexprs=dict(CP_SIZE=1, CP_INTERLEAVE=1))},
+                          {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64",
+                           _COPIED_INDICES_INT64: "out_sample_idx_mapping_ptr:*i64"})),
     # ---------------------------------------------------------------- rejection sampling (spec_decode/)
     _stats("greedy-draft", False),
     _stats("draft-logits", True),
@@ -553,7 +619,8 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | temp_ptr:*fp32",
          dict(PADDED_RESAMPLE_NUM_BLOCKS=1),
          f"{_F}/spec_decode/rejection_sampler_utils.py:1111 rejection_sample "
-         "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)"),
+         "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
+         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_compute_cumulative_log_p_kernel", "spec_decode.rejection_sampler_utils",
          "_compute_cumulative_log_p_kernel",
          "cumulative_log_p_ptr:*fp32 | target_logits_ptr:*bf16 | target_logits_stride:i32" + _REJECT_STATS
@@ -561,7 +628,7 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          + " | cu_num_logits_ptr idx_mapping_ptr:*i32 | temp_ptr:*fp32 | vocab_num_blocks:i32",
          dict(PADDED_VOCAB_NUM_BLOCKS=1, HAS_DRAFT_LOGITS=True),
          f"{_F}/spec_decode/rejection_sampler_utils.py:959 rejection_sample (rejection_sample_method='block')",
-         options=dict(num_warps=1)),
+         options=dict(num_warps=1), changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_compute_local_residual_mass_kernel", "spec_decode.rejection_sampler_utils",
          "_compute_local_residual_mass_kernel",
          "local_residual_mass_ptr:*fp32 | local_residual_mass_stride:i32 | cumulative_log_p_ptr:*fp32"
@@ -571,7 +638,8 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          dict(BLOCK_SIZE=8192, PADDED_VOCAB_NUM_BLOCKS=1),
          f"{_F}/spec_decode/rejection_sampler_utils.py:992 rejection_sample (rejection_sample_method='block', "
          "draft logits)",
-         changes={"0.28.0": Change("draft_sampled_ptr:*i32"), **_PER_LOGIT}),
+         changes=_retyped({"0.28.0": Change("draft_sampled_ptr:*i32"), **_PER_LOGIT},
+                          {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
     _row("_flatten_sampled_kernel", "spec_decode.rejection_sampler", "_flatten_sampled_kernel",
          "flat_sampled_ptr sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr cu_num_logits_ptr:*i32", {},
          f"{_F}/spec_decode/rejection_sampler.py:85 RejectionSampler._get_logprobs_tensors (logprobs with drafts)",
@@ -593,16 +661,17 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
                                                "(sample/sampler.py:205 Sampler.__call__) (vLLM 0.33.0)")}),
     # the thinking budget (a reasoning parser with start/end markers, a request's thinking_token_budget), on the
     # sampler's fp32 logits: Qwen3-style <think> / </think> markers, one token each, and a forced end string of two
-    # tokens (reasoning_end_str), so the end-prefix loop (static_range(1, END_LEN)) is compiled
+    # tokens (reasoning_end_str), so the end-prefix loop (static_range(1, END_LEN)) is compiled; the sampler's request
+    # indices, the model runner's (int64 from 0.28.0 on: _INPUT_BATCH_INDICES_INT64)
     _row("_update_committed_marker_cache_kernel", "sample.thinking_budget", "_update_committed_marker_cache_kernel",
-         "req_ids_ptr thinking_token_budget_ptr all_token_ids_ptr:*i32 | all_token_ids_stride:i32"
+         "req_ids_ptr:*i64 | thinking_token_budget_ptr all_token_ids_ptr:*i32 | all_token_ids_stride:i32"
          " | total_len_ptr cached_last_start_ptr cached_last_end_ptr cached_scan_pos_ptr"
          " reasoning_start_token_ids_ptr natural_reasoning_end_token_ids_ptr:*i32",
          dict(START_LEN=1, NATURAL_END_LEN=1, MAX_LEN=1, BLOCK=1024),
          f"{_F}/sample/thinking_budget.py:393 apply_thinking_budget (ThinkingBudgetState.apply, "
          "sample/sampler.py:223 apply_sampling_params)", since=_V28),
     _row("_thinking_budget_kernel", "sample.thinking_budget", "_thinking_budget_kernel",
-         "logits_ptr:*fp32 | logits_stride:i32 | expanded_idx_mapping_ptr thinking_token_budget_ptr"
+         "logits_ptr:*fp32 | logits_stride:i32 | expanded_idx_mapping_ptr:*i64 | thinking_token_budget_ptr"
          " all_token_ids_ptr:*i32 | all_token_ids_stride:i32 | total_len_ptr input_ids_ptr expanded_local_pos_ptr"
          " cached_last_start_ptr cached_last_end_ptr reasoning_start_token_ids_ptr"
          " natural_reasoning_end_token_ids_ptr reasoning_end_token_ids_ptr:*i32",
@@ -619,20 +688,25 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | seeds_ptr tokens_ptr:*i64 | realized_scores_ptr:*fp32",
          dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K), SAMPLE_PROBABILISTIC=True, USE_FP64=False),
          f"{_F}/spec_decode/dflash2/speculator.py:144 DFlash2Speculator._sample_path (speculator.py:213 "
-         "_generate_draft)", options=dict(num_warps=1), since=_V28),
+         "_generate_draft)", options=dict(num_warps=1), since=_V28,
+         # DFlash's per-sample copy of the request indices
+         changes=_retyped({}, {_COPIED_INDICES_INT64: "req_state_ptr:*i64"})),
     _row("_cache_draft_logits_kernel", "spec_decode.dflash2.speculator", "_cache_draft_logits_kernel",
          "draft_logits_ptr:*fp32 | cached_candidate_ptr candidate_ptr:*i64 | scores_ptr:*fp32 | req_state_ptr:*i32"
          " | draft_logits_stride_0 draft_logits_stride_1:i32",
          dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K)),
          f"{_F}/spec_decode/dflash2/speculator.py:165 DFlash2Speculator._cache_draft_logits (speculator.py:215 "
-         "_generate_draft, probabilistic drafting)", options=dict(num_warps=1), since=_V28),
+         "_generate_draft, probabilistic drafting)", options=dict(num_warps=1), since=_V28,
+         changes=_retyped({}, {_COPIED_INDICES_INT64: "req_state_ptr:*i64"})),
     # multi-module MTP (multi_module_mtp/, K MTP modules, one per draft step) on a text model: no input embeddings
-    # (None, strides 0, USE_INPUT_EMBEDS=False); hidden states bf16, last_token_indices and cached draft ids int64
+    # (None, strides 0, USE_INPUT_EMBEDS=False); hidden states bf16, last_token_indices and cached draft ids int64;
+    # request indices the model runner's (int64) where it reads the input batch, the speculator's copy (int32 until
+    # 0.33.0) between draft steps
     _row("_prepare_input_buffers_kernel", "spec_decode.multi_module_mtp.speculator", "_prepare_input_buffers_kernel",
          "last_token_indices_ptr:*i64 | draft_input_ids_ptr:*i32 | draft_positions_ptr:*i64"
          " | draft_seq_lens_ptr target_input_ids_ptr:*i32 | target_positions_ptr cached_draft_input_ids_ptr:*i64"
          " | cached_draft_input_ids_stride0:i32 | draft_input_id_overrides_ptr:*i64"
-         " | draft_input_id_overrides_stride0:i32 | idx_mapping_ptr:*i32 | last_sampled_ptr:*i64"
+         " | draft_input_id_overrides_stride0:i32 | idx_mapping_ptr:*i64 | last_sampled_ptr:*i64"
          " | next_prefill_tokens_ptr:*i32 | next_prefill_tokens_stride0:i32 | num_sampled_ptr num_rejected_ptr"
          " target_seq_lens_ptr query_start_loc_ptr:*i32 | max_num_reqs num_speculative_steps:i32",
          dict(BLOCK_SIZE=1024),
@@ -644,7 +718,7 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | target_hidden_states_stride0:i32 | cached_target_hidden_states_ptr:*bf16"
          " | cached_target_hidden_states_stride0 cached_target_hidden_states_stride1:i32 | input_embeds_ptr:none"
          " | input_embeds_stride0:i32 | cached_draft_input_embeds_ptr:none | cached_draft_input_embeds_stride0"
-         " cached_draft_input_embeds_stride1:i32 | idx_mapping_ptr num_rejected_ptr query_start_loc_ptr:*i32"
+         " cached_draft_input_embeds_stride1:i32 | idx_mapping_ptr:*i64 | num_rejected_ptr query_start_loc_ptr:*i32"
          " | num_speculative_steps hidden_size:i32",
          dict(BLOCK_SIZE_Q=16, BLOCK_SIZE_H=256, USE_INPUT_EMBEDS=False),
          f"{_F}/spec_decode/multi_module_mtp/speculator.py:766 prepare_input_hidden_states_and_embeddings "
@@ -667,12 +741,13 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
          " | num_speculative_steps hidden_size:i32",
          dict(BLOCK_SIZE=1024, USE_INPUT_EMBEDS=False),
          f"{_F}/spec_decode/multi_module_mtp/speculator.py:943 cache_inputs (speculator.py:384 _generate_drafts)",
-         since=_V28),
+         since=_V28, changes=_retyped({}, {_COPIED_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     _row("_shift_input_ids_kernel", "spec_decode.multi_module_mtp.speculator", "_shift_input_ids_kernel",
          "input_ids_ptr idx_mapping_ptr query_start_loc_ptr:*i32 | last_token_indices_ptr draft_tokens_ptr:*i64",
          dict(BLOCK_SIZE=1024),
          f"{_F}/spec_decode/multi_module_mtp/speculator.py:1069 update_draft_inputs (speculator.py:438 "
-         "_generate_drafts, between draft steps)", since=_V28),
+         "_generate_drafts, between draft steps)", since=_V28,
+         changes=_retyped({}, {_COPIED_INDICES_INT64: "idx_mapping_ptr:*i64"})),
     *_V33_ROWS,
 )
 
