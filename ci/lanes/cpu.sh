@@ -134,7 +134,10 @@ log "vLLM version span: ${#span_tests[@]} test modules on each other version, be
 ) > "$out/span.log" 2>&1 &
 span_pid=$!
 export PORTABLE_SPEC_TRITON32_REPORT="$work/triton32_check.json"  # tests/test_triton_check.py reuses it
-run_pytest "$(vllm_of "$main_reqs")" "$main_python" "$@" tests
+# The main suite on a worker per core, at most 4 (each imports vLLM and torch, ~1.5 GB), a test module per worker
+# (--dist loadfile: a module's fixtures are built once, as in one process); the span runs beside it.
+workers=$(nproc); workers=$(( workers > 4 ? 4 : workers ))
+run_pytest "$(vllm_of "$main_reqs")" "$main_python" -n "$workers" --dist loadfile "$@" tests
 unset PORTABLE_SPEC_TRITON32_REPORT
 span_rc=0
 wait "$span_pid" || span_rc=$?
