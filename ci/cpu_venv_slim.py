@@ -11,8 +11,8 @@ What it removes:
 - an ELF shared object one of whose needed libraries (``DT_NEEDED``) is found neither in the virtualenv nor in the
   system's library folders (``LD_LIBRARY_PATH`` included): it cannot load on this machine;
 - each folder of ``GPU_ONLY``, with its reason.
-Each removal is written, with its reason, to ``$venv/slimmed.txt``. Run again, it removes nothing more: the lane runs
-it at every build of a virtualenv and at every reuse (``ci/lanes/cpu_venv.sh``).
+Each removal is written, with its reason, to ``$venv/slimmed.txt``. Run again, it removes nothing more. The lane runs
+it once, when it builds a virtualenv (``ci/lanes/cpu_venv.sh``).
 
 Usage: python ci/cpu_venv_slim.py VENV
 """
