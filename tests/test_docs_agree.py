@@ -169,17 +169,26 @@ def ratio_range(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
     return len(expect)
 
 
-DRAFT_MRV2 = "bench/results/2026-11-28-h200-session21/dms033r3/lane-dms033r3/serve-bench/serve_bench.json"
-"""The draft model on vLLM 0.33.0's Model Runner V2: ours (graphed decode steps) over MRV2 on vLLM's platform."""
+DRAFT_MRV2 = "bench/results/2026-11-29-h200-session23/dms033s0"
+"""The draft model on vLLM 0.33.0's Model Runner V2: ours (step 0 and decode steps graphed) over MRV2 on vLLM's
+platform, three rounds over two calls (``call1``, ``call2``) pooled in ``pooled``."""
+DRAFT_MRV2_CALLS = tuple(f"{DRAFT_MRV2}/{call}/serve-bench/serve_bench.json" for call in ("call1", "call2"))
+DRAFT_MRV2_POOLED = f"{DRAFT_MRV2}/pooled/serve_bench_summary.json"
 
 
 def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
-    """(input, concurrency) -> the cell's ratios, from a complete bench of vLLM 0.33.0 whose servers both ran MRV2
-    with async scheduling on."""
-    report = results(DRAFT_MRV2)
-    assert report["vllm"] == "0.33.0" and report["status"] == "complete", (report["vllm"], report["status"])
-    assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
-    return {(256, c): report["ours_mrv2_over_mrv2"][f"in256/greedy/c{c}"] for c in (1, 2)}
+    """(input, concurrency) -> the cell's ratios, from the pooled summary of vLLM 0.33.0 benches whose servers both
+    ran MRV2 with async scheduling on, three rounds in all."""
+    calls = [results(path) for path in DRAFT_MRV2_CALLS]
+    for report in calls:
+        assert report["vllm"] == "0.33.0", report["vllm"]
+        assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
+    assert sum(report["rounds_done"] for report in calls) == 3
+    summary = results(DRAFT_MRV2_POOLED)
+    entry = summary["pairs"]["llama8b_draft1b"]["designed-partial"]
+    assert entry["rounds"] == 3 and entry["vllm"] == ["0.33.0"], (entry["rounds"], entry["vllm"])
+    ratios = summary["ours_mrv2_over_mrv2"]["llama8b_draft1b"]["designed-partial"]
+    return {(256, c): ratios[f"in256/greedy/c{c}"] for c in (1, 2)}
 
 
 @dataclass(frozen=True)
@@ -250,6 +259,6 @@ def test_every_verdict_sentence_is_checked(doc):
 
 
 def test_the_checks_read_every_results_file_they_name():
-    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(), DRAFT_MRV2):
+    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(), *DRAFT_MRV2_CALLS, DRAFT_MRV2_POOLED):
         assert (ROOT / path).is_file(), path
     assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}

@@ -5,7 +5,9 @@ correct run and fails on the one thing each guards: a harness bug must not be ab
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from portable_spec_harness.e2e.musa_sim_parts import PARTS, MusaSimPart
 from portable_spec_harness.e2e.parent import variant_env
 from portable_spec_harness.musa_sim_plugin import DIST_INFO, PLATFORM_QUALNAME
 
+ROOT = Path(__file__).resolve().parents[1]
 K3 = [1.0, 1.0, 1.0]
 
 
@@ -129,7 +132,8 @@ OUTPUTS = {0: [[5, 6, 7], [8, 9, 10]], 1: [[11, 12], [13, 14]], 2: [[15], [16, 1
 
 def log_lines(label="musa-sim"):
     ours = f"INFO [x.py:1] portable_spec[{label}]:"
-    return ["INFO [__init__.py:237] Platform plugin portable_spec_musa_sim is activated",
+    return ["INFO [__init__.py:52] Available plugins for group vllm.platform_plugins:",
+            "INFO [__init__.py:237] Platform plugin portable_spec_musa_sim is activated",
             f"{ours} MusaWorker on {PLATFORM_QUALNAME}, live-graph limit 1900 (capture plan: 18 live graphs)",
             f"{ours} attention backend TRITON_ATTN from the MUSA rows of the capability table (x)",
             *[f"{ours} kernel substitute {name} bound at 1 vLLM site(s) (x)" for name in musa_substitutes()],
@@ -183,11 +187,13 @@ BROKEN = [
     ({"attention_backends": ["FLASH_ATTN"]}, "attention_is_triton_attn"),
     ({"draft_attention_backends": ["FLASH_ATTN", "TRITON_ATTN"]}, "attention_is_triton_attn"),
     ({"substitutes_bound": musa_substitutes()[1:]}, "substitutes_bound"),
-    ({"log_excerpt": log_lines()[:2] + log_lines()[3:]}, "log_names_triton_attn"),
+    ({"log_excerpt": [line for line in log_lines() if "TRITON_ATTN" not in line]}, "log_names_triton_attn"),
     ({"log_excerpt": [line for line in log_lines() if "find_seq_idx" not in line]},
      "log_names_substitute_find_seq_idx"),
     ({"log_excerpt": log_lines("musa")}, "log_names_musa_sim_class_and_worker"),
-    ({"log_excerpt": log_lines()[1:]}, "log_names_platform_plugin"),
+    ({"log_excerpt": [line for line in log_lines() if "is activated" not in line]}, "platform_plugin_activated"),
+    # vLLM 0.33.0's in-process engine logs neither line: the resolved platform must then be musa-sim's class
+    ({"log_excerpt": log_lines()[2:], "platform": "vllm.platforms.cuda.CudaPlatform"}, "platform_plugin_activated"),
     ({"outputs": [[5, 6, 7], [8, 9, 11]]}, "greedy_equals_nospec"),
     ({"acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 11, "accepted_per_position": [4, 4, 3]}},
      "acceptance_equals_cuda_platform"),
@@ -332,6 +338,13 @@ def test_every_mrv2_check_passes_for_a_correct_run():
     assert not any("v1_runner" in name or "drafter_capture" in name for name in checks)
 
 
+def test_a_vllm_that_logs_no_plugin_lines_is_judged_on_the_platform_it_resolved():
+    """vLLM 0.33.0 resolves the platform before an in-process engine configures its logging: neither the plugin
+    group's listing nor the activation line reaches the log, and the resolved class carries the check."""
+    checks = check("musa_sim_mrv2_eagle", mrv2_rows(log_excerpt=log_lines()[2:]))
+    assert checks["musa_sim_mrv2_s0_platform_plugin_activated"] is True and all(checks.values())
+
+
 def sim(**changes):
     base = {"label": "musa-sim", "calls": {"MUSAGraph": 91, "graph": 91, "graph_pool_handle": 1,
                                            "MUSAGraph.replay": 300}, "live_graphs": 91, "live_graph_cap": 1900,
@@ -365,7 +378,9 @@ MRV2_BROKEN = [
     ({"outputs": [[5, 6, 7], [8, 9, 11]]}, "greedy_equals_nospec"),
     ({"acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 12, "accepted_per_position": [4, 3, 5]}},
      "acceptance_equals_builtin_mrv2"),
-    ({"log_excerpt": log_lines()[1:]}, "log_names_platform_plugin"),
+    ({"log_excerpt": [line for line in log_lines() if "is activated" not in line]}, "platform_plugin_activated"),
+    # vLLM 0.33.0's in-process engine logs neither line: the resolved platform must then be musa-sim's class
+    ({"log_excerpt": log_lines()[2:], "platform": "vllm.platforms.cuda.CudaPlatform"}, "platform_plugin_activated"),
 ]
 
 
@@ -439,3 +454,33 @@ def test_the_mrv2_dflash_part_needs_the_query_blocks_graphs():
     no_query = [mrv2_row(v, 0, mrv2_managers={"target": managers["target"]}, acceptance_per_position=expected)
                 for v in part.variants]
     assert check(part.name, no_query, expected=expected)["musa_sim_mrv2_s0_draft_query_graphs_captured"] is False
+
+
+# ------------------------------------------------------------------------------------------------ the rejudge script
+def load_rejudge():
+    spec = importlib.util.spec_from_file_location("rejudge_musa_sim_plugin",
+                                                  ROOT / "ci/gpu/rejudge_musa_sim_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stored_report(**broken):
+    """A musa_sim_e2e.json as a 0.33.0 run wrote it: every check true but the old log-line check."""
+    rows = mrv2_rows(log_excerpt=log_lines()[2:], **broken)
+    checks = {k.replace("platform_plugin_activated", "log_names_platform_plugin"): v
+              for k, v in check("musa_sim_mrv2_eagle", mrv2_rows()).items()}
+    checks.update({f"musa_sim_mrv2_s{s}_log_names_platform_plugin": False for s in PARTS["musa_sim_mrv2_eagle"].seeds})
+    return {"parts": {"musa_sim_mrv2_eagle": {"rows": rows, "checks": checks}}}
+
+
+def test_the_rejudge_passes_a_0_33_run_on_its_resolved_platform_and_fails_a_wrong_one():
+    rejudge = load_rejudge().rejudge
+    good = rejudge(stored_report())["musa_sim_mrv2_eagle"]
+    assert good["passes"] and good["compared_rows"] == len(PARTS["musa_sim_mrv2_eagle"].seeds)
+    wrong = rejudge(stored_report(platform="vllm.platforms.cuda.CudaPlatform"))["musa_sim_mrv2_eagle"]
+    assert not wrong["passes"] and not all(wrong["rejudged"].values())
+    report = stored_report()
+    report["parts"]["musa_sim_mrv2_eagle"]["checks"]["musa_sim_mrv2_s0_greedy_equals_nospec"] = False
+    assert rejudge(report)["musa_sim_mrv2_eagle"]["other_checks_false"] == ["musa_sim_mrv2_s0_greedy_equals_nospec"]
+    assert not rejudge({"parts": {"p": {"rows": [], "checks": {}}}})["p"]["passes"]  # nothing compared: fails

@@ -5,6 +5,7 @@ summary over several runs, and the CLI's one-line errors. Benchmarks are not tes
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import subprocess
@@ -727,7 +728,23 @@ def test_the_summary_keys_suffixed_ratios_beside_the_plain_ones(suffixed_run, tm
     assert combine.main([str(out), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "ours@async_over_ours llama_eagle (zoo-perfect) output tok/s: in16/greedy/c1: " in printed
-    assert (tmp_path / "serve_bench_summary.png").stat().st_size > 10_000
+    png = (tmp_path / "serve_bench_summary.png").read_bytes()
+    assert len(png) > 10_000
+    assert int.from_bytes(png[16:20], "big") == 2 * 7 * 110  # panels over upstream V1 and ours; no empty MRV2 one
+
+
+def test_the_summary_says_so_when_it_writes_no_png(suffixed_run, tmp_path, capsys, monkeypatch):
+    _, out = suffixed_run
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert combine.main([str(out), "--out", str(tmp_path / "s")]) == 0
+    assert not (tmp_path / "s" / "serve_bench_summary.png").exists()
+    assert capsys.readouterr().err.strip() == combine.NO_PNG
 
 
 def test_ratio_pairs_keep_the_plain_keys_and_add_each_suffixed_one():

@@ -32,11 +32,14 @@ from portable_spec_harness.model_zoo import PAIRS
 from portable_spec_harness.musa_sim import LABEL
 from portable_spec_harness.musa_sim_plugin import ENTRY_POINT, PLATFORM_QUALNAME
 from portable_spec.kernels import substitutions_for
+from portable_spec.vllm_adapter.platform.selection import PLATFORM_PLUGINS_GROUP
 
 MUSA_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
 CUDA_PLATFORM = "portable_spec.vllm_adapter.platform.cuda.PortableCudaPlatform"
 ATTENTION = "TRITON_ATTN"
 PRUNING_WARNING = "exceed the live-graph limit"
+PLATFORM_GROUP_LINE = f"Available plugins for group {PLATFORM_PLUGINS_GROUP}"
+"""vLLM's plugin loader lists the platform group's plugins at INFO before it activates one (``vllm/plugins``)."""
 
 
 def musa_substitutes() -> list[str]:
@@ -47,11 +50,20 @@ def _logged(row: dict[str, Any], *needles: str) -> bool:
     return any(all(n in line for n in needles) for line in row.get("log_excerpt", []))
 
 
+def platform_plugin_activated(row: dict[str, Any]) -> bool:
+    """vLLM activated the musa-sim plugin: its own log line says so wherever vLLM logged the platform group's plugins;
+    where it did not (0.33.0 resolves the platform before an in-process engine configures its logging, so both lines
+    are dropped), the platform vLLM resolved must be the class only this plugin's probe returns."""
+    if _logged(row, PLATFORM_GROUP_LINE):
+        return _logged(row, f"Platform plugin {ENTRY_POINT} is activated")
+    return row.get("platform") == PLATFORM_QUALNAME
+
+
 def log_checks(row: dict[str, Any], our_drafter: bool = True) -> dict[str, bool]:
-    """The engine log names the plugin, our musa-sim class, MusaWorker, TRITON_ATTN, every bound substitute and (with
-    ``our_drafter``: the V1 runner) our drafter's capture line."""
+    """The plugin was activated; the engine log names our musa-sim class, MusaWorker, TRITON_ATTN, every bound
+    substitute and (with ``our_drafter``: the V1 runner) our drafter's capture line."""
     ours = f"portable_spec[{LABEL}]:"
-    checks = {"log_names_platform_plugin": _logged(row, f"Platform plugin {ENTRY_POINT} is activated"),
+    checks = {"platform_plugin_activated": platform_plugin_activated(row),
               "log_names_musa_sim_class_and_worker": _logged(row, ours, "MusaWorker on", PLATFORM_QUALNAME),
               "log_names_triton_attn": _logged(row, ours, f"attention backend {ATTENTION} ")}
     if our_drafter:

@@ -106,9 +106,13 @@ def ratio_keys(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return keys
 
 
+NO_PNG = ("no serve_bench_summary.png: matplotlib is not installed (pip install matplotlib; the harness depends on "
+          "it)")
+
+
 def plot(summary: dict[str, Any], path: Path) -> str | None:
-    """Every ratio on output tok/s per concurrency, one panel per base variant (upstream V1 and MRV2 always; ours
-    too when ``ours@async`` ran beside it), one line per ratio, pair, mode, input length and sampling."""
+    """Every ratio on output tok/s per concurrency, one panel per base variant that has a ratio (upstream V1, MRV2,
+    ours when ``ours@async`` ran beside it), one line per ratio, pair, mode, input length and sampling."""
     try:
         import matplotlib
 
@@ -117,7 +121,8 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
     except ImportError:
         return None
     keys = ratio_keys(summary)
-    bases = list(dict.fromkeys(base for _, base in keys.values()))
+    every = list(dict.fromkeys(base for _, base in keys.values()))
+    bases = [b for b in every if any(summary.get(k) for k, (_, base) in keys.items() if base == b)] or every
     fig, axes = plt.subplots(1, len(bases), figsize=(7 * len(bases), 4.5), squeeze=False)
     for ax, base in zip(axes[0], bases):
         for key, (variant, _) in ((k, sides) for k, sides in keys.items() if sides[1] == base):
@@ -163,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return emit_error(str(exc), exc.exit_code, args.json)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "serve_bench_summary.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, args.out / "serve_bench_summary.png")
+    if plot(summary, args.out / "serve_bench_summary.png") is None:
+        print(NO_PNG, file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
     else:
