@@ -130,3 +130,13 @@ def test_the_bytecode_cache_drops_folders_whose_sources_are_gone(tmp_path):
     removed = bytecode_cache.prune(prefix)
     assert removed == [gone.parent] and (kept / "mod.cpython-311.pyc").is_file() and not gone.parent.exists()
     assert bytecode_cache.prune(prefix) == []
+
+
+def test_the_lane_prunes_each_cache_once_where_it_prepares_the_virtualenv():
+    """Pruned per process, the main virtualenv's cache was walked three times a run, twice at once (the Triton checks
+    start beside the suite): the lane prunes in ``lane_python``, once per virtualenv, before any process uses it."""
+    text = (ROOT / "ci" / "lanes" / "cpu.sh").read_text()
+    calls = [i for i, line in enumerate(text.splitlines())
+             if "bytecode_cache.py" in line and not line.lstrip().startswith("#")]
+    body = text[text.index("lane_python() {"):text.index("\n}\n", text.index("lane_python() {"))]
+    assert len(calls) == 1 and "bytecode_cache.py" in body, calls

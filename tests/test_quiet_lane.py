@@ -157,3 +157,35 @@ def test_no_test_module_holds_a_vllm_platform(vllm_platform):
             if (getattr(module, "__file__", None) or "").startswith(tests)
             for attr, value in vars(module).items() if isinstance(value, Platform)]
     assert not held, held
+
+
+# pip's advice at every step of a cold build (the machine's pip configuration: "Location ... is ignored").
+
+PIP_ADVICE = "WARNING: Location '/opt/pypi' is ignored: it is either a non-existing path or lacks a specific scheme."
+
+
+def run_pip_install(tmp_path: Path, exit_code: int) -> subprocess.CompletedProcess:
+    """The build's ``pip_install`` (its ``log`` helper beside it), as the script defines them, driving a stand-in
+    interpreter that prints pip's advice and exits with ``exit_code``."""
+    text = VENV_BUILD.read_text()
+    functions = "\n".join(re.search(rf"^{name}\(\) {{.*?^}}$|^{name}\(\) {{.*?}}$", text, re.M | re.S).group(0)
+                          for name in ("log", "pip_install"))
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\necho \"{PIP_ADVICE}\" >&2\nexit {exit_code}\n")
+    python.chmod(0o755)
+    script = f"set -euo pipefail\nvenv={venv}\n{functions}\npip_install torch==2.13.0\necho after >&2\n"
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+
+
+def test_a_pip_step_that_succeeds_prints_nothing_and_logs_everything(tmp_path):
+    proc = run_pip_install(tmp_path, 0)
+    assert proc.returncode == 0 and proc.stderr == "after\n" and proc.stdout == "", proc
+    assert PIP_ADVICE in (tmp_path / "venv" / "install.log").read_text()
+
+
+def test_a_pip_step_that_fails_prints_its_output_and_stops_the_build(tmp_path):
+    proc = run_pip_install(tmp_path, 1)
+    assert proc.returncode == 1 and PIP_ADVICE in proc.stderr and "after" not in proc.stderr, proc
+    assert "pip install torch==2.13.0 failed" in proc.stderr

@@ -29,23 +29,25 @@ out="${PORTABLE_SPEC_LANE_OUT:-$work/out}"; mkdir -p "$out"
 # setuptools warns at every editable install ("folders in your working directory with the same name as your package
 # ..."): advice, not a fault. The install's output goes to the lane's out folder and reaches the console only when the
 # install fails, so a green log has no line that reads like one.
+# Each virtualenv's bytecode cache is pruned here, once per lane run (ci/bytecode_cache.py), before any process of
+# the lane writes to it.
 lane_python() {
   local python log
   python="$(bash ci/lanes/cpu_venv.sh "$1")"
   log="$out/install-$(basename "$1" .txt).log"
   "$python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
     --check-build-dependencies -e "$root" -e "$root/harness" >"$log" 2>&1 || { cat "$log" >&2; return 1; }
+  "$python" "$root/ci/bytecode_cache.py" "$(bytecode_cache_of "$python")"
   echo "$python"
 }
 vllm_of() { grep -E '^vllm==' "$1" | cut -d= -f3; }
 # Runs PYTHON ARGS... with the bytecode of what it imports cached in its virtualenv's bytecode/ folder: the lane's
 # virtualenvs are installed without bytecode (ci/lanes/cpu_venv.sh), and without a cache every process would compile
 # vLLM's modules again. The prefix keeps the checkout free of __pycache__ folders, as PYTHONDONTWRITEBYTECODE did;
-# ci/bytecode_cache.py drops what earlier checkouts left there.
+# lane_python has ci/bytecode_cache.py drop what earlier checkouts left there.
+bytecode_cache_of() { echo "$(dirname "$(dirname "$1")")/bytecode"; }
 with_bytecode_cache() {
-  local cache; cache="$(dirname "$(dirname "$1")")/bytecode"
-  "$1" "$root/ci/bytecode_cache.py" "$cache"
-  PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$cache" "$@"
+  PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX="$(bytecode_cache_of "$1")" "$@"
 }
 
 export PYTHONDONTWRITEBYTECODE=1

@@ -23,13 +23,18 @@ else
   venv="${PORTABLE_SPEC_VENV_ROOT:-$HOME/.cache/portable_spec/venvs}/cpu-$key"
 fi
 log() { printf '[cpu venv] %s\n' "$*" >&2; }
-# pip install, quiet; what it prints goes to stderr and to $venv/install.log, which the build checks for "ERROR:"
-# lines (pip reports dependency conflicts that way and still exits 0).
+# pip install, quiet; what it prints goes to $venv/install.log only, which the build checks for "ERROR:" lines (pip
+# reports dependency conflicts that way and still exits 0) and prints them; a machine's pip configuration makes pip
+# warn at every step (e.g. "Location ... is ignored"), advice a green log should not carry. A failing step prints the
+# log's tail and fails the build.
 # --no-compile: pip would write bytecode for every module of every package (~340 MB, vLLM's and transformers' model
 # zoos mostly); the lane has Python cache the bytecode of what the tests import, outside the virtualenv.
 pip_install() {
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$@" 2>&1 \
-    | tee -a "$venv/install.log" >&2
+  if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-compile "$@" >>"$venv/install.log" 2>&1
+  then
+    tail -n 30 "$venv/install.log" >&2
+    log "pip install $* failed (above; all of it in $venv/install.log)"; exit 1
+  fi
 }
 torch_pin="$(grep -E '^torch==' "$reqs")"
 vllm_pin="$(grep -E '^vllm==' "$reqs")"
