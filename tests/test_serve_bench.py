@@ -1090,6 +1090,29 @@ def test_bad_axis_or_variant_input_exits_2_with_one_line(argv, fragment, tmp_pat
 
 
 # ------------------------------------------------------------------------------------------------ combine
+def test_a_call_short_of_rounds_is_made_up_only_by_the_rounds_pooled_with_it(clean_run):
+    """One benchmark split over calls: the first ran 1 of the 3 rounds it asked for, the second the other 2. Pooled,
+    the shortfall is made up (kept under ``made_up``, gone from ``problems``); alone, or pooled short, it stays."""
+    result, _ = clean_run
+    first, second = json.loads(json.dumps(result)), json.loads(json.dumps(result))
+    first.update(rounds_asked=3, rounds_done=1, stopped_because="--budget-s 520 would be passed")
+    first["problems"] = [report.rounds_short(first), "a failed run"]
+    first["settings"]["first_round"] = 0
+    second.update(rounds_asked=2, rounds_done=2, problems=[])
+    second["settings"]["first_round"] = 1
+    pooled = combine.combine([first, second], ["call1", "call2"])
+    assert pooled["pairs"]["llama_eagle"]["zoo-perfect"]["rounds"] == 3
+    assert pooled["problems"] == ["llama_eagle (zoo-perfect) a failed run"]
+    assert pooled["made_up"] == ["llama_eagle (zoo-perfect) call1: 1 of 3 rounds ran (--budget-s 520 would be "
+                                 "passed); pooled: 3 rounds"]
+    alone = combine.combine([first], ["call1"])
+    assert alone["made_up"] == [] and "llama_eagle (zoo-perfect) 1 of 3 rounds ran" in alone["problems"][0]
+    second["rounds_done"] = 1
+    second["problems"] = [report.rounds_short(second)]
+    short = combine.combine([first, second], ["call1", "call2"])
+    assert short["made_up"] == [] and len(short["problems"]) == 3  # 2 of the 3 rounds: nothing made up
+
+
 def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(clean_run, tmp_path):
     result, out = clean_run
     summary = combine.combine([result, result], ["a", "b"])

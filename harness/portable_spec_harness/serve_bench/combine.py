@@ -8,6 +8,9 @@ with a scheduling suffix add their ratios the same way (``ours@async_over_upstre
 Runs of the same pair and mode are pooled (their medians taken over every round of every call); their workloads must
 match (lengths, K, sampling, prompts unless sized by ``--min-run-s``), or the summary refuses to mix them. Reports
 written before the input-length and sampling axes are read as one input length and their temperature's sampling.
+A call that ran fewer rounds than it asked for reports a problem; where the pooled rounds reach the furthest round
+any call asked for (one benchmark split over calls with ``SERVE_BENCH_FIRST_ROUND``), that problem moves to the
+summary's ``made_up``.
 Writes ``DIR/serve_bench_summary.json`` and ``.png``.
 """
 
@@ -22,6 +25,7 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
+from portable_spec_harness.serve_bench.report import rounds_short
 from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, cell_of, kind_of, legacy_sampling,
                                                     ratio_pairs, workload_cells)
 from portable_spec_harness.plotting import legend
@@ -65,7 +69,7 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
     for rep, source in zip(reports, sources):
         groups.setdefault((rep["pair"]["name"], rep["pair"]["mode"]), []).append((rep, source))
     summary: dict[str, Any] = {"kind": "serve_bench_summary", "pairs": {},
-                               **{f"ours_over_{b}": {} for b in RATIO_BASES}, "problems": []}
+                               **{f"ours_over_{b}": {} for b in RATIO_BASES}, "problems": [], "made_up": []}
     for (pair, mode), members in sorted(groups.items()):
         first = members[0][0]
         for rep, source in members[1:]:
@@ -91,7 +95,15 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             summary.setdefault(key, {}).setdefault(pair, {})[mode] = entry[key]
             summary["problems"] += [f"{pair} ({mode}) {key} {c}: {r['error']}" for c, r in entry[key].items()
                                     if "error" in r]
-        summary["problems"] += [f"{pair} ({mode}) {p}" for rep, _ in members for p in rep.get("problems", [])]
+        # One benchmark split over calls asks, in all, for the rounds up to the furthest call's last one.
+        goal = max((rep.get("settings") or {}).get("first_round", 0) + rep.get("rounds_asked", 0) for rep, _ in members)
+        for rep, source in members:
+            short = rounds_short(rep)
+            made_up = short is not None and short in rep.get("problems", []) and entry["rounds"] >= goal
+            if made_up:
+                summary["made_up"].append(f"{pair} ({mode}) {source}: {short}; pooled: {entry['rounds']} rounds")
+            summary["problems"] += [f"{pair} ({mode}) {p}" for p in rep.get("problems", [])
+                                    if not (made_up and p == short)]
         summary["pairs"].setdefault(pair, {})[mode] = entry
     return summary
 
@@ -180,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                                       for c, r in ratios.items())
                     print(f"{key} {pair} ({mode}) output tok/s: {cells}")
         print(f"{len(summary['problems'])} problems" + "".join(f"\n  {p}" for p in summary["problems"][:20]))
+        for line in summary["made_up"]:
+            print(f"made up by pooling: {line}")
     return 0 if not summary["problems"] else 1
 
 

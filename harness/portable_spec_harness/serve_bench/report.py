@@ -141,12 +141,20 @@ def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> 
         reading["split"] = split(reading.get("clock"), reading.get("profile"))
         if "error" in reading["split"]:
             problems.append(f"phase clock {variant}: {reading['split']['error']}")
-    if record.get("rounds_done", 0) < record.get("rounds_asked", 0):
-        problems.append(f"{record['rounds_done']} of {record['rounds_asked']} rounds ran "
-                        f"({record.get('stopped_because') or 'stopped'})")
+    if short := rounds_short(record):
+        problems.append(short)
     record["problems"] = problems
     record["status"] = "complete" if not problems else "incomplete"
     return record
+
+
+def rounds_short(record: dict[str, Any]) -> str | None:
+    """The problem a report has when fewer rounds ran than it asked for (None when every round ran); a summary that
+    pools the rest from another call reads the same sentence back (``combine``)."""
+    if record.get("rounds_done", 0) >= record.get("rounds_asked", 0):
+        return None
+    return (f"{record['rounds_done']} of {record['rounds_asked']} rounds ran "
+            f"({record.get('stopped_because') or 'stopped'})")
 
 
 def tensor_parallel_size(report: dict[str, Any]) -> int:
