@@ -4,6 +4,7 @@ finished (MRV2's request states as boot left them), and the hook around vLLM's `
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import types
 
@@ -70,9 +71,10 @@ def test_a_kv_cache_too_small_for_any_round_plans_nothing_and_says_what_is_left(
 
 
 def schedule(lim=None, vocab=1000):
-    lim = lim or limits()
-    rounds, _ = plan.plan_rounds(lim, SamplingLimits())
-    return rounds, warmup_schedule(rounds, lim, vocab, True, sampler=plan.request_sampling,
+    """The installed vLLM's plan (0.26.0's or 0.33.0's model) as its scheduler outputs."""
+    lim, installed = lim or limits(), mrv2_warmup.plan_module()
+    rounds, _ = installed.plan_rounds(lim, SamplingLimits())
+    return rounds, warmup_schedule(rounds, lim, vocab, True, sampler=installed.request_sampling,
                                    req_prefix=mrv2_warmup.REQ_PREFIX)
 
 
@@ -83,8 +85,12 @@ def test_the_scheduler_outputs_are_valid_and_finish_every_request():
     held: dict[str, set[int]] = {}  # block ids per live request: never two live requests on one id
     used_blocks: set[int] = set()
     kinds = set()
+    named = 0  # every attribute the warm-up sets is a field of vLLM's class (none dropped or renamed under us)
     for out in outputs:
         assert isinstance(out, SchedulerOutput)
+        for obj in (out, out.scheduled_cached_reqs, *out.scheduled_new_reqs):
+            assert set(vars(obj)) <= {f.name for f in dataclasses.fields(obj)}
+            named += 1
         for req_id in out.finished_req_ids:
             del live[req_id], held[req_id]
         for new in out.scheduled_new_reqs:
@@ -115,18 +121,28 @@ def test_the_scheduler_outputs_are_valid_and_finish_every_request():
         assert out.total_num_scheduled_tokens == sum(out.num_scheduled_tokens.values())
         assert out.num_common_prefix_blocks == [0]
     assert not live, "every warm-up request is finished by the last step"
+    assert named > 2 * len(outputs)
     assert min(used_blocks) == 1 and max(used_blocks) <= lim.free_blocks  # 0 is the null block
-    # min-p with and without logprobs, top-p alone, top-k with logprobs, top-k with top-p; seeded and not.
-    assert {(True, False, False, True, False, True), (True, False, False, True, True, True),
-            (True, False, True, False, False, True), (True, False, True, False, False, False),
-            (True, True, False, False, True, True), (True, True, True, False, False, True)} <= kinds
+    # (sampled, top-k, top-p, min-p, logprobs, seeded): 0.26.0's plan: min-p with and without logprobs, top-p alone,
+    # top-k with logprobs, top-k with top-p, seeded and not; 0.33.0's: greedy with logprobs, temperature with
+    # logprobs, top-k, top-p and top-k with top-p alone, min-p, seeded and not.
+    assert version_gate.pick({
+        "0.26.0": {(True, False, False, True, False, True), (True, False, False, True, True, True),
+                   (True, False, True, False, False, True), (True, False, True, False, False, False),
+                   (True, True, False, False, True, True), (True, True, True, False, False, True)},
+        "0.33.0": {(False, False, False, False, True, False),
+                   (True, False, False, False, True, True), (True, True, False, False, False, True),
+                   (True, False, True, False, False, True), (True, True, True, False, False, True),
+                   (True, False, False, True, False, True), (True, False, False, True, False, False)}}) <= kinds
+    assert len(kinds) >= 6
 
 
 class Mrv2Runner:
     """MRV2's runner as the warm-up sees it: request states added and removed as vLLM's ``add_requests`` and
     ``finish_requests`` do, a KV connector switch, the config parts the blockers read."""
 
-    def __init__(self, *, v2=True, spec=True, pp=1, dp=1, kv_transfer=None, num_blocks=4096):
+    def __init__(self, *, v2=True, spec=True, pp=1, dp=1, kv_transfer=None, num_blocks=4096, adaptive=False,
+                 sharded=False, watermark=False):
         parallel = types.SimpleNamespace(pipeline_parallel_size=pp, data_parallel_size=dp, enable_eplb=False)
         spec_cfg = types.SimpleNamespace(method="eagle3", rejection_sample_method="standard",
                                          draft_sample_method="greedy") if spec else None
@@ -139,6 +155,10 @@ class Mrv2Runner:
         self.model_config = types.SimpleNamespace(max_logprobs=20, get_vocab_size=lambda: 1000)
         self.max_num_reqs, self.max_model_len, self.num_speculative_steps = 64, 4096, 3 if spec else 0
         self.is_pooling_model, self.sampler = False, object()
+        # vLLM 0.33's runner parts the 0.33 plan does not model (absent on 0.26's runner: getattr reads None).
+        self.adaptive_verification = object() if adaptive else None
+        self.batch_sharder = object() if sharded else None
+        self.rejection_sampler = types.SimpleNamespace(watermark_key=7 if watermark else None)
         self.req_states = types.SimpleNamespace(req_id_to_index={})
         self.kv_connector = types.SimpleNamespace(disabled=[], set_disabled=lambda d: self.kv_connector.disabled.append(d))
         self.steps: list[SchedulerOutput] = []
@@ -170,9 +190,11 @@ def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog):
         order.append("vllm")
         assert not model_runner.req_states.req_id_to_index
 
-    hooked = mrv2_warmup.with_sampled_rounds(vllms_warmup)
+    hooked, zeroed = mrv2_warmup.with_sampled_rounds(vllms_warmup), []
+    runner.kv_block_zeroer = types.SimpleNamespace(zero_block_ids=zeroed.append)  # vLLM 0.33's runner has one
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         hooked(runner, runner.execute_model, runner.sample_tokens)
+    assert zeroed == [[0]]
     stats = runner.portable_spec_sampled_warmup
     assert order == ["vllm"] and stats["steps"] == len(runner.steps) > 2 and not stats["uncovered"]
     assert runner.sampled == sum(1 for s in runner.steps if s.total_num_scheduled_tokens)
@@ -226,6 +248,9 @@ def test_a_request_live_before_it_skips_the_warm_up_with_one_warning(caplog):
 
 
 @pytest.mark.parametrize("kwargs,reason", [
+    (dict(adaptive=True), "adaptive verification"),
+    (dict(sharded=True), "batch-sharded sampling"),
+    (dict(watermark=True), "watermarking"),
     (dict(v2=False), "not Model Runner V2"),
     (dict(spec=False), "no speculative decoding"),
     (dict(pp=2), "pipeline parallel"),
@@ -267,3 +292,9 @@ def test_the_worker_swaps_warmup_kernels_for_the_one_call_under_mrv2(monkeypatch
     assert worker.compile_or_warm_up_model() == "times"
     assert seen[0] is not original and seen[0].__name__ == "warmup_kernels" and seen[1] is original
     assert module.warmup_kernels is original
+
+
+def test_the_version_span_runs_this_module():
+    from version_span import MODULES
+
+    assert {"test_mrv2_warmup.py", "test_mrv2_sampling_plan_033.py"} <= set(MODULES)

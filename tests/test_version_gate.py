@@ -38,7 +38,7 @@ def test_pick_takes_the_newest_key_at_or_below_the_version():
 def test_each_feature_exists_where_the_lane_found_it():
     expected = {"v1_full_drafter": (True, True, False), "kernel_substitutes_cuda": (True, True, False),
                 "planner_mirrors_vllm_sizes": (True, True, False),
-                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, False),
+                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, True),
                 "mrv2_standalone_graphs": (False, False, True)}
     assert set(expected) == set(version_gate.FEATURES)
     for name, verdicts in expected.items():
@@ -89,11 +89,20 @@ def test_the_installed_vllm_is_one_the_lane_checks():
 
 
 def test_a_moved_census_target_is_looked_up_where_each_version_has_it():
-    (entry,) = [d for d in CENSUS if d.moved]
-    (old, since, new), = entry.moved
-    assert old in entry.targets_on(V26) and old in entry.targets_on(V28)
-    assert new in entry.targets_on(V33) and old not in entry.targets_on(V33)
-    assert since == "0.33.0"
+    moved = [d for d in CENSUS if d.moved]
+    assert len(moved) == 2  # validate_environ; the MRV2 worker's warm-up body (_compile_or_warm_up_model on 0.33)
+    for entry in moved:
+        (old, since, new), = entry.moved
+        assert old in entry.targets_on(V26) and old in entry.targets_on(V28)
+        assert new in entry.targets_on(V33) and old not in entry.targets_on(V33)
+        assert since == "0.33.0"
+
+
+def test_a_feature_with_a_gap_is_absent_inside_it_only():
+    """``mrv2_sampled_warmup``: derived for vLLM 0.26 and 0.33, not for the versions between."""
+    verdicts = [version_gate.has("mrv2_sampled_warmup", v)
+                for v in ((0, 26, 0), (0, 26, 9), (0, 27, 0), V28, (0, 32, 9), V33, (0, 33, 5), (0, 34, 0))]
+    assert verdicts == [True, True, False, False, False, True, True, False]
 
 
 def test_v1_drafter_entries_do_not_apply_where_the_feature_is_absent():

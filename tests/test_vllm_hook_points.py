@@ -61,12 +61,74 @@ def test_mrv2_worker_calls_warmup_kernels_by_module_lookup():
     from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 
     assert module.warmup_kernels is warmup.warmup_kernels
-    source = inspect.getsource(module.Worker.compile_or_warm_up_model)
-    call = "warmup_kernels(self.model_runner, self.execute_model, self.sample_tokens)"
-    assert call in source and source.index(call) < source.index("activate_jit_monitor(")
+    # 0.33: compile_or_warm_up_model runs _compile_or_warm_up_model (inside EPLB's suppress), which holds the call.
+    body, monitor = version_gate.pick({"0.26.0": ("compile_or_warm_up_model", "activate_jit_monitor("),
+                                       "0.33.0": ("_compile_or_warm_up_model", "self._maybe_activate_jit_monitor()")})
+    if body != "compile_or_warm_up_model":
+        assert f"return self.{body}()" in inspect.getsource(module.Worker.compile_or_warm_up_model)
+    source = "".join(inspect.getsource(getattr(module.Worker, body)).split())  # 0.33 breaks the call over lines
+    call = "warmup_kernels(self.model_runner,self.execute_model,self.sample_tokens)"
+    assert call in source and source.index(call) < source.index(monitor)
+    if body != "compile_or_warm_up_model":  # 0.33 zeroes the null block after its warm-up; ours does the same after
+        assert "model_runner.kv_block_zeroer.zero_block_ids([0])" in inspect.getsource(warmup._warmup_kernels)
     init = inspect.getsource(GPUModelRunner.__init__)
     assert "self.num_speculative_steps" in init and "self.kv_connector" in inspect.getsource(GPUModelRunner)
     assert "self._remove_request(req_id)" in inspect.getsource(GPUModelRunner.finish_requests)
+
+
+def test_mrv2_033_sampling_kernels_vary_as_the_sampled_warm_up_models_them():
+    """``mrv2_sampling_plan_033``'s facts, each in vLLM 0.33.0's source: what a kernel specializes on, when the logits
+    are FP32, when the main sampler leaves Triton, where the rejection sampler runs, which kernels vLLM's registry
+    warms, and the set of kernels each sampling path launches (a new one fails here, not at a first request)."""
+    import re
+
+    plan = version_gate.pick({"0.26.0": None, "0.33.0": "0.33"})
+    if plan is None or not version_gate.has("mrv2_sampled_warmup"):
+        pytest.skip("the 0.33 MRV2 sampling plan is held to vLLM 0.33.0 only")
+    from vllm.config.model import PROCESSED_LOGPROBS_MODES
+    from vllm.v1.sample.ops import topk_topp_triton
+    from vllm.v1.worker.gpu import warmup
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu.sample import gumbel, logprob, min_p, sampler, states
+    from vllm.v1.worker.gpu.spec_decode import rejection_sampler, rejection_sampler_utils
+
+    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as model
+
+    def src(obj) -> str:
+        return "".join(inspect.getsource(obj).split())
+
+    def launched(obj) -> set[str]:
+        return set(re.findall(r"(_\w+_kernel)\[", src(obj)))
+
+    checks = [
+        (set(PROCESSED_LOGPROBS_MODES), set(model.PROCESSED_MODES)),
+        (logprob._MAX_TOPK_BLOCK, model.MAX_TOPK_BLOCK),
+        ("topk_block_size=min(triton.next_power_of_2(num_logprobs),_MAX_TOPK_BLOCK)" in src(logprob), True),
+        ('@triton.jit(do_not_specialize_on_alignment=["BATCH_SIZE"])def_topk_topp_kernel(' in src(topk_topp_triton),
+         True),
+        ("k_ptriftopk_enabledelseNone,p_ptriftopp_enabledelseNone," in src(topk_topp_triton), True),
+        ("logits=torch.empty_like(logits,dtype=torch.float32).copy_(logits)"
+         in src(sampler.Sampler.apply_sampling_params), True),
+        ("returntemperature!=0.0and(temperature!=1.0ormin_p!=0.0ortop_k!=self.vocab_sizeortop_p!=1.0)"
+         in src(states.SamplingStates.add_request), True),
+        ("orself.sampling_states.any_greedy(idx_mapping_np)orself.sampling_states.any_explicit_seed(idx_mapping_np)"
+         in src(sampler.Sampler.sample), True),
+        ("apply_temperature=False,is_drafting=False," in src(sampler.Sampler._sample_random), True),
+        ("elifinput_batch.num_draft_tokens==0orself.rejection_samplerisNone:" in src(GPUModelRunner.sample), True),
+        ("current_platform.is_rocm()or(current_platform.is_cuda()andself.speculative_configisnotNone)"
+         in src(GPUModelRunner), True),
+        ("SamplingParams(temperature=0)ifgreedyelseSamplingParams.for_sampler_warmup()" in src(warmup), True),
+        (launched(gumbel), {model.TEMPERATURE, model.GUMBEL}),
+        (launched(min_p), {model.MIN_P}),
+        (launched(logprob.compute_token_logprobs) | launched(logprob.compute_topk_scores),
+         {model.LOG_SOFTMAX, model.RANKS, "_fill_logprob_token_ids_kernel"}),  # logprob_token_ids: not modeled
+        (launched(rejection_sampler), {model.FLATTEN, model.GATHER}),
+        (launched(rejection_sampler_utils.rejection_sample), {
+            model.STATS, model.CUMULATIVE, model.RESIDUAL, model.REJECTION, model.RESAMPLE,
+            "_insert_resampled_kernel"}),  # no logits, no varying integer: vLLM's warm-up compiles its one variant
+    ]
+    wrong = [(i, found, expected) for i, (found, expected) in enumerate(checks) if found != expected]
+    assert len(checks) == 17 and not wrong
 
 
 def test_v1_runner_builds_its_drafter_by_module_lookup_and_has_capture_model():

@@ -117,7 +117,7 @@ def round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits) -> frozense
     return frozenset(keys)
 
 
-def _candidates(limits: Limits, profiles: tuple[str, ...]) -> list[Round]:
+def candidates(limits: Limits, profiles: tuple[str, ...]) -> list[Round]:
     """Rounds worth considering: each profile at 1..16 verifying requests (prompts of K+2 tokens, longer than a
     verify query), the mixed one with a request joining."""
     prompt, out = limits.k + 2, []
@@ -136,5 +136,5 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, profiles: tuple[str, .
     """Rounds covering ``reachable_keys`` (greedy choice: the candidate adding the most keys, the smallest batch on
     a tie), and the keys left uncovered. ``profiles`` narrows the candidates (tests drop one to see a key left)."""
     goal = reachable_keys(limits, sampling)
-    return greedy_cover([(rnd, round_keys(rnd, limits, sampling) & goal) for rnd in _candidates(limits, profiles)],
+    return greedy_cover([(rnd, round_keys(rnd, limits, sampling) & goal) for rnd in candidates(limits, profiles)],
                         goal)

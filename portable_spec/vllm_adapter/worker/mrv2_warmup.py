@@ -1,5 +1,6 @@
 """Boot-time sampled warm-up under Model Runner V2 (our platforms only): after MRV2's own ``warmup_kernels`` (one
-batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan``) run through the worker's
+batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan`` on vLLM 0.26,
+``mrv2_sampling_plan_033`` on 0.33: ``plan_module``) run through the worker's
 ``execute_model`` / ``sample_tokens``, so that no Triton kernel of MRV2's sampler or rejection sampler compiles at
 the first sampled request, before vLLM activates its JIT monitor.
 
@@ -13,8 +14,10 @@ out; the KV connector is disabled for the steps (as MRV2's warm-up does), and th
 so MRV2's request states (``req_states``: the runner removes a finished request from its sampler, block tables and
 model state) are empty again; the warm-up checks that and fails loudly otherwise. Blockers: the V1 warm-up's
 (``kernel_warmup.engine_blockers``: ``PORTABLE_SPEC_WARMUP=off``, pipeline/data parallel, KV/EC transfer, EPLB, ...),
-no speculative decoding, KV-cache groups it does not allocate for, and a vLLM whose MRV2 this was not derived from
-(``version_gate``: ``mrv2_sampled_warmup``). One log line says what ran or why not.
+no speculative decoding, KV-cache groups it does not allocate for, what the 0.33 plan does not model (adaptive
+verification, which vLLM's warm-up switches off and calibrates after it; batch-sharded sampling; watermarking), and a
+vLLM whose MRV2 this was not derived from (``version_gate``: ``mrv2_sampled_warmup``). One log line says what ran or
+why not.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import torch
 
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker import mrv2_sampling_plan
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_033
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
     counted_triton_compiles, engine_blockers, run_steps, sampling_limits, unwarmable_groups, warmup_schedule,
 )
@@ -50,6 +53,9 @@ def mrv2_blockers(runner: Any) -> list[str]:
          "no speculative decoding (its rounds verify drafts)"),
         (getattr(runner, "sampler", None) is None, "no sampler on this rank"),
         (bool(odd), f"KV-cache groups the warm-up does not allocate for ({', '.join(odd)})"),
+        (getattr(runner, "adaptive_verification", None) is not None, "adaptive verification"),
+        (getattr(runner, "batch_sharder", None) is not None, "batch-sharded sampling"),
+        (getattr(getattr(runner, "rejection_sampler", None), "watermark_key", None) is not None, "watermarking"),
     ]
     return [reason for blocked, reason in checks if blocked]
 
@@ -62,6 +68,11 @@ def mrv2_limits(runner: Any) -> Limits:
                   k=runner.num_speculative_steps, dflash=getattr(spec, "method", "") == "dflash",
                   block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),
                   free_blocks=kv.num_blocks - 1)
+
+
+def plan_module() -> Any:
+    """The kernel model of the installed vLLM's MRV2 sampler (the gate keeps the versions between them out)."""
+    return version_gate.pick({"0.26.0": mrv2_sampling_plan, "0.33.0": mrv2_sampling_plan_033})
 
 
 def live_requests(runner: Any) -> int:
@@ -86,8 +97,8 @@ def run_sampled_rounds(runner: Any, execute_model: Callable[[Any], Any],
 
 
 def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callable[[Any], Any]) -> dict[str, Any]:
-    limits, sampling = mrv2_limits(runner), sampling_limits(runner)
-    rounds, uncovered = mrv2_sampling_plan.plan_rounds(limits, sampling)
+    limits, sampling, plan = mrv2_limits(runner), sampling_limits(runner), plan_module()
+    rounds, uncovered = plan.plan_rounds(limits, sampling)
     left = f"; {len(uncovered)} kernel variants left to the first requests: {sorted(map(str, uncovered))}" \
         if uncovered else ""
     if not rounds:
@@ -98,7 +109,7 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
         logger.warning("%s skipped: %d requests live before it", LOG_PREFIX, live_requests(runner))
         return {"skipped": ["requests live before the warm-up"]}
     outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size(), sampling.logprobs,
-                              sampler=mrv2_sampling_plan.request_sampling, req_prefix=REQ_PREFIX)
+                              sampler=plan.request_sampling, req_prefix=REQ_PREFIX)
     started = time.perf_counter()
     runner.kv_connector.set_disabled(True)
     try:
@@ -106,6 +117,8 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
             run_steps(outputs, execute_model, sample_tokens, LOG_PREFIX)
     finally:
         runner.kv_connector.set_disabled(False)
+    if (zeroer := getattr(runner, "kv_block_zeroer", None)) is not None:
+        zeroer.zero_block_ids([0])  # the null block as vLLM 0.33's warm-up leaves it (v1/worker/gpu/warmup.py:475)
     seconds = time.perf_counter() - started
     if live_requests(runner):
         raise RuntimeError(f"{LOG_PREFIX}: {live_requests(runner)} warm-up requests left in the runner")

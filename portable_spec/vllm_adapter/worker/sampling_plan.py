@@ -139,6 +139,9 @@ class SamplingLimits:
 
     probabilistic_drafts: bool = False  # rejection 'standard' with draft_sample_method 'probabilistic'
     logprobs: bool = True  # the engine accepts logprobs (max_logprobs != 0)
+    max_logprobs: int = 20  # the most a request may ask (-1: any); Model Runner V2's 0.33 plan
+    logprobs_mode: str = "raw_logprobs"  # which logits logprobs are computed on; Model Runner V2's 0.33 plan
+    block_verification: bool = False  # rejection_sample_method 'block'; Model Runner V2's 0.33 plan
 
 
 def max_rows(limits: Limits) -> int:
