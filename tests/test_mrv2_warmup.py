@@ -214,9 +214,10 @@ def test_a_request_left_in_the_runner_fails_loudly():
     assert runner.kv_connector.disabled == [True, False]
 
 
-def test_a_failing_step_logs_the_v1_warm_ups_one_error_line_and_raises(caplog):
+def test_a_failing_step_is_named_and_the_engine_boots_on_with_its_requests_finished(caplog):
     """The step loop is the V1 warm-up's (``kernel_warmup.run_steps``): the step that failed and the switch that boots
-    without the warm-up, in one line, then vLLM's error; the KV connector is enabled again."""
+    without the warm-up, in one line; then every warm-up request still in the runner is finished (one clean-up step,
+    as vLLM's warm-up ends) and the engine boots as vLLM would, with one warning; the KV connector is enabled again."""
     runner = Mrv2Runner()
 
     def sample_tokens(grammar):
@@ -225,15 +226,41 @@ def test_a_failing_step_logs_the_v1_warm_ups_one_error_line_and_raises(caplog):
         runner.sampled += 1
 
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
-        with pytest.raises(ValueError, match="a sampler kernel failed"):
-            mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, sample_tokens)
+        stats = mrv2_warmup.run_sampled_rounds(runner, runner.execute_model, sample_tokens)
     clean = Mrv2Runner()
-    total, failed = mrv2_warmup.run_sampled_rounds(clean, clean.execute_model, clean.sample_tokens)["steps"], \
-        len(runner.steps)
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert [r.getMessage() for r in errors] == [
+    total = mrv2_warmup.run_sampled_rounds(clean, clean.execute_model, clean.sample_tokens)["steps"]
+    failed = len(runner.steps) - 1  # the last step is the clean-up
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == [
         f"{mrv2_warmup.LOG_PREFIX} failed at step {failed} of {total}; PORTABLE_SPEC_WARMUP=off boots without it"]
+    cleanup = runner.steps[-1]
+    assert cleanup.total_num_scheduled_tokens == 0 and cleanup.finished_req_ids
+    assert all(r.startswith(mrv2_warmup.REQ_PREFIX) for r in cleanup.finished_req_ids)
+    assert mrv2_warmup.live_requests(runner) == 0 and stats["finished_after_error"] == len(cleanup.finished_req_ids)
+    assert stats["skipped"] == ["error: ValueError: a sampler kernel failed"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "the engine boots as vLLM would" in warnings[0]
     assert 1 < failed < total and runner.kv_connector.disabled == [True, False]
+
+
+def test_a_failed_step_whose_requests_cannot_be_finished_raises_its_error():
+    """Where the clean-up leaves a warm-up request behind, the engine must not serve beside it: the step's error."""
+    runner = Mrv2Runner()
+    finish = runner.execute_model
+
+    def execute_model(out):
+        if out.total_num_scheduled_tokens == 0 and out.finished_req_ids and not out.scheduled_new_reqs:
+            return "empty"  # a runner that ignores the clean-up
+        return finish(out)
+
+    def sample_tokens(grammar):
+        if runner.sampled == 2:
+            raise ValueError("a sampler kernel failed")
+        runner.sampled += 1
+
+    with pytest.raises(ValueError, match="a sampler kernel failed"):
+        mrv2_warmup.run_sampled_rounds(runner, execute_model, sample_tokens)
+    assert mrv2_warmup.live_requests(runner) > 0
 
 
 def test_a_request_live_before_it_skips_the_warm_up_with_one_warning(caplog):

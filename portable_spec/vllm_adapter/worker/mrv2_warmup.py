@@ -8,7 +8,9 @@ the first sampled request, before vLLM activates its JIT monitor.
 ``with_sampled_rounds(original)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's warm-up
 first, unchanged. The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
 ``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), run by ``kernel_warmup.run_steps`` as for the V1
-runner (a failing step: the same one line naming it and ``PORTABLE_SPEC_WARMUP=off``, then the error).
+runner (a failing step: the same one line naming it and ``PORTABLE_SPEC_WARMUP=off``). Then, as our layer never
+stops an engine vLLM would boot, the warm-up's requests are finished and the engine boots on with one warning; only
+where that clean-up fails, or leaves a request behind, the step's error is raised.
 Exact by construction: no request exists at boot, the KV blocks written are ids from 1 the scheduler has not handed
 out; the KV connector is disabled for the steps (as MRV2's warm-up does), and the last step finishes every request,
 so MRV2's request states (``req_states``: the runner removes a finished request from its sampler, block tables and
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from vllm.v1.core.sched.output import SchedulerOutput
 
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_033
@@ -115,6 +118,8 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
     try:
         with counted_triton_compiles() as compiles:
             run_steps(outputs, execute_model, sample_tokens, LOG_PREFIX)
+    except Exception as exc:
+        return _recovered(runner, execute_model, exc)
     finally:
         runner.kv_connector.set_disabled(False)
     if (zeroer := getattr(runner, "kv_block_zeroer", None)) is not None:
@@ -131,6 +136,28 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
                ",".join(map(str, stats["num_reqs"])), limits.k, seconds, sum(compiles.values()),
                ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", left)
     return stats
+
+
+def _recovered(runner: Any, execute_model: Callable[[Any], Any], exc: Exception) -> dict[str, Any]:
+    """After a failed step (``run_steps`` logged which): finish every warm-up request still in the runner, as vLLM's
+    own warm-up ends (a step whose only content is ``finished_req_ids``), and boot on as vLLM would have, with one
+    warning; the engine's first sampled requests may then compile. Raises the step's error where that cannot be made
+    clean (the clean-up fails, or requests are left): our warm-up never leaves its requests in a serving engine."""
+    left = [req_id for req_id in runner.req_states.req_id_to_index if str(req_id).startswith(REQ_PREFIX)]
+    try:
+        cleanup = SchedulerOutput.make_empty()
+        cleanup.finished_req_ids = set(left)
+        execute_model(cleanup)
+        if torch.accelerator.is_available():
+            torch.accelerator.synchronize()
+    except Exception as cleanup_error:
+        raise exc from cleanup_error
+    if live_requests(runner):
+        raise exc
+    reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    logger.warning("%s stopped (%s); its %d requests finished, the engine boots as vLLM would and its first sampled "
+                   "requests may compile sampling kernels", LOG_PREFIX, reason, len(left))
+    return {"skipped": [f"error: {reason}"], "finished_after_error": len(left)}
 
 
 def with_sampled_rounds(original: Callable[..., Any]) -> Callable[..., Any]:
