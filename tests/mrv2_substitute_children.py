@@ -4,12 +4,16 @@ our MUSA substitutes bound, outputs compared bit for bit; ``ptx_identity`` (run 
 some of them for sm_90 instead and compares the PTX.
 
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a CPU-importable vLLM platform and
-turns it back on, so the objects compared are vLLM's real kernels. With ``--mutant`` each substitute is replaced by a
-deliberately wrong one (derived entries get one more rewrite that shifts the first random draw's offset, or in a
-function that draws none flips the first comparison, or in the staged write gives the masked load another
-``other``; ``_load_ptr`` points one element further), so the comparison must report differences.
+turns it back on, so the objects compared are vLLM's real kernels. A name asked for as ``NAME:mutant`` also runs its
+cases with each substitute replaced by a deliberately wrong one (derived entries get one more rewrite that shifts
+the first random draw's offset, or in a function that draws none flips the first comparison, or in the staged write
+gives the masked load another ``other``; ``_load_ptr`` points one element further), so the comparison must report
+differences. Asked for both ways in one process, a child runs vLLM's kernels once per case and compares both bound
+runs with that one output (the shipped run is the same computation either way: same cases, same seeds).
 
-    python mrv2_substitute_children.py NAME... [--mutant]
+    python mrv2_substitute_children.py NAME[:mutant]...
+
+prints ``{NAME: {"cases": ...}, "NAME:mutant": {"cases": ...}}`` for what was asked.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # no
 MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
                     "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32",
                     "_update_committed_marker_cache_kernel", "gumbel_noised_argmax")
-MUTANT = "--mutant" in sys.argv
+MODES: tuple[str, ...] = ("substituted",)
+"""What the running child compares vLLM's output with: its substitutes (``substituted``), the mutants (``mutant``)."""
 
 
 @triton.jit
@@ -118,8 +123,8 @@ MUTATIONS = {"_apply_write_kernel": "mutate-other", "_mulhilo32": "mutate-produc
 (flipping the staged write's content mask writes past its table); every other derived entry gets ``mutate``."""
 
 
-def _substitutions() -> tuple:
-    if not MUTANT:
+def _substitutions(mutant: bool = False) -> tuple:
+    if not mutant:
         return SUBSTITUTIONS
     REWRITES.update({"mutate": _mutate, "mutate-other": _mutate_other, "mutate-product": _mutate_product})
     subs = []
@@ -143,13 +148,16 @@ def _compare(run, case: dict, summary=None) -> dict:
     """``run(**case)`` -> tuple of tensors, as vLLM ships the kernels and with our substitutes bound; ``summary``
     of vLLM's outputs says what the case exercised."""
     shipped = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
-    try:
-        bound = registry.install_substitutions("musa", _substitutions(), pick=version_gate.pick)
-        subbed = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
-    finally:
-        registry.uninstall()
-    return {"equal": all(torch.equal(_bits(a), _bits(b)) for a, b in zip(shipped, subbed)),
-            "outputs": len(shipped), "bound": len(bound), **(summary(*shipped) if summary else {})}
+    out = {}
+    for mode in MODES:
+        try:
+            bound = registry.install_substitutions("musa", _substitutions(mode == "mutant"), pick=version_gate.pick)
+            subbed = [t.clone() for t in run(**{k: v.clone() if torch.is_tensor(v) else v for k, v in case.items()})]
+        finally:
+            registry.uninstall()
+        out[mode] = {"equal": all(torch.equal(_bits(a), _bits(b)) for a, b in zip(shipped, subbed)),
+                     "outputs": len(shipped), "bound": len(bound), **(summary(*shipped) if summary else {})}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ penalties
@@ -630,23 +638,48 @@ def ptx_identity() -> dict:
     from portable_spec.kernels.triton_compile import compile_for_target
     from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
-    rand = tuple(s for s in _substitutions() if s.name.split(":")[0] == "tl_rand32")
     out = {}
     for case in MRV2_KERNELS:
         name = case.key.removeprefix("mrv2/")
-        if case.attr == "_topk_topp_kernel":
-            shipped, _ = _ptx(case)
-            ours, bound = _ptx(case, _substitutions())
+        top = case.attr == "_topk_topp_kernel"
+        if not (top or case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]")):
+            continue
+        shipped, _ = _ptx(case)  # compiled once, compared with each mode's
+        extra = {}
+        if top:
             signed = _ptx_code(compile_for_target(first_run_kernel(topk_topp._topk_topp_kernel), case.signature,
                                                   case.constexprs).asm["ptx"])
-            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
-                         "int32_dividend_equal": signed == shipped}
-        elif case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]"):
-            shipped, _ = _ptx(case)
-            ours, bound = _ptx(case, rand)
-            out[name] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines())}
+            extra = {"int32_dividend_equal": signed == shipped}
+        out[name] = {}
+        for mode in MODES:
+            subs = _substitutions(mode == "mutant")
+            ours, bound = _ptx(case, subs if top else tuple(s for s in subs if s.name.split(":")[0] == "tl_rand32"))
+            out[name][mode] = {"equal": ours == shipped, "bound": bound, "ptx_lines": len(shipped.splitlines()),
+                               **extra}
     return {"cases": out}
 
 
+def _split(result: dict, modes: tuple[str, ...]) -> dict:
+    """A child's result, whose cases hold one comparison per mode, as one result per mode."""
+    if "cases" not in result:  # skipped: nothing compared either way
+        return {mode: result for mode in modes}
+    return {mode: {**result, "cases": {k: c[mode] for k, c in result["cases"].items()}} for mode in modes}
+
+
+def main(asked: list[str]) -> dict:
+    """Each child asked for once, in the modes asked for it (``NAME`` substituted, ``NAME:mutant`` the mutants)."""
+    global MODES
+    modes: dict[str, list[str]] = {}
+    for arg in asked:
+        name, _, mode = arg.partition(":")
+        modes.setdefault(name, []).append(mode or "substituted")
+    out = {}
+    for name, wanted in modes.items():
+        MODES = tuple(wanted)
+        for mode, result in _split(globals()[name](), MODES).items():
+            out[name if mode == "substituted" else f"{name}:{mode}"] = result
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps({name: globals()[name]() for name in sys.argv[1:] if not name.startswith("--")}))
+    print(json.dumps(main(sys.argv[1:])))

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -174,10 +175,14 @@ def test_target_greedy_is_the_rule_at_every_position(ctx, pair, dtype):
 
 def _decode_one(model, prompt, *, position=None, mask_out=()):
     """Prefill ``prompt[:-1]`` into a cache, then decode ``prompt[-1]`` at ``position`` (default: its own) with the
-    keys at ``mask_out`` hidden; returns the greedy token."""
+    keys at ``mask_out`` hidden; returns the greedy token. The prefill depends on neither: a prompt's is computed once
+    and each decode gets a copy of its cache (the decode appends to it)."""
     n = len(prompt) - 1
+    key = ("prefill", id(model), tuple(prompt[:-1]))
     with torch.no_grad():
-        cache = model(torch.tensor([prompt[:-1]]), use_cache=True).past_key_values
+        if key not in _CACHE:
+            _CACHE[key] = model(torch.tensor([prompt[:-1]]), use_cache=True).past_key_values
+        cache = copy.deepcopy(_CACHE[key])
         mask = torch.ones(1, n + 1, dtype=torch.long)
         for j in mask_out:
             mask[0, j] = 0

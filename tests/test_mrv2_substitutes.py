@@ -38,9 +38,10 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
 }
 
 
-def _children(*flags: str, names: tuple[str, ...] = CHILDREN, interpret: bool = True) -> dict:
-    """Run the children ``names`` in one process: under the Triton interpreter, or (``interpret=False``) with the
-    compiler only, which compiles for a GPU target without one."""
+def _children(*names: str, interpret: bool = True) -> dict:
+    """Run the children ``names`` (``NAME``: compared with the substitutes, ``NAME:mutant``: with broken ones) in one
+    process: under the Triton interpreter, or (``interpret=False``) with the compiler only, which compiles for a GPU
+    target without one."""
     require_interpreter()
     env = {**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stderr", "VLLM_PLUGINS": "",
            "PYTHONPATH": os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(__file__)),
@@ -48,25 +49,27 @@ def _children(*flags: str, names: tuple[str, ...] = CHILDREN, interpret: bool = 
     if not interpret:
         env.pop("TRITON_INTERPRET")
     proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "mrv2_substitute_children.py"),
-                           *names, *flags], capture_output=True, text=True, env=env, timeout=900)
+                           *names], capture_output=True, text=True, env=env, timeout=900)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1])
 
 
 class _Runs(dict):
-    """Each child's result. The first test that asks runs, in one process, its child and every child the session's
-    selected tests of this module will read (``planned``): one vLLM import (~9 s on the lane's machine) instead of
-    one per child, which made this the lane's slowest module. A test selected alone (``-k apply_write``) still runs
-    only the children it reads."""
+    """Each child's result (``NAME``: vLLM's kernels against the substitutes; ``NAME:mutant``: against broken
+    substitutes). The first test that asks runs, in one process, its child and every child the session's selected
+    tests of this module will read (``planned``): one vLLM import (~9 s on the lane's machine) instead of one per
+    child, which made this the lane's slowest module, and vLLM's own run of each case once for both comparisons (the
+    mutants had a process of their own, which ran vLLM's kernels on the same cases again). A test selected alone
+    (``-k apply_write``) still runs only the children it reads."""
 
-    def __init__(self, *flags: str, planned: tuple[str, ...] = ()) -> None:
+    def __init__(self, planned: tuple[str, ...] = ()) -> None:
         super().__init__()
-        self.flags, self.planned = flags, planned
+        self.planned = planned
 
     def __missing__(self, name: str) -> dict:
         names = tuple(dict.fromkeys((name, *(p for p in self.planned if p not in self))))
-        ran = _children(*self.flags, names=names)
+        ran = _children(*names)
         assert set(ran) == set(names), (names, sorted(ran))
         self.update(ran)
         return self[name]
@@ -83,33 +86,28 @@ CASES_READ = ("rejection_sample", "top_k_top_p", "block_tables", "staged_writes"
 """The children ``test_the_cases_exercise_what_the_substitutes_change`` reads."""
 
 
-def _planned(request, reads) -> tuple[str, ...]:
-    """The children this module's selected tests read (``reads(item)`` per test item), in ``CHILDREN``'s order."""
+def _planned(request) -> tuple[str, ...]:
+    """The results this module's selected tests read, in ``CHILDREN``'s order (a child's mutants after it)."""
     wanted = {name for item in request.session.items if getattr(item, "module", None) is request.module
-              for name in reads(item)}
-    return tuple(c for c in CHILDREN if c in wanted)
+              for name in _reads(item)}
+    return tuple(n for c in CHILDREN for n in (c, f"{c}:mutant") if n in wanted)
 
 
-def _reads_shipped(item) -> tuple[str, ...]:
+def _reads(item) -> tuple[str, ...]:
     if item.originalname == "test_the_substitutes_are_bitwise_vllms_kernels":
         return (item.callspec.params["child"],)
+    if item.originalname == "test_a_broken_substitute_is_caught":
+        return tuple(f"{c}:mutant" for c in COVERS[item.callspec.params["substitute"]])
+    if item.originalname == "test_the_thinking_budget_cases_scan_cold_and_warm_and_force_the_end_marker":
+        return ("thinking_budget",)
+    if item.originalname == "test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_walk":
+        return ("selector_walk",)
     return CASES_READ if item.originalname == "test_the_cases_exercise_what_the_substitutes_change" else ()
 
 
-def _reads_mutants(item) -> tuple[str, ...]:
-    if item.originalname == "test_a_broken_substitute_is_caught":
-        return COVERS[item.callspec.params["substitute"]]
-    return ()
-
-
 @pytest.fixture(scope="module")
-def shipped_vs_substituted(request) -> dict:
-    return _Runs(planned=_planned(request, _reads_shipped))
-
-
-@pytest.fixture(scope="module")
-def shipped_vs_mutants(request) -> dict:
-    return _Runs("--mutant", planned=_planned(request, _reads_mutants))
+def runs(request) -> dict:
+    return _Runs(planned=_planned(request))
 
 
 def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
@@ -117,58 +115,59 @@ def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
     sampling and the rejection kernel with ``tl_rand32`` rebound, are vLLM's PTX instruction for instruction: they
     cost no time and compute vLLM's bits. The check bites: the first H100 run's top-k/top-p form (the count cast to
     int32 before dividing) and broken substitutes compile to other code."""
-    cases = _children(names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    ptx = _children("ptx_identity", "ptx_identity:mutant", interpret=False)  # vLLM's PTX compiled once for both
+    cases = ptx["ptx_identity"]["cases"]
     top = {k: c for k, c in cases.items() if "_topk_topp_kernel" in k}
     rand = {k: c for k, c in cases.items() if "_topk_topp_kernel" not in k}
     assert len(top) == 3 and len(rand) == 4, cases
     assert all(c["equal"] and c["ptx_lines"] > 100 for c in cases.values()), cases
     assert all(c["bound"] >= 20 for c in top.values()) and all(c["bound"] == 2 for c in rand.values()), cases
     assert not any(c["int32_dividend_equal"] for c in top.values()), cases
-    mutants = _children("--mutant", names=("ptx_identity",), interpret=False)["ptx_identity"]["cases"]
+    mutants = ptx["ptx_identity:mutant"]["cases"]
     assert not all(c["equal"] for k, c in mutants.items() if k in top), mutants
     assert not any(c["equal"] for k, c in mutants.items() if k in rand), mutants
 
 
 @pytest.mark.parametrize("child", CHILDREN)
-def test_the_substitutes_are_bitwise_vllms_kernels(shipped_vs_substituted, child):
-    cases = shipped_vs_substituted.cases(child)
+def test_the_substitutes_are_bitwise_vllms_kernels(runs, child):
+    cases = runs.cases(child)
     assert len(cases) >= 3, cases
     assert all(c["equal"] and c["bound"] >= 20 for c in cases.values()), cases
 
 
-def test_the_cases_exercise_what_the_substitutes_change(shipped_vs_substituted):
+def test_the_cases_exercise_what_the_substitutes_change(runs):
     """Rejection sampling accepts and rejects drafts (greedy, probabilistic, block verification, fair coin flips at
     positions past 2**32); top-k/top-p masks (top-k only, top-p only, both); the block tables are padded and span
     two KV cache groups; the staged write reaches 512 writes (and, single-group, 200 writes of several content blocks
     each); the logprob token ids come from requests' own lists and
     from the top-k columns (none at all included), with padded columns masked."""
-    rejection = shipped_vs_substituted["rejection_sample"]["cases"]
+    rejection = runs["rejection_sample"]["cases"]
     assert sum(c["accepted"] for c in rejection.values()) > 10 and all(c["rejected_rows"] for c in rejection.values())
     assert {"reqs7_k3_vocab1024_draft_logits_block", "reqs12_k4_vocab1024_block"} <= set(rejection)
-    top = shipped_vs_substituted["top_k_top_p"]["cases"]
+    top = runs["top_k_top_p"]["cases"]
     assert all(c["newly_masked"] > 0 for c in top.values()) and {"_k_1", "_p_2"} <= {k[-4:] for k in top}
-    assert "reqs11_groups2" in shipped_vs_substituted["block_tables"]["cases"]
-    assert "reqs256_groups2" in shipped_vs_substituted["staged_writes"]["cases"]  # the GPU test's largest launch
-    assert "writes200_float32" in shipped_vs_substituted["apply_write"]["cases"]
-    logprob = shipped_vs_substituted["fill_logprob_token_ids"]["cases"]  # custom rows and top-k rows, padded columns
+    assert "reqs11_groups2" in runs["block_tables"]["cases"]
+    assert "reqs256_groups2" in runs["staged_writes"]["cases"]  # the GPU test's largest launch
+    assert "writes200_float32" in runs["apply_write"]["cases"]
+    logprob = runs["fill_logprob_token_ids"]["cases"]  # custom rows and top-k rows, padded columns
     assert all(c["valid"] > 0 and c["masked"] > 0 for c in logprob.values()), logprob
     assert any("_topk0_" in k for k in logprob) and any("-0" in k for k in logprob), logprob
     coin_flips = rejection["coin_flips_pos_past_2**32"]  # every acceptance decided by a draw past 2**32
     assert coin_flips["accepted"] > 5 and coin_flips["rejected_rows"] > 5, coin_flips
 
 
-def test_the_thinking_budget_cases_scan_cold_and_warm_and_force_the_end_marker(shipped_vs_substituted):
+def test_the_thinking_budget_cases_scan_cold_and_warm_and_force_the_end_marker(runs):
     """vLLM >= 0.28: the marker scan runs from an empty cache and from a cached position, finds markers, and budgets
     run out (the forcing kernel writes the end marker's logit) while others do not."""
-    cases = shipped_vs_substituted.cases("thinking_budget")
+    cases = runs.cases("thinking_budget")
     assert all(c["forced"] > 0 and c["found"] > 0 and c["not_forced"] > 0 for c in cases.values()), cases
 
 
-def test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_walk(shipped_vs_substituted):
+def test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_walk(runs):
     """vLLM >= 0.28: DFlash2's selector walk (greedy; probabilistic with some requests at temperature 0; fp32 and fp64
     Gumbel) compares elements in every case, and each probabilistic walk draws tokens the greedy walk does not (the
     helper's noise branch is exercised, not only its temperature-0 path)."""
-    cases = shipped_vs_substituted.cases("selector_walk")
+    cases = runs.cases("selector_walk")
     assert all(c["compared"] > 0 for c in cases.values()), cases
     probabilistic = [c for name, c in cases.items() if "probabilistic" in name]
     assert len(probabilistic) == 3 and all(c["noise_moved"] > 0 for c in probabilistic), cases
@@ -176,10 +175,10 @@ def test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_
 
 
 @pytest.mark.parametrize("substitute", sorted(COVERS))
-def test_a_broken_substitute_is_caught(shipped_vs_mutants, substitute):
+def test_a_broken_substitute_is_caught(runs, substitute):
     """Each child with the substitutes it covers broken reports at least one case that differs from vLLM."""
     for child in COVERS[substitute]:
-        cases = shipped_vs_mutants.cases(child)
+        cases = runs.cases(f"{child}:mutant")
         assert not all(c["equal"] for c in cases.values()), (substitute, child, cases)
 
 

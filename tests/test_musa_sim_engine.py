@@ -86,12 +86,8 @@ def test_a_simulation_without_its_plugin_fails_in_one_line_instead_of_running_cu
     assert "portable_spec_musa_sim" in problem and "unset PORTABLE_SPEC_SIM_DEVICE" in problem
 
 
-def test_vllms_resolver_activates_the_simulation_plugin_alone(sim_env):
-    proc = run_python("""
-        import sys, vllm.platforms
-        cp = vllm.platforms.current_platform
-        print("CLASS", type(cp).__module__ + "." + type(cp).__qualname__, cp.label())
-    """, sim_env)
+def test_vllms_resolver_activates_the_simulation_plugin_alone(sim_engine):
+    proc = sim_engine  # its first lines: vLLM's resolver, before anything else of vLLM's runs
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["CLASS"] == f"{SIM_QUALNAME} musa-sim"
     assert "Platform plugin portable_spec_musa_sim is activated" in proc.stdout + proc.stderr
@@ -180,13 +176,20 @@ def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_proces
     assert tagged(proc.stdout)["ALIASED"] == aliased
 
 
-def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
-    """Real ``EngineArgs.create_engine_config`` in a process switched by the environment: MusaWorker, the MUSA plan
-    with its 1900 budget and block-aligned DFlash sizes, CUDA tensors, TRITON_ATTN from the MUSA rows (logged)."""
+@pytest.fixture(scope="module")
+def sim_engine(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One process switched onto the simulation by the environment: vLLM's resolver picks the platform (``CLASS``),
+    then a real ``EngineArgs.create_engine_config`` (the tests of both read it). The two were two processes with the
+    same environment, each importing vLLM (~10 s or more on the lane's machine)."""
+    tmp_path = tmp_path_factory.mktemp("sim_engine")
+    sim_env = musa_sim_plugin.plugin_env(tmp_path / "plugin", environ={})
     models = {name: model_dir(tmp_path, name, cfg) for name, cfg in
               (("qwen3", QWEN3), ("dflash", DFLASH))}
-    proc = run_python(f"""
-        import torch, vllm.platforms
+    return run_python(f"""
+        import sys, vllm.platforms
+        cp = vllm.platforms.current_platform
+        print("CLASS", type(cp).__module__ + "." + type(cp).__qualname__, cp.label())
+        import torch
         from portable_spec.logs import share_vllm_log_handlers
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.attention.selector import AttentionSelectorConfig
@@ -203,6 +206,12 @@ def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_env, tmp_path):
         print("ATTN", cp.get_attn_backend_cls(None, draft))
         print("FACTS", cp.get_device_capability(), cp.opaque_attention_op(), cp.get_static_graph_wrapper_cls())
     """, sim_env)
+
+
+def test_the_engine_config_is_the_musa_classs_on_the_sim(sim_engine):
+    """Real ``EngineArgs.create_engine_config`` in a process switched by the environment: MusaWorker, the MUSA plan
+    with its 1900 budget and block-aligned DFlash sizes, CUDA tensors, TRITON_ATTN from the MUSA rows (logged)."""
+    proc = sim_engine
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = tagged(proc.stdout)
     assert lines["WORKER"] == "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
