@@ -115,8 +115,8 @@ def jit_events(log: Path) -> list[str]:
             if "during inference:" in line and (m := JIT_EVENT.search(line))]
 
 
-EXCERPT_NEEDLES = ("portable_spec:", "Platform plugin", "Available plugins for group", "Capturing CUDA graphs", "Capturing drafter",
-                   "capture sizes", "live-graph limit", "Model Runner", "SpecDecoding")
+EXCERPT_NEEDLES = ("portable_spec:", "Platform plugin", "Available plugins for group", "Capturing CUDA graphs",
+                   "Capturing drafter", "capture sizes", "live-graph limit", "Model Runner", "SpecDecoding")
 OUR_LINE = re.compile(r"portable_spec(\[[\w-]+\])?:")
 """Our adapter's log lines: ``portable_spec: ...`` and, naming the platform, ``portable_spec[musa-sim]: ...``."""
 
