@@ -5,9 +5,7 @@ correct run and fails on the one thing each guards: a harness bug must not be ab
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +17,8 @@ from portable_spec_harness.e2e.musa_sim_checks import musa_substitutes, part_che
 from portable_spec_harness.e2e.musa_sim_parts import PARTS, MusaSimPart
 from portable_spec_harness.e2e.parent import variant_env
 from portable_spec_harness.musa_sim_plugin import DIST_INFO, PLATFORM_QUALNAME
+from test_e2e_harness import load_script  # a ci/gpu script, imported with its main guarded
 
-ROOT = Path(__file__).resolve().parents[1]
 K3 = [1.0, 1.0, 1.0]
 
 
@@ -457,14 +455,6 @@ def test_the_mrv2_dflash_part_needs_the_query_blocks_graphs():
 
 
 # ------------------------------------------------------------------------------------------------ the rejudge script
-def load_rejudge():
-    spec = importlib.util.spec_from_file_location("rejudge_musa_sim_plugin",
-                                                  ROOT / "ci/gpu/rejudge_musa_sim_plugin.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def stored_report(**broken):
     """A musa_sim_e2e.json as a 0.33.0 run wrote it: every check true but the old log-line check."""
     rows = mrv2_rows(log_excerpt=log_lines()[2:], **broken)
@@ -475,7 +465,7 @@ def stored_report(**broken):
 
 
 def test_the_rejudge_passes_a_0_33_run_on_its_resolved_platform_and_fails_a_wrong_one():
-    rejudge = load_rejudge().rejudge
+    rejudge = load_script("rejudge_musa_sim_plugin").rejudge
     good = rejudge(stored_report())["musa_sim_mrv2_eagle"]
     assert good["passes"] and good["compared_rows"] == len(PARTS["musa_sim_mrv2_eagle"].seeds)
     wrong = rejudge(stored_report(platform="vllm.platforms.cuda.CudaPlatform"))["musa_sim_mrv2_eagle"]

@@ -144,13 +144,13 @@ class _BlockIds:
 def sampling_limits(runner: Any) -> SamplingLimits:
     """What this engine's config decides about sampling: draft probabilities, logprobs accepted (how many, on which
     logits), block verification."""
-    spec = runner.vllm_config.speculative_config
-    probabilistic = (getattr(spec, "rejection_sample_method", "standard") == "standard"
-                     and getattr(spec, "draft_sample_method", "greedy") == "probabilistic")
-    model, block = runner.model_config, getattr(spec, "rejection_sample_method", "standard") == "block"
+    spec, model = runner.vllm_config.speculative_config, runner.model_config
+    rejection = getattr(spec, "rejection_sample_method", "standard")
+    probabilistic = rejection == "standard" and getattr(spec, "draft_sample_method", "greedy") == "probabilistic"
     return SamplingLimits(probabilistic_drafts=probabilistic, logprobs=model.max_logprobs != 0,
                           max_logprobs=model.max_logprobs,
-                          logprobs_mode=str(getattr(model, "logprobs_mode", "raw_logprobs")), block_verification=block)
+                          logprobs_mode=str(getattr(model, "logprobs_mode", "raw_logprobs")),
+                          block_verification=rejection == "block")
 
 
 def sampling_params(sampling: Sampling, vocab_size: int) -> SamplingParams:
