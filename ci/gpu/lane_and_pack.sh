@@ -10,7 +10,7 @@ timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log
 rc=$?
 echo "lane exit $rc" >> "$work/console.log"
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
-grep -E "^=== |^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe" "$work/console.log" \
+grep -E "^=== |^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe|^sampling sweep" "$work/console.log" \
   | cut -c1-400 | tail -60
 # the bench's per-step breakdown table, when it printed one
 sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | cut -c1-200

@@ -153,6 +153,9 @@ VARIABLES: tuple[LaneVar, ...] = (
           "adds `--disable-custom-all-reduce --no-fuse-allreduce-rms` (`ci/gpu/tp_flags.sh`).", SERVE_BENCH, TP2),
     _knob("SERVE_BENCH_BUDGET", "480", "Seconds after which no new round starts (the stage stays under 9 minutes).",
           SERVE_BENCH),
+    _knob("SWEEP_VARIANTS", "ours,upstream_v1",
+          "The sampling sweep's servers, booted one at a time (`python -m "
+          "portable_spec_harness.serve_bench.sampling_sweep`)."),
     _knob("REAL_SHAPES_PAIR", "llama8b_eagle3", "The real-shapes smoke's pair."),
     _knob("REAL_SHAPES_HEADS", "perfect,partial", "Its designed heads, one server each."),
     _knob("REAL_SHAPES_ENGINE", "upstream_v1", "The e2e engine variant it serves with."),

@@ -26,12 +26,11 @@ from typing import Any
 
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, exit_on_term, jit_after_boot
+from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, exit_on_term
+from portable_spec_harness.serve_bench.one_server import HOST, booted
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
-from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
+from portable_spec_harness.serve_bench.servers import BenchServer
 from portable_spec_harness.serve_bench.stack_sampler import window
-
-HOST = "127.0.0.1"
 
 
 SAMPLED = plan.SAMPLING["sampled"]
@@ -72,16 +71,9 @@ def stalls(times: list[float], threshold_s: float) -> list[tuple[float, float]]:
 async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace, vocab: int) -> dict[str, Any]:
     import aiohttp
 
-    port = vllm_serve.free_port()
-    log = out / f"server_{server.variant}.log"
-    handle = launch(server, port, log)
-    result: dict[str, Any] = {"variant": server.variant}
-    try:
-        boot = await vllm_serve.wait_healthy(handle, HOST, port, log.name, time.monotonic() + args.boot_timeout)
-        result["boot"] = boot
-        if not boot.get("ready"):
+    async with booted(server, out, args.boot_timeout) as (port, result):
+        if port is None:
             return result
-        result["facts"] = await vllm_serve.collective_rpc(HOST, port, FACTS_METHOD, timeout_s=60)  # runner built
         started = await vllm_serve.collective_rpc(HOST, port, "portable_spec_bench_sampler_start")
         result["sampler_start"] = started
         rng = random.Random(args.seed)
@@ -109,9 +101,6 @@ async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace
                                    "max_gap_ms": round(max(gaps) * 1000, 1) if gaps else None,
                                    "b_ttft_ms": round((run["b"][0] - run["b_sent"]) * 1000, 1) if run["b"] else None,
                                    "stalls": found})
-    finally:
-        handle.stop()
-        result["jit_after_boot"] = jit_after_boot(server.variant, log)[0]
     return result
 
 

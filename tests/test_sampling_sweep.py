@@ -1,0 +1,89 @@
+"""The sampling sweep's verdict: ours must serve every kind a baseline serves and compile nothing after boot; a kind
+refused everywhere is vLLM's limit, not ours; a sweep that served nothing of ours fails."""
+
+import pytest
+
+from portable_spec_harness.serve_bench import one_server, sampling_sweep as sweep
+
+KINDS = ["greedy", "top_k", "min_p"]
+EXPECTED = len(sweep.batches(KINDS)) + 1
+
+
+def _result(variant, refuse=(), jit=(), drop=0, monitor=True):
+    names = [name for name, _ in sweep.batches(KINDS)]
+    names = names[:len(names) - drop] + [sweep.ALL]
+    batches = {}
+    for name in names:
+        kinds = name.split("+") if name != sweep.ALL else [k for k in KINDS if k not in refuse]
+        batches[name] = [{"kind": k, **({"status": 400, "error": "refused"} if k in refuse else
+                                        {"status": 200, "tokens": 24})} for k in kinds]
+    return {"variant": variant, "batches": batches, "jit_after_boot": list(jit), "jit_monitor_active": monitor}
+
+
+def test_every_kind_is_sent_alone_and_beside_a_greedy_request():
+    assert sweep.batches(KINDS) == [("greedy", ["greedy"]), ("top_k", ["top_k"]), ("min_p", ["min_p"]),
+                                    ("top_k+greedy", ["top_k", "greedy"]), ("min_p+greedy", ["min_p", "greedy"])]
+
+
+def test_a_clean_sweep_of_ours_passes_and_counts_the_requests_served():
+    compared, found = sweep.problems([_result("ours_mrv2"), _result("mrv2", jit=["Triton: _topk_topp_kernel"])],
+                                     EXPECTED)
+    assert found == [] and compared == 3 + 4 + 3  # singles, pairs, all: the baseline's compiles are its own
+
+
+def test_a_kind_refused_by_every_variant_is_vllms_limit():
+    results = [_result("ours_mrv2", refuse=["min_p"]), _result("mrv2", refuse=["min_p"])]
+    compared, found = sweep.problems(results, EXPECTED)
+    assert found == [] and compared == 2 + 2 + 2
+    assert sweep.refused(results) == ["min_p", "min_p+greedy"]
+
+
+@pytest.mark.parametrize("ours,phrase", [
+    (_result("ours_mrv2", jit=["Triton kernel JIT compilation: _temperature_kernel"]), "JIT compile(s) after boot"),
+    (_result("ours_mrv2", refuse=["top_k"]), "failed that a baseline served: top_k, top_k+greedy"),
+    (_result("ours", drop=1), "5 of 6 batches sent"),
+    (_result("ours_mrv2", monitor=False), "JIT monitor never logged"),
+])
+def test_what_the_sweep_guards_fails_it(ours, phrase):
+    compared, found = sweep.problems([ours, _result("mrv2")], EXPECTED)
+    assert any(phrase in line for line in found), found
+
+
+def test_a_failure_with_no_baseline_run_still_fails():
+    compared, found = sweep.problems([_result("ours", refuse=["top_k"])], EXPECTED)
+    assert any("no baseline was run" in line for line in found), found
+
+
+def test_a_sweep_that_served_nothing_of_ours_fails():
+    compared, found = sweep.problems([_result("mrv2")], EXPECTED)
+    assert compared == 0 and found == ["no request of ours, ours_mrv2 served"]
+    compared, found = sweep.problems([{"variant": "ours", "boot": {"ready": False}}], EXPECTED)
+    assert compared == 0 and "0 of 6 batches sent" in found[0]
+
+
+def test_an_unknown_kind_is_a_one_line_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        sweep.main(["/tmp/unused-sweep-out", "--kinds", "greedy,topk"])
+    assert stop.value.code == 2
+    assert "unknown kind(s) ['topk']: choose from greedy," in capsys.readouterr().err
+
+
+def test_the_kinds_reach_what_the_sampler_specializes_on():
+    """Top-k alone, min-p, penalties, logprobs counts of different kernel widths, seeded and unseeded: the table
+    must keep them, or the sweep stops finding what the benchmark's one profile misses."""
+    table = sweep.KINDS
+    assert any("top_k" in k and "top_p" not in k for k in table.values())
+    assert any("min_p" in k for k in table.values())
+    assert any("repetition_penalty" in k for k in table.values())
+    assert {k.get("logprobs") for k in table.values()} >= {1, 5, 20}
+    assert any("seed" in k for k in table.values()) and any(k.get("temperature") and "seed" not in k
+                                                            for k in table.values())
+
+
+def test_the_monitor_line_is_read_from_the_server_log(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("(EngineCore pid=1) INFO [jit_monitor.py:84] Kernel JIT monitor activated; monitored JIT "
+                   "compilations during inference will use mode=warn.\n")
+    assert one_server.monitor_active(log) and not one_server.monitor_active(tmp_path / "missing.log")
+    log.write_text("INFO nothing armed\n")
+    assert not one_server.monitor_active(log)
