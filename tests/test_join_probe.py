@@ -76,3 +76,15 @@ def test_the_committed_h200_runs_read_as_the_results_say():
     assert verdict("after_fix_greedy") == (3, []) and verdict("after_fix_sampled") == (3, [])
     compared, found = verdict("before_fix_greedy")
     assert compared == 3 and found == ["ours: 1 stall(s) of 150.3 ms"]
+
+
+def test_the_committed_vllm_033_probe_of_ours_on_mrv2_is_clean():
+    """Session 24: sampled requests to MRV2 on our platform, vLLM 0.33.0: no stall, no compile after boot."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-h200-session24/jp033/join_probe.json"
+    report = json.loads(path.read_text())
+    assert report["settings"]["sampled"] and [r["variant"] for r in report["variants"]] == ["ours_mrv2"]
+    assert join_probe._runner(report["variants"][0]["facts"]) == "mrv2"
+    assert join_probe.problems(report["variants"], report["settings"]["repeats"]) == (3, [])

@@ -87,3 +87,26 @@ def test_the_monitor_line_is_read_from_the_server_log(tmp_path):
     assert one_server.monitor_active(log) and not one_server.monitor_active(tmp_path / "missing.log")
     log.write_text("INFO nothing armed\n")
     assert not one_server.monitor_active(log)
+
+
+def test_the_committed_h200_sweep_on_vllm_033_reads_as_its_results_say():
+    """Session 24's sweep on vLLM 0.33.0 (Model Runner V2 on both servers): ours served every kind vLLM serves and
+    compiled nothing after boot, while MRV2 on vLLM's platform compiled two kernels in the same call; planting one
+    of those compiles on ours makes the same data fail."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / ("bench/results/2026-11-29-h200-session24/sweep033/sampling-sweep/"
+                                                  "sampling_sweep.json")
+    report = json.loads(path.read_text())
+    variants = report["variants"]
+    assert [r["variant"] for r in variants] == ["ours_mrv2", "mrv2"]
+    assert all(r["facts"]["use_v2_model_runner"] for r in variants)
+    expected = len(sweep.batches(report["settings"]["kinds"].split(","))) + 1
+    assert sweep.problems(variants, expected) == (54, [])
+    assert sweep.refused(variants) == ["logit_bias", "logit_bias+greedy", "min_p", "min_p+greedy"]
+    baseline = variants[1]["jit_after_boot"]
+    assert len(baseline) == 2 and variants[1]["jit_monitor_active"]
+    planted = [{**variants[0], "jit_after_boot": baseline[:1]}, variants[1]]
+    assert sweep.problems(planted, expected)[1] == [
+        "ours_mrv2: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _gumbel_sample_kernel"]
