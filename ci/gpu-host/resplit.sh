@@ -6,7 +6,8 @@
 # MIB defaults to what the tree leaves: 58 MiB minus the files a call carries besides the part (tracked and untracked,
 # not ignored; 6 MiB kept for the part's MANIFEST and install.sh, for a few commits' growth, and for the device
 # tool's own measure, which refused a 20 MiB part beside a 42.6 MiB tree). Why: the tree grows with every lease's
-# results (25 MB before the 8B results, 43 MiB by session 21), and a fixed size stopped fitting three times.
+# results (25 MB before the 8B results, 43 MiB before raw results were stored compressed, ~24 MiB since), and a
+# fixed size stopped fitting three times.
 set -euo pipefail
 src="${1:?usage: resplit.sh PARTS_DIR OUT_DIR [MIB]}"; dst="${2:?usage: resplit.sh PARTS_DIR OUT_DIR [MIB]}"
 [[ -f "$src/MANIFEST" ]] || { echo "no $src/MANIFEST: run ../shared/gpu-host/stage.sh first"; exit 2; }
