@@ -189,3 +189,33 @@ def test_a_pip_step_that_fails_prints_its_output_and_stops_the_build(tmp_path):
     proc = run_pip_install(tmp_path, 1)
     assert proc.returncode == 1 and PIP_ADVICE in proc.stderr and "after" not in proc.stderr, proc
     assert "pip install torch==2.13.0 failed" in proc.stderr
+
+
+# pip's own output in the lane scripts.
+
+def pip_commands(script: str) -> list[str]:
+    """Each ``-m pip install`` command of a bash script, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [line.strip() for line in joined.splitlines() if "-m pip install" in line and not line.strip().startswith("#")]
+
+
+def unredirected(command: str) -> bool:
+    """A pip command whose output reaches the console: no ``>`` / ``>>`` of its stdout to a file."""
+    return re.search(r"(?<![<&0-9])>>?\s*\S", command.split("||")[0]) is None
+
+
+def test_every_pip_install_of_the_lane_writes_to_a_log_not_the_console():
+    """A host's pip configuration may print warnings about its own index (seen on a fresh CI machine: "Location
+    'file:///opt/pypi-more/simple/triton/' is ignored"); the lane's pip runs keep that in their install logs."""
+    scripts = sorted((ROOT / "ci" / "lanes").glob("*.sh"))
+    commands = [(s.name, c) for s in scripts for c in pip_commands(s.read_text())]
+    assert len(commands) >= 4, commands
+    assert [(name, c) for name, c in commands if unredirected(c)] == []
+
+
+def test_a_pip_install_printing_to_the_console_is_caught():
+    script = 'x() {\n  "$venv/bin/python" -m pip install -q --no-deps \\\n    -r "$root/req.txt"\n}\n'
+    (command,) = pip_commands(script)
+    assert unredirected(command)
+    assert not unredirected(command + ' >>"$venv/install.log" 2>&1 || failed "pip"')
+    assert unredirected('python -m pip install x || { cat "$log" >&2; }')
