@@ -14,7 +14,7 @@ the draft's layers read. What is compared, per step: input ids, positions, seq_l
 mapping of the real rows, the step index the sampler reads, and the sampled drafts; and that the padding rows are
 vLLM's padding (PAD slot, seq_len 0, no tokens, idx_mapping -1).
 
-    python mrv2_standalone_child.py greedy|probabilistic [decode|prefill]
+    python mrv2_standalone_child.py greedy|probabilistic [decode|prefill|scopes]
 """
 
 from __future__ import annotations
@@ -178,6 +178,35 @@ def compare(eager, ours, keys, padding_of, column) -> tuple[int, list[str]]:
     return compared, mismatches
 
 
+def step0_inputs() -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """The decode batch's request state for step 0: 3 requests verifying 1 + K tokens each, 0, 1 and 2 of them
+    rejected; (inputs for ``build``, num_rejected, last_sampled: the correction token per request state)."""
+    inputs = {"blocks": torch.tensor([[3, 4, 5] + [0] * 29, [7, 8, 9] + [0] * 29, [11, 12, 13] + [0] * 29],
+                                     dtype=torch.int32),
+              "idx_mapping": torch.tensor([2, 0, 5]), "temperature": torch.tensor([0.7, 1.0, 0.0, 0, 0, 1.3, 0, 0]),
+              "seeds": torch.arange(8, dtype=torch.int64) * 1000 + 17,
+              "expanded_positions": torch.zeros(1, dtype=torch.int64), "last_token_indices": torch.zeros(3),
+              "draft0": torch.zeros(3)}
+    return inputs, torch.tensor([0, 1, 2], dtype=torch.int32), torch.arange(MAX_SEQS, dtype=torch.int64) * 7 + 300
+
+
+def step0_batch(inputs: dict, buffers):
+    """The decode batch (an ``InputBatch`` on a copy of ``buffers``): each request's 1 + K verified tokens from its
+    first verified position (16, 28, 36)."""
+    import copy
+
+    from vllm.v1.worker.gpu.input_batch import InputBatch
+
+    query, starts = K + 1, torch.tensor([16, 28, 36])
+    batch = InputBatch.make_dummy(NUM_REQS, NUM_REQS * query, copy.deepcopy(buffers))
+    batch.idx_mapping = inputs["idx_mapping"].clone()
+    batch.input_ids.copy_(torch.arange(NUM_REQS * query, dtype=torch.int32) * 3 + 40)
+    batch.positions.copy_((starts[:, None] + torch.arange(query)).flatten())
+    batch.seq_lens = (starts + query).int()
+    batch.seq_lens_cpu_upper_bound = batch.seq_lens.clone()
+    return batch
+
+
 def prefill_main(method: str) -> dict:
     """Step 0: vLLM's eager ``_prefill`` (attention on) against ours replaying a FULL step-0 descriptor of a padded
     size (PADDED requests of 2 + K tokens), both from the same decode batch: 3 requests verifying 1 + K tokens each,
@@ -185,36 +214,17 @@ def prefill_main(method: str) -> dict:
     mapping of the real rows and tokens (vLLM's in its expanded slot buffer, ours in the block tables' persistent
     one, the one a graph reads), the sampler's step, the step-0 drafts and the logits cache; and that the padding
     rows are vLLM's padding (PAD slot, seq_len 0, query start held at the total, idx_mapping -1, last index 0)."""
-    import copy
-
     from vllm.config import set_current_vllm_config
     from vllm.config.compilation import CUDAGraphMode
     from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor
-    from vllm.v1.worker.gpu.input_batch import InputBatch
     from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
 
     from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
 
     cfg = engine_config(method)
     query = K + 1
-    starts = torch.tensor([16, 28, 36])  # each request's first verified position
-    inputs = {"blocks": torch.tensor([[3, 4, 5] + [0] * 29, [7, 8, 9] + [0] * 29, [11, 12, 13] + [0] * 29],
-                                     dtype=torch.int32),
-              "idx_mapping": torch.tensor([2, 0, 5]), "temperature": torch.tensor([0.7, 1.0, 0.0, 0, 0, 1.3, 0, 0]),
-              "seeds": torch.arange(8, dtype=torch.int64) * 1000 + 17,
-              "expanded_positions": torch.zeros(1, dtype=torch.int64), "last_token_indices": torch.zeros(3),
-              "draft0": torch.zeros(3)}
-    num_rejected = torch.tensor([0, 1, 2], dtype=torch.int32)
-    last_sampled = torch.arange(MAX_SEQS, dtype=torch.int64) * 7 + 300  # the correction token, per request state
-
-    def decode_batch(buffers) -> InputBatch:
-        batch = InputBatch.make_dummy(NUM_REQS, NUM_REQS * query, copy.deepcopy(buffers))
-        batch.idx_mapping = inputs["idx_mapping"].clone()
-        batch.input_ids.copy_(torch.arange(NUM_REQS * query, dtype=torch.int32) * 3 + 40)
-        batch.positions.copy_((starts[:, None] + torch.arange(query)).flatten())
-        batch.seq_lens = (starts + query).int()
-        batch.seq_lens_cpu_upper_bound = batch.seq_lens.clone()
-        return batch
+    inputs, num_rejected, last_sampled = step0_inputs()
+    decode_batch = lambda buffers: step0_batch(inputs, buffers)  # noqa: E731
 
     with set_current_vllm_config(cfg):
         eager = build(cfg, StandaloneARSpeculator, inputs)
@@ -306,6 +316,83 @@ def decode_main(method: str) -> dict:
             "eager_decode_loops": ours.eager_decode_loops, "padded": PADDED, "k": K}
 
 
+def scopes_main(method: str) -> dict:
+    """The phase clock's draft scopes around whole ``propose`` calls: the harness's real hook table
+    (``profile_scopes.HOOKS``, installed as the bench installs it, each scope opened through a recording factory),
+    then ``propose`` (vLLM's method, inherited by ours) on the decode batch ``prefill_main`` builds, for vLLM's
+    ``StandaloneARSpeculator`` (eager), ours replaying step 0 and the decode steps (the managers' replays the recorded
+    bodies, as in the passes above) and ours without graphs (vLLM's eager steps through ``super()``). Per draft
+    forward and per draft sample, the phase scope open then."""
+    from vllm.config import set_current_vllm_config
+    from vllm.config.compilation import CUDAGraphMode
+    from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor
+    from vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator import StandaloneARSpeculator
+
+    from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
+    from portable_spec_harness.vllm_door import profile_scopes
+
+    cfg = engine_config(method)
+    query = K + 1
+    inputs, num_rejected, last_sampled = step0_inputs()
+    open_scopes: list[str] = []
+
+    class Opened:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __enter__(self) -> None:
+            open_scopes.append(self.name)
+
+        def __exit__(self, *exc) -> None:
+            assert open_scopes.pop() == self.name
+
+    class ScopeRecordingDraft(RecordingDraft):
+        def forward(self, input_ids, positions):
+            self.seen.append({"forward": open_scopes[-1] if open_scopes else None})
+            return self.embed[input_ids.long()] * torch.cos(positions.float())[:, None]
+
+        def compute_logits(self, hidden_states):
+            self.seen[-1]["sample"] = open_scopes[-1] if open_scopes else None
+            return super().compute_logits(hidden_states)
+
+    def speculator(cls, replays: bool):
+        s = build(cfg, cls, inputs)
+        s.model = ScopeRecordingDraft(s, s.hidden_size, s.vocab_size)
+        s.expanded_slot_mappings = torch.full((1, s.max_num_tokens + s.max_num_reqs), -7, dtype=torch.int64)
+        if replays:
+            prefill = BatchExecutionDescriptor(cg_mode=CUDAGraphMode.FULL, num_tokens=PADDED * (query + 1),
+                                               num_reqs=PADDED, uniform_token_count=query + 1)
+            decode = BatchExecutionDescriptor(cg_mode=CUDAGraphMode.FULL, num_tokens=PADDED, num_reqs=PADDED,
+                                              uniform_token_count=1)
+            s.prefill_batch = lambda input_batch, num_reqs, skip_attn: prefill
+            s.decode_batch = lambda num_reqs, skip_attn: decode
+            s.prefill_cudagraph_manager = SimpleNamespace(run_fullgraph=lambda desc: s._prefill_step(
+                desc.num_reqs, desc.num_tokens, None, None, None, CUDAGraphMode.NONE))
+            s.decode_cudagraph_manager = SimpleNamespace(run_fullgraph=lambda desc: s._decode_step(
+                desc.num_reqs, desc.num_tokens, None, None, None, CUDAGraphMode.NONE))
+        return s
+
+    out: dict = {}
+    with set_current_vllm_config(cfg):
+        runs = {"vllm": speculator(StandaloneARSpeculator, False),
+                "ours_replayed": speculator(GraphedStandaloneARSpeculator, True),
+                "ours_eager": speculator(GraphedStandaloneARSpeculator, False)}
+        with profile_scopes.installed(profile_scopes.HOOKS, factory=Opened) as report:
+            out["installed"] = [h for h in report["installed"] if "standalone_ar" in h]
+            for name, s in runs.items():
+                s.propose(step0_batch(inputs, s.input_buffers), {}, {}, None, None,
+                          torch.ones(NUM_REQS, dtype=torch.int32), num_rejected, last_sampled,
+                          torch.zeros(MAX_SEQS, dtype=torch.int32), inputs["temperature"], inputs["seeds"])
+                out[name] = [[seen["forward"], seen.get("sample")] for seen in s.model.seen]
+        out["left_open"] = list(open_scopes)
+    out["counts"] = {"replays": [sum(runs["ours_replayed"].prefill_replays.values()),
+                                 sum(runs["ours_replayed"].decode_replays.values())],
+                     "eager": [runs["ours_eager"].eager_prefills, runs["ours_eager"].eager_decode_loops]}
+    out["k"] = K
+    return out
+
+
+MAINS = {"decode": decode_main, "prefill": prefill_main, "scopes": scopes_main}
+
 if __name__ == "__main__":
-    pass_name = sys.argv[2] if len(sys.argv) > 2 else "decode"
-    print(json.dumps((prefill_main if pass_name == "prefill" else decode_main)(sys.argv[1])))
+    print(json.dumps(MAINS[sys.argv[2] if len(sys.argv) > 2 else "decode"](sys.argv[1])))

@@ -297,6 +297,29 @@ def test_step0_replay_inputs_and_drafts_are_vllms_eager_prefill(method):
     assert result["replays"] == {str(result["padded_tokens"]): 1} and result["eager_prefills"] == 0
 
 
+def test_the_phase_clocks_draft_scopes_hold_step0_and_the_decode_steps():
+    """The serving bench's phase clock on the standalone draft model (vLLM 0.33.0's ``StandaloneARSpeculator`` and
+    ours): under the harness's real hook table, whole ``propose`` calls (vLLM's eager class, ours replaying, ours
+    without graphs) run step 0's forward and sample inside the drafter-first-pass scope and each decode step's inside
+    the chain-steps scope, which the phase map reads as ``draft_first`` and ``draft_chain`` (not output processing,
+    where they fell when no hook matched this speculator); every scope closed after."""
+    from portable_spec_harness.e2e.step_breakdown import PHASE_OF
+
+    result = run_child("greedy", "scopes")
+    k = result["k"]
+    want = [["draft_first", "draft_first"]] + [["draft_chain", "draft_chain"]] * (k - 1)
+    for run in ("vllm", "ours_replayed", "ours_eager"):
+        phases = [[PHASE_OF.get(scope) for scope in forward_and_sample] for forward_and_sample in result[run]]
+        assert phases == want, (run, result[run])
+    # ours ran both of its paths: step 0 and the K-1 decode steps replayed, then vLLM's eager steps via super()
+    assert result["counts"] == {"replays": [1, k - 1], "eager": [1, 1]}
+    assert result["left_open"] == []
+    assert result["installed"] == [
+        "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator.propose",
+        "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator._multi_step_decode",
+        "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator._multi_step_decode"]
+
+
 def test_this_module_is_in_the_version_span():
     from version_span import MODULES
 

@@ -12,10 +12,13 @@ What each phase holds (V1 | MRV2):
   postprocess`` + ``gpu_model_runner: sample`` | MRV2 ``GPUModelRunner.sample``.
 - ``draft_first``: the drafter up to its first draft token: V1 ``gpu_model_runner: draft`` outside ``propose`` (the
   runner's drafter inputs, the draft-token copy to the host) + ``propose`` up to its first sample (inputs, metadata,
-  forward or replay, sample) | MRV2 the speculator's ``propose`` up to ``prepare_decode_inputs`` (inputs, prefill
-  replay with its sample).
+  forward or replay, sample) | MRV2 the speculator's ``propose`` up to its decode steps: EAGLE's up to
+  ``prepare_decode_inputs`` (inputs, prefill replay with its sample); the standalone draft model's (vLLM 0.33.0,
+  vLLM's ``StandaloneARSpeculator`` and our graphed subclass) up to ``_multi_step_decode``: step 0, the expanded
+  prefill/extend pass (its input kernel, slot mapping, metadata, forward or replay, sample).
 - ``draft_chain``: the K-1 chain steps: V1 ``propose`` after the first sample (upstream's loop or our fused replays) |
-  MRV2 from ``prepare_decode_inputs`` on (decode replays).
+  MRV2 EAGLE's from ``prepare_decode_inputs`` on (decode replays); the standalone draft model's ``_multi_step_decode``
+  (steps 1..K-1: the loop's preamble, each step's inputs and metadata, forward or replay, sample).
 - ``output``: ``sample_tokens`` outside verify and drafting (V1 state update, bookkeeping, outputs, async output;
   MRV2 ``postprocess_sampled``, outputs) and the LLM engine's ``process_outputs``.
 - ``engine``: the scheduler (``schedule``, ``update_from_output``, vLLM's ``schedule:`` scopes) and the LLM engine's

@@ -1,12 +1,13 @@
-"""``record_function`` scopes the harness adds to vLLM 0.26.0 for the bench's per-step breakdown, where vLLM has none:
-Model Runner V2 has no runner scopes at all, and V1's ``gpu_model_runner: draft`` holds the drafter's first pass and
-its chain steps together. Installed only for the profiled pass (``offline.runner_scopes``): class or module
-attributes swapped for wrappers and restored on exit, so nothing of this runs outside a profile.
+"""``record_function`` scopes the harness adds to vLLM (0.26.0 to 0.33.0) for the bench's per-step breakdown, where
+vLLM has none: Model Runner V2 has no runner scopes at all, and V1's ``gpu_model_runner: draft`` holds the drafter's
+first pass and its chain steps together. Installed only for the profiled pass (``offline.runner_scopes``): class or
+module attributes swapped for wrappers and restored on exit, so nothing of this runs outside a profile.
 
 Kinds: ``scope`` wraps the whole call. ``region`` opens a scope for the call unless a region is already open on this
 thread (so a subclass's ``propose`` and the ``super().propose`` it calls make one region). ``switch_after`` /
 ``switch_before`` close the open region's scope and open another (same region) after / before the call: the
-drafter's first pass ends at its first draft sample (V1) or where the decode steps' inputs are prepared (MRV2).
+drafter's first pass ends at its first draft sample (V1) or where the decode steps' inputs are prepared (MRV2:
+``prepare_decode_inputs`` for EAGLE, ``_multi_step_decode`` for the standalone draft model).
 A region's scopes are opened and closed at Python call boundaries where no other scope is open inside them, so
 the profiler's scope stack stays properly nested.
 """
@@ -43,7 +44,13 @@ class ScopeHook:
 
 V1_RUNNER, V1_PROPOSER = "vllm.v1.worker.gpu_model_runner", "vllm.v1.spec_decode.llm_base_proposer"
 MRV2_RUNNER = "vllm.v1.worker.gpu.model_runner"
-MRV2_SPECULATOR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"
+MRV2_SPECULATOR = "vllm.v1.worker.gpu.spec_decode.autoregressive.speculator"  # EAGLE's, vLLM 0.26.0 to 0.28.0
+MRV2_TD_SPECULATOR = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"  # EAGLE's, vLLM 0.33.0
+MRV2_STANDALONE = "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator"  # the draft model's, vLLM 0.33.0
+OURS_STANDALONE = "portable_spec.vllm_adapter.spec_decode.standalone_ar"  # our graphed subclass of it
+# Modules of the hooks below that only some vLLM of the span has (the others' hooks resolve on every one): a hook on
+# one of them is skipped where that vLLM lacks it, as every hook on a module not loaded is.
+VERSIONED_MODULES = (MRV2_SPECULATOR, MRV2_TD_SPECULATOR, MRV2_STANDALONE, OURS_STANDALONE)
 HOOKS = (
     # V1 runner (its own scopes cover input prep, forward, logits, sample, draft, bookkeeping inside these two)
     ScopeHook(V1_RUNNER, "GPUModelRunner.execute_model", STEP),
@@ -65,6 +72,15 @@ HOOKS = (
     ScopeHook("vllm.v1.worker.gpu.async_utils", "AsyncOutput.get_output", WAIT),
     ScopeHook(MRV2_SPECULATOR, "AutoRegressiveSpeculator.propose", DRAFT_FIRST, "region"),
     ScopeHook(MRV2_SPECULATOR, "prepare_decode_inputs", DRAFT_CHAIN, "switch_before"),
+    # vLLM 0.33.0: EAGLE's speculator is TargetDependentARSpeculator, the same propose shape
+    ScopeHook(MRV2_TD_SPECULATOR, "TargetDependentARSpeculator.propose", DRAFT_FIRST, "region"),
+    ScopeHook(MRV2_TD_SPECULATOR, "prepare_decode_inputs", DRAFT_CHAIN, "switch_before"),
+    # vLLM 0.33.0's draft model: propose runs step 0 (``_prefill``, the expanded pass) then the decode steps
+    # (``_multi_step_decode``, its preamble included); ours inherits propose and overrides _multi_step_decode (its
+    # replays; vLLM's loop through super() where no graph fits: a second switch to the open scope is a no-op)
+    ScopeHook(MRV2_STANDALONE, "StandaloneARSpeculator.propose", DRAFT_FIRST, "region"),
+    ScopeHook(MRV2_STANDALONE, "StandaloneARSpeculator._multi_step_decode", DRAFT_CHAIN, "switch_before"),
+    ScopeHook(OURS_STANDALONE, "GraphedStandaloneARSpeculator._multi_step_decode", DRAFT_CHAIN, "switch_before"),
     # the engine core, the same for every runner
     ScopeHook("vllm.v1.core.sched.scheduler", "Scheduler.schedule", SCHEDULER),
     ScopeHook("vllm.v1.core.sched.scheduler", "Scheduler.update_from_output", SCHEDULER),
