@@ -9,6 +9,12 @@ target serves is vLLM's rule (``vllm/platforms/rocm.py`` ``RocmPlatform.fp8_dtyp
 ``fp8e4b8``, where the arch names gfx94; float8_e4m3fn, ``fp8e4nv``, elsewhere), so an fp8 type a target is not
 served with is compiled for the record and its failure reads "not served on this target", never a failed lane.
 
+The rows resolve per installed vLLM as the MUSA check's do (``triton_case.resolved``, the one resolver): each row states
+vLLM 0.26.0's launch and what 0.28.0 and 0.33.0 changed (``triton_case.Change``: 0.33.0's interleaved-V constexpr, the
+launch lines that moved), the shared table's rows of kernels new after 0.26.0 come in from their version on, and the
+kernels a ROCm-path module launches that no row covers are excluded with why (``NOT_ON_ROCM_PATH``; Model Runner V2's
+``triton_table_mrv2.EXCLUDED``, except where ROCm reaches what MUSA does not: ``ROCM_UNCOVERED``).
+
 ROCM_ATTN's rows are at the shared table's layer (32 query heads, 8 KV heads, head size 128, bf16, KV block 16) with
 ROCM_ATTN's cache layout (``paged_attn.py`` ``split_kv_cache``: K ``[blocks, kv_heads, head/x, block, x]``, V ``[blocks,
 kv_heads, head, block]``, ``x = 16 // element size``: 8 for bf16, 16 for fp8). Like the shared table, importing this
@@ -19,8 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from portable_spec.kernels.triton_case import BASE, KernelCase, sig
-from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS
+from portable_spec.kernels.triton_case import BASE, Change, KernelCase, launched, resolved, sig
+from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS, Pick
+from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
+from portable_spec.kernels.triton_table_mrv2 import EXCLUDED_SINCE as MRV2_EXCLUDED_SINCE
 
 TARGETS: dict[str, tuple[str, int | str, int]] = {
     "hip:gfx942": ("hip", "gfx942", 64),
@@ -42,6 +50,11 @@ _PP = f"{_OPS}/prefix_prefill.py"
 _CP = f"{_OPS}/chunked_prefill_paged_decode.py"
 _RC = f"{_OPS}/triton_reshape_and_cache_flash.py"
 _KV = "fp8kv"  # the placeholder type an fp8 row gives its KV-cache pointers
+_V28, _V33 = "0.28.0", "0.33.0"
+_NOT_INTERLEAVED = dict(INTERLEAVED_V_PACK_FACTOR=0)
+"""vLLM 0.33.0's ROCM_ATTN can interleave its V cache (``RocmAttentionImpl._use_interleaved_v_cache``, set only by the
+AITER-fused QK-norm/RoPE/cache update, ``rocm_attn.py:534``); the unfused path this check stands for passes 0."""
+_RESHAPE = V1_KERNELS[-1]  # TRITON_ATTN's cache writer, which ROCM_ATTN and the fp8 rows launch too
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,16 @@ def _paged_sig(kv: str) -> dict[str, str]:
     return {**sig(_PA_SIG), "key_cache_ptr": kv, "value_cache_ptr": kv}
 
 
+def _paged_at(line: int, forward_line: int, version: str = "") -> str:
+    return (f"{_CP}:{line} chunked_prefill_paged_decode (decode rows, the Triton fallback of paged_attention_rocm; "
+            f"RocmAttentionImpl.forward, rocm_attn.py:{forward_line}{f'; vLLM {version}' if version else ''})")
+
+
+def _fwd_at(line: int, caller_line: int, version: str = "") -> str:
+    return (f"{_PP}:{line} context_attention_fwd (max_query_len > 1: prefill and verify; from {_CP}:{caller_line}"
+            f"{f'; vLLM {version}' if version else ''})")
+
+
 def _rocm_attn(kv: str, x: int, suffix: str = "") -> tuple[KernelCase, ...]:
     """ROCM_ATTN's kernels with KV caches of Triton type ``kv`` (``*bf16``, or the fp8 placeholder), ``x`` the
     cache layout's innermost K split."""
@@ -104,15 +127,25 @@ def _rocm_attn(kv: str, x: int, suffix: str = "") -> tuple[KernelCase, ...]:
         KernelCase(  # decode rows, when ROCm's custom paged attention (a HIP kernel) does not apply
             f"rocm_attn/kernel_paged_attention_2d{suffix}",
             "vllm.v1.attention.ops.chunked_prefill_paged_decode:kernel_paged_attention_2d",
-            _paged_sig(kv), {**_PA_CONST, "x": x},
-            f"{_CP}:447 chunked_prefill_paged_decode (decode rows, the Triton fallback of paged_attention_rocm; "
-            "RocmAttentionImpl.forward, rocm_attn.py:446)"),
+            _paged_sig(kv), {**_PA_CONST, "x": x}, _paged_at(447, 446),
+            changes={_V28: Change(launched_at=_paged_at(461, 446, _V28)),
+                     _V33: Change(constexprs=_NOT_INTERLEAVED, launched_at=_paged_at(480, 444, _V33))}),
         KernelCase(  # queries longer than one token: prefill and the spec-decode verify batch
             f"rocm_attn/_fwd_kernel{suffix}", "vllm.v1.attention.ops.prefix_prefill:_fwd_kernel",
             {**sig(_FWD_SIG), "K_cache": kv, "V_cache": kv}, {**_FWD_CONST, "x": x, "stride_k_cache_bl": x},
-            f"{_PP}:820 context_attention_fwd (max_query_len > 1: prefill and verify; from "
-            f"{_CP}:304)", options=dict(num_warps=4, num_stages=1)),
+            _fwd_at(820, 304), options=dict(num_warps=4, num_stages=1),
+            changes={_V28: Change(launched_at=_fwd_at(968, 318, _V28)),
+                     _V33: Change(constexprs=_NOT_INTERLEAVED, launched_at=_fwd_at(995, 335, _V33))}),
     )
+
+
+def _relaunched(case: KernelCase, **lines: str) -> dict[str, Change]:
+    """``case``'s changes with the launch line of each version in ``lines`` (``v0_33_0="file:line ..."``) set."""
+    out = dict(case.changes)
+    for name, where in lines.items():
+        version = name.removeprefix("v").replace("_", ".")
+        out[version] = replace(out.get(version, Change()), launched_at=where)
+    return out
 
 
 ROCM_ATTN: tuple[KernelCase, ...] = _rocm_attn("*bf16", 8) + (
@@ -125,29 +158,40 @@ ROCM_ATTN: tuple[KernelCase, ...] = _rocm_attn("*bf16", 8) + (
         dict(IN_PRECISION=None, BLOCK_M=128, BLOCK_DMODEL=128, BLOCK_DMODEL_PADDED=128, BLOCK_N=128,
              SKIP_DECODE=True),
         f"{_PP}:746 context_attention_fwd (alibi_slopes given; NUM_WARPS = 4 on ROCm, prefix_prefill.py:16)",
-        options=dict(num_warps=4, num_stages=1)),
-    KernelCase(  # ROCM_ATTN's cache update for blocks other than 16/32 or a stride-padded (hybrid) layout
-        "rocm_attn/reshape_and_cache_kernel_flash[head-major]",
-        "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
-        V1_KERNELS[-1].signature,
-        dict(num_heads=8, head_size=128, block_size=544, x=8, USE_HEAD_MAJOR_LAYOUT=True, FP8_KV_CACHE=False,
-             TILE_SIZE=1024),
-        f"{_RC}:434 triton_reshape_and_cache_flash (RocmAttentionImpl.do_kv_cache_update, rocm_attn.py:508: "
-        "block size not 16/32, e.g. 544, or a hybrid layout)", options=ROCM_OPTIONS["reshape_and_cache_kernel_flash"]),
+        options=dict(num_warps=4, num_stages=1),
+        changes={_V28: Change(launched_at=f"{_PP}:894 context_attention_fwd (alibi_slopes given; vLLM {_V28})"),
+                 _V33: Change(constexprs=_NOT_INTERLEAVED,
+                              launched_at=f"{_PP}:930 context_attention_fwd (alibi_slopes given; vLLM {_V33})")}),
+    replace(  # ROCM_ATTN's cache update for blocks other than 16/32 or a stride-padded (hybrid) layout
+        _RESHAPE, key="rocm_attn/reshape_and_cache_kernel_flash[head-major]",
+        constexprs=dict(num_heads=8, head_size=128, block_size=544, x=8, USE_HEAD_MAJOR_LAYOUT=True,
+                        FP8_KV_CACHE=False, TILE_SIZE=1024),
+        launched_at=f"{_RC}:434 triton_reshape_and_cache_flash (RocmAttentionImpl.do_kv_cache_update, "
+                    "rocm_attn.py:508: block size not 16/32, e.g. 544, or a hybrid layout)",
+        options=ROCM_OPTIONS["reshape_and_cache_kernel_flash"],
+        changes=_relaunched(_RESHAPE, v0_33_0=f"{_RC}:455 triton_reshape_and_cache_flash "
+                            f"(RocmAttentionImpl.do_kv_cache_update, rocm_attn.py:516; vLLM {_V33})")),
 )
 """ROCM_ATTN's Triton kernels (``vllm/v1/attention/backends/rocm_attn.py``), bf16 KV cache."""
 
 _FP8 = f"*{_KV}"
+
+
+def _fp8(case: KernelCase, **constexprs) -> KernelCase:
+    """A shared-table row with an fp8 KV cache: its cache pointers ``*fp8kv``, its versions' changes kept (each launch
+    line marked), ROCm's options where vLLM sets them."""
+    mark = ", fp8 KV cache"
+    return replace(case, key=f"{case.key}[fp8-kv]", launched_at=case.launched_at + mark,
+                   signature={**case.signature, "key_cache_ptr": _FP8, "value_cache_ptr": _FP8},
+                   constexprs={**case.constexprs, **constexprs}, options=ROCM_OPTIONS.get(case.key, case.options),
+                   changes={v: replace(c, launched_at=c.launched_at + mark) if c.launched_at else c
+                            for v, c in case.changes.items()})
+
+
 FP8_CASES: tuple[KernelCase, ...] = _rocm_attn(_FP8, 16, "[fp8-kv]") + (
-    KernelCase(
-        "reshape_and_cache_kernel_flash[fp8-kv]",
-        "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
-        {**V1_KERNELS[-1].signature, "key_cache_ptr": _FP8, "value_cache_ptr": _FP8},
-        {**V1_KERNELS[-1].constexprs, "FP8_KV_CACHE": True}, V1_KERNELS[-1].launched_at + ", fp8 KV cache",
-        options=ROCM_OPTIONS["reshape_and_cache_kernel_flash"]),
-    *(replace(case, key=f"{case.key}[fp8-kv]", launched_at=case.launched_at + ", fp8 KV cache",
-              signature={**case.signature, "key_cache_ptr": _FP8, "value_cache_ptr": _FP8})
-      for case in V1_KERNELS if case.key in ("kernel_unified_attention[2d]", "kernel_unified_attention[3d]")),
+    _fp8(_RESHAPE, FP8_KV_CACHE=True),
+    *(_fp8(case) for case in V1_KERNELS if case.key in ("kernel_unified_attention[2d]",
+                                                        "kernel_unified_attention[3d]")),
 )
 """The rows that read or write an fp8 KV cache (``--kv-cache-dtype fp8``), pointers typed ``*fp8kv`` until a row
 is made per fp8 type. vLLM views the uint8 cache as ``current_platform.fp8_dtype()`` before each launch
@@ -183,16 +227,48 @@ rejection sampler; Model Runner V2's are ``triton_table_mrv2``'s). ``tests/test_
 modules from ``rocm_attn.py``'s imports and fails on a launched kernel with neither a row nor a reason here."""
 
 
+_G = "vllm.v1.worker.gpu"
+ROCM_UNCOVERED: dict[str, str] = {
+    f"{_G}.sample.watermark:_philox_gumbel_kernel":
+        "ON the ROCm path, NOT compiled by this check (no row yet): vLLM 0.33.0's watermark samples with it when "
+        "logits.device.type == 'cuda' (vllm/v1/watermarking/gumbel.py:64, :83, :112), which a ROCm tensor is (torch's "
+        "HIP build names its device 'cuda'); MUSA's table excludes it because a MUSA tensor is not. Reached only with "
+        "a watermark config (opt-in)",
+    f"{_G}.sample.watermark:_draft_step_kernel":
+        "ON the ROCm path, NOT compiled by this check (no row yet): the draft watermarker's Philox block sampler "
+        "(draft_philox_gumbel_sample, from gumbel.py:112 _try_sample_block when logits.device.type == 'cuda', as a "
+        "ROCm tensor's is). Reached only with a watermark config and a drafter (opt-in)",
+}
+"""Model Runner V2 kernels ``triton_table_mrv2.EXCLUDED`` leaves out for a reason that does not hold on ROCm, with why
+ROCm reaches them and that no row compiles them: the check's open gap, stated in its report (``uncovered``), never
+counted as compiled."""
+
+
+def rocm_exclusions() -> dict[str, str]:
+    """Every kernel a ROCm-path module launches that no row compiles, with why: ``NOT_ON_ROCM_PATH``, Model Runner
+    V2's exclusions whose reason holds on ROCm, and ``ROCM_UNCOVERED``."""
+    mrv2 = {k: why for k, why in MRV2_EXCLUDED.items() if k not in ROCM_UNCOVERED}
+    return {**NOT_ON_ROCM_PATH, **mrv2, **ROCM_UNCOVERED}
+
+
+def uncovered(pick: Pick | None = None) -> dict[str, str]:
+    """``ROCM_UNCOVERED``'s kernels the installed vLLM (or the one ``pick`` resolves) launches, with why: what the
+    check's report states it did not compile."""
+    if pick is None:
+        from portable_spec.versions import pick
+    return {k: why for k, why in ROCM_UNCOVERED.items() if launched(MRV2_EXCLUDED_SINCE.get(k, BASE), pick)}
+
+
 def _shared(case: KernelCase) -> KernelCase:
     options = ROCM_OPTIONS.get(case.key)
     return replace(case, options=options) if options else case
 
 
-def rocm_rows() -> tuple[RocmRow, ...]:
+def rocm_rows(pick: Pick | None = None) -> tuple[RocmRow, ...]:
     """Every compile of the check, in order: the shared table's vLLM rows with ROCm's options, ROCM_ATTN's, then each
-    fp8 row once per fp8 type. The shared rows as they state vLLM 0.26.0's launches: a kernel new later (``since``)
-    has no 0.26.0 launch to compile."""
-    rows = [RocmRow(_shared(c), "table") for c in VLLM_KERNELS if c.since == BASE]
-    rows += [RocmRow(c, "rocm_attn") for c in ROCM_ATTN]
-    rows += [RocmRow(c, "fp8_kv", fp8) for c in FP8_CASES for fp8 in FP8_TYPES]
+    fp8 row once per fp8 type, each as the installed vLLM launches it (``triton_case.resolved``; ``pick`` defaults
+    to the installed vLLM's): a kernel new in a later vLLM (``since``) is compiled from that vLLM on."""
+    rows = [RocmRow(_shared(c), "table") for c in resolved(VLLM_KERNELS, pick)]
+    rows += [RocmRow(c, "rocm_attn") for c in resolved(ROCM_ATTN, pick)]
+    rows += [RocmRow(c, "fp8_kv", fp8) for c in resolved(FP8_CASES, pick) for fp8 in FP8_TYPES]
     return tuple(rows)
