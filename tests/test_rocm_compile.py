@@ -17,15 +17,14 @@ import pytest
 from kernel_rows import MRV2_ROOT, VLLM_ROOT, check_against_vllm, jit_names, launched_jit_kernels
 from lane_tools import import_triton, missing
 
-from portable_spec.kernels import triton_table_rocm
 from portable_spec.kernels.triton_case import BASE, launched, resolved
 from portable_spec.kernels.triton_rocm_check import NOT_SERVED, checked_targets, merge, render_markdown, render_text
 from portable_spec.kernels.triton_table import VLLM_KERNELS
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED_SINCE as MRV2_EXCLUDED_SINCE
 from portable_spec.kernels.triton_table_rocm import (FP8_CASES, NOT_ON_ROCM_PATH, ROCM_ATTN, ROCM_OPTIONS,
-                                                     ROCM_PATH_MODULES, ROCM_UNCOVERED, SERVED, TARGETS,
-                                                     rocm_exclusions, rocm_rows)
+                                                     REACHED_ON_ROCM, ROCM_PATH_MODULES, SERVED, TARGETS,
+                                                     WATERMARK_ROWS, rocm_exclusions, rocm_rows)
 from portable_spec.errors import PortableSpecError
 from portable_spec.vllm_adapter.patch import version_gate
 
@@ -38,7 +37,7 @@ def _path(module: str) -> str:
     return os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
 
 
-HERE = resolved(ROCM_ATTN + FP8_CASES)  # ROCM_ATTN's and the fp8 rows as the installed vLLM launches them
+HERE = resolved(ROCM_ATTN + FP8_CASES + WATERMARK_ROWS)  # the ROCm table's own rows as the installed vLLM launches
 
 
 @pytest.mark.parametrize("case", HERE, ids=lambda c: c.key)
@@ -52,7 +51,7 @@ def test_each_rocm_row_names_the_line_that_launches_it_and_rocms_options():
     """``launched_at``'s ``vllm/<file>:<line>``, as the installed vLLM's row states it, launches the row's kernel;
     ROCm's launch options are the ones vLLM's ROCm branch sets (``triton_reshape_and_cache_flash.py``: 4 stages, 8 warps
     under ``is_rocm()``)."""
-    assert len(HERE) == len(ROCM_ATTN + FP8_CASES)  # every ROCm row is a kernel vLLM 0.26.0 already launched
+    assert len(HERE) == len(ROCM_ATTN + FP8_CASES) + len(resolved(WATERMARK_ROWS))  # ROCM_ATTN's: since 0.26.0
     for case in HERE:
         path, _, line = case.launched_at.split()[0].partition(":")
         text = open(os.path.join(VLLM_ROOT, path), encoding="utf-8").read().splitlines()[int(line) - 1]
@@ -115,15 +114,17 @@ def test_every_kernel_the_rocm_path_launches_has_a_row_or_a_reason():
     assert not stale, stale
 
 
-def test_what_rocm_reaches_of_mrv2s_exclusions_is_stated_and_reported():
-    """An exclusion of Model Runner V2's table whose reason does not hold on ROCm (``ROCM_UNCOVERED``) overrides one
-    ``triton_table_mrv2.EXCLUDED`` has, names a kernel this vLLM's MRV2 launches where it is new enough, and reaches
-    the check's report as not compiled."""
-    assert set(ROCM_UNCOVERED) <= set(MRV2_EXCLUDED)
-    assert all("ON the ROCm path" in why for why in ROCM_UNCOVERED.values())
-    here = {k for k in ROCM_UNCOVERED if launched(MRV2_EXCLUDED_SINCE.get(k, BASE), version_gate.pick)}
-    assert here == set(triton_table_rocm.uncovered()) and here <= set(launched_jit_kernels(MRV2_ROOT))
-    assert merge(_worker_report({}), ["hip:gfx942"])["uncovered"] == triton_table_rocm.uncovered()
+def test_what_rocm_reaches_of_mrv2s_exclusions_has_rows_from_the_version_that_launches_it():
+    """An exclusion of Model Runner V2's table whose reason does not hold on ROCm (``REACHED_ON_ROCM``: MUSA's tensors
+    are not device 'cuda', ROCm's are) is one ``triton_table_mrv2.EXCLUDED`` has, is no ROCm exclusion, and has rows
+    (``WATERMARK_ROWS``) from the vLLM that first launches it; where this vLLM launches it, the rows are compiled."""
+    assert set(REACHED_ON_ROCM) <= set(MRV2_EXCLUDED) and not set(REACHED_ON_ROCM) & set(rocm_exclusions())
+    since = {c.ref: c.since for c in WATERMARK_ROWS}
+    assert set(since) == set(REACHED_ON_ROCM)
+    assert all(since[k] == MRV2_EXCLUDED_SINCE.get(k, BASE) for k in REACHED_ON_ROCM)
+    here = {k for k in REACHED_ON_ROCM if launched(since[k], version_gate.pick)}
+    assert here <= set(launched_jit_kernels(MRV2_ROOT))
+    assert here == {r.case.ref for r in rocm_rows() if r.source == "rocm_mrv2"}
 
 
 def test_a_missing_row_is_caught():
@@ -156,7 +157,8 @@ def test_each_rocm_rows_change_names_a_later_version_of_the_span():
         return c.since in version_gate.SPAN and all(
             v in version_gate.SPAN and version_gate.parse(v) > version_gate.parse(c.since) for v in c.changes)
 
-    assert all(fits(c) for c in ROCM_ATTN + FP8_CASES), [c.key for c in ROCM_ATTN + FP8_CASES if not fits(c)]
+    rows = ROCM_ATTN + FP8_CASES + WATERMARK_ROWS
+    assert all(fits(c) for c in rows), [c.key for c in rows if not fits(c)]
 
 
 def test_the_fp8_types_served_follow_vllms_rule_and_our_ports():
@@ -297,7 +299,7 @@ def test_the_fnuz_kv_cache_compiles_on_gfx942_and_is_not_served_on_gfx90a(tmp_pa
     assert "fp8" in fnuz["hip:gfx90a"]["first_error"], fnuz["hip:gfx90a"]
     assert ocp["hip:gfx90a"]["status"] == "ok" and ocp["hip:gfx90a"]["served"]
     assert report["green"] and report["served_compiled"] == 2 and report["substitutes_bound"] == []
-    assert report["vllm"] == version_gate.installed_text() and report["uncovered"] == triton_table_rocm.uncovered()
+    assert report["vllm"] == version_gate.installed_text()
     assert {p.name for p in tmp_path.iterdir()} == {"rocm_compile.json", "rocm_compile.md"}
 
 
@@ -312,3 +314,10 @@ def test_a_row_that_fails_where_rocm_serves_it_fails_the_command(monkeypatch, ca
     assert cli.main(["kernels", "--check-triton", "--target", "hip:gfx942"]) == 1
     assert "reshape_and_cache_kernel_flash on hip:gfx942" in capsys.readouterr().err
 
+
+
+def test_this_module_is_in_the_version_span():
+    """The rows resolve per vLLM: the cpu lane runs this module on every vLLM of the span."""
+    from version_span import MODULES
+
+    assert os.path.basename(__file__) in MODULES

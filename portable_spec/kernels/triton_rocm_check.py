@@ -15,7 +15,7 @@ from typing import Any
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels.triton_check import run_worker, triton_version
-from portable_spec.kernels.triton_table_rocm import SERVED, TARGETS, rocm_rows, uncovered
+from portable_spec.kernels.triton_table_rocm import SERVED, TARGETS, rocm_rows
 
 PROVES = ("a compile proves the kernel gets through Triton's AMD passes and code generation to a loadable code "
           "object for the target; it proves nothing at run time (results, speed, the HIP runtime)")
@@ -63,7 +63,7 @@ def merge(worker: dict[str, Any], targets: list[str]) -> dict[str, Any]:
     return {
         "check": "rocm_compile", "proves": PROVES, "triton": worker["triton"], "python": worker["python"],
         "vllm": worker.get("vllm"), "targets": targets, "served_fp8": {t: SERVED[t] for t in targets if t in SERVED},
-        "substitutes_bound": worker.get("bound_targets", []), "kernels": rows, "uncovered": uncovered(),
+        "substitutes_bound": worker.get("bound_targets", []), "kernels": rows,
         "compiled": len(cells), "served_compiled": len(served), "failed_served": failed,
         "not_served_failures": [f"{k} on {t}" for k, t, c in cells if c["status"] == NOT_SERVED],
         "seconds": round(sum(c.get("seconds", 0.0) for _, _, c in cells), 1),
@@ -101,7 +101,6 @@ def _summary(report: dict[str, Any]) -> list[str]:
             f"{', '.join(report['targets'])}; ROCm serves (fp8 KV type): {served}",
             f"{len(report['kernels'])} rows, {report['compiled']} compiles ({report['served_compiled']} on a target "
             f"ROCm serves) in {report['seconds']} s; ROCm substitution sites bound: {len(report['substitutes_bound'])}",
-            *(f"not compiled, on the ROCm path: {k} ({why})" for k, why in report.get("uncovered", {}).items()),
             report["proves"]]
 
 

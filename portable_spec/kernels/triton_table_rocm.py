@@ -13,7 +13,8 @@ The rows resolve per installed vLLM as the MUSA check's do (``triton_case.resolv
 vLLM 0.26.0's launch and what 0.28.0 and 0.33.0 changed (``triton_case.Change``: 0.33.0's interleaved-V constexpr, the
 launch lines that moved), the shared table's rows of kernels new after 0.26.0 come in from their version on, and the
 kernels a ROCm-path module launches that no row covers are excluded with why (``NOT_ON_ROCM_PATH``; Model Runner V2's
-``triton_table_mrv2.EXCLUDED``, except where ROCm reaches what MUSA does not: ``ROCM_UNCOVERED``).
+``triton_table_mrv2.EXCLUDED``, except where ROCm reaches what MUSA does not: ``REACHED_ON_ROCM``, with rows in
+``WATERMARK_ROWS``).
 
 ROCM_ATTN's rows are at the shared table's layer (32 query heads, 8 KV heads, head size 128, bf16, KV block 16) with
 ROCM_ATTN's cache layout (``paged_attn.py`` ``split_kv_cache``: K ``[blocks, kv_heads, head/x, block, x]``, V ``[blocks,
@@ -25,10 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from portable_spec.kernels.triton_case import BASE, Change, KernelCase, launched, resolved, sig
+from portable_spec.kernels.triton_case import Change, KernelCase, resolved, sig
 from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS, Pick
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
-from portable_spec.kernels.triton_table_mrv2 import EXCLUDED_SINCE as MRV2_EXCLUDED_SINCE
 
 TARGETS: dict[str, tuple[str, int | str, int]] = {
     "hip:gfx942": ("hip", "gfx942", 64),
@@ -228,35 +228,88 @@ modules from ``rocm_attn.py``'s imports and fails on a launched kernel with neit
 
 
 _G = "vllm.v1.worker.gpu"
-ROCM_UNCOVERED: dict[str, str] = {
+_WM = "vllm/v1/worker/gpu/sample/watermark.py"
+_PHILOX_SIG = (
+    "local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:*fp32 | local_max_stride:i32"
+    " | logits_ptr:{logits} | logits_stride:i32 | contexts_ptr:{contexts} | context_stride:i32 | skip_mask_ptr:{skip}"
+    " | expanded_idx_mapping_ptr seeds_ptr pos_ptr:{state} | temp_ptr:{temp} | logits_cache_ptr:{cache}"
+    " | logits_cache_stride_0 logits_cache_stride_1:i32 | logits_cache_col_ptr:{col} | logits_cache_source_ptr:{cache}"
+    " | logits_cache_source_stride:i32 | key_0_value key_1_value:i64 | vocab_size:i32")
+
+
+def _philox(key: str, line: int, caller: str, logits: str, contexts: str, state: bool, cache: bool, col: str,
+            **constexprs) -> KernelCase:
+    """One launch of the watermark's ``_philox_gumbel_kernel`` (vLLM 0.33.0): logits in the model's head dtype (bf16)
+    or divided by the fp32 temperatures (fp32); contexts int32 (the sampler's) or int64 (the draft watermarker's
+    state); the sampling state (skip mask, request indices, seeds, positions, temperatures) None in the plain launch;
+    the logits cache (bf16, the drafts' ``draft_logits``) and its source only in a draft launch. The key's 32-bit
+    halves are typed by value: int64 for a half of 2**31 or more (i32 below it, another specialization)."""
+    return KernelCase(
+        f"rocm_mrv2/sample.watermark._philox_gumbel_kernel[{key}]", f"{_G}.sample.watermark:_philox_gumbel_kernel",
+        sig(_PHILOX_SIG.format(logits=logits, contexts=contexts, skip="*i1" if state else "none",
+                               state="*i64" if state else "none", temp="*fp32" if state else "none",
+                               cache="*bf16" if cache else "none", col=col)),
+        dict(CONTEXT_WIDTH=4, BLOCK_SIZE=1024, USE_FP64=False, **constexprs), f"{_WM}:{line} ({caller})",
+        since=_V33)
+
+
+def _draft_step(key: str, sample: bool, prepare_next: bool) -> KernelCase:
+    """One launch of ``_draft_step_kernel`` in ``draft_philox_gumbel_sample`` (``finish_step``: step -1 prepares the
+    first step, the middle steps sample and prepare, the last only samples), under deduplicate_contexts
+    'single_turn' (history 8192, no prompt); K = 3 steps, the draft watermarker's int64 contexts and prior contexts,
+    DFlash's int32 sample columns as the next steps."""
+    return KernelCase(
+        f"rocm_mrv2/sample.watermark._draft_step_kernel[{key}]", f"{_G}.sample.watermark:_draft_step_kernel",
+        sig("sampled_ptr:*i64 | sampled_stride step:i32 | local_argmax_ptr:*i64 | local_max_ptr:*fp32"
+            " | num_blocks:i32 | contexts_ptr:*i64 | context_stride:i32 | skip_mask_ptr:*i1 | next_req_indices_ptr:*i64"
+            " | next_steps_ptr:*i32 | temp_ptr:*fp32 | enabled_ptr:*i1 | all_token_ids_ptr:*i32"
+            " | all_token_ids_stride:i32 | prompt_lens_ptr total_lens_ptr:*i32 | prior_contexts_ptr:*i64"
+            " | prior_contexts_stride_0 prior_contexts_stride_1:i32"),
+        dict(CONTEXT_WIDTH=4, NUM_SPECULATIVE_STEPS=3, MAX_HISTORY=8192, INCLUDE_PROMPT=False, DEDUPLICATE=True,
+             SAMPLE=sample, PREPARE_NEXT=prepare_next, BLOCKS_POW2=4),
+        f"{_WM}:984 draft_philox_gumbel_sample's finish_step (gumbel.py:119 _try_sample_block, "
+        "watermarking/spec_decode.py:181 sample_block, a parallel drafter's K steps: DFlash)", since=_V33)
+
+
+WATERMARK_ROWS: tuple[KernelCase, ...] = (
+    _philox("sampler", 786, "philox_gumbel_sample, from watermarking/gumbel.py:64 _sample_watermarked: every "
+            "request watermarked, no repeated context; logits unprocessed (bf16) as at temperature 1", "*bf16", "*i32",
+            False, False, "none", IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False),
+    _philox("sampler-mixed", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed "
+            "(gpu_sampler.py GPUWatermarkSampler._sample_random: a skip mask for unwatermarked or repeated rows); "
+            "logits processed, so fp32 (sample/sampler.py:242)", "*fp32", "*i32", True, False, "none",
+            IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False),
+    _philox("draft", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed, watermarking/spec_decode.py "
+            "DraftWatermarker.sample: one draft step (EAGLE), logits divided by the temperatures, its int64 steps as "
+            "the cache columns", "*fp32", "*i64", True, True, "*i64",
+            IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=False),
+    _philox("draft-block", 1017, "draft_philox_gumbel_sample, from gumbel.py:119 _try_sample_block: a parallel "
+            "drafter's K steps (DFlash), DFlash's int32 sample columns", "*bf16", "*i64", True, True, "*i32",
+            IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=True),
+    _draft_step("first", False, True),
+    _draft_step("middle", True, True),
+    _draft_step("last", True, False),
+)
+"""vLLM 0.33.0's watermark Philox sampler, which ROCm reaches and MUSA does not (``REACHED_ON_ROCM``), under a
+watermark config at its defaults (context width 4) with a Philox PRF, at the shared table's shapes (vocab 1024: one
+block of 1024)."""
+
+REACHED_ON_ROCM: dict[str, str] = {
     f"{_G}.sample.watermark:_philox_gumbel_kernel":
-        "ON the ROCm path, NOT compiled by this check (no row yet): vLLM 0.33.0's watermark samples with it when "
-        "logits.device.type == 'cuda' (vllm/v1/watermarking/gumbel.py:64, :83, :112), which a ROCm tensor is (torch's "
-        "HIP build names its device 'cuda'); MUSA's table excludes it because a MUSA tensor is not. Reached only with "
-        "a watermark config (opt-in)",
+        "vLLM 0.33.0's watermark samples with it when logits.device.type == 'cuda' (vllm/v1/watermarking/gumbel.py:64, "
+        ":83, :112), which a ROCm tensor is (torch's HIP build names its device 'cuda'); a MUSA tensor is not",
     f"{_G}.sample.watermark:_draft_step_kernel":
-        "ON the ROCm path, NOT compiled by this check (no row yet): the draft watermarker's Philox block sampler "
-        "(draft_philox_gumbel_sample, from gumbel.py:112 _try_sample_block when logits.device.type == 'cuda', as a "
-        "ROCm tensor's is). Reached only with a watermark config and a drafter (opt-in)",
+        "the draft watermarker's Philox block sampler (draft_philox_gumbel_sample, from gumbel.py:112 "
+        "_try_sample_block when logits.device.type == 'cuda', as a ROCm tensor's is)",
 }
 """Model Runner V2 kernels ``triton_table_mrv2.EXCLUDED`` leaves out for a reason that does not hold on ROCm, with why
-ROCm reaches them and that no row compiles them: the check's open gap, stated in its report (``uncovered``), never
-counted as compiled."""
+ROCm reaches them: they have rows here (``WATERMARK_ROWS``)."""
 
 
 def rocm_exclusions() -> dict[str, str]:
-    """Every kernel a ROCm-path module launches that no row compiles, with why: ``NOT_ON_ROCM_PATH``, Model Runner
-    V2's exclusions whose reason holds on ROCm, and ``ROCM_UNCOVERED``."""
-    mrv2 = {k: why for k, why in MRV2_EXCLUDED.items() if k not in ROCM_UNCOVERED}
-    return {**NOT_ON_ROCM_PATH, **mrv2, **ROCM_UNCOVERED}
-
-
-def uncovered(pick: Pick | None = None) -> dict[str, str]:
-    """``ROCM_UNCOVERED``'s kernels the installed vLLM (or the one ``pick`` resolves) launches, with why: what the
-    check's report states it did not compile."""
-    if pick is None:
-        from portable_spec.versions import pick
-    return {k: why for k, why in ROCM_UNCOVERED.items() if launched(MRV2_EXCLUDED_SINCE.get(k, BASE), pick)}
+    """Every kernel a ROCm-path module launches that no row compiles, with why: ``NOT_ON_ROCM_PATH`` and Model Runner
+    V2's exclusions whose reason holds on ROCm (all but ``REACHED_ON_ROCM``)."""
+    return {**NOT_ON_ROCM_PATH, **{k: why for k, why in MRV2_EXCLUDED.items() if k not in REACHED_ON_ROCM}}
 
 
 def _shared(case: KernelCase) -> KernelCase:
@@ -265,10 +318,12 @@ def _shared(case: KernelCase) -> KernelCase:
 
 
 def rocm_rows(pick: Pick | None = None) -> tuple[RocmRow, ...]:
-    """Every compile of the check, in order: the shared table's vLLM rows with ROCm's options, ROCM_ATTN's, then each
+    """Every compile of the check, in order: the shared table's vLLM rows with ROCm's options, ROCM_ATTN's, the MRV2
+    rows only ROCm reaches (``WATERMARK_ROWS``), then each
     fp8 row once per fp8 type, each as the installed vLLM launches it (``triton_case.resolved``; ``pick`` defaults
     to the installed vLLM's): a kernel new in a later vLLM (``since``) is compiled from that vLLM on."""
     rows = [RocmRow(_shared(c), "table") for c in resolved(VLLM_KERNELS, pick)]
     rows += [RocmRow(c, "rocm_attn") for c in resolved(ROCM_ATTN, pick)]
+    rows += [RocmRow(c, "rocm_mrv2") for c in resolved(WATERMARK_ROWS, pick)]
     rows += [RocmRow(c, "fp8_kv", fp8) for c in resolved(FP8_CASES, pick) for fp8 in FP8_TYPES]
     return tuple(rows)
