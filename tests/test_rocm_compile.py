@@ -17,11 +17,16 @@ import pytest
 from kernel_rows import MRV2_ROOT, VLLM_ROOT, check_against_vllm, jit_names, launched_jit_kernels
 from lane_tools import import_triton, missing
 
+from portable_spec.kernels.triton_case import BASE, launched, resolved
 from portable_spec.kernels.triton_rocm_check import NOT_SERVED, checked_targets, merge, render_markdown, render_text
+from portable_spec.kernels.triton_table import VLLM_KERNELS
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
+from portable_spec.kernels.triton_table_mrv2 import EXCLUDED_SINCE as MRV2_EXCLUDED_SINCE
 from portable_spec.kernels.triton_table_rocm import (FP8_CASES, NOT_ON_ROCM_PATH, ROCM_ATTN, ROCM_OPTIONS,
-                                                     ROCM_PATH_MODULES, SERVED, TARGETS, rocm_rows)
+                                                     REACHED_ON_ROCM, ROCM_PATH_MODULES, SERVED, TARGETS,
+                                                     WATERMARK_ROWS, rocm_exclusions, rocm_rows)
 from portable_spec.errors import PortableSpecError
+from portable_spec.vllm_adapter.patch import version_gate
 
 REPO = os.path.join(os.path.dirname(__file__), "..")
 ROCM_ATTN_FILE = os.path.join(VLLM_ROOT, "vllm", "v1", "attention", "backends", "rocm_attn.py")
@@ -32,16 +37,22 @@ def _path(module: str) -> str:
     return os.path.join(VLLM_ROOT, *module.split(".")) + ".py"
 
 
-@pytest.mark.parametrize("case", ROCM_ATTN + FP8_CASES, ids=lambda c: c.key)
+HERE = resolved(ROCM_ATTN + FP8_CASES + WATERMARK_ROWS)  # the ROCm table's own rows as the installed vLLM launches
+
+
+@pytest.mark.parametrize("case", HERE, ids=lambda c: c.key)
 def test_each_rocm_row_gives_every_parameter_a_type_or_a_value(case):
-    """Read from vLLM's source, as the shared table's rows are: a missing parameter or a typed constexpr fails."""
+    """Read from the installed vLLM's source, as the shared table's rows are (``test_triton_table_span.py``, on every
+    vLLM of the span): a missing parameter or a typed constexpr fails."""
     check_against_vllm(case)
 
 
 def test_each_rocm_row_names_the_line_that_launches_it_and_rocms_options():
-    """``launched_at``'s ``vllm/<file>:<line>`` launches the row's kernel; ROCm's launch options are the ones vLLM's
-    ROCm branch sets (``triton_reshape_and_cache_flash.py``: 4 stages, 8 warps under ``is_rocm()``)."""
-    for case in ROCM_ATTN + FP8_CASES:
+    """``launched_at``'s ``vllm/<file>:<line>``, as the installed vLLM's row states it, launches the row's kernel;
+    ROCm's launch options are the ones vLLM's ROCm branch sets (``triton_reshape_and_cache_flash.py``: 4 stages, 8 warps
+    under ``is_rocm()``)."""
+    assert len(HERE) == len(ROCM_ATTN + FP8_CASES) + len(resolved(WATERMARK_ROWS))  # ROCM_ATTN's: since 0.26.0
+    for case in HERE:
         path, _, line = case.launched_at.split()[0].partition(":")
         text = open(os.path.join(VLLM_ROOT, path), encoding="utf-8").read().splitlines()[int(line) - 1]
         assert f"{case.attr}[" in text, (case.key, case.launched_at, text)
@@ -81,25 +92,39 @@ def uncovered(refs: set[str]) -> tuple[list[str], int]:
                        and isinstance(n.value, ast.Name)}
         launched |= {f"{module}:{name}" for name in jit_names(path) & subscripted}
     launched |= set(launched_jit_kernels(MRV2_ROOT))
-    missing_rows = sorted(launched - refs - set(NOT_ON_ROCM_PATH) - set(MRV2_EXCLUDED))
+    missing_rows = sorted(launched - refs - set(rocm_exclusions()))
     return missing_rows, len(launched)
 
 
 def test_every_kernel_the_rocm_path_launches_has_a_row_or_a_reason():
     """A new ``@triton.jit`` kernel in a module ROCM_ATTN imports (or in the shared ROCm-path modules, or in Model
-    Runner V2) fails here until it gets a row in ``triton_table_rocm`` or a reason in ``NOT_ON_ROCM_PATH``."""
+    Runner V2) fails here, on the vLLM installed, until it gets a row (in ``triton_table_rocm`` or the shared table,
+    from the vLLM that first launches it: ``since``) or a reason (``triton_table_rocm.rocm_exclusions``)."""
     modules = rocm_path_modules()
     assert {f"{_OPS}.chunked_prefill_paged_decode", f"{_OPS}.prefix_prefill",
             f"{_OPS}.triton_reshape_and_cache_flash"} <= set(modules)  # derived from rocm_attn.py's imports
     refs = {r.case.ref for r in rocm_rows()}
     missing_rows, walked = uncovered(refs)
     assert walked >= 50, walked
-    assert not missing_rows, f"ROCm-path kernels with no row in portable_spec/kernels/triton_table_rocm.py: " \
-                             f"{missing_rows}"
-    assert all(why for why in NOT_ON_ROCM_PATH.values()) and not set(NOT_ON_ROCM_PATH) & refs
+    assert not missing_rows, f"ROCm-path kernels with no row in portable_spec/kernels/triton_table_rocm.py " \
+                             f"on vLLM {version_gate.installed_text()}: {missing_rows}"
+    assert all(why for why in rocm_exclusions().values()) and not set(rocm_exclusions()) & refs
     stale = [k for k in NOT_ON_ROCM_PATH if k.partition(":")[0] not in modules
              or k.partition(":")[2] not in jit_names(_path(k.partition(":")[0]))]
     assert not stale, stale
+
+
+def test_what_rocm_reaches_of_mrv2s_exclusions_has_rows_from_the_version_that_launches_it():
+    """An exclusion of Model Runner V2's table whose reason does not hold on ROCm (``REACHED_ON_ROCM``: MUSA's tensors
+    are not device 'cuda', ROCm's are) is one ``triton_table_mrv2.EXCLUDED`` has, is no ROCm exclusion, and has rows
+    (``WATERMARK_ROWS``) from the vLLM that first launches it; where this vLLM launches it, the rows are compiled."""
+    assert set(REACHED_ON_ROCM) <= set(MRV2_EXCLUDED) and not set(REACHED_ON_ROCM) & set(rocm_exclusions())
+    since = {c.ref: c.since for c in WATERMARK_ROWS}
+    assert set(since) == set(REACHED_ON_ROCM)
+    assert all(since[k] == MRV2_EXCLUDED_SINCE.get(k, BASE) for k in REACHED_ON_ROCM)
+    here = {k for k in REACHED_ON_ROCM if launched(since[k], version_gate.pick)}
+    assert here <= set(launched_jit_kernels(MRV2_ROOT))
+    assert here == {r.case.ref for r in rocm_rows() if r.source == "rocm_mrv2"}
 
 
 def test_a_missing_row_is_caught():
@@ -107,6 +132,33 @@ def test_a_missing_row_is_caught():
     dropped = "vllm.v1.attention.ops.chunked_prefill_paged_decode:kernel_paged_attention_2d"
     refs = {r.case.ref for r in rocm_rows()} - {dropped}
     assert uncovered(refs)[0] == [dropped]
+
+
+def test_the_rows_are_this_vllms_launches_and_a_version_that_drops_its_new_kernels_is_caught():
+    """The rows resolve per installed vLLM with the one resolver the MUSA check uses (``triton_case.resolved``): the
+    shared table's rows are ``kernel_cases``' vLLM rows, kernels new after 0.26.0 included from their version on. The
+    former table (vLLM 0.26.0's rows only, kernels new later left out) fails the coverage walk on 0.28.0 and 0.33.0,
+    naming each left-out kernel; on 0.26.0 it leaves out nothing."""
+    rows = rocm_rows()
+    assert [r.case.key for r in rows if r.source == "table"] == [c.key for c in resolved(VLLM_KERNELS)]
+    newer = [r for r in rows if r.case.since != BASE]
+    assert all(launched(r.case.since, version_gate.pick) for r in newer)
+    as_of_026 = {r.case.ref for r in rows if r.case.since == BASE}
+    left_out = {r.case.ref for r in newer} - as_of_026
+    assert uncovered(as_of_026)[0] == sorted(left_out)
+    if version_gate.installed() > version_gate.parse(BASE):
+        assert len(left_out) >= 10, sorted(left_out)  # 0.28.0's new MRV2 kernels with a row: 10 (2 excluded)
+    else:
+        assert not newer
+
+
+def test_each_rocm_rows_change_names_a_later_version_of_the_span():
+    def fits(c) -> bool:
+        return c.since in version_gate.SPAN and all(
+            v in version_gate.SPAN and version_gate.parse(v) > version_gate.parse(c.since) for v in c.changes)
+
+    rows = ROCM_ATTN + FP8_CASES + WATERMARK_ROWS
+    assert all(fits(c) for c in rows), [c.key for c in rows if not fits(c)]
 
 
 def test_the_fp8_types_served_follow_vllms_rule_and_our_ports():
@@ -128,7 +180,7 @@ def test_the_fp8_types_served_follow_vllms_rule_and_our_ports():
     assert 'return "gfx94" in _GCN_ARCH' in source
     assert "if cls.is_fp8_fnuz():\n            return torch.float8_e4m3fnuz" in source
     rows = [r for r in rocm_rows() if r.fp8_kv]
-    assert len(rows) == 2 * len(FP8_CASES)
+    assert len(rows) == 2 * len(FP8_CASES) == 2 * len(resolved(FP8_CASES))
     served = {(r.key, t) for r in rows for t in TARGETS if r.served(t)}
     assert len(served) == len(FP8_CASES) * len(SERVED)
 
@@ -230,7 +282,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_fnuz_kv_cache_compiles_on_gfx942_and_is_not_served_on_gfx90a(tmp_path):
-    """The whole command on TRITON_ATTN's decode kernel with an fp8 KV cache, vLLM 0.26.0's kernel and the real
+    """The whole command on TRITON_ATTN's decode kernel with an fp8 KV cache, the installed vLLM's kernel and the real
     Triton: float8_e4m3fnuz (fp8e4b8) compiles for gfx942, where ROCm serves it; on gfx90a the AMD backend cannot
     select its conversion, which ROCm never asks for there (gfx90a is served e4m3fn, fp8e4nv, which compiles): "not
     served on this target", and exit 0."""
@@ -247,6 +299,7 @@ def test_the_fnuz_kv_cache_compiles_on_gfx942_and_is_not_served_on_gfx90a(tmp_pa
     assert "fp8" in fnuz["hip:gfx90a"]["first_error"], fnuz["hip:gfx90a"]
     assert ocp["hip:gfx90a"]["status"] == "ok" and ocp["hip:gfx90a"]["served"]
     assert report["green"] and report["served_compiled"] == 2 and report["substitutes_bound"] == []
+    assert report["vllm"] == version_gate.installed_text()
     assert {p.name for p in tmp_path.iterdir()} == {"rocm_compile.json", "rocm_compile.md"}
 
 
@@ -261,3 +314,10 @@ def test_a_row_that_fails_where_rocm_serves_it_fails_the_command(monkeypatch, ca
     assert cli.main(["kernels", "--check-triton", "--target", "hip:gfx942"]) == 1
     assert "reshape_and_cache_kernel_flash on hip:gfx942" in capsys.readouterr().err
 
+
+
+def test_this_module_is_in_the_version_span():
+    """The rows resolve per vLLM: the cpu lane runs this module on every vLLM of the span."""
+    from version_span import MODULES
+
+    assert os.path.basename(__file__) in MODULES

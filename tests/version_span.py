@@ -40,6 +40,8 @@ MODULES = (
     "test_musa_substitutes_span.py",
     # the Triton 3.2 check's launch table: each row as this vLLM launches the kernel, every MRV2 kernel covered
     "test_triton_table_span.py",
+    # the ROCm compile step's rows as this vLLM launches them, every ROCm-path kernel covered (~35 s; 2 real compiles)
+    "test_rocm_compile.py",
     # unit tests of the adapter and the version gate
     "test_version_gate.py",
     "test_adapter_logs.py",

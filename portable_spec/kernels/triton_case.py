@@ -8,13 +8,14 @@ parameters added, retyped or gone, constexprs, the kernel's new module), each ch
 it. ``KernelCase.at(pick)`` applies the changes up to the installed vLLM (``version_gate.pick`` chooses among the
 versions' launches), so the check compiles each kernel with the signature the installed vLLM launches it with; a row
 of a kernel the installed vLLM does not have yet resolves to None (``launched`` decides that, for the rows and for the
-tables' exclusions alike).
+tables' exclusions alike). ``resolved`` does that for a whole table: the MUSA check's (``triton_table.kernel_cases``) and
+the ROCm check's (``triton_table_rocm.rocm_rows``) both take their rows from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +98,12 @@ class KernelCase:
     @property
     def attr(self) -> str:
         return self.ref.partition(":")[2]
+
+
+def resolved(rows: Iterable[KernelCase], pick: Callable[[Mapping[str, Any]], Any] | None = None) \
+        -> tuple[KernelCase, ...]:
+    """``rows`` as the installed vLLM launches them (``KernelCase.at``; ``pick`` defaults to ``versions.pick``, the
+    installed vLLM), in order, without the rows of kernels newer than that vLLM."""
+    if pick is None:
+        from portable_spec.versions import pick
+    return tuple(case for case in (row.at(pick) for row in rows) if case is not None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from portable_spec.kernels.triton_case import Change, KernelCase, sig
+from portable_spec.kernels.triton_case import Change, KernelCase, resolved, sig
 from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
 _SD = "vllm/v1/spec_decode"
@@ -106,18 +106,21 @@ V1_KERNELS: tuple[KernelCase, ...] = (
         "kernel_unified_attention[2d]", "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
         {**_UA_COMMON, **sig("segm_output_ptr segm_max_ptr segm_expsum_ptr:none")},
         {**_UA_CONST, "TILE_SIZE": 32, "NUM_SEGMENTS_PER_SEQ": 1, "IS_3D": False},
-        f"{_UA}:1090 unified_attention (2D: max_seqlen_q > 1)"),
+        f"{_UA}:1090 unified_attention (2D: max_seqlen_q > 1)",
+        changes={"0.33.0": Change(launched_at=f"{_UA}:1131 unified_attention (2D: max_seqlen_q > 1; vLLM 0.33.0)")}),
     KernelCase(  # same launch, 2D path with non-causal attention (DFlash draft blocks)
         "kernel_unified_attention[2d-noncausal]",
         "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
         {**_UA_COMMON, **sig("segm_output_ptr segm_max_ptr segm_expsum_ptr:none")},
         {**_UA_CONST, "TILE_SIZE": 32, "NUM_SEGMENTS_PER_SEQ": 1, "IS_3D": False, "USE_CAUSAL": False},
-        f"{_UA}:1090 unified_attention (2D, causal=False: DFlash draft)"),
+        f"{_UA}:1090 unified_attention (2D, causal=False: DFlash draft)",
+        changes={"0.33.0": Change(launched_at=f"{_UA}:1131 unified_attention (2D, causal=False: DFlash draft; vLLM 0.33.0)")}),
     KernelCase(  # same launch, 3D split-softmax decode path
         "kernel_unified_attention[3d]", "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",
         {**_UA_COMMON, **sig("segm_output_ptr segm_max_ptr segm_expsum_ptr:*fp32")},
         {**_UA_CONST, "TILE_SIZE": 16, "NUM_SEGMENTS_PER_SEQ": 16, "IS_3D": True},
-        f"{_UA}:1090 unified_attention (3D: decode, few sequences)"),
+        f"{_UA}:1090 unified_attention (3D: decode, few sequences)",
+        changes={"0.33.0": Change(launched_at=f"{_UA}:1131 unified_attention (3D: decode, few sequences; vLLM 0.33.0)")}),
     KernelCase(  # triton_unified_attention.py:1170, after the 3D kernel
         "reduce_segments", "vllm.v1.attention.ops.triton_unified_attention:reduce_segments",
         sig("output_ptr:*bf16 | segm_output_ptr segm_max_ptr segm_expsum_ptr:*fp32 | seq_lens_ptr:*i32 | num_seqs:i32"
@@ -125,7 +128,8 @@ V1_KERNELS: tuple[KernelCase, ...] = (
             " | query_start_len_ptr:*i32"),
         dict(num_query_heads=32, TILE_SIZE=16, HEAD_SIZE=128, HEAD_SIZE_PADDED=128, BLOCK_Q=4,
              NUM_SEGMENTS_PER_SEQ=16, USE_FP8=False),
-        f"{_UA}:1170 unified_attention (3D reduction)"),
+        f"{_UA}:1170 unified_attention (3D reduction)",
+        changes={"0.33.0": Change(launched_at=f"{_UA}:1211 unified_attention (3D reduction; vLLM 0.33.0)")}),
     KernelCase(  # triton_reshape_and_cache_flash.py:434, from TritonAttentionImpl.do_kv_cache_update
         "reshape_and_cache_kernel_flash",
         "vllm.v1.attention.ops.triton_reshape_and_cache_flash:reshape_and_cache_kernel_flash",
@@ -136,7 +140,10 @@ V1_KERNELS: tuple[KernelCase, ...] = (
         "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py:434 triton_reshape_and_cache_flash "
         "(TritonAttentionImpl.do_kv_cache_update, triton_attn.py:825)",
         options=dict(num_warps=16, num_stages=10),
-        changes={"0.33.0": Change(constexprs=dict(INTERLEAVED_V_PACK_FACTOR=0))}),  # 0: V not interleaved
+        changes={"0.33.0": Change(  # 0: V not interleaved
+            constexprs=dict(INTERLEAVED_V_PACK_FACTOR=0),
+            launched_at="vllm/v1/attention/ops/triton_reshape_and_cache_flash.py:455 triton_reshape_and_cache_flash "
+                        "(TritonAttentionImpl.do_kv_cache_update, triton_attn.py:834; vLLM 0.33.0)")}),
 )
 
 Pick = Callable[[Mapping[str, KernelCase]], KernelCase]
@@ -163,13 +170,11 @@ def kernel_cases(sources: tuple[str, ...] | list[str] = (), pick: Pick | None = 
     kernels newer than the installed vLLM; a key named twice raises."""
     import importlib
 
-    if pick is None:
-        from portable_spec.versions import pick
     rows = list(KERNELS)
     for source in sources:
         module, _, attr = source.partition(":")
         rows.extend(getattr(importlib.import_module(module), attr))
-    cases = [case for case in (row.at(pick) for row in rows) if case is not None]
+    cases = resolved(rows, pick)
     keys = [c.key for c in cases]
     if len(set(keys)) != len(keys):
         raise ValueError(f"kernel keys named twice: {sorted({k for k in keys if keys.count(k) > 1})}")
