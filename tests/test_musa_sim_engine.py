@@ -7,6 +7,7 @@ vLLM's worker and runner call at start-up. Per-platform runs are subprocesses (t
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import os
 import subprocess
@@ -35,15 +36,59 @@ SWITCHES = ("VLLM_PLATFORM", envs.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAP
 pytestmark = pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
 
 
-def run_python(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+def run_python(code: str, env_extra: dict[str, str], args: list[str] = ()) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
 
 
 def tagged(stdout: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in stdout.splitlines() if line.split(" ")[0].isupper() and " " in line)
+
+
+FORKED = """
+    import json, os, sys, textwrap, traceback
+    {imports}
+    results = {{}}
+    for label, (code, env) in json.loads(sys.argv[1]).items():
+        out, err = (os.path.join(sys.argv[2], f"{{label}}.{{fd}}") for fd in ("out", "err"))
+        sys.stdout.flush(); sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            rc = 1
+            try:
+                for fd, path in ((1, out), (2, err)):
+                    os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+                os.environ.update(env)
+                exec(compile(textwrap.dedent(code), "<" + label + ">", "exec"), {{"__name__": "__main__"}})
+                rc = 0
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush(); sys.stderr.flush()
+                os._exit(rc)
+        _, status = os.waitpid(pid, 0)
+        results[label] = [os.waitstatus_to_exitcode(status), open(out).read(), open(err).read()]
+    print(json.dumps(results))
+"""
+
+
+def run_forked(imports: str, cases: dict[str, tuple[str, dict[str, str]]], env_extra: dict[str, str],
+               tmp_path: Path) -> dict[str, subprocess.CompletedProcess]:
+    """Each case's code (with its own environment added) in a process of its own, as ``run_python`` runs it, but
+    forked from one process that has made ``imports`` (vLLM, torch: ~5 s and more a process on the lane's
+    machine) instead of each importing them again. Only for cases whose code reads its environment after those
+    imports (the switches are read when the platform is instantiated, not when its module is imported)."""
+    proc = run_python(FORKED.format(imports=imports), env_extra,
+                      args=[json.dumps({label: [textwrap.dedent(code), env] for label, (code, env) in cases.items()}),
+                            str(tmp_path)])
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return {label: subprocess.CompletedProcess([label], rc, out, err)
+            for label, (rc, out, err) in json.loads(lines[-1]).items()}
 
 
 @pytest.fixture
@@ -144,34 +189,53 @@ def test_the_sim_class_changes_only_the_device_identity():
     assert musa_sim_plugin.PLATFORM_QUALNAME == f"{MusaSimPlatform.__module__}.{MusaSimPlatform.__qualname__}"
 
 
-def test_each_sim_process_gets_the_simulated_musa_port_once():
-    proc = run_python("""
-        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.ports.current import device_port
-        MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
-        print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
-              device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
-    """, {"TORCHADA_GRAPH_EXEC_CAP": "77"})
+SIM_PROCESS_IMPORTS = """
+    import torch
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+"""
+PORT_ONCE = """
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+    MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
+    print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
+          device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
+"""
+ALIASING = """
+    import torch
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+    MusaSimPlatform(); MusaSimPlatform()
+    sim = device_port("musa").device_module
+    print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
+"""
+GRAPH_SWITCHES = ("on", "off", None)
+
+
+@pytest.fixture(scope="module")
+def sim_processes(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """The sim processes of the two tests below, each a process of its own that instantiates the platform with its
+    environment, forked from one that imported vLLM and the sim platform (they were four processes importing vLLM,
+    ~10 s each on the lane's machine); the switches are read at instantiation (``install_musa_sim_port``)."""
+    cases = {"port": (PORT_ONCE, {"TORCHADA_GRAPH_EXEC_CAP": "77"}),
+             **{f"aliasing-{switch}": (ALIASING, {"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})
+                for switch in GRAPH_SWITCHES}}
+    return run_forked(SIM_PROCESS_IMPORTS, cases, {"PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                      tmp_path_factory.mktemp("sim_processes"))
+
+
+def test_each_sim_process_gets_the_simulated_musa_port_once(sim_processes):
+    proc = sim_processes["port"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["PORT"] == "musa-sim SimulatedMusa 77 True True MUSAGraph"
 
 
 @pytest.mark.parametrize("switch,aliased", [("on", "True True"), ("off", "False False"), (None, "False False")])
-def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_process(switch, aliased):
+def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_process(sim_processes, switch, aliased):
     """``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on`` (the musa-sim Model Runner V2 variants): the process's
     ``torch.cuda.CUDAGraph``/``graph`` are its simulated torch.musa's, as torchada makes them on MUSA; off or unset
     (the V1 variants), torch.cuda is left alone."""
-    from pathlib import Path
-
-    proc = run_python("""
-        import torch
-        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.ports.current import device_port
-        MusaSimPlatform(); MusaSimPlatform()
-        sim = device_port("musa").device_module
-        print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
-    """, {"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-          **({"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})})
+    proc = sim_processes[f"aliasing-{switch}"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["ALIASED"] == aliased
 
