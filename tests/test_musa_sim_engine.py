@@ -7,7 +7,6 @@ vLLM's worker and runner call at start-up. Per-platform runs are subprocesses (t
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import subprocess
@@ -27,6 +26,7 @@ from portable_spec import envs
 from portable_spec.vllm_adapter.platform import qualnames
 from portable_spec.vllm_adapter.platform import selection
 from portable_spec.vllm_adapter.plugin import platform_plugin
+from forked_children import run_forked
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
 SIM_QUALNAME = "portable_spec_harness.musa_sim_platform.MusaSimPlatform"
@@ -45,50 +45,6 @@ def run_python(code: str, env_extra: dict[str, str], args: list[str] = ()) -> su
 
 def tagged(stdout: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in stdout.splitlines() if line.split(" ")[0].isupper() and " " in line)
-
-
-FORKED = """
-    import json, os, sys, textwrap, traceback
-    {imports}
-    results = {{}}
-    for label, (code, env) in json.loads(sys.argv[1]).items():
-        out, err = (os.path.join(sys.argv[2], f"{{label}}.{{fd}}") for fd in ("out", "err"))
-        sys.stdout.flush(); sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            rc = 1
-            try:
-                for fd, path in ((1, out), (2, err)):
-                    os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-                os.environ.update(env)
-                exec(compile(textwrap.dedent(code), "<" + label + ">", "exec"), {{"__name__": "__main__"}})
-                rc = 0
-            except SystemExit as exc:
-                rc = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush(); sys.stderr.flush()
-                os._exit(rc)
-        _, status = os.waitpid(pid, 0)
-        results[label] = [os.waitstatus_to_exitcode(status), open(out).read(), open(err).read()]
-    print(json.dumps(results))
-"""
-
-
-def run_forked(imports: str, cases: dict[str, tuple[str, dict[str, str]]], env_extra: dict[str, str],
-               tmp_path: Path) -> dict[str, subprocess.CompletedProcess]:
-    """Each case's code (with its own environment added) in a process of its own, as ``run_python`` runs it, but
-    forked from one process that has made ``imports`` (vLLM, torch: ~5 s and more a process on the lane's
-    machine) instead of each importing them again. Only for cases whose code reads its environment after those
-    imports (the switches are read when the platform is instantiated, not when its module is imported)."""
-    proc = run_python(FORKED.format(imports=imports), env_extra,
-                      args=[json.dumps({label: [textwrap.dedent(code), env] for label, (code, env) in cases.items()}),
-                            str(tmp_path)])
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return {label: subprocess.CompletedProcess([label], rc, out, err)
-            for label, (rc, out, err) in json.loads(lines[-1]).items()}
 
 
 @pytest.fixture
@@ -220,7 +176,8 @@ def sim_processes(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     cases = {"port": (PORT_ONCE, {"TORCHADA_GRAPH_EXEC_CAP": "77"}),
              **{f"aliasing-{switch}": (ALIASING, {"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})
                 for switch in GRAPH_SWITCHES}}
-    return run_forked(SIM_PROCESS_IMPORTS, cases, {"PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    root = str(Path(__file__).resolve().parents[1])
+    return run_forked(lambda code, args: run_python(code, {"PYTHONPATH": root}, args), SIM_PROCESS_IMPORTS, cases,
                       tmp_path_factory.mktemp("sim_processes"))
 
 
