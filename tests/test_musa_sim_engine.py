@@ -26,6 +26,7 @@ from portable_spec import envs
 from portable_spec.vllm_adapter.platform import qualnames
 from portable_spec.vllm_adapter.platform import selection
 from portable_spec.vllm_adapter.plugin import platform_plugin
+from forked_children import run_forked
 from test_vllm_config import DFLASH, EAGLE, LLAMA, QWEN3, model_dir
 
 SIM_QUALNAME = "portable_spec_harness.musa_sim_platform.MusaSimPlatform"
@@ -35,11 +36,11 @@ SWITCHES = ("VLLM_PLATFORM", envs.SIM_DEVICE_ENV, "VLLM_PLUGINS", "TORCHADA_GRAP
 pytestmark = pytest.mark.skipif(MusaPort.is_active(), reason="torch_musa is installed here: run the real thing")
 
 
-def run_python(code: str, env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+def run_python(code: str, env_extra: dict[str, str], args: list[str] = ()) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
 
 
 def tagged(stdout: str) -> dict[str, str]:
@@ -144,34 +145,54 @@ def test_the_sim_class_changes_only_the_device_identity():
     assert musa_sim_plugin.PLATFORM_QUALNAME == f"{MusaSimPlatform.__module__}.{MusaSimPlatform.__qualname__}"
 
 
-def test_each_sim_process_gets_the_simulated_musa_port_once():
-    proc = run_python("""
-        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.ports.current import device_port
-        MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
-        print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
-              device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
-    """, {"TORCHADA_GRAPH_EXEC_CAP": "77"})
+SIM_PROCESS_IMPORTS = """
+    import torch
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+"""
+PORT_ONCE = """
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+    MusaSimPlatform(); first = device_port("musa"); MusaSimPlatform()
+    print("PORT", first.label, type(first.device_module).__name__, first.device_module.live_graph_cap,
+          device_port("musa") is first, first.capture_inference_mode, first.graph_class.__name__)
+"""
+ALIASING = """
+    import torch
+    from portable_spec_harness.musa_sim_platform import MusaSimPlatform
+    from portable_spec.ports.current import device_port
+    MusaSimPlatform(); MusaSimPlatform()
+    sim = device_port("musa").device_module
+    print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
+"""
+GRAPH_SWITCHES = ("on", "off", None)
+
+
+@pytest.fixture(scope="module")
+def sim_processes(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """The sim processes of the two tests below, each a process of its own that instantiates the platform with its
+    environment, forked from one that imported vLLM and the sim platform (they were four processes importing vLLM,
+    ~10 s each on the lane's machine); the switches are read at instantiation (``install_musa_sim_port``)."""
+    cases = {"port": (PORT_ONCE, {"TORCHADA_GRAPH_EXEC_CAP": "77"}),
+             **{f"aliasing-{switch}": (ALIASING, {"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})
+                for switch in GRAPH_SWITCHES}}
+    root = str(Path(__file__).resolve().parents[1])
+    return run_forked(lambda code, args: run_python(code, {"PYTHONPATH": root}, args), SIM_PROCESS_IMPORTS, cases,
+                      tmp_path_factory.mktemp("sim_processes"))
+
+
+def test_each_sim_process_gets_the_simulated_musa_port_once(sim_processes):
+    proc = sim_processes["port"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["PORT"] == "musa-sim SimulatedMusa 77 True True MUSAGraph"
 
 
 @pytest.mark.parametrize("switch,aliased", [("on", "True True"), ("off", "False False"), (None, "False False")])
-def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_process(switch, aliased):
+def test_the_mrv2_variants_switch_torchadas_graph_aliasing_on_in_each_sim_process(sim_processes, switch, aliased):
     """``PORTABLE_SPEC_SIM_TORCHADA_GRAPHS=on`` (the musa-sim Model Runner V2 variants): the process's
     ``torch.cuda.CUDAGraph``/``graph`` are its simulated torch.musa's, as torchada makes them on MUSA; off or unset
     (the V1 variants), torch.cuda is left alone."""
-    from pathlib import Path
-
-    proc = run_python("""
-        import torch
-        from portable_spec_harness.musa_sim_platform import MusaSimPlatform
-        from portable_spec.ports.current import device_port
-        MusaSimPlatform(); MusaSimPlatform()
-        sim = device_port("musa").device_module
-        print("ALIASED", torch.cuda.CUDAGraph is sim.MUSAGraph, torch.cuda.graph == sim.graph)
-    """, {"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-          **({"PORTABLE_SPEC_SIM_TORCHADA_GRAPHS": switch} if switch else {})})
+    proc = sim_processes[f"aliasing-{switch}"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tagged(proc.stdout)["ALIASED"] == aliased
 

@@ -60,6 +60,12 @@ class KV:
                                   n_context=before if own_slot else before - 1)
         return attn.o_proj(out.to(x.dtype))[0]
 
+    def prefix(self, rows: int) -> "KV":
+        """The cache as it stood after its first ``rows`` rows (each row's K/V depends on that row alone)."""
+        kv = KV()
+        kv.k, kv.v = [torch.cat(self.k)[:rows]], [torch.cat(self.v)[:rows]]
+        return kv
+
 
 def moe(block, x, top_k: int):
     """Qwen3MoeSparseMoeBlock from its loaded router and FusedMoE weights (w13 = [gate; up], w2 = down)."""
@@ -202,14 +208,14 @@ def _check_pair(name: str, root: Path, engine_config, bug: str) -> dict[str, boo
             g = D.draft_successor(design, variant)
             head = Eagle(dm, method, range(3))
             first, states = head.first(ids[1:], pos[:-1], hidden[:-1], [a[:-1] for a in aux])
+            first_pass = head.kv  # every row's K/V: what the first pass over rows 0 .. r leaves is its first r + 1
             rows = range(len(prompt) - 1, len(seq) - 1)  # inputs from the first generated token on: all in C
             results[f"{name}/{variant}: first pass drafts g at {len(rows)} rows"] = all(
                 int(first[r]) == int(g[seq[r + 1]]) for r in rows)
             chained, wanted = [], []
             for r in rows[::3]:  # two chained steps from every third row, on the head's own drafts
                 token, state = int(first[r]), states[r]
-                head.kv = KV()
-                head.first(ids[1:r + 2], pos[:r + 1], hidden[:r + 1], [a[:r + 1] for a in aux])
+                head.kv = first_pass.prefix(r + 1)  # was a first pass again over rows 0 .. r, for these rows
                 for s in (1, 2):
                     draft, out = head.step(token, r + s, state, own_slot=bug != "chain_without_own_slot")
                     chained.append(int(draft[0]))

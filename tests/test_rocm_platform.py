@@ -1,5 +1,5 @@
 """Our ROCm platform class against vLLM's own ``RocmPlatform``, at config level, with vLLM's real classes on a stand-in
-MI300 (gfx942) and MI250 (gfx90a) (``tests/rocm_platform_decisions.py``, one subprocess per arch): the attention
+MI300 (gfx942) and MI250 (gfx90a) (``tests/rocm_platform_decisions.py``, a process per arch): the attention
 backend per dtype, head size and KV-cache dtype with the graph support it declares, cudagraph support, custom
 all-reduce, the fp8 dtype, the device capability. Where ours differs (the graph pool) a test says why. Runs on every
 vLLM of the span (``tests/version_span.py``)."""
@@ -20,14 +20,21 @@ ARCHES = {"hip:gfx942": "gfx942:sramecc+:xnack-", "hip:gfx90a": "gfx90a:sramecc+
 _FP8_TRITON = {"torch.float8_e4m3fnuz": "fp8e4b8", "torch.float8_e4m3fn": "fp8e4nv"}
 
 
-@pytest.fixture(scope="module", params=sorted(ARCHES), ids=lambda t: t.partition(":")[2])
-def decided(request):
+@pytest.fixture(scope="module")
+def every_arch() -> dict:
+    """Each arch's decisions, each arch in a process of its own forked from one that imported torch and vLLM (the
+    arches were a subprocess each, both importing vLLM, ~12 s each on the lane's machine)."""
     env = {**{k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "TRITON_INTERPRET")},
            "VLLM_PLUGINS": "", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
-    proc = subprocess.run([sys.executable, PROBE, ARCHES[request.param]], capture_output=True, text=True, env=env,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, PROBE, *(ARCHES[t] for t in sorted(ARCHES))], capture_output=True,
+                          text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return request.param, json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    return json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHES), ids=lambda t: t.partition(":")[2])
+def decided(request, every_arch):
+    return request.param, every_arch[ARCHES[request.param]]
 
 
 def test_ours_decides_what_vllms_decides(decided):

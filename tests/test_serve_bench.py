@@ -1172,12 +1172,16 @@ def test_bad_input_exits_2_with_one_line(argv, fragment, tmp_path):
 
 
 def test_the_cli_prints_one_json_object_and_exits_0_on_a_complete_report(tmp_path, monkeypatch, capsys):
+    """``--min-run-s 0``: the default (10 s) sizes each timed run from its warm run to last at least 10 s, up to 1024
+    prompts against the fake server, which made this the slowest test of its module (~34 s) for nothing it checks:
+    what is checked is the CLI's one JSON line and exit code on a complete report (the sizing has its own tests,
+    ``test_prompts_are_sized_from_the_warm_run_capped_and_floored`` and the ``min_run_s`` flag test)."""
     from portable_spec_harness.serve_bench import __main__ as cli
 
     monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks())
     rc = cli.main(["--pair", "llama_eagle", "--work-dir", str(tmp_path / "zoo"), "--out", str(tmp_path / "o"),
                    "--concurrency", "1", "--rounds", "1", "--input-len", "16", "--output-len", "8",
-                   "--prompts-per-slot", "1", "--variants", "upstream_v1,ours", "--json"])
+                   "--prompts-per-slot", "1", "--min-run-s", "0", "--variants", "upstream_v1,ours", "--json"])
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and len(out) == 1
     headline = json.loads(out[0])

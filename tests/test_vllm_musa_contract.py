@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import vllm_musa_standin
+from forked_children import run_forked
 from portable_spec import envs
 from portable_spec.vllm_adapter.platform import vllm_musa_contract as contract
 from portable_spec.vllm_adapter.platform import qualnames, selection
@@ -57,9 +58,9 @@ def resolve(qualname: str):
     return getattr(importlib.import_module(module), name)
 
 
-def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=300)
+def run_python(code: str, env: dict[str, str], args: list[str] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          env=env, timeout=300)
 
 
 def tagged(stdout: str) -> dict[str, str]:
@@ -336,20 +337,37 @@ ENGINE = """
 """
 
 
-@pytest.mark.parametrize("dflash_wrap", ["1", "0"])
-def test_vllm_musa_contract_engine_config_and_worker_composition(tmp_path, dflash_wrap):
+ENGINE_IMPORTS = """
+    import vllm.platforms
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+"""
+DFLASH_WRAPS = ("1", "0")
+
+
+@pytest.fixture(scope="module")
+def engine_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """``ENGINE`` with vllm-musa's DFlash wrap on and off, each a process of its own forked from one that imported
+    vLLM's platforms with the stand-in on the path (they were two processes, each importing vLLM); the switch is read
+    when the config is made (``vllm_musa_stack.drafter_left_to_vllm_musa``, the stand-in's config hook)."""
+    from test_vllm_config import DFLASH, QWEN3, model_dir
+
+    tmp_path = tmp_path_factory.mktemp("engine")
+    target, draft = model_dir(tmp_path / "models", "qwen3", QWEN3), model_dir(tmp_path / "models", "dflash", DFLASH)
+    code = ENGINE.format(platform=qualnames.COMPOSED_MUSA_PLATFORM, target=target, draft=draft)
+    env = vllm_musa_standin.env(tmp_path / "standin")
+    return run_forked(lambda script, args: run_python(script, env, args), ENGINE_IMPORTS,
+                      {wrap: (code, {"VLLM_MUSA_DFLASH_FULL_WRAP": wrap}) for wrap in DFLASH_WRAPS},
+                      tmp_path_factory.mktemp("engine_forks"))
+
+
+@pytest.mark.parametrize("dflash_wrap", DFLASH_WRAPS)
+def test_vllm_musa_contract_engine_config_and_worker_composition(engine_runs, dflash_wrap):
     """A real vLLM 0.26.0 engine config on the composed class (stand-in beneath), then the composed worker's
     init_device as far as a CPU host goes: vllm-musa's hooks ran under ours, our worker was chosen over MTGPUWorker,
     our plan kept vllm-musa's block-aligned DFlash sizes, the device type stayed "musa" through vllm-musa's worker
     (no MusaWorker trick: unpatched vLLM 0.26.0 refuses it, vllm-musa's build accepts it), the substitutes vllm-musa
     patches itself were not bound, and our V1 runner was built only where vllm-musa does not capture the drafter."""
-    models = tmp_path / "models"
-    from test_vllm_config import DFLASH, QWEN3, model_dir
-
-    target, draft = model_dir(models, "qwen3", QWEN3), model_dir(models, "dflash", DFLASH)
-    code = ENGINE.format(platform=qualnames.COMPOSED_MUSA_PLATFORM, target=target, draft=draft)
-    env = vllm_musa_standin.env(tmp_path / "standin", VLLM_MUSA_DFLASH_FULL_WRAP=dflash_wrap)
-    proc = run_python(code, env)
+    proc = engine_runs[dflash_wrap]
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tagged(proc.stdout)
     assert out["THEIRS"] == "['apply_config_platform_defaults', 'check_and_update_config']"
