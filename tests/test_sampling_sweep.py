@@ -110,3 +110,9 @@ def test_the_committed_h200_sweep_on_vllm_033_reads_as_its_results_say():
     planted = [{**variants[0], "jit_after_boot": baseline[:1]}, variants[1]]
     assert sweep.problems(planted, expected)[1] == [
         "ours_mrv2: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _gumbel_sample_kernel"]
+
+
+def test_a_scheduling_suffix_keeps_a_variant_ours():
+    compared, found = sweep.problems([_result("ours@async", jit=["Triton: _temperature_kernel"]), _result("mrv2")],
+                                     EXPECTED)
+    assert compared == 10 and any("ours@async: 1 kernel JIT compile(s)" in line for line in found), found
