@@ -41,13 +41,27 @@ def environment() -> dict[str, Any]:
         info["cuda"] = torch.version.cuda
     except Exception as exc:  # the report is still written on a host without torch/CUDA (the CPU tests)
         info["device"] = f"unknown ({type(exc).__name__})"
-    try:
-        root = Path(__file__).resolve().parents[3]
-        info["commit"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                        text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        info["commit"] = None
+    info["commit"], info["tree_changes"] = git_state(Path(__file__).resolve().parents[3])
     return info
+
+
+def git_state(root: Path) -> tuple[str | None, int | None]:
+    """The checkout's HEAD and how many paths differ from it (``git status --porcelain``: changed, added or untracked
+    files that are not ignored). Why the count: a GPU host may run a working tree whose HEAD is older than the code it
+    holds, so a result's ``commit`` alone can name code that did not run; ``tree_changes`` > 0 says so. None, None
+    where git or the repository is missing."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout if proc.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if not head or not head.strip():
+        return None, None
+    status = git("status", "--porcelain")
+    return head.strip(), (None if status is None else len(status.splitlines()))
 
 
 def missing_keys(report: dict[str, Any]) -> list[str]:
