@@ -46,9 +46,9 @@ FORKED = """
 def run_forked(run: Callable[[str, list[str]], subprocess.CompletedProcess], imports: str,
                cases: dict[str, tuple[str, dict[str, str]]], folder: Path) -> dict[str, subprocess.CompletedProcess]:
     """Each case (``label: (code, environment variables added)``) in a process of its own, forked from one child
-    that made ``imports``; ``run(code, args)`` starts that child as the caller starts its children (its
-    environment). Returns each case's exit code, stdout and stderr."""
-    proc = run(FORKED.format(imports=imports),
+    that made ``imports`` (indented as ``FORKED``'s body); ``run(code, args)`` starts that child (its code dedented)
+    as the caller starts its children (its environment). Returns each case's exit code, stdout and stderr."""
+    proc = run(textwrap.dedent(FORKED.format(imports=imports)),
                [json.dumps({label: [textwrap.dedent(code), env] for label, (code, env) in cases.items()}), str(folder)])
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]

@@ -1,5 +1,5 @@
-"""Run in its own process (``python tests/rocm_platform_decisions.py gfx942``, or several arches, each in a process
-forked after the imports, ``forked``): vLLM's ``RocmPlatform`` and our
+"""Run in its own process (``python tests/rocm_platform_decisions.py gfx942``, or an arch per process forked after the
+imports, ``FORK_IMPORTS`` and ``case`` with ``tests/forked_children.run_forked``): vLLM's ``RocmPlatform`` and our
 ``PortableRocmPlatform`` asked the same config-level questions on a stand-in AMD device; prints one JSON object.
 
 vLLM's ROCm module reads the device's arch when it is imported (amdsmi, else ``torch.cuda.get_device_properties``),
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 HEAD_SIZES = (64, 128, 256)
@@ -72,40 +73,20 @@ def decisions(cls: Any) -> dict[str, Any]:
     }
 
 
-def forked(arches: list[str]) -> dict[str, Any]:
-    """``main`` for each arch, each in a process of its own (the arch is read once per process), forked from this
-    one after the imports ``_stand_in_device`` makes before it stands the device in (torch and vLLM, ~5 s and more
-    a process on the lane's machine): each child starts where a fresh process of ``main`` would be at that point."""
-    import os
+FORK_IMPORTS = """
+    import torch
+    import vllm.triton_utils
+    import vllm.triton_utils.importing
+"""
+"""What ``_stand_in_device`` imports before it stands the device in (torch and vLLM, ~5 s and more a process on the
+lane's machine): ``tests/forked_children.run_forked`` makes them once and forks a process per arch from there, each
+starting where a fresh process of ``main`` would be at that point."""
 
-    import torch  # noqa: F401
-    import vllm.triton_utils  # noqa: F401
-    import vllm.triton_utils.importing  # noqa: F401
 
-    out = {}
-    for arch in arches:
-        read, write = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            rc = 1
-            try:
-                with os.fdopen(write, "w") as pipe:
-                    pipe.write(json.dumps(main(arch)))
-                rc = 0
-            finally:
-                sys.stderr.flush()
-                os._exit(rc)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            text = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{arch}: the forked process exited with {os.waitstatus_to_exitcode(status)}")
-        out[arch] = json.loads(text)
-    return out
+def case(arch: str) -> str:
+    """One arch's code for ``run_forked``: ``main`` in the forked process, its JSON on stdout."""
+    return f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); " \
+           f"import rocm_platform_decisions as d; print(json.dumps(d.main({arch!r})))"
 
 
 def main(arch: str) -> dict[str, Any]:
@@ -120,5 +101,4 @@ def main(arch: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    # one arch: its decisions; several: {arch: decisions}, a forked process each
-    print(json.dumps(main(sys.argv[1]) if len(sys.argv) == 2 else forked(sys.argv[1:])))
+    print(json.dumps(main(sys.argv[1])))

@@ -13,23 +13,30 @@ import sys
 
 import pytest
 
+import rocm_platform_decisions as decisions
+from forked_children import run_forked
+
 from portable_spec.kernels.triton_table_rocm import SERVED
 
-PROBE = os.path.join(os.path.dirname(__file__), "rocm_platform_decisions.py")
 ARCHES = {"hip:gfx942": "gfx942:sramecc+:xnack-", "hip:gfx90a": "gfx90a:sramecc+:xnack-"}
 _FP8_TRITON = {"torch.float8_e4m3fnuz": "fp8e4b8", "torch.float8_e4m3fn": "fp8e4nv"}
 
 
 @pytest.fixture(scope="module")
-def every_arch() -> dict:
+def every_arch(tmp_path_factory) -> dict:
     """Each arch's decisions, each arch in a process of its own forked from one that imported torch and vLLM (the
     arches were a subprocess each, both importing vLLM, ~12 s each on the lane's machine)."""
     env = {**{k: v for k, v in os.environ.items() if k not in ("VLLM_PLATFORM", "TRITON_INTERPRET")},
            "VLLM_PLUGINS": "", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
-    proc = subprocess.run([sys.executable, PROBE, *(ARCHES[t] for t in sorted(ARCHES))], capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    runs = run_forked(lambda code, args: subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                                                        text=True, env=env, timeout=600),
+                      decisions.FORK_IMPORTS, {arch: (decisions.case(arch), {}) for arch in ARCHES.values()},
+                      tmp_path_factory.mktemp("rocm_arches"))
+    out = {}
+    for arch, proc in runs.items():
+        assert proc.returncode == 0, f"{arch}: {proc.stderr[-3000:]}"
+        out[arch] = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
+    return out
 
 
 @pytest.fixture(scope="module", params=sorted(ARCHES), ids=lambda t: t.partition(":")[2])
