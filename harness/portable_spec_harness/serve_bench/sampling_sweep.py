@@ -96,9 +96,10 @@ async def sweep_variant(server: BenchServer, out: Path, args: argparse.Namespace
                                                            KINDS[k]) for p, k in zip(prompts, kinds)))
                 result["batches"][name] = [{"kind": k, **o} for k, o in zip(kinds, outcomes)]
 
-            for name, kinds in batches(args.kinds.split(",")):
+            for name, kinds in batches(args.kinds):
                 await send(name, kinds)
-            alone = [k for k in args.kinds.split(",") if served(result).get(k)]
+            ok = served(result)
+            alone = [k for k in args.kinds if ok.get(k)]
             if alone:
                 await send(ALL, alone)
     return result
@@ -146,20 +147,21 @@ def refused(results: list[dict[str, Any]]) -> list[str]:
 
 def write_report(out: Path, pair: Any, args: argparse.Namespace,
                  results: list[dict[str, Any]]) -> tuple[int, list[str]]:
-    expected = len(batches(args.kinds.split(","))) + 1  # and ALL
+    expected = len(batches(args.kinds)) + 1  # and ALL
     compared, found = problems(results, expected)
     (out / "sampling_sweep.json").write_text(json.dumps(
-        {"pair": pair.as_json(), "settings": vars(args), "kinds": {k: KINDS[k] for k in args.kinds.split(",")},
+        {"pair": pair.as_json(), "settings": vars(args), "kinds": {k: KINDS[k] for k in args.kinds},
          "variants": results, "served_requests_of_ours": compared, "refused_everywhere": refused(results),
          "problems": found}, indent=1, default=str))
     return compared, found
 
 
-def _kinds(text: str) -> str:
-    unknown = [k for k in text.split(",") if k not in KINDS]
+def _kinds(text: str) -> list[str]:
+    kinds = text.split(",")
+    unknown = [k for k in kinds if k not in KINDS]
     if unknown or not text:
         raise argparse.ArgumentTypeError(f"unknown kind(s) {unknown or [text]}: choose from {', '.join(KINDS)}")
-    return text
+    return kinds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,11 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     pair = resolve(args.pair, args.mode, None, Path(tempfile.gettempdir()) / "portable_spec_sampling_sweep")
     target, draft = read_config(pair.target), read_config(pair.draft)
-    width = len(args.kinds.split(","))
+    width = len(args.kinds)
     max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
     kv = memory.kv_cache_bytes(target, draft, max_len, width)
     vllm_serve.raise_open_file_limit()
     results: list[dict[str, Any]] = []
+    compared, found = 0, []
     signal.signal(signal.SIGTERM, exit_on_term)  # an outer timeout still stops the server and keeps what ran
     for variant in args.variants.split(","):
         server = BenchServer(variant, pair, max_len, width, kv)
@@ -191,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
         print("sampling sweep: batches served, JIT compiles after boot", json.dumps(
             {r["variant"]: [sum(served(r).values()), len(r.get("jit_after_boot") or [])] for r in results}),
             flush=True)
-    compared, found = write_report(out, pair, args, results)
     print(f"sampling sweep: {compared} requests of ours served; refused by every variant: "
           f"{refused(results) or 'none'}; " + ("; ".join(found) if found else "no compile after boot"), flush=True)
     return 1 if found else 0
