@@ -381,3 +381,21 @@ def test_the_padded_metadata_builds_are_reported_for_the_load_only():
     assert [line.split()[padded] for line in table[1:4]] == ["-", "-", "37"]  # only our drafter counts them
     runs["full_drafter"].facts_after["padded_metadata_builds"] = None  # a drafter that does not count them
     assert rows(runs)["full_drafter"]["drafter"]["padded_metadata_builds"] is None
+
+
+def test_every_drafter_class_of_ours_is_judged_ours_and_vllms_is_not():
+    """The soak's ``our_drafter`` check reads the class the worker built. Each of our drafter classes (the EAGLE/MTP
+    and DFlash proposers, and the separate draft model's, which lives in another module) must pass it; vLLM's own
+    draft-model proposer must fail it. A prefix naming only ``proposer`` failed the draft model's soak server."""
+    from portable_spec.vllm_adapter.spec_decode import draft_model, proposer
+    from vllm.v1.spec_decode.draft_model import DraftModelProposer
+
+    ours = [cls for module in (proposer, draft_model) for cls in vars(module).values()
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and issubclass(cls, proposer.DrafterGraphMixin)
+            and cls is not proposer.DrafterGraphMixin]
+    assert {c.__name__ for c in ours} >= {"FullGraphEagleProposer", "FullGraphDFlashProposer",
+                                          "FullGraphDraftModelProposer"}
+    for cls, expected in [*((c, True) for c in ours), (DraftModelProposer, False)]:
+        runs = good_runs()
+        runs["full_drafter"].facts_after["drafter"] = f"{cls.__module__}.{cls.__qualname__}"
+        assert rows(runs)["full_drafter"]["checks"]["our_drafter"] is expected, cls

@@ -31,7 +31,9 @@ from portable_spec_harness.soak.workload import RequestSpec, Workload
 
 V1_RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
 OUR_RUNNER = "portable_spec.vllm_adapter.worker.v1_model_runner.PortableV1ModelRunner"
-OUR_DRAFTERS = "portable_spec.vllm_adapter.spec_decode.proposer."
+OUR_DRAFTERS = "portable_spec.vllm_adapter.spec_decode."
+"""Where every drafter of ours lives: the EAGLE/MTP and DFlash proposers (``proposer``) and the separate draft model's
+(``draft_model``); vLLM's own drafters live under ``vllm.``."""
 OUR_PLATFORMS = "portable_spec."
 SCRAPED = (metrics.PREEMPTIONS, metrics.PREFIX_CACHE_HITS, metrics.WAITING, metrics.RUNNING,
            metrics.PREFILL_COMPUTED + "_count", metrics.PARAM_N + "_count", metrics.ITERATIONS + "_count")
