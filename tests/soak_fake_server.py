@@ -25,6 +25,13 @@ NON_STREAMED_MAX_S = 1.0
 tests' request deadline)."""
 """Each request holds its slot at least this long, so a burst keeps the waiting gauge up for a while."""
 BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
+MONITOR_LINE = ("(EngineCore pid=1) INFO 11-25 00:00:01 [jit_monitor.py:84] Kernel JIT monitor activated; "
+                "monitored JIT compilations during inference will use mode=warn.")
+"""vLLM's line when its worker arms the JIT monitor after the warm-up (the H200 logs' words)."""
+COMPILE_LINE = ("(EngineCore pid=1) WARNING 11-25 00:00:09 [jit_monitor.py:140] Triton kernel JIT compilation "
+                "during inference: {kernel}. This causes a latency spike; consider extending warmup to cover this "
+                "shape/config.")
+"""vLLM's JIT monitor's warning for a kernel compiled after boot (``.format(kernel=...)``)."""
 
 
 def fake_greedy(prompt: list[int], n: int) -> list[int]:
@@ -154,7 +161,8 @@ class FakeVllm:
         self.thread.start()
         self.ready.wait(10)
         lines = ["INFO 11-25 00:00:00 [vllm.py:1] Asynchronous scheduling is "
-                 f"{'enabled' if async_scheduling(spec) else 'disabled'}."]
+                 f"{'enabled' if async_scheduling(spec) else 'disabled'}.",
+                 MONITOR_LINE]  # vLLM arms its JIT monitor in every server once warmed up (``serve_bench.jit_judge``)
         if spec.role == "ours":
             lines.append("INFO 11-25 00:00:01 [runner.py:227] portable_spec: drafter FULL graphs: 9 captured in "
                          "0.04 s, 56.0 MiB, sizes {'first_fused': [4, 8]}, 0 failed")

@@ -3,7 +3,7 @@ refused everywhere is vLLM's limit, not ours; a sweep that served nothing of our
 
 import pytest
 
-from portable_spec_harness.serve_bench import one_server, sampling_sweep as sweep
+from portable_spec_harness.serve_bench import jit_judge, one_server, sampling_sweep as sweep
 
 KINDS = ["greedy", "top_k", "min_p"]
 EXPECTED = len(sweep.batches(KINDS)) + 1
@@ -43,6 +43,8 @@ def test_a_kind_refused_by_every_variant_is_vllms_limit():
     (_result("ours_mrv2", refuse=["top_k"]), "failed that a baseline served: top_k, top_k+greedy"),
     (_result("ours", drop=1), "5 of 6 batches sent"),
     (_result("ours_mrv2", monitor=False), "JIT monitor never logged"),
+    (_result("ours@async", monitor=False), "ours@async: vLLM's JIT monitor never logged"),
+    ({k: v for k, v in _result("ours").items() if k != "jit_monitor_active"}, "ours: vLLM's JIT monitor not recorded"),
 ])
 def test_what_the_sweep_guards_fails_it(ours, phrase):
     compared, found = sweep.problems([ours, _result("mrv2")], EXPECTED)
@@ -80,13 +82,37 @@ def test_the_kinds_reach_what_the_sampler_specializes_on():
                                                             for k in table.values())
 
 
-def test_the_monitor_line_is_read_from_the_server_log(tmp_path):
-    log = tmp_path / "server.log"
-    log.write_text("(EngineCore pid=1) INFO [jit_monitor.py:84] Kernel JIT monitor activated; monitored JIT "
-                   "compilations during inference will use mode=warn.\n")
-    assert one_server.monitor_active(log) and not one_server.monitor_active(tmp_path / "missing.log")
-    log.write_text("INFO nothing armed\n")
-    assert not one_server.monitor_active(log)
+def test_a_probe_server_records_what_the_judge_read_from_its_log(tmp_path, monkeypatch):
+    """``one_server.booted`` stops the server and records ``jit_judge.read``'s one read of its log, under the keys
+    the committed sweeps and probes carry."""
+    import asyncio
+
+    from portable_spec_harness import vllm_serve
+    from soak_fake_server import COMPILE_LINE, MONITOR_LINE
+
+    class Stopped:
+        def stop(self):
+            return 0
+
+    def launch(server, port, log):
+        log.write_text(MONITOR_LINE + "\n" + COMPILE_LINE.format(kernel="_temperature_kernel") + "\n")
+        return Stopped()
+
+    async def not_ready(*args, **kwargs):
+        return {"ready": False, "error": "test"}
+    monkeypatch.setattr(one_server, "launch", launch)
+    monkeypatch.setattr(vllm_serve, "wait_healthy", not_ready)
+
+    async def probe():
+        async with one_server.booted(type("S", (), {"variant": "ours@async"})(), tmp_path, 1) as (port, result):
+            assert port is None
+        return result
+    result = asyncio.run(probe())
+    assert result == {"variant": "ours@async", "boot": {"ready": False, "error": "test"},
+                      "jit_after_boot": ["Triton kernel JIT compilation: _temperature_kernel"],
+                      "jit_monitor_active": True}
+    assert jit_judge.problems("ours@async", jit_judge.recorded(result)) == [
+        "ours@async: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _temperature_kernel"]
 
 
 def test_the_committed_h200_sweep_on_vllm_033_reads_as_its_results_say():
@@ -106,10 +132,13 @@ def test_the_committed_h200_sweep_on_vllm_033_reads_as_its_results_say():
     assert sweep.problems(variants, expected) == (54, [])
     assert sweep.refused(variants) == ["logit_bias", "logit_bias+greedy", "min_p", "min_p+greedy"]
     baseline = variants[1]["jit_after_boot"]
-    assert len(baseline) == 2 and variants[1]["jit_monitor_active"]
+    assert len(baseline) == 2 and variants[1]["jit_monitor_active"] and variants[0]["jit_monitor_active"]
     planted = [{**variants[0], "jit_after_boot": baseline[:1]}, variants[1]]
     assert sweep.problems(planted, expected)[1] == [
         "ours_mrv2: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _gumbel_sample_kernel"]
+    unarmed = [{**variants[0], "jit_monitor_active": False}, variants[1]]
+    assert sweep.problems(unarmed, expected)[1] == [
+        "ours_mrv2: vLLM's JIT monitor never logged 'Kernel JIT monitor activated': zero compile lines prove nothing"]
 
 
 def test_a_scheduling_suffix_keeps_a_variant_ours():

@@ -20,7 +20,7 @@ from portable_spec_harness.serve_bench import (client, combine, driver, memory, 
                                                  stats)
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
-from soak_fake_server import DeadServer, FakeVllm, fake_launcher, ticking_clock
+from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, fake_launcher, ticking_clock
 from shared_zoo import shared_zoo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,7 +179,7 @@ def test_servers_that_do_not_fit_together_fall_back_to_one_at_a_time(zoo_pair, t
 
     def tight(server, port, log):
         booted.append(server.variant)
-        if len(booted) == 3:  # the third server of the together boot finds no memory left
+        if len(booted) == 2:  # ours, the second server of the together boot, finds no memory left
             log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
             return DeadServer()
         return launch(server, port, log)
@@ -188,6 +188,10 @@ def test_servers_that_do_not_fit_together_fall_back_to_one_at_a_time(zoo_pair, t
     assert result["placement"]["mode"] == "in_turn" and result["placement"]["fell_back"]
     assert booted == ["upstream_v1", "ours", "mrv2", "upstream_v1", "ours", "mrv2"]
     assert result["status"] == "incomplete"  # the failed together boot is kept as a problem
+    # ... and is the only one: a server that never got ready is not judged on its JIT monitor (vLLM arms it after
+    # the warm-up, which that boot never reached); ours' boot in turn is, and armed it
+    assert len(result["problems"]) == 1 and result["problems"][0].startswith("together: ours did not fit")
+    assert result["variants"]["ours"]["jit_monitor_active"] is True
     assert all(result["cells"][v][C1]["runs"] == 1 for v in ("upstream_v1", "ours", "mrv2"))
 
 
@@ -1200,20 +1204,41 @@ def test_the_fake_server_is_the_soaks(zoo_pair, tmp_path):
         fake.stop()
 
 
-def test_a_kernel_compiled_after_boot_is_a_problem_for_ours_and_recorded_for_every_variant(clean_run, tmp_path):
-    """The server check the GPU run relies on (issue 41): vLLM's JIT-monitor line in ours' log fails the run, in a
-    baseline's it is only recorded; a clean run records none for each of its variants."""
+def test_a_clean_run_records_no_compile_and_an_armed_monitor_for_every_variant(clean_run):
+    """The server check the GPU run relies on (issue 41): each variant's entry keeps what ``jit_judge`` read from its
+    server's log, under the keys the committed reports carry."""
     result, _ = clean_run
     assert set(result["variants"]) == {"upstream_v1", "ours", "mrv2"}
-    assert all(entry["jit_after_boot"] == [] for entry in result["variants"].values())
-    log = tmp_path / "server_ours.log"
-    log.write_text("INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n"
-                   "(Worker_TP0 pid=9) WARNING 11-23 10:00:00 [jit_monitor.py:137] Triton kernel JIT compilation "
-                   "during inference: _topk_topp_kernel. This causes a latency spike; consider extending warmup to "
-                   "cover this shape/config.\n")
-    events, problem = driver.jit_after_boot("ours", log)
-    assert events == ["Triton kernel JIT compilation: _topk_topp_kernel"]
-    assert problem.startswith("ours: 1 kernel JIT compile(s) after boot") and "_topk_topp_kernel" in problem
-    assert driver.jit_after_boot("upstream_v1", log) == (events, None)
-    log.write_text("INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n")
-    assert driver.jit_after_boot("ours", log) == ([], None)
+    assert all(entry["jit_after_boot"] == [] and entry["jit_monitor_active"] is True
+               for entry in result["variants"].values())
+
+
+def test_a_compile_or_an_unarmed_monitor_fails_ours_by_its_kind_and_is_only_recorded_for_a_baseline(zoo_pair,
+                                                                                                 tmp_path):
+    """The driver judges through ``jit_judge``: a compile planted in ``ours@async``'s log and the monitor line
+    dropped from ``ours``' each make the run incomplete; upstream's log with both is recorded, not judged."""
+    launch = fake_launcher()
+    compile_line = COMPILE_LINE.format(kernel="_topk_topp_kernel")
+
+    def planting(server, port, log):
+        handle = launch(server, port, log)
+        text = log.read_text()
+        if server.variant == "ours@async":
+            log.write_text(text + compile_line + "\n")
+        elif server.variant in ("ours", "upstream_v1"):
+            log.write_text(text.replace(MONITOR_LINE + "\n", "")
+                           + (compile_line + "\n" if server.variant == "upstream_v1" else ""))
+        return handle
+    settings = replace(SUFFIXED, rounds=1, concurrency=(1,))
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks(planting))
+    assert result["status"] == "incomplete"
+    assert result["problems"] == [
+        "ours: vLLM's JIT monitor never logged 'Kernel JIT monitor activated': zero compile lines prove nothing; see "
+        "server_ours.log",
+        "ours@async: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _topk_topp_kernel; see "
+        "server_ours@async.log"]
+    entries = result["variants"]
+    assert {v: (e["jit_after_boot"], e["jit_monitor_active"]) for v, e in entries.items()} == {
+        "upstream_v1": (["Triton kernel JIT compilation: _topk_topp_kernel"], False),
+        "ours": ([], False),
+        "ours@async": (["Triton kernel JIT compilation: _topk_topp_kernel"], True)}

@@ -105,12 +105,18 @@ JIT_EVENT = re.compile(r"([A-Za-z]+ [^\]]*?) during inference: ([\w.]+?)[ .(]")
 
 
 def jit_events(log: Path) -> list[str]:
-    """Kernels vLLM's JIT monitor saw compile after warm-up ("Triton jit compile during inference: NAME ..."), one
-    entry per (rank, kernel) line: each is a latency spike a serving user would see."""
+    """Kernels vLLM's JIT monitor saw compile after warm-up in an engine's log (``jit_events_in``)."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
         return []
+    return jit_events_in(text)
+
+
+def jit_events_in(text: str) -> list[str]:
+    """Kernels vLLM's JIT monitor saw compile after warm-up ("Triton jit compile during inference: NAME ..."), one
+    entry per (rank, kernel) line: each is a latency spike a serving user would see. Split from the read so a caller
+    that reads the log once for more than this (``serve_bench.jit_judge``) parses the same lines the same way."""
     return [f"{m.group(1)}: {m.group(2)}" for line in text.splitlines()
             if "during inference:" in line and (m := JIT_EVENT.search(line))]
 

@@ -34,10 +34,9 @@ from portable_spec.errors import PortableSpecError
 from portable_spec_harness import vllm_serve
 from portable_spec_harness.e2e.bench import progress_bar
 from portable_spec_harness.e2e.interleave import rotation
-from portable_spec_harness.e2e.parent import jit_events
 from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench import client as client_mod
-from portable_spec_harness.serve_bench import memory, plan, report, servers
+from portable_spec_harness.serve_bench import jit_judge, memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
 from portable_spec_harness.serve_bench.servers import BenchServer
 
@@ -45,9 +44,6 @@ HOST = "127.0.0.1"
 OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA error: out of memory|"
                  r"No available memory for the cache blocks", re.IGNORECASE)
 """What a server's log says when it did not fit beside the others (torch, CUDA, vLLM's start-up memory check)."""
-JIT_CLEAN_VARIANTS = ("ours", "ours_mrv2")
-"""Variants whose server must log no JIT compile after boot (our warm-up covers greedy and sampled requests); every
-variant's compiles are recorded (``jit_after_boot``), upstream's and MRV2's as the baseline they are."""
 ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
 PHASE_CLOCK_RESERVE_S = 40.0
@@ -206,10 +202,17 @@ class Bench:
         with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
             list(pool.map(lambda live: live.handle.stop(), started))
         for live in started:
-            events, problem = jit_after_boot(live.server.variant, live.log)
-            self.variant_entry(live.server).setdefault("jit_after_boot", []).extend(events)
-            if problem:
-                self.record["problems"].append(problem)
+            self.judge_jit(live)
+
+    def judge_jit(self, live: Live) -> None:
+        """Records what vLLM's JIT monitor said in a stopped server's log (every boot's compiles; the monitor armed
+        in every boot that got ready) and judges it (``jit_judge``, which leaves a boot that never got ready alone)."""
+        jit, ready = jit_judge.read(live.log), bool(live.boot.get("ready"))
+        entry = self.variant_entry(live.server)
+        entry.setdefault(jit_judge.COMPILES_KEY, []).extend(jit.compiles)
+        if ready:
+            entry[jit_judge.MONITOR_KEY] = bool(entry.get(jit_judge.MONITOR_KEY, True) and jit.monitor_active)
+        self.record["problems"] += jit_judge.problems(live.server.variant, jit, see=live.log.name, ready=ready)
 
     # ---------------------------------------------------------------------------------------------- client runs
     def client_run(self, live: Live, kind: str, rnd: int, cell: plan.Cell, prompts: int, output_len: int,
@@ -425,16 +428,6 @@ class Bench:
 
     def write_partial(self) -> None:
         (self.outdir / "serve_bench.partial.json").write_text(json.dumps(self.record, default=str))
-
-
-def jit_after_boot(variant: str, log: Path) -> tuple[list[str], str | None]:
-    """The kernels vLLM's JIT monitor saw compile after boot in ``variant``'s server log, and the problem they are
-    for a variant of a kind in ``JIT_CLEAN_VARIANTS`` (None: none, or a baseline variant)."""
-    events = jit_events(log)
-    if not events or plan.kind_of(variant) not in JIT_CLEAN_VARIANTS:
-        return events, None
-    return events, (f"{variant}: {len(events)} kernel JIT compile(s) after boot (vLLM's JIT monitor): "
-                    f"{', '.join(sorted(set(events)))}; see {log.name}")
 
 
 def _tail(log: Path, size: int = 20000) -> str:

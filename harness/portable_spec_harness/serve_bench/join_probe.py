@@ -7,8 +7,9 @@ every 5 ms and the garbage collector's pauses, lined up on the host's clock).
     python -m portable_spec_harness.serve_bench.join_probe OUT --pair llama_eagle --mode attention
 
 Writes ``OUT/join_probe.json`` (and each server's log). A check, not a benchmark: it compares no speed between
-variants. It exits 1 when one of ours (``ours``, ``ours_mrv2``) stalled, compiled a kernel after boot, or streamed
-fewer repeats than asked (``problems``); the other variants are reported as the baseline.
+variants. It exits 1 when one of ours (``ours``, ``ours_mrv2``, with or without a scheduling suffix) stalled, compiled
+a kernel after boot or ran without vLLM's JIT monitor armed (``jit_judge``), or streamed fewer repeats than asked
+(``problems``); the other variants are reported as the baseline.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, exit_on_term
+from portable_spec_harness.serve_bench import jit_judge, memory, plan
+from portable_spec_harness.serve_bench.driver import exit_on_term
 from portable_spec_harness.serve_bench.one_server import HOST, booted
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
 from portable_spec_harness.serve_bench.servers import BenchServer
@@ -113,11 +114,12 @@ def _runner(facts: Any) -> str | None:
 
 
 def problems(results: list[dict[str, Any]], repeats: int) -> tuple[int, list[str]]:
-    """What our variants (``JIT_CLEAN_VARIANTS``) must show: every repeat ran with both requests streaming, no
-    stall, no kernel JIT compile after boot. Returns the runs compared and the problems (a probe that compared no run
-    of ours is one); the other variants are the baseline and are only reported."""
+    """What our variants (of a kind in ``jit_judge.JUDGED_KINDS``, ``ours@async`` too) must show: every repeat ran
+    with both requests streaming, no stall, and ``jit_judge``'s verdict: no kernel JIT compile after boot with vLLM's
+    JIT monitor armed. Returns the runs compared and the problems (a probe that compared no run of ours is one); the
+    other variants are the baseline and are only reported."""
     compared, found = 0, []
-    ours = [r for r in results if r["variant"] in JIT_CLEAN_VARIANTS]
+    ours = [r for r in results if jit_judge.judged(r["variant"])]
     for result in ours:
         name, runs = result["variant"], result.get("runs") or []
         if len(runs) != repeats or any(not all(run["tokens"].values()) for run in runs):
@@ -126,10 +128,9 @@ def problems(results: list[dict[str, Any]], repeats: int) -> tuple[int, list[str
         stalls = [s["ms"] for run in runs for s in run["stalls"]]
         if stalls:
             found.append(f"{name}: {len(stalls)} stall(s) of {', '.join(map(str, stalls))} ms")
-        if result.get("jit_after_boot"):
-            found.append(f"{name}: {len(result['jit_after_boot'])} kernel JIT compile(s) after boot")
+        found += jit_judge.result_problems(result)
     if not compared:
-        found.append(f"no run of {', '.join(JIT_CLEAN_VARIANTS)} to compare")
+        found.append(f"no run of {', '.join(jit_judge.JUDGED_KINDS)} to compare")
     return compared, found
 
 

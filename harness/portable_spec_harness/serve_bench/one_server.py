@@ -10,28 +10,18 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.serve_bench.driver import jit_after_boot
+from portable_spec_harness.serve_bench import jit_judge
 from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
 
 HOST = "127.0.0.1"
-
-MONITOR_ACTIVATED = "Kernel JIT monitor activated"
-"""The line vLLM's worker logs when it arms the JIT monitor after its warm-up (``vllm/utils/jit_monitor.py``,
-``activate``): without it in a log, no compile line proves nothing."""
-
-
-def monitor_active(log: Path) -> bool:
-    try:
-        return MONITOR_ACTIVATED in log.read_text(errors="replace")
-    except OSError:
-        return False
 
 
 @asynccontextmanager
 async def booted(server: BenchServer, out: Path, boot_timeout_s: float) -> AsyncIterator[tuple[int | None,
                                                                                                dict[str, Any]]]:
     """Yields ``(port, result)``: ``port`` None when the server never answered ``/health`` (``result["boot"]``
-    says why); ``result`` gains ``facts`` on boot and ``jit_after_boot`` / ``jit_monitor_active`` after the stop."""
+    says why); ``result`` gains ``facts`` on boot and, after the stop, what vLLM's JIT monitor said in the log
+    (``jit_judge``: ``jit_after_boot`` / ``jit_monitor_active``, from one read), for the probe to judge."""
     port = vllm_serve.free_port()
     log = out / f"server_{server.variant}.log"
     handle = launch(server, port, log)
@@ -44,5 +34,4 @@ async def booted(server: BenchServer, out: Path, boot_timeout_s: float) -> Async
         yield (port if boot.get("ready") else None), result
     finally:
         handle.stop()
-        result["jit_after_boot"] = jit_after_boot(server.variant, log)[0]
-        result["jit_monitor_active"] = monitor_active(log)
+        result.update(jit_judge.read(log).as_json())

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import JIT_CLEAN_VARIANTS, exit_on_term
-from portable_spec_harness.serve_bench.one_server import HOST, MONITOR_ACTIVATED, booted
+from portable_spec_harness.serve_bench import jit_judge, memory, plan
+from portable_spec_harness.serve_bench.driver import exit_on_term
+from portable_spec_harness.serve_bench.one_server import HOST, booted
 from portable_spec_harness.serve_bench.pairs import read_config, resolve
 from portable_spec_harness.serve_bench.servers import BenchServer
 
@@ -112,10 +112,11 @@ def served(result: dict[str, Any]) -> dict[str, bool]:
 
 
 def problems(results: list[dict[str, Any]], expected_batches: int) -> tuple[int, list[str]]:
-    """What our variants (``JIT_CLEAN_VARIANTS``) must show: every batch sent, each one a baseline served also served
-    by ours, and no kernel JIT compile after boot. Returns the requests of ours served and the problems (a sweep that
-    served no request of ours is one); the other variants are the baseline and are only reported."""
-    ours = [r for r in results if plan.kind_of(r["variant"]) in JIT_CLEAN_VARIANTS]  # ours@async is ours
+    """What our variants (of a kind in ``jit_judge.JUDGED_KINDS``, ``ours@async`` too) must show: every batch sent,
+    each one a baseline served also served by ours, and ``jit_judge``'s verdict: no kernel JIT compile after boot with
+    vLLM's JIT monitor armed. Returns the requests of ours served and the problems (a sweep that served no request of
+    ours is one); the other variants are the baseline and are only reported."""
+    ours = [r for r in results if jit_judge.judged(r["variant"])]
     baseline = [served(r) for r in results if r not in ours]
     compared, found = 0, []
     for result in ours:
@@ -127,14 +128,9 @@ def problems(results: list[dict[str, Any]], expected_batches: int) -> tuple[int,
         if lost:
             found.append(f"{name}: {len(lost)} batch(es) failed that " +
                          ("a baseline served" if baseline else "no baseline was run for") + f": {', '.join(lost)}")
-        if not result.get("jit_monitor_active"):
-            found.append(f"{name}: vLLM's JIT monitor never logged {MONITOR_ACTIVATED!r}: no compile line proves "
-                         "nothing")
-        if result.get("jit_after_boot"):
-            found.append(f"{name}: {len(result['jit_after_boot'])} kernel JIT compile(s) after boot: "
-                         + ", ".join(sorted(set(result["jit_after_boot"]))))
+        found += jit_judge.result_problems(result)
     if not compared:
-        found.append(f"no request of {', '.join(JIT_CLEAN_VARIANTS)} served")
+        found.append(f"no request of {', '.join(jit_judge.JUDGED_KINDS)} served")
     return compared, found
 
 
