@@ -115,30 +115,41 @@ def test_a_probe_server_records_what_the_judge_read_from_its_log(tmp_path, monke
         "ours@async: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _temperature_kernel"]
 
 
-def test_the_committed_h200_sweep_on_vllm_033_reads_as_its_results_say():
-    """Session 24's sweep on vLLM 0.33.0 (Model Runner V2 on both servers): ours served every kind vLLM serves and
-    compiled nothing after boot, while MRV2 on vLLM's platform compiled two kernels in the same call; planting one
-    of those compiles on ours makes the same data fail."""
+COMMITTED_SWEEPS = {
+    # session 24, vLLM 0.33.0: Model Runner V2 on both servers (ours_mrv2 = MRV2 on our platform)
+    "2026-11-29-h200-session24/sweep033": (("ours_mrv2", "mrv2"), True, 2),
+    # session 25, vLLM 0.26.0: the V1 runner on both servers (ours = our drafter on V1, upstream_v1 = vLLM's)
+    "2026-11-29-h200-session25/soaksweep026": (("ours", "upstream_v1"), False, 6),
+}
+"""Committed H200 sweeps: (the variants in order, whether both ran Model Runner V2, how many kernels the baseline
+compiled after boot)."""
+
+
+@pytest.mark.parametrize("folder", sorted(COMMITTED_SWEEPS))
+def test_a_committed_h200_sweep_reads_as_its_results_say(folder):
+    """Each committed sweep: ours served every kind vLLM serves and compiled nothing after boot, with vLLM's monitor
+    armed, while the baseline of the same call compiled kernels after boot; planting one of the baseline's compiles
+    on ours, or disarming ours' monitor, makes the same data fail."""
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / ("bench/results/2026-11-29-h200-session24/sweep033/sampling-sweep/"
-                                                  "sampling_sweep.json")
+    names, mrv2, baseline_compiles = COMMITTED_SWEEPS[folder]
+    path = Path(__file__).resolve().parents[1] / "bench/results" / folder / "sampling-sweep/sampling_sweep.json"
     report = json.loads(path.read_text())
     variants = report["variants"]
-    assert [r["variant"] for r in variants] == ["ours_mrv2", "mrv2"]
-    assert all(r["facts"]["use_v2_model_runner"] for r in variants)
-    expected = len(sweep.batches(report["settings"]["kinds"].split(","))) + 1
+    assert [r["variant"] for r in variants] == list(names)
+    assert [r["facts"]["use_v2_model_runner"] for r in variants] == [mrv2, mrv2]
+    kinds = report["settings"]["kinds"]  # session 24 wrote the --kinds text, later sweeps the parsed list
+    expected = len(sweep.batches(kinds.split(",") if isinstance(kinds, str) else kinds)) + 1
     assert sweep.problems(variants, expected) == (54, [])
     assert sweep.refused(variants) == ["logit_bias", "logit_bias+greedy", "min_p", "min_p+greedy"]
     baseline = variants[1]["jit_after_boot"]
-    assert len(baseline) == 2 and variants[1]["jit_monitor_active"] and variants[0]["jit_monitor_active"]
+    assert len(baseline) == baseline_compiles and variants[1]["jit_monitor_active"] and variants[0]["jit_monitor_active"]
     planted = [{**variants[0], "jit_after_boot": baseline[:1]}, variants[1]]
-    assert sweep.problems(planted, expected)[1] == [
-        "ours_mrv2: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: _gumbel_sample_kernel"]
+    assert sweep.problems(planted, expected)[1] == [f"{names[0]}: 1 kernel JIT compile(s) after boot: {baseline[0]}"]
     unarmed = [{**variants[0], "jit_monitor_active": False}, variants[1]]
     assert sweep.problems(unarmed, expected)[1] == [
-        "ours_mrv2: vLLM's JIT monitor never logged 'Kernel JIT monitor activated': zero compile lines prove nothing"]
+        f"{names[0]}: vLLM's JIT monitor never logged 'Kernel JIT monitor activated': zero compile lines prove nothing"]
 
 
 def test_a_scheduling_suffix_keeps_a_variant_ours():

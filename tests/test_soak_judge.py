@@ -5,6 +5,7 @@ stop strings and seeded sampling; the plan aims where the zoo's construction say
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -399,3 +400,26 @@ def test_every_drafter_class_of_ours_is_judged_ours_and_vllms_is_not():
         runs = good_runs()
         runs["full_drafter"].facts_after["drafter"] = f"{cls.__module__}.{cls.__qualname__}"
         assert rows(runs)["full_drafter"]["checks"]["our_drafter"] is expected, cls
+
+
+def test_the_committed_draft_model_soak_passed_with_every_condition_counted():
+    """Session 25's soak of the zoo's separate draft-model pair on the H200 (vLLM 0.26.0, V1 runner, async scheduling,
+    TP=1): our ``FullGraphDraftModelProposer`` server passed every check, and re-judging its committed condition
+    counts finds every condition a server of ours must show above zero; zeroing one of them fails it."""
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[1]
+            / "bench/results/2026-11-29-h200-session25/soaksweep026/soak/soak.json")
+    report = json.loads(path.read_text())
+    assert (report["status"], report["failures"], report["vllm"]) == ("passed", [], "0.26.0")
+    servers = report["pairs"]["llama_ctx_draft_model"]["servers"]
+    ours = servers["full_drafter"]
+    assert ours["drafter"]["drafter"] == ("portable_spec.vllm_adapter.spec_decode.draft_model."
+                                          "FullGraphDraftModelProposer")
+    assert servers["eager_drafter"]["drafter"]["drafter"] == "vllm.v1.spec_decode.draft_model.DraftModelProposer"
+    assert len(ours["checks"]) >= 30 and all(ours["checks"].values()), ours["failures"]
+    assert ours["checks"]["our_drafter"] and ours["checks"]["seeded_solo_equals_eager"]
+    names = conditions.expected(speculative=True, ours=True)
+    assert len(names) >= 15 and conditions.failing(ours["conditions"], names) == {}
+    zeroed = {**ours["conditions"], "preempted": 0}
+    assert set(conditions.failing(zeroed, names)) == {"preempted"}
