@@ -49,3 +49,29 @@ def import_triton():
 
         return triton
     return pytest.importorskip("triton")
+
+
+def triton32_python_for_this_vllm() -> str:
+    """The Python of a triton==3.2.0 virtualenv that sees THIS interpreter's vLLM: ``$PORTABLE_SPEC_TRITON32_PYTHON``
+    where it does (the lane's, built from vLLM 0.26.0's virtualenv), else the one ``ci/lanes/triton32_venv.sh`` builds
+    (or reuses) for this interpreter, as the lane builds 0.26.0's. None to be had fails under the lane."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    here = version("vllm")
+    probe = "from importlib.metadata import version; print(version('vllm'))"
+    python = os.environ.get(TRITON32_ENV)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if python and os.path.exists(python):
+        seen = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+        if seen.returncode == 0 and seen.stdout.strip() == here:
+            return python
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ci", "lanes",
+                          "triton32_venv.sh")
+    built = subprocess.run(["bash", script, sys.executable], capture_output=True, text=True, env=env, timeout=900)
+    if built.returncode != 0 or not built.stdout.strip():
+        missing(f"no triton==3.2.0 virtualenv for vLLM {here}: {script} {sys.executable} failed "
+                f"({(built.stderr.strip().splitlines() or ['no output'])[-1]})")
+    return built.stdout.strip().splitlines()[-1]
+

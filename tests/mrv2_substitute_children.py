@@ -48,7 +48,8 @@ import vllm.v1.worker.gpu.sample.logprob as logprob  # noqa: E402
 import vllm.v1.worker.gpu.sample.penalties as penalties  # noqa: E402
 import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils as rejection  # noqa: E402
 
-MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "_rejection_kernel", "_topk_topp_kernel",
+MRV2_SUBSTITUTES = ("_load_ptr", "_penalties_kernel", "tl_rand32", "tl_rand64", "_rejection_kernel",
+                    "_topk_topp_kernel",
                     "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32",
                     "_update_committed_marker_cache_kernel", "gumbel_noised_argmax")
 MODES: tuple[str, ...] = ("substituted",)
@@ -493,8 +494,8 @@ def _coin_flip_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, fir
 
 
 def gumbel_sample() -> dict:
-    """MRV2's sampler and probabilistic drafting draw through ``tl_rand32``, which the MUSA table rebinds in
-    ``gumbel`` too: the draws must stay vLLM's."""
+    """MRV2's sampler and probabilistic drafting draw through ``tl_rand32`` (``tl_rand64`` under
+    ``--use-fp64-gumbel``), which the MUSA table rebinds in ``gumbel`` too: the draws must stay vLLM's."""
     def run(**case):
         processed = case.get("output_processed_logits")
         sampled = gumbel.gumbel_sample(**case)
@@ -505,7 +506,7 @@ def gumbel_sample() -> dict:
     # Drafting writes each token's processed logits to its (request, column) cell of output_processed_logits: one
     # token per request (EAGLE), or per (request, column) with per-token columns (DFlash), as MRV2's speculator does.
     for name, tokens, vocab, draft in (("target", 9, 1024, None), ("draft", 5, 1000, "scalar"),
-                                       ("draft_per_token", 12, 1024, "per_token")):
+                                       ("draft_per_token", 12, 1024, "per_token"), ("target_fp64", 9, 1024, None)):
         max_reqs = tokens + 2
         per_req = 3 if draft == "per_token" else 1
         reqs = torch.randperm(max_reqs, generator=gen)[:tokens // per_req].to(torch.int32)
@@ -515,6 +516,8 @@ def gumbel_sample() -> dict:
                     temperature=torch.where(torch.rand(max_reqs, generator=gen) < 0.3, 0.0, 0.8),
                     seed=torch.randint(-2**62, 2**62, (max_reqs,), generator=gen),
                     pos=torch.randint(0, 4000, (tokens,), generator=gen), apply_temperature=draft is not None)
+        if name.endswith("_fp64"):
+            case["use_fp64"] = True
         if draft:
             case["output_processed_logits"] = torch.zeros(max_reqs, 3, vocab)
             case["output_processed_logits_col"] = (torch.tensor(1) if draft == "scalar"

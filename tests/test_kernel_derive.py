@@ -187,6 +187,35 @@ def test_random_offsets_pass_both_32_bit_words_and_draw_the_same_numbers(dtype, 
     assert [a != b for a, b in zip(low, shipped)] == high_words, (seed, pos, low, shipped)
 
 
+@triton.jit
+def four_word_draws(words_ptr, seed, pos_ptr):
+    pos = tl.load(pos_ptr)
+    w0, w1, w2, w3 = tl.randint4x(seed, pos)
+    tl.store(words_ptr, w0.to(tl.uint32, bitcast=True).to(tl.int64))
+    tl.store(words_ptr + 1, w1.to(tl.uint32, bitcast=True).to(tl.int64))
+    tl.store(words_ptr + 2, w2.to(tl.uint32, bitcast=True).to(tl.int64))
+    tl.store(words_ptr + 3, w3.to(tl.uint32, bitcast=True).to(tl.int64))
+
+
+@pytest.mark.parametrize("dtype, seed, pos", [
+    (torch.int64, 12345, 4095), (torch.int64, -2**40, 2**31 + 5), (torch.int64, 7, 2**32 + 3),
+    (torch.int64, -3, -2**35 - 1), (torch.int32, 5, -9)])
+def test_randint4x_passes_both_32_bit_words_and_returns_the_same_four_words(dtype, seed, pos):
+    """``tl.randint4x`` (vLLM's fp64 Gumbel draw, ``tl_rand64``) is rewritten to the same Philox call with all four
+    results: the interpreter's (Triton >= 3.3) four 32-bit words at every offset, int64 ones past 2**32 included."""
+    _interpreted()
+    derived = derive(four_word_draws, {"rand-offsets-two-words": 1})
+    source = inspect.getsource(derived.fn)
+    assert source.count("tl.philox(") == 1 and "tl.randint4x(" not in source and ")[0]" not in source
+
+    def words(kernel):
+        out = torch.zeros(4, dtype=torch.int64)
+        kernel[(1,)](out, seed, torch.tensor([pos], dtype=dtype))
+        return out.tolist()
+
+    assert words(derived) == words(four_word_draws), (seed, pos)
+
+
 def test_a_random_offset_that_is_an_expression_is_not_rewritten():
     """The offset is read five times in the two-word form: only a plain name is rewritten (else the count fails)."""
     with pytest.raises(DerivationError, match="rand-offsets-two-words changed 0 place"):

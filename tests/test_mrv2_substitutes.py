@@ -29,6 +29,7 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
     "_load_ptr": ("block_tables", "staged_writes"),
     "_rejection_kernel": ("rejection_sample",),
     "tl_rand32": ("rejection_sample", "gumbel_sample"),
+    "tl_rand64": ("gumbel_sample", "selector_walk"),  # fp64 Gumbel: the sampler's (<= 0.28), DFlash2's int64 keys
     "_topk_topp_kernel": ("top_k_top_p",),
     "_fill_logprob_token_ids_kernel": ("fill_logprob_token_ids",),
     "_apply_write_kernel": ("apply_write",),

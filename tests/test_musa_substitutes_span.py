@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 
 import pytest
 from lane_tools import import_triton
@@ -28,9 +29,10 @@ def _current(target: str):
 
 
 NOTHING_TO_BIND = {"_mulhilo32": ("0.26.0", "0.28.0"), "_update_committed_marker_cache_kernel": ("0.26.0",),
-                   "gumbel_noised_argmax": ("0.26.0",)}
-"""Entries whose object an earlier vLLM of the span lacks (0.33.0's watermark module, 0.28.0's thinking budget,
-0.28.0's DFlash2, the Gumbel helper's only binding site): they state no site there."""
+                   "gumbel_noised_argmax": ("0.26.0",), "tl_rand64": ("0.33.0",)}
+"""Entries whose object a vLLM of the span lacks (0.33.0's watermark module, 0.28.0's thinking budget, 0.28.0's
+DFlash2, the Gumbel helper's only binding site; 0.33.0 draws fp64 Gumbel noise from a hash, with no ``tl_rand64``):
+they state no site there."""
 
 
 def test_every_musa_substitute_states_its_counts_and_sites_for_every_version_of_the_span():
@@ -102,22 +104,81 @@ def test_the_v1_eagle_substitute_reaches_the_launch_on_this_vllm(vllm_platform):
         assert dispatcher.kernel is utils.eagle_prepare_next_token_padded_kernel
 
 
-def test_an_engine_with_fp64_gumbel_keeps_vllms_gumbel_helper_with_one_line(caplog):
-    """DFlash2's selector-walk substitute draws the noise unconditionally; with ``use_fp64_gumbel`` that draw is one
-    Triton 3.2 rejects on vLLM 0.28.0, also where vLLM's own walk (greedy: its branch skips the draw) compiles. Such
-    an engine keeps vLLM's helper, and one line says so; every other entry is bound as before."""
+def test_an_engine_with_fp64_gumbel_binds_every_substitute_and_a_declining_entry_is_left_with_one_line(
+        caplog, monkeypatch):
+    """``--use-fp64-gumbel`` (``model_config.use_fp64_gumbel``) changes nothing that is bound: DFlash2's selector-walk
+    substitute draws the noise unconditionally, and with ``tl_rand64`` bound that fp64 draw compiles on Triton 3.2
+    (the Triton 3.2 check's ``_selector_walk_kernel[fp64]`` rows). An entry whose ``kept_when`` flag an engine turns
+    on is left vLLM's, with one line saying why; every other entry is bound as before."""
+    import dataclasses
     import logging
     from types import SimpleNamespace
 
+    from portable_spec.vllm_adapter.worker import gpu_worker
     from portable_spec.vllm_adapter.worker.gpu_worker import engine_substitutes
 
     every = registry.substitutions_for("musa")
     plain = SimpleNamespace(model_config=SimpleNamespace(use_fp64_gumbel=False))
     fp64 = SimpleNamespace(model_config=SimpleNamespace(use_fp64_gumbel=True))
+    assert engine_substitutes("musa", "musa", plain) == tuple(every)
+    assert engine_substitutes("musa", "musa", None) == tuple(every)  # no config: nothing declined
+    assert engine_substitutes("musa", "musa", fp64) == tuple(every)
+    assert {"tl_rand64", "gumbel_noised_argmax"} <= {s.name for s in every}
+    declining = [dataclasses.replace(s, kept_when=(("use_fp64_gumbel", "a test's reason"),))
+                 if s.name == "gumbel_noised_argmax" else s for s in every]
+    monkeypatch.setattr(gpu_worker, "substitutions_for", lambda port: declining)
     with caplog.at_level(logging.INFO, logger="portable_spec"):
-        assert engine_substitutes("musa", "musa", plain) == tuple(every)
-        assert engine_substitutes("musa", "musa", None) == tuple(every)  # no config: nothing declined
         kept = engine_substitutes("musa", "musa", fp64)
-    assert [s.name for s in every if s not in kept] == ["gumbel_noised_argmax"]
+    assert engine_substitutes("musa", "musa", plain) == tuple(declining)
+    assert [s.name for s in declining if s not in kept] == ["gumbel_noised_argmax"]
     lines = [r.getMessage() for r in caplog.records if "not bound, vLLM's kept" in r.getMessage()]
     assert len(lines) == 1 and "gumbel_noised_argmax" in lines[0] and "use_fp64_gumbel is on" in lines[0], lines
+
+
+_WALK = "mrv2/spec_decode.dflash2.speculator._selector_walk_kernel[fp64]"
+_RESAMPLE = "mrv2/spec_decode.rejection_sampler_utils._resample_kernel"
+FP64_NEEDS = {
+    "0.26.0": {},
+    "0.28.0": {_WALK: ("compile", "Cannot bitcast data-type of size 64", "tl_rand64")},
+    "0.33.0": {_WALK: ("compile-amd", "does not dominate this use", "gumbel_noised_argmax"),
+               **{f"{_RESAMPLE}[{key}]": ("compile", "has no attribute 'mul'", "_mulhilo32")
+                  for key in ("greedy-draft-fp64", "draft-logits-fp64", "block-verification-fp64", "watermark-fp64")}},
+}
+"""The fp64 rows Triton 3.2 rejects as vLLM ships them on each version: the layer, a piece of its first error, and
+the substitute that makes the row compile (0.28.0: DFlash2's walk keys its fp64 draw with int64 candidate ids,
+``tl_rand64``'s two 32-bit words; 0.33.0: the walk's Gumbel helper, and the resample's watermark Philox)."""
+
+
+def test_the_fp64_gumbel_rows_pass_the_triton_3_2_check_on_this_vllm(tmp_path):
+    """``--use-fp64-gumbel`` on the MUSA path: every row an engine with it launches (``KernelCase.engine``: the V1
+    recovered-token sampler, MRV2's Gumbel sampler, resample and DFlash2's walk at ``USE_FP64``) passes both
+    backends of the Triton 3.2 check with the substitutes such an engine binds, on this vLLM (a 3.2 virtualenv that
+    sees it). Removing ``tl_rand64`` from the table fails it on 0.28.0."""
+    import json
+    import subprocess
+    import sys
+
+    from lane_tools import triton32_python_for_this_vllm
+
+    from portable_spec.kernels.triton_check import ENV_VAR
+    from portable_spec.kernels.triton_table import kernel_cases
+
+    rows = [c.key for c in kernel_cases() if c.engine == ("use_fp64_gumbel",)]
+    # 0.28.0: DFlash2's walk, x2; 0.33.0: the watermarked resample
+    assert len(rows) == version_gate.pick({"0.26.0": 8, "0.28.0": 10, "0.33.0": 11}), rows
+    only = [arg for key in rows for arg in ("--only", key)]
+    env = {**os.environ, ENV_VAR: triton32_python_for_this_vllm()}
+    proc = subprocess.run([sys.executable, "-m", "portable_spec", "kernels", "--check-triton", "--json", "--out",
+                           str(tmp_path), *only], capture_output=True, text=True, env=env, timeout=900)
+    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else None
+    assert report is not None, proc.stderr[-3000:]
+    assert report["vllm"] == version_gate.installed_text() and report["layers"] == ["compile", "compile-amd", "static"]
+    checked = {r["kernel"]: r for r in report["kernels"]}
+    assert sorted(checked) == sorted(rows)
+    assert report["green"] and proc.returncode == 0, report["rejected_with_substitutes"]
+    needs = version_gate.pick(FP64_NEEDS)
+    assert {k for k, r in checked.items() if r["as_shipped"]["verdict"] != "ok"} == set(needs)
+    for key, (layer, piece, substitute) in needs.items():
+        assert piece in (checked[key]["as_shipped"][layer]["first_error"] or ""), (key, checked[key]["as_shipped"])
+        assert any(t.endswith(f".{substitute}") for t in report["substitutes_bound"]), substitute
+

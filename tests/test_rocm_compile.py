@@ -127,6 +127,35 @@ def test_what_rocm_reaches_of_mrv2s_exclusions_has_rows_from_the_version_that_la
     assert here == {r.case.ref for r in rocm_rows() if r.source == "rocm_mrv2"}
 
 
+def watermark_specializations(rows) -> set[tuple[str, str, str, str]]:
+    """(kernel, launch, the key halves' types or "-", the block maxima's type) of each watermark row."""
+    out = set()
+    for case in rows:
+        launch = case.key.split("[", 1)[1].rstrip("]").split("-key-")[0].removesuffix("-fp64")
+        keys = f"{case.signature['key_0_value']} {case.signature['key_1_value']}" if "key_0_value" in case.signature \
+            else "-"
+        out.add((case.attr, launch, keys, case.signature["local_max_ptr"]))
+    return out
+
+
+def test_the_watermark_rows_cover_every_key_half_type_and_fp64_where_a_launch_passes_it():
+    """``_philox_gumbel_kernel`` types the key's two 32-bit halves by value (i32 below 2**31, i64 up to 2**32 - 1;
+    ``do_not_specialize`` keeps only the types): every launch is compiled with all four signatures; the launches with
+    a sampling state (``use_fp64=random_sampler.use_fp64``) and the draft step reading their maxima also with fp64
+    maxima under ``--use-fp64-gumbel``. Dropping any one row fails here."""
+    found = watermark_specializations(WATERMARK_ROWS)
+    launches = {"sampler", "sampler-mixed", "draft", "draft-block"}
+    halves = {f"{a} {b}" for a in ("i32", "i64") for b in ("i32", "i64")}
+    assert {(k, la, h, "*fp32") for k in ["_philox_gumbel_kernel"] for la in launches for h in halves} <= found
+    assert {("_philox_gumbel_kernel", la, "i64 i64", "*fp64") for la in launches - {"sampler"}} <= found
+    assert {("_draft_step_kernel", la, "-", m) for la in ("first", "middle", "last") for m in ("*fp32", "*fp64")} \
+        <= found
+    assert not any(la == "sampler" and m == "*fp64" for _, la, _, m in found)  # gumbel.py:64 passes no use_fp64
+    assert len(found) == len(WATERMARK_ROWS) == 16 + 3 + 6
+    for row in WATERMARK_ROWS:
+        assert watermark_specializations(tuple(r for r in WATERMARK_ROWS if r is not row)) != found, row.key
+
+
 def test_a_missing_row_is_caught():
     """The coverage walk is not vacuous: drop ROCM_ATTN's decode kernel from the rows and it is reported."""
     dropped = "vllm.v1.attention.ops.chunked_prefill_paged_decode:kernel_paged_attention_2d"

@@ -58,12 +58,16 @@ REQUEST_INDEX_SOURCES = {  # a buffer of request indices -> (file, the name its 
 }
 FED_BY_A_COPY = {  # row key -> parameter -> the source above it reads, where that is not the model runner's mapping
     "mrv2/block_table._compute_slot_mappings_kernel[draft]": {"idx_mapping": "speculator copy"},
-    "mrv2/sample.gumbel._gumbel_sample_kernel[draft]": {"expanded_idx_mapping_ptr": "speculator copy"},
-    "mrv2/sample.gumbel._gumbel_sample_kernel[draft-per-token]": {"expanded_idx_mapping_ptr": "DFlash samples"},
+    **{f"mrv2/sample.gumbel._gumbel_sample_kernel[draft{fp64}]": {"expanded_idx_mapping_ptr": "speculator copy"}
+       for fp64 in ("", "-fp64")},
+    **{f"mrv2/sample.gumbel._gumbel_sample_kernel[draft-per-token{fp64}]": {"expanded_idx_mapping_ptr":
+                                                                              "DFlash samples"}
+       for fp64 in ("", "-fp64")},
     "mrv2/sample.penalties._bincount_kernel": {"expanded_idx_mapping_ptr": "penalties list"},
     "mrv2/spec_decode.dflash.speculator._prepare_dflash_inputs_kernel": {"out_sample_idx_mapping_ptr":
                                                                          "DFlash samples"},
-    "mrv2/spec_decode.dflash2.speculator._selector_walk_kernel": {"req_state_ptr": "DFlash samples"},
+    **{f"mrv2/spec_decode.dflash2.speculator._selector_walk_kernel{variant}": {"req_state_ptr": "DFlash samples"}
+       for variant in ("", "[greedy]", "[fp64]", "[greedy-fp64]")},
     "mrv2/spec_decode.dflash2.speculator._cache_draft_logits_kernel": {"req_state_ptr": "DFlash samples"},
     "mrv2/spec_decode.multi_module_mtp.speculator._cache_inputs_kernel": {"idx_mapping_ptr": "speculator copy"},
     "mrv2/spec_decode.multi_module_mtp.speculator._shift_input_ids_kernel": {"idx_mapping_ptr": "speculator copy"},

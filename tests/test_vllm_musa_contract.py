@@ -33,8 +33,9 @@ from portable_spec.vllm_adapter.plugin import platform_plugin
 
 pytestmark = pytest.mark.vllm_musa_contract
 LOGGER = "portable_spec.vllm_adapter"
-ON_TOP = ("kernel_unified_attention", "_load_ptr", "tl_rand32", "_rejection_kernel", "_fill_logprob_token_ids_kernel",
-          "_apply_write_kernel", "_mulhilo32", "_update_committed_marker_cache_kernel", "gumbel_noised_argmax")
+ON_TOP = ("kernel_unified_attention", "_load_ptr", "tl_rand32", "tl_rand64", "_rejection_kernel",
+          "_fill_logprob_token_ids_kernel", "_apply_write_kernel", "_mulhilo32", "_update_committed_marker_cache_kernel",
+          "gumbel_noised_argmax")
 """Our MUSA substitutes bound on top of vllm-musa (no series of its covers them), in the registry's order."""
 NOTHING_TO_BIND = {"_mulhilo32", "_update_committed_marker_cache_kernel", "gumbel_noised_argmax"}
 """Of those, the ones whose object vllm-musa's vLLM (0.26.0) lacks (vLLM 0.33.0's watermark module, 0.28.0's thinking

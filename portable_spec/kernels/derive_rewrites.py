@@ -31,9 +31,11 @@ Each expresses the same program without one construct an older Triton front end 
   the same lines). On the negated comparison the select's condition is another value, which the pass leaves alone.
 - ``rand-offsets-two-words``: ``tl.rand(seed, offset)`` -> ``tl.uint_to_uniform_float(tl.philox(seed, lo, hi, 0,
   0)[0])`` with ``lo`` the offset's low 32 bits and ``hi`` its high 32 bits (0 for an offset of 32 bits or fewer);
-  ``tl.randint`` likewise without the float conversion. Triton 3.2 draws from an int64 offset with a 64-bit Philox
-  whose result is a block of one element, not a scalar (so ``u`` in a branch no longer matches the other branch: "the
-  else block redefines it as <[1], int1>"), and other numbers. Triton >= 3.3 draws from the offset's two 32-bit
+  ``tl.randint`` likewise without the float conversion, ``tl.randint4x`` likewise with all four results. Triton 3.2
+  draws from an int64 offset with a 64-bit Philox whose result is a block of one element, not a scalar (so ``u`` in
+  a branch no longer matches the other branch: "the else block redefines it as <[1], int1>"), of 64-bit words (a
+  caller that bitcasts one to 32 bits fails: "Cannot bitcast data-type of size 64 to data-type of size 32"), and
+  other numbers. Triton >= 3.3 draws from the offset's two 32-bit
   halves as Philox counter words; passing both halves explicitly as uint32 draws exactly those numbers on both, for
   every offset (positions past 2**32 and negative int64 values included). The offset must be a plain name (it is
   read five times).
@@ -226,24 +228,26 @@ class _FlipTernary(_Counting):
         return ast.copy_location(ast.IfExp(test=flipped, body=node.orelse, orelse=node.body), node)
 
 
-_TWO_WORDS = ("tl.philox({seed}, {o}.to(tl.uint32), ({o} >> 32).to(tl.uint32)"
-              " if tl.constexpr({o}.dtype.primitive_bitwidth) > 32 else {o}.to(tl.uint32) * 0,"
-              " {o}.to(tl.uint32) * 0, {o}.to(tl.uint32) * 0)[0]")
+_FOUR_WORDS = ("tl.philox({seed}, {o}.to(tl.uint32), ({o} >> 32).to(tl.uint32)"
+               " if tl.constexpr({o}.dtype.primitive_bitwidth) > 32 else {o}.to(tl.uint32) * 0,"
+               " {o}.to(tl.uint32) * 0, {o}.to(tl.uint32) * 0)")
 """Triton >= 3.3's ``randint4x`` draw, spelled out: Philox on the offset's low and high 32-bit words (a zero high
-word for an offset of 32 bits or fewer) and two zero words, the first of the four results."""
+word for an offset of 32 bits or fewer) and two zero words, all four results."""
+_TWO_WORDS = _FOUR_WORDS + "[0]"
+"""The same draw's first result: what ``tl.randint`` (and, as a float, ``tl.rand``) returns."""
 
 
 class _RandTwoWords(_Counting):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         name = ast.unparse(node.func)
-        if name not in ("tl.rand", "tl.randint") or len(node.args) != 2 or node.keywords:
+        if name not in ("tl.rand", "tl.randint", "tl.randint4x") or len(node.args) != 2 or node.keywords:
             return node
         seed, offset = node.args
         if not isinstance(offset, ast.Name):
             return node  # not counted: derive fails on the count, naming the kernel
         self.changed += 1
-        draw = _TWO_WORDS.format(seed=ast.unparse(seed), o=offset.id)
+        draw = (_FOUR_WORDS if name == "tl.randint4x" else _TWO_WORDS).format(seed=ast.unparse(seed), o=offset.id)
         text = f"tl.uint_to_uniform_float({draw})" if name == "tl.rand" else draw
         return ast.copy_location(ast.parse(text, mode="eval").body, node)
 

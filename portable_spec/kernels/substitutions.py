@@ -233,6 +233,20 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
         rewrites=(("rand-offsets-two-words", 1),),
     ),
     Substitution(
+        name="tl_rand64",
+        targets=(),
+        targets_by_version={"0.26.0": (f"{_MRV2}.sample.gumbel.tl_rand64",), "0.33.0": ()},
+        platforms=("musa",),
+        reason=("MRV2's fp64 Gumbel noise (--use-fp64-gumbel) draws lo, hi = tl.randint4x(seed, offset) and "
+                "bitcasts each to uint32: DFlash2's selector walk (vLLM 0.28.0) keys the draw with its int64 "
+                "candidate ids, where Triton 3.2's 64-bit Philox returns 64-bit words ('Cannot bitcast data-type of "
+                "size 64 to data-type of size 32', both backends); drawing with the offset's two 32-bit halves as "
+                "Philox counter words gives >= 3.3's 32-bit words and numbers for every offset. Bound where the "
+                "helper's callers look it up (the Gumbel module: vLLM's gumbel_noised_argmax and our derived one "
+                "compile in its globals); vLLM 0.33.0 draws fp64 noise from a hash, with no Philox (nothing to bind)"),
+        rewrites=(("rand-offsets-two-words", 1),),
+    ),
+    Substitution(
         name="_rejection_kernel",
         targets=(f"{_MRV2}.spec_decode.rejection_sampler_utils._rejection_kernel",),
         platforms=("musa",),
@@ -293,10 +307,7 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                 "Selected with tl.where (the noise drawn unconditionally), each value is the branch's own. Bound in "
                 "the selector walk's module only, where that kernel looks the helper up (the sampler's callers "
                 "compile as shipped); earlier vLLMs have no DFlash2 (nothing to bind)"),
-        rewrites=(("if-to-where", 2),),
-        kept_when=(("use_fp64_gumbel", "the walk's fp64 noise draw (tl_rand64) runs unconditionally in the "
-                                       "substitute, and Triton 3.2 rejects that draw on vLLM 0.28.0, also for greedy "
-                                       "requests, which vLLM's own walk compiles (its branch skips the draw)"),)),
+        rewrites=(("if-to-where", 2),)),
     Substitution(
         name="_topk_topp_kernel",
         targets=("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),

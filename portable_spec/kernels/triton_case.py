@@ -69,6 +69,16 @@ class KernelCase:
     options: dict[str, int] = field(default_factory=dict)
     changes: Mapping[str, Change] = field(default_factory=dict)  # vLLM version -> what it changed
     since: str = BASE  # the first vLLM that launches the kernel: the version the row's own fields state
+    engine: tuple[str, ...] = ()
+    """The ``model_config`` flags an engine turns on to launch this row (``("use_fp64_gumbel",)``: only an engine
+    served with ``--use-fp64-gumbel``). With substitutes bound, the check binds what such an engine binds: the
+    substitutes its configuration declines (``Substitution.kept_when``) stay vLLM's (``engine_config``)."""
+
+    def engine_config(self) -> Any:
+        """A stand-in ``vllm_config`` with this row's engine flags on, for ``Substitution.declines``."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(model_config=SimpleNamespace(**{flag: True for flag in self.engine}))
 
     def at(self, pick: Callable[[Mapping[str, Any]], Any]) -> "KernelCase | None":
         """This row as the installed vLLM launches it: ``since``'s launch with every change up to the version ``pick``

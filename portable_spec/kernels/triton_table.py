@@ -20,6 +20,7 @@ from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
 _SD = "vllm/v1/spec_decode"
 _RS = "vllm/v1/sample/rejection_sampler.py"
+_FP64_GUMBEL = " (--use-fp64-gumbel: fp64 noise, inv_q, rejection_sampler.py:681)"
 _UA = "vllm/v1/attention/ops/triton_unified_attention.py"
 
 _UA_COMMON = sig(
@@ -96,11 +97,14 @@ V1_KERNELS: tuple[KernelCase, ...] = (
         "expand_kernel", "vllm.v1.sample.rejection_sampler:expand_kernel",
         sig("output_ptr input_ptr:*fp32 | cu_num_tokens_ptr:*i32 | replace_from replace_to:i32"),
         dict(MAX_NUM_TOKENS=128), f"{_RS}:599 expand_batch_to_tokens"),
-    KernelCase(  # rejection_sampler.py:700 sample_recovered_tokens
-        "sample_recovered_tokens_kernel", "vllm.v1.sample.rejection_sampler:sample_recovered_tokens_kernel",
+    *(KernelCase(  # rejection_sampler.py:700 sample_recovered_tokens; --use-fp64-gumbel: fp64 noise (inv_q)
+        f"sample_recovered_tokens_kernel{'[fp64-gumbel]' if fp64 else ''}",
+        "vllm.v1.sample.rejection_sampler:sample_recovered_tokens_kernel",
         sig("output_token_ids_ptr cu_num_draft_tokens_ptr draft_token_ids_ptr:*i32"
-            " | draft_probs_ptr target_probs_ptr inv_q_ptr:*fp32 | vocab_size:i32"),
-        dict(BLOCK_SIZE=8192, NO_DRAFT_PROBS=False, USE_FP64_GUMBEL=False), f"{_RS}:700 sample_recovered_tokens"),
+            f" | draft_probs_ptr target_probs_ptr:*fp32 | inv_q_ptr:{'*fp64' if fp64 else '*fp32'} | vocab_size:i32"),
+        dict(BLOCK_SIZE=8192, NO_DRAFT_PROBS=False, USE_FP64_GUMBEL=fp64),
+        f"{_RS}:700 sample_recovered_tokens{_FP64_GUMBEL if fp64 else ''}",
+        engine=("use_fp64_gumbel",) if fp64 else ()) for fp64 in (False, True)),
     # ---------------------------------------------------------------- TRITON_ATTN (the backend VLLM_PLATFORM=musa uses)
     KernelCase(  # triton_unified_attention.py:1090 unified_attention, 2D path (prefill, verify, drafter first pass)
         "kernel_unified_attention[2d]", "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",

@@ -22,6 +22,10 @@ sampler's draft gather, batch-sharded sampling, prompt embeddings, trace replay,
 acceptance estimator, the watermark's context mask) likewise state 0.33.0's launch, at ``since=_V33``; there
 ``idx_mapping`` is int64.
 
+An engine served with ``--use-fp64-gumbel`` launches the Gumbel sampler, the resample (and its insert) and DFlash2's
+selector walk at ``USE_FP64`` with fp64 block maxima: those rows carry ``engine=("use_fp64_gumbel",)``
+(``KernelCase.engine``), and so does vLLM 0.33.0's watermarked resample at fp64 (``_watermarked_resample``).
+
 Not here, on purpose: kernels only a non-dense model or another parallelism launches (Mamba/hybrid state, multimodal
 M-RoPE and input embeddings, decode context parallelism) or only CUDA-device tensors reach (the watermark's Philox
 Gumbel sampling), listed with their reason in ``EXCLUDED``
@@ -35,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 
 from portable_spec.kernels.triton_case import Change, KernelCase, sig
+from portable_spec.versions import parse
 
 _G = "vllm.v1.worker.gpu"
 _F = "vllm/v1/worker/gpu"
@@ -46,6 +51,20 @@ _V33 = "0.33.0"  # likewise
 _NGRAM_N = 5  # ngram_gpu's prompt_lookup_min and _max when neither is set (config/speculative.py)
 _TP = 2  # tensor-parallel ranks in the batch-sharded sampling rows (rank 0's launch)
 _TOP_K = 8  # DFlash2's selector_top_k (the draft's dflash_config; a checkpoint's value, 8 here)
+
+
+_FP64 = "-fp64"  # the key suffix of a row launched with fp64 Gumbel noise
+_FP64_ENGINE = ("use_fp64_gumbel",)
+"""The engine flag the fp64 rows need: ``--use-fp64-gumbel`` (``ModelConfig.use_fp64_gumbel``, off by default, the same
+switch on 0.26.0, 0.28.0 and 0.33.0; no environment variable turns it on). MRV2's sampler, its speculators' draft
+sampling, its rejection sampler's resample and DFlash2's selector walk then launch with ``USE_FP64=True`` and fp64
+per-block maxima (``KernelCase.engine``: with substitutes bound, the check binds what such an engine binds)."""
+_FP64_WHY = "; --use-fp64-gumbel: USE_FP64, fp64 block maxima"
+
+
+def _local_max(fp64: bool) -> str:
+    """The per-block maxima's type: fp64 under ``--use-fp64-gumbel`` (``local_max_dtype``), else fp32."""
+    return "*fp64" if fp64 else "*fp32"
 
 
 def _pow2(n: int) -> int:
@@ -102,20 +121,22 @@ def _draft_logits(present: bool) -> str:
 
 
 def _gumbel(key: str, processed: str, col: str, per_token_col: bool, apply_temperature: bool, where: str,
-            indices_int64_at: str):
+            indices_int64_at: str, fp64: bool = False):
     """0.28.0 replaced the processed-logits output by a logits cache of the model's head dtype (bf16 here: the
     drafts' ``draft_logits``); 0.33.0 gave it two strides and a source (the sampled logits) and ``IS_DRAFTING``. The
     request indices turn int64 at ``indices_int64_at``: the sampler's with the model runner's, a draft's with the
     speculator's copy (``_INPUT_BATCH_INDICES_INT64``, ``_COPIED_INDICES_INT64``)."""
     cache = "none" if processed == "none" else "*bf16"
-    return _row(f"_gumbel_sample_kernel[{key}]", "sample.gumbel", "_gumbel_sample_kernel",
-                "local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:*fp32 | local_max_stride:i32"
+    return _row(f"_gumbel_sample_kernel[{key}{_FP64 if fp64 else ''}]", "sample.gumbel", "_gumbel_sample_kernel",
+                f"local_argmax_ptr:*i64 | local_argmax_stride:i32 | local_max_ptr:{_local_max(fp64)}"
+                " | local_max_stride:i32"
                 f" | processed_logits_ptr:{processed} | processed_logits_stride:i32 | processed_logits_col_ptr:{col}"
                 f" | {_LOGITS} | expanded_idx_mapping_ptr:*i32 | seeds_ptr pos_ptr:*i64 | temp_ptr:*fp32"
                 " | vocab_size:i32",
-                dict(BLOCK_SIZE=1024, APPLY_TEMPERATURE=apply_temperature, USE_FP64=False,
+                dict(BLOCK_SIZE=1024, APPLY_TEMPERATURE=apply_temperature, USE_FP64=fp64,
                      PER_TOKEN_COL=per_token_col),
-                f"{_F}/sample/gumbel.py:241 gumbel_sample ({where})",
+                f"{_F}/sample/gumbel.py:241 gumbel_sample ({where}{_FP64_WHY if fp64 else ''})",
+                engine=_FP64_ENGINE if fp64 else (),
                 changes=_retyped(
                     {"0.28.0": Change(f"logits_cache_ptr:{cache} | logits_cache_stride:i32"
                                       f" | logits_cache_col_ptr:{col}",
@@ -161,19 +182,21 @@ def _rejection(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                                  {_INPUT_BATCH_INDICES_INT64: "idx_mapping_ptr:*i64"}))
 
 
-def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
-    return _row(f"_resample_kernel[{key}]", "spec_decode.rejection_sampler_utils", "_resample_kernel",
+def _resample(key: str, has_draft_logits: bool, block: bool, fp64: bool = False) -> KernelCase:
+    return _row(f"_resample_kernel[{key}{_FP64 if fp64 else ''}]", "spec_decode.rejection_sampler_utils",
+                "_resample_kernel",
                 "resampled_local_argmax_ptr:*i64 | resampled_local_argmax_stride:i32"
-                " | resampled_local_max_ptr:*fp32 | resampled_local_max_stride:i32"
+                f" | resampled_local_max_ptr:{_local_max(fp64)} | resampled_local_max_stride:i32"
                 " | target_logits_ptr:*bf16 | target_logits_stride:i32 | target_rejected_logsumexp_ptr:*fp32"
                 + _draft_logits(has_draft_logits) + " | draft_rejected_logsumexp_ptr:*fp32"
                 " | rejected_step_ptr cu_num_logits_ptr expanded_idx_mapping_ptr draft_sampled_ptr:*i32"
                 f" | temp_ptr:*fp32 | seed_ptr pos_ptr:*i64 | cumulative_log_p_ptr:{'*fp32' if block else 'none'}"
                 " | vocab_size:i32",
-                dict(BLOCK_SIZE=1024, HAS_DRAFT_LOGITS=has_draft_logits, USE_FP64=False,
+                dict(BLOCK_SIZE=1024, HAS_DRAFT_LOGITS=has_draft_logits, USE_FP64=fp64,
                      USE_BLOCK_VERIFICATION=block),
                 f"{_F}/spec_decode/rejection_sampler_utils.py:1083 rejection_sample "
-                "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
+                f"(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__{_FP64_WHY if fp64 else ''})",
+                engine=_FP64_ENGINE if fp64 else (),
                 # 0.33.0's watermarking, off without contexts: None tensors, zero key and stride, width 1
                 changes=_retyped({"0.33.0": Change("contexts_ptr:none | contexts_stride:i32 | watermarking_ptr"
                                                    " watermarking_skip_mask_ptr:none"
@@ -181,6 +204,37 @@ def _resample(key: str, has_draft_logits: bool, block: bool) -> KernelCase:
                                                    constexprs=dict(CONTEXT_WIDTH=1, WATERMARK=False,
                                                                    DEDUPLICATE_CONTEXTS=False))},
                                  {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"}))
+
+
+_KEY_HALVES = {"": ("i64", "i64"), "key-i32": ("i32", "i32"), "key-lo-i32": ("i32", "i64"),
+               "key-hi-i32": ("i64", "i32")}
+"""The types Triton gives a watermark key's two 32-bit halves (``key & 0xFFFFFFFF``, ``key >> 32``; kernels keyed
+with them do not specialize on the values, ``do_not_specialize``): i32 below 2**31, i64 from 2**31 to 2**32 - 1, so a
+64-bit key (``WatermarkConfig.key``) launches one of four signatures. The ROCm table's watermark rows use it too
+(``triton_table_rocm.WATERMARK_ROWS``)."""
+
+
+def _watermarked_resample(halves: str = "", dedup: bool = True, fp64: bool = False) -> KernelCase:
+    """vLLM 0.33.0's resample under a watermark config (with a drafter it requires probabilistic drafting and
+    standard rejection: draft logits, no block verification; ``RejectionSampler._watermarking_kwargs``): the
+    watermarked recovery draws with the watermark's Philox in the kernel (``philox_gumbel_block_argmax``), with no
+    device check, so MUSA reaches it. Contexts int32 (the verifier's, token ids and -1) of the default width 4; the
+    per-request flags a uint8 view of a bool tensor; the skip mask likewise under the default
+    deduplicate_contexts='single_turn' (``dedup``), None under 'none'; the key halves typed as ``halves`` says."""
+    base = _resample("draft-logits", True, False, fp64).at(lambda by_version: by_version[max(by_version, key=parse)])
+    assert base is not None
+    key_0, key_1 = _KEY_HALVES[halves]
+    parts = "".join(f"-{p}" for p in (halves, "" if dedup else "no-dedup", "fp64" if fp64 else "") if p)
+    return dataclasses.replace(
+        base, key=f"mrv2/spec_decode.rejection_sampler_utils._resample_kernel[watermark{parts}]",
+        signature={**base.signature, **sig(f"contexts_ptr:*i32 | contexts_stride:i32 | watermarking_ptr:*u8"
+                                          f" | watermarking_skip_mask_ptr:{'*u8' if dedup else 'none'}"
+                                          f" | watermark_key_0:{key_0} | watermark_key_1:{key_1}")},
+        constexprs={**base.constexprs, "CONTEXT_WIDTH": 4, "WATERMARK": True, "DEDUPLICATE_CONTEXTS": dedup},
+        launched_at=(f"{_F}/spec_decode/rejection_sampler_utils.py:1360 rejection_sample "
+                     "(spec_decode/rejection_sampler.py:274 RejectionSampler._verify, a watermark config: "
+                     f"_watermarking_kwargs{_FP64_WHY if fp64 else ''})"),
+        since=_V33, changes={})
 
 
 _PER_LOGIT = {"0.33.0": Change("num_logits:i32", ("num_speculative_steps",))}
@@ -375,6 +429,10 @@ _V33_ROWS: tuple[KernelCase, ...] = (
          f"{_XPRESS}:310 fused_add_argmax_to_blk ({_QWEN3_XPRESS}:205, xpress_topc = 0)",
          options=dict(num_warps=1), since=_V33),
     *(_watermark_mask(*variant) for variant in _WATERMARK_MASKS),
+    # the watermarked recovery in the resample kernel: every key-half signature, dedup off, and fp64
+    *(_watermarked_resample(halves) for halves in _KEY_HALVES),
+    _watermarked_resample(dedup=False),
+    _watermarked_resample(fp64=True),  # launched by an engine with --use-fp64-gumbel (its ``engine``)
 )
 """The kernels vLLM 0.33.0's MRV2 launches that 0.28.0's does not, each row read from 0.33.0's kernel and launch."""
 
@@ -517,14 +575,15 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
         # 0.33.0: 8 warps on a GPU; the split top-p pass only where current_platform.is_cuda_alike() (not MUSA)
         changes={"0.33.0": Change(constexprs=dict(SPLIT_COVERS_PONLY=False), options=dict(num_warps=8))})
       for key, top_k, top_p in (("top-k+top-p", True, True), ("top-k", True, False), ("top-p", False, True))),
-    _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample",
-            _INPUT_BATCH_INDICES_INT64),
-    _gumbel("draft", "*fp32", "*i64", False, True,
-            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', EAGLE",
-            _COPIED_INDICES_INT64),
-    _gumbel("draft-per-token", "*fp32", "*i32", True, True,
-            "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', DFlash",
-            _COPIED_INDICES_INT64),
+    *(row for fp64 in (False, True) for row in (
+        _gumbel("target", "none", "none", False, False, "sample/sampler.py:249 Sampler.sample",
+                _INPUT_BATCH_INDICES_INT64, fp64),
+        _gumbel("draft", "*fp32", "*i64", False, True,
+                "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', EAGLE",
+                _COPIED_INDICES_INT64, fp64),
+        _gumbel("draft-per-token", "*fp32", "*i32", True, True,
+                "spec_decode/speculator.py:284 sample_draft, draft_sample_method='probabilistic', DFlash",
+                _COPIED_INDICES_INT64, fp64))),
     _row("_topk_log_softmax_kernel", "sample.logprob", "_topk_log_softmax_kernel",
          "output_ptr:*fp32 | logits_ptr:*bf16 | logits_stride:i32 | topk_ids_ptr:*i64 | topk vocab_size:i32",
          dict(BLOCK_SIZE=1024, TOPK_BLOCK_SIZE=_pow2(1 + 5)),
@@ -609,18 +668,21 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
     _rejection("greedy-draft", False, False),
     _rejection("draft-logits", True, False),
     _rejection("block-verification", True, True),
-    _resample("greedy-draft", False, False),
-    _resample("draft-logits", True, False),
-    _resample("block-verification", True, True),
-    _row("_insert_resampled_kernel", "spec_decode.rejection_sampler_utils", "_insert_resampled_kernel",
-         "sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr:*i32 | resampled_local_argmax_ptr:*i64"
-         " | resampled_local_argmax_stride:i32 | resampled_local_max_ptr:*fp32"
-         " | resampled_local_max_stride resample_num_blocks:i32 | cu_num_logits_ptr expanded_idx_mapping_ptr:*i32"
-         " | temp_ptr:*fp32",
-         dict(PADDED_RESAMPLE_NUM_BLOCKS=1),
-         f"{_F}/spec_decode/rejection_sampler_utils.py:1111 rejection_sample "
-         "(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__)",
-         changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"})),
+    *(_resample(key, has_draft_logits, block, fp64) for fp64 in (False, True)
+      for key, has_draft_logits, block in (("greedy-draft", False, False), ("draft-logits", True, False),
+                                           ("block-verification", True, True))),
+    *(_row(f"_insert_resampled_kernel{'[fp64]' if fp64 else ''}", "spec_decode.rejection_sampler_utils",
+           "_insert_resampled_kernel",
+           "sampled_ptr:*i64 | sampled_stride:i32 | num_sampled_ptr:*i32 | resampled_local_argmax_ptr:*i64"
+           f" | resampled_local_argmax_stride:i32 | resampled_local_max_ptr:{_local_max(fp64)}"
+           " | resampled_local_max_stride resample_num_blocks:i32 | cu_num_logits_ptr expanded_idx_mapping_ptr:*i32"
+           " | temp_ptr:*fp32",
+           dict(PADDED_RESAMPLE_NUM_BLOCKS=1),
+           f"{_F}/spec_decode/rejection_sampler_utils.py:1111 rejection_sample "
+           f"(spec_decode/rejection_sampler.py:123 RejectionSampler.__call__{_FP64_WHY if fp64 else ''})",
+           engine=_FP64_ENGINE if fp64 else (),
+           changes=_retyped({}, {_INPUT_BATCH_INDICES_INT64: "expanded_idx_mapping_ptr:*i64"}))
+      for fp64 in (False, True)),
     _row("_compute_cumulative_log_p_kernel", "spec_decode.rejection_sampler_utils",
          "_compute_cumulative_log_p_kernel",
          "cumulative_log_p_ptr:*fp32 | target_logits_ptr:*bf16 | target_logits_stride:i32" + _REJECT_STATS
@@ -683,14 +745,21 @@ MRV2_KERNELS: tuple[KernelCase, ...] = (
     # Triton 3.2's AMD backend rejects it as shipped (the inlined Gumbel helper's run-time ifs without else); with
     # the MUSA table bound it compiles vLLM's kernel calling the helper substitute gumbel_noised_argmax (if-to-where
     # x2), which the table binds in this module
-    _row("_selector_walk_kernel", "spec_decode.dflash2.speculator", "_selector_walk_kernel",
-         "scores_ptr:*bf16 | candidate_ptr sample_pos_ptr:*i64 | req_state_ptr:*i32 | temperature_ptr:*fp32"
-         " | seeds_ptr tokens_ptr:*i64 | realized_scores_ptr:*fp32",
-         dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K), SAMPLE_PROBABILISTIC=True, USE_FP64=False),
-         f"{_F}/spec_decode/dflash2/speculator.py:144 DFlash2Speculator._sample_path (speculator.py:213 "
-         "_generate_draft)", options=dict(num_warps=1), since=_V28,
-         # DFlash's per-sample copy of the request indices
-         changes=_retyped({}, {_COPIED_INDICES_INT64: "req_state_ptr:*i64"})),
+    # Greedy drafting (no draft logits) passes the helper a temperature of 0.0, a constant: its noise branch is not
+    # compiled. Under --use-fp64-gumbel the walk draws fp64 noise (tl_rand64) and compares fp64 scores
+    *(_row(f"_selector_walk_kernel{key}", "spec_decode.dflash2.speculator", "_selector_walk_kernel",
+           "scores_ptr:*bf16 | candidate_ptr sample_pos_ptr:*i64 | req_state_ptr:*i32 | temperature_ptr:*fp32"
+           " | seeds_ptr tokens_ptr:*i64 | realized_scores_ptr:*fp32",
+           dict(num_steps=_K, top_k=_TOP_K, BLOCK_K=_pow2(_TOP_K), SAMPLE_PROBABILISTIC=probabilistic,
+                USE_FP64=fp64),
+           f"{_F}/spec_decode/dflash2/speculator.py:144 DFlash2Speculator._sample_path (speculator.py:213 "
+           f"_generate_draft{'' if probabilistic else ', greedy drafting'}"
+           f"{'; --use-fp64-gumbel: USE_FP64, fp64 scores and noise' if fp64 else ''})",
+           options=dict(num_warps=1), since=_V28, engine=_FP64_ENGINE if fp64 else (),
+           # DFlash's per-sample copy of the request indices
+           changes=_retyped({}, {_COPIED_INDICES_INT64: "req_state_ptr:*i64"}))
+      for key, probabilistic, fp64 in (("", True, False), ("[greedy]", False, False), (f"[{_FP64[1:]}]", True, True),
+                                       (f"[greedy{_FP64}]", False, True))),
     _row("_cache_draft_logits_kernel", "spec_decode.dflash2.speculator", "_cache_draft_logits_kernel",
          "draft_logits_ptr:*fp32 | cached_candidate_ptr candidate_ptr:*i64 | scores_ptr:*fp32 | req_state_ptr:*i32"
          " | draft_logits_stride_0 draft_logits_stride_1:i32",

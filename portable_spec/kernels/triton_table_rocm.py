@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from portable_spec.kernels.triton_case import Change, KernelCase, resolved, sig
 from portable_spec.kernels.triton_table import V1_KERNELS, VLLM_KERNELS, Pick
+from portable_spec.kernels.triton_table_mrv2 import _KEY_HALVES
 from portable_spec.kernels.triton_table_mrv2 import EXCLUDED as MRV2_EXCLUDED
 
 TARGETS: dict[str, tuple[str, int | str, int]] = {
@@ -234,33 +235,41 @@ _PHILOX_SIG = (
     " | logits_ptr:{logits} | logits_stride:i32 | contexts_ptr:{contexts} | context_stride:i32 | skip_mask_ptr:{skip}"
     " | expanded_idx_mapping_ptr seeds_ptr pos_ptr:{state} | temp_ptr:{temp} | logits_cache_ptr:{cache}"
     " | logits_cache_stride_0 logits_cache_stride_1:i32 | logits_cache_col_ptr:{col} | logits_cache_source_ptr:{cache}"
-    " | logits_cache_source_stride:i32 | key_0_value key_1_value:i64 | vocab_size:i32")
+    " | logits_cache_source_stride:i32 | key_0_value:{key_0} | key_1_value:{key_1} | vocab_size:i32")
 
 
 def _philox(key: str, line: int, caller: str, logits: str, contexts: str, state: bool, cache: bool, col: str,
-            **constexprs) -> KernelCase:
+            halves: str = "", fp64: bool = False, **constexprs) -> KernelCase:
     """One launch of the watermark's ``_philox_gumbel_kernel`` (vLLM 0.33.0): logits in the model's head dtype (bf16)
     or divided by the fp32 temperatures (fp32); contexts int32 (the sampler's) or int64 (the draft watermarker's
     state); the sampling state (skip mask, request indices, seeds, positions, temperatures) None in the plain launch;
     the logits cache (bf16, the drafts' ``draft_logits``) and its source only in a draft launch. The key's 32-bit
-    halves are typed by value: int64 for a half of 2**31 or more (i32 below it, another specialization)."""
+    halves are typed by value (``_KEY_HALVES[halves]``); under ``--use-fp64-gumbel`` (``fp64``) the launches with a
+    sampling state pass ``USE_FP64`` and fp64 block maxima."""
+    key_0, key_1 = _KEY_HALVES[halves]
+    suffix = "".join(f"-{part}" for part in (halves, "fp64" if fp64 else "") if part)
     return KernelCase(
-        f"rocm_mrv2/sample.watermark._philox_gumbel_kernel[{key}]", f"{_G}.sample.watermark:_philox_gumbel_kernel",
-        sig(_PHILOX_SIG.format(logits=logits, contexts=contexts, skip="*i1" if state else "none",
-                               state="*i64" if state else "none", temp="*fp32" if state else "none",
-                               cache="*bf16" if cache else "none", col=col)),
-        dict(CONTEXT_WIDTH=4, BLOCK_SIZE=1024, USE_FP64=False, **constexprs), f"{_WM}:{line} ({caller})",
-        since=_V33)
+        f"rocm_mrv2/sample.watermark._philox_gumbel_kernel[{key}{suffix}]",
+        f"{_G}.sample.watermark:_philox_gumbel_kernel",
+        {**sig(_PHILOX_SIG.format(logits=logits, contexts=contexts, skip="*i1" if state else "none",
+                                  state="*i64" if state else "none", temp="*fp32" if state else "none",
+                                  cache="*bf16" if cache else "none", col=col, key_0=key_0, key_1=key_1)),
+         **({"local_max_ptr": "*fp64"} if fp64 else {})},
+        dict(CONTEXT_WIDTH=4, BLOCK_SIZE=1024, USE_FP64=fp64, **constexprs),
+        f"{_WM}:{line} ({caller}{'; --use-fp64-gumbel' if fp64 else ''})", since=_V33)
 
 
-def _draft_step(key: str, sample: bool, prepare_next: bool) -> KernelCase:
+def _draft_step(key: str, sample: bool, prepare_next: bool, fp64: bool = False) -> KernelCase:
     """One launch of ``_draft_step_kernel`` in ``draft_philox_gumbel_sample`` (``finish_step``: step -1 prepares the
     first step, the middle steps sample and prepare, the last only samples), under deduplicate_contexts
     'single_turn' (history 8192, no prompt); K = 3 steps, the draft watermarker's int64 contexts and prior contexts,
-    DFlash's int32 sample columns as the next steps."""
+    DFlash's int32 sample columns as the next steps; under ``--use-fp64-gumbel`` (``fp64``) the block maxima it reads
+    are fp64."""
     return KernelCase(
-        f"rocm_mrv2/sample.watermark._draft_step_kernel[{key}]", f"{_G}.sample.watermark:_draft_step_kernel",
-        sig("sampled_ptr:*i64 | sampled_stride step:i32 | local_argmax_ptr:*i64 | local_max_ptr:*fp32"
+        f"rocm_mrv2/sample.watermark._draft_step_kernel[{key}{'-fp64' if fp64 else ''}]",
+        f"{_G}.sample.watermark:_draft_step_kernel",
+        sig("sampled_ptr:*i64 | sampled_stride step:i32 | local_argmax_ptr:*i64"
+            f" | local_max_ptr:{'*fp64' if fp64 else '*fp32'}"
             " | num_blocks:i32 | contexts_ptr:*i64 | context_stride:i32 | skip_mask_ptr:*i1 | next_req_indices_ptr:*i64"
             " | next_steps_ptr:*i32 | temp_ptr:*fp32 | enabled_ptr:*i1 | all_token_ids_ptr:*i32"
             " | all_token_ids_stride:i32 | prompt_lens_ptr total_lens_ptr:*i32 | prior_contexts_ptr:*i64"
@@ -268,31 +277,42 @@ def _draft_step(key: str, sample: bool, prepare_next: bool) -> KernelCase:
         dict(CONTEXT_WIDTH=4, NUM_SPECULATIVE_STEPS=3, MAX_HISTORY=8192, INCLUDE_PROMPT=False, DEDUPLICATE=True,
              SAMPLE=sample, PREPARE_NEXT=prepare_next, BLOCKS_POW2=4),
         f"{_WM}:984 draft_philox_gumbel_sample's finish_step (gumbel.py:119 _try_sample_block, "
-        "watermarking/spec_decode.py:181 sample_block, a parallel drafter's K steps: DFlash)", since=_V33)
+        "watermarking/spec_decode.py:181 sample_block, a parallel drafter's K steps: DFlash"
+        f"{'; --use-fp64-gumbel' if fp64 else ''})", since=_V33)
 
+
+_PHILOX_LAUNCHES: tuple[tuple, ...] = (
+    ("sampler", 786, "philox_gumbel_sample, from watermarking/gumbel.py:64 _sample_watermarked: every "
+     "request watermarked, no repeated context; logits unprocessed (bf16) as at temperature 1", "*bf16", "*i32",
+     False, False, "none", dict(IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False)),
+    ("sampler-mixed", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed "
+     "(gpu_sampler.py GPUWatermarkSampler._sample_random: a skip mask for unwatermarked or repeated rows); "
+     "logits processed, so fp32 (sample/sampler.py:242)", "*fp32", "*i32", True, False, "none",
+     dict(IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False)),
+    ("draft", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed, watermarking/spec_decode.py "
+     "DraftWatermarker.sample: one draft step (EAGLE), logits divided by the temperatures, its int64 steps as "
+     "the cache columns", "*fp32", "*i64", True, True, "*i64",
+     dict(IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=False)),
+    ("draft-block", 1017, "draft_philox_gumbel_sample, from gumbel.py:119 _try_sample_block: a parallel "
+     "drafter's K steps (DFlash), DFlash's int32 sample columns", "*bf16", "*i64", True, True, "*i32",
+     dict(IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=True)),
+)
+"""The four launches of ``_philox_gumbel_kernel`` (key, line, caller, logits, contexts, sampling state, logits cache,
+cache columns, constexprs). The plain sampler's launch (gumbel.py:64) passes no ``use_fp64``: fp32 only."""
 
 WATERMARK_ROWS: tuple[KernelCase, ...] = (
-    _philox("sampler", 786, "philox_gumbel_sample, from watermarking/gumbel.py:64 _sample_watermarked: every "
-            "request watermarked, no repeated context; logits unprocessed (bf16) as at temperature 1", "*bf16", "*i32",
-            False, False, "none", IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False),
-    _philox("sampler-mixed", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed "
-            "(gpu_sampler.py GPUWatermarkSampler._sample_random: a skip mask for unwatermarked or repeated rows); "
-            "logits processed, so fp32 (sample/sampler.py:242)", "*fp32", "*i32", True, False, "none",
-            IS_DRAFTING=False, PER_TOKEN_COL=False, APPLY_TEMPERATURE=False),
-    _philox("draft", 786, "philox_gumbel_sample, from gumbel.py:83 _try_sample_mixed, watermarking/spec_decode.py "
-            "DraftWatermarker.sample: one draft step (EAGLE), logits divided by the temperatures, its int64 steps as "
-            "the cache columns", "*fp32", "*i64", True, True, "*i64",
-            IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=False),
-    _philox("draft-block", 1017, "draft_philox_gumbel_sample, from gumbel.py:119 _try_sample_block: a parallel "
-            "drafter's K steps (DFlash), DFlash's int32 sample columns", "*bf16", "*i64", True, True, "*i32",
-            IS_DRAFTING=True, PER_TOKEN_COL=True, APPLY_TEMPERATURE=True),
-    _draft_step("first", False, True),
-    _draft_step("middle", True, True),
-    _draft_step("last", True, False),
+    *(_philox(*launch[:-1], **launch[-1]) for launch in _PHILOX_LAUNCHES),
+    # every launch with each of the other three key-half signatures, and the fp64 launches (a sampling state)
+    *(_philox(*launch[:-1], halves=halves, **launch[-1]) for launch in _PHILOX_LAUNCHES
+      for halves in _KEY_HALVES if halves),
+    *(_philox(*launch[:-1], fp64=True, **launch[-1]) for launch in _PHILOX_LAUNCHES if launch[5]),
+    *(_draft_step(key, sample, prepare_next, fp64) for fp64 in (False, True)
+      for key, sample, prepare_next in (("first", False, True), ("middle", True, True), ("last", True, False))),
 )
 """vLLM 0.33.0's watermark Philox sampler, which ROCm reaches and MUSA does not (``REACHED_ON_ROCM``), under a
 watermark config at its defaults (context width 4) with a Philox PRF, at the shared table's shapes (vocab 1024: one
-block of 1024)."""
+block of 1024): each launch with every key-half signature (``_KEY_HALVES``), and, under ``--use-fp64-gumbel``, the
+launches that sample with a state (and the draft step that reads their fp64 maxima) with ``USE_FP64``."""
 
 REACHED_ON_ROCM: dict[str, str] = {
     f"{_G}.sample.watermark:_philox_gumbel_kernel":

@@ -163,7 +163,7 @@ DEFERRED_SUBSTITUTES: dict[str, str] = {
 }
 """Our MUSA substitutes whose kernel vllm-musa patches itself (its build applies the series to vLLM's source; the
 spec-decode kernel is a run-time object patch): on vllm-musa we bind none of these, its kernel runs. Our other MUSA
-substitutes (``kernel_unified_attention``'s parameter annotations, ``_load_ptr``, ``tl_rand32``, MRV2's
+substitutes (``kernel_unified_attention``'s parameter annotations, ``_load_ptr``, ``tl_rand32``, ``tl_rand64``, MRV2's
 ``_rejection_kernel``, ``_fill_logprob_token_ids_kernel`` and ``_apply_write_kernel``; 0.28.0's
 ``_update_committed_marker_cache_kernel`` and DFlash2's ``gumbel_noised_argmax``, which bind nothing on 0.26.0, were not
 looked up in the series) have no

@@ -188,9 +188,7 @@ def _layer(cases: list[Any], layer: str) -> dict[str, dict[str, Any]]:
 def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...] = ()) -> dict[str, Any]:
     import triton
 
-    from portable_spec.kernels import registry
     from portable_spec.kernels.triton_table import kernel_cases
-    from portable_spec.vllm_adapter.patch import version_gate
 
     cases = [c for c in kernel_cases(case_sources) if not only or c.key in only]
     if any(c.owner == "vllm" for c in cases):
@@ -199,12 +197,40 @@ def run(layer: str, only: list[str] | None = None, case_sources: tuple[str, ...]
                               "vllm": _version("vllm"), "raw": _layer(cases, layer)}
     if layer == "compile-amd":
         report["target"] = ":".join(map(str, AMD_TARGET[:2]))
-    try:
-        report["bound_targets"] = registry.install_substitutions("musa", pick=version_gate.pick)
-        report["substituted"] = _layer(cases, layer)
-    finally:
-        registry.uninstall()
+    report["bound_targets"], report["substituted"] = _substituted(cases, layer)
     return report
+
+
+def _substituted(cases: list[Any], layer: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """``cases`` compiled with the MUSA substitutes bound, as the engine that launches each binds them: a row an
+    engine flag launches (``KernelCase.engine``, e.g. ``--use-fp64-gumbel``) with the substitutes such an engine's
+    configuration declines left vLLM's (``Substitution.declines``); the sites bound for a plain engine, and the
+    results in ``cases``' order."""
+    from portable_spec.kernels import registry
+    from portable_spec.vllm_adapter.patch import version_gate
+
+    every = registry.substitutions_for("musa")
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for case in cases:
+        groups.setdefault(tuple(getattr(case, "engine", ())), []).append(case)
+    bound: list[str] = []
+    results: dict[str, dict[str, Any]] = {}
+    for flags, group in sorted(groups.items()):
+        config = group[0].engine_config()
+        subs = tuple(s for s in every if s.declines(config) is None)
+        try:
+            targets = registry.install_substitutions("musa", subs, pick=version_gate.pick)
+            results.update(_layer(group, layer))
+        finally:
+            registry.uninstall()
+        if not flags:
+            bound = targets
+    if not bound:  # no plain row checked: the sites a plain engine binds
+        try:
+            bound = registry.install_substitutions("musa", pick=version_gate.pick)
+        finally:
+            registry.uninstall()
+    return bound, {c.key: results[c.key] for c in cases}
 
 
 def _compile_on(obj: Any, row: Any, target: tuple) -> dict[str, Any]:
