@@ -1,14 +1,15 @@
 """vLLM 0.33.0's Model Runner V2 sampled warm-up plan (``mrv2_sampling_plan_033``, issue 41 item 2): the rounds cover
-every sampling-path kernel variant the model says serving reaches, dropping a profile leaves one to the first
-request, and the variants vLLM 0.33's own warm-up misses are in the model. Pure Python: runs on every vLLM of the
-span (``tests/test_vllm_hook_points.py`` holds the model to 0.33.0's kernel sources)."""
+every sampling-path kernel variant the model says serving reaches and dropping a profile leaves one to the first
+request (both for 0.28.0's plan too, which plans on the same profiles), and the variants vLLM 0.33's own warm-up
+misses are in the model. Pure Python: runs on every vLLM of the span (``tests/test_vllm_hook_points.py`` holds the model to 0.33.0's kernel sources)."""
 
 from __future__ import annotations
 
 import pytest
 
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_028 as plan028
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as plan
-from portable_spec.vllm_adapter.worker.sampling_plan import TOP_P, TOPK_TOPP, SamplingLimits
+from portable_spec.vllm_adapter.worker.sampling_plan import TOP_K, TOP_P, TOPK_TOPP, SamplingLimits
 from portable_spec.vllm_adapter.worker.warmup_plan import ONE, OTHER, SIXTEEN, Limits, Round
 
 
@@ -17,21 +18,23 @@ def limits(max_reqs=256, k=3, max_tokens=8192, free_blocks=4096) -> Limits:
                   block_sizes=(16,), free_blocks=free_blocks)
 
 
-def covered(rounds, lim, sampling) -> frozenset:
-    return frozenset().union(*(plan.round_keys(r, lim, sampling) for r in rounds))
+def covered(rounds, lim, sampling, model=plan) -> frozenset:
+    return frozenset().union(*(model.round_keys(r, lim, sampling) for r in rounds))
 
 
+@pytest.mark.parametrize("model", [plan, plan028])
 @pytest.mark.parametrize("max_reqs,k,sampling", [
     (256, 3, SamplingLimits()), (256, 1, SamplingLimits()), (4, 3, SamplingLimits()), (1, 3, SamplingLimits()),
     (2, 2, SamplingLimits(logprobs=False, max_logprobs=0)), (64, 7, SamplingLimits(max_logprobs=-1)),
     (256, 3, SamplingLimits(logprobs_mode="processed_logprobs")), (256, 3, SamplingLimits(logprobs_mode="raw_logits")),
-    (16, 2, SamplingLimits(block_verification=True, max_logprobs=5)),
+    (16, 2, SamplingLimits(block_verification=True, max_logprobs=5)), (4, 1, SamplingLimits()),
 ])
-def test_the_plan_covers_every_reachable_sampling_variant(max_reqs, k, sampling):
+def test_the_plan_covers_every_reachable_sampling_variant(model, max_reqs, k, sampling):
+    """0.33.0's plan and 0.28.0's (``mrv2_sampling_plan_028``, on the same profiles and candidates)."""
     lim = limits(max_reqs, k)
-    rounds, uncovered = plan.plan_rounds(lim, sampling)
-    goal = plan.reachable_keys(lim, sampling)
-    assert not uncovered and goal <= covered(rounds, lim, sampling) and len(goal) >= 15
+    rounds, uncovered = model.plan_rounds(lim, sampling)
+    goal = model.reachable_keys(lim, sampling)
+    assert not uncovered and goal <= covered(rounds, lim, sampling, model) and len(goal) >= 10
     assert all(r.fits(lim) for r in rounds) and len(rounds) <= 30
 
 
@@ -62,22 +65,31 @@ def test_a_greedy_or_temperature_one_batch_keeps_the_model_dtype_and_a_filtered_
     assert not {key for key in top_p if plan.MODEL in key}
 
 
-@pytest.mark.parametrize("dropped,missing", [
-    ((TOP_P,), (TOPK_TOPP, False, True, ONE)),
-    ((plan.MIN_P_PROFILE,), (plan.MIN_P,)),
-    (tuple(p for p in plan.profiles(SamplingLimits()) if p.startswith(plan.GREEDY_PROFILE)),
+@pytest.mark.parametrize("model,dropped,missing", [
+    (plan, (TOP_P,), (TOPK_TOPP, False, True, ONE)),
+    (plan, (plan.MIN_P_PROFILE,), (plan.MIN_P,)),
+    (plan, tuple(p for p in plan.profiles(SamplingLimits()) if p.startswith(plan.GREEDY_PROFILE)),
      (plan.REJECTION, plan.MODEL)),
-    ((plan.logprobs_profile(plan.GREEDY_PROFILE, 15), plan.logprobs_profile(plan.TEMPERATURE_ONLY, 15)),
+    (plan, (plan.logprobs_profile(plan.GREEDY_PROFILE, 15), plan.logprobs_profile(plan.TEMPERATURE_ONLY, 15)),
+     (plan.LOG_SOFTMAX, plan.MODEL, 16, SIXTEEN)),
+    # vLLM 0.28.0's model (mrv2_sampling_plan_028) on the same profiles: its top-k/top-p rows are 8 and more
+    (plan028, (TOP_P,), (TOPK_TOPP, False, True, SIXTEEN)),
+    (plan028, (TOP_K,), (TOPK_TOPP, True, False, OTHER)),
+    (plan028, (plan.MIN_P_PROFILE,), (plan.MIN_P,)),
+    (plan028, tuple(p for p in plan.profiles(SamplingLimits()) if p.startswith(plan.GREEDY_PROFILE)),
+     (plan.REJECTION, plan.MODEL)),
+    (plan028, (plan.logprobs_profile(plan.GREEDY_PROFILE, 15), plan.logprobs_profile(plan.TEMPERATURE_ONLY, 15)),
      (plan.LOG_SOFTMAX, plan.MODEL, 16, SIXTEEN)),
 ])
-def test_dropping_a_profile_leaves_a_kernel_variant_uncovered(dropped, missing):
+def test_dropping_a_profile_leaves_a_kernel_variant_uncovered(model, dropped, missing):
     """The test bites: without those profiles a variant serving reaches is left to the first request."""
     lim, sampling = limits(), SamplingLimits()
-    assert missing in plan.reachable_keys(lim, sampling)
-    _, uncovered = plan.plan_rounds(lim, sampling, dropped)
+    assert missing in model.reachable_keys(lim, sampling)
+    _, uncovered = model.plan_rounds(lim, sampling, dropped)
     assert missing in uncovered
 
 
-def test_a_kv_cache_too_small_for_any_round_plans_nothing_and_says_what_is_left():
-    rounds, uncovered = plan.plan_rounds(limits(free_blocks=0), SamplingLimits())
-    assert not rounds and uncovered == plan.reachable_keys(limits(), SamplingLimits())
+@pytest.mark.parametrize("model", [plan, plan028])
+def test_a_kv_cache_too_small_for_any_round_plans_nothing_and_says_what_is_left(model):
+    rounds, uncovered = model.plan_rounds(limits(free_blocks=0), SamplingLimits())
+    assert not rounds and uncovered == model.reachable_keys(limits(), SamplingLimits())

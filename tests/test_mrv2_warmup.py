@@ -124,12 +124,18 @@ def test_the_scheduler_outputs_are_valid_and_finish_every_request():
     assert named > 2 * len(outputs)
     assert min(used_blocks) == 1 and max(used_blocks) <= lim.free_blocks  # 0 is the null block
     # (sampled, top-k, top-p, min-p, logprobs, seeded): 0.26.0's plan: min-p with and without logprobs, top-p alone,
-    # top-k with logprobs, top-k with top-p, seeded and not; 0.33.0's: greedy with logprobs, temperature with
-    # logprobs, top-k, top-p and top-k with top-p alone, min-p, seeded and not.
+    # top-k with logprobs, top-k with top-p, seeded and not; 0.28.0's: greedy with logprobs, temperature with
+    # logprobs, min-p, top-k, top-p and top-k with top-p alone at 8 rows and more, seeded and not; 0.33.0's: greedy
+    # with logprobs, temperature with logprobs, top-k, top-p and top-k with top-p alone, min-p, seeded and not.
     assert version_gate.pick({
         "0.26.0": {(True, False, False, True, False, True), (True, False, False, True, True, True),
                    (True, False, True, False, False, True), (True, False, True, False, False, False),
                    (True, True, False, False, True, True), (True, True, True, False, False, True)},
+        "0.28.0": {(False, False, False, False, True, False), (True, False, False, False, True, True),
+                   (True, False, False, True, False, True), (True, False, True, False, False, True),
+                   (True, False, True, False, False, False), (True, True, False, False, False, True),
+                   (True, True, False, False, False, False), (True, True, True, False, False, True),
+                   (True, True, True, False, False, False)},
         "0.33.0": {(False, False, False, False, True, False),
                    (True, False, False, False, True, True), (True, True, False, False, False, True),
                    (True, False, True, False, False, True), (True, True, True, False, False, True),
@@ -324,4 +330,5 @@ def test_the_worker_swaps_warmup_kernels_for_the_one_call_under_mrv2(monkeypatch
 def test_the_version_span_runs_this_module():
     from version_span import MODULES
 
-    assert {"test_mrv2_warmup.py", "test_mrv2_sampling_plan_033.py"} <= set(MODULES)
+    assert {"test_mrv2_warmup.py", "test_mrv2_sampling_plan_028.py", "test_mrv2_sampled_compiles_028.py",
+            "test_mrv2_sampling_plan_033.py"} <= set(MODULES)

@@ -38,7 +38,7 @@ def test_pick_takes_the_newest_key_at_or_below_the_version():
 def test_each_feature_exists_where_the_lane_found_it():
     expected = {"v1_full_drafter": (True, True, False), "kernel_substitutes_cuda": (True, True, False),
                 "planner_mirrors_vllm_sizes": (True, True, False),
-                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, False, True),
+                "mrv2_graph_budget": (True, True, True), "mrv2_sampled_warmup": (True, True, True),
                 "mrv2_standalone_graphs": (False, False, True)}
     assert set(expected) == set(version_gate.FEATURES)
     for name, verdicts in expected.items():
@@ -98,11 +98,12 @@ def test_a_moved_census_target_is_looked_up_where_each_version_has_it():
         assert since == "0.33.0"
 
 
-def test_a_feature_with_a_gap_is_absent_inside_it_only():
-    """``mrv2_sampled_warmup``: derived for vLLM 0.26 and 0.33, not for the versions between."""
+def test_the_mrv2_sampled_warm_up_exists_on_every_version_a_model_covers():
+    """``mrv2_sampled_warmup``: derived for vLLM 0.26, 0.28 and 0.33 (``mrv2_warmup.plan_module`` picks the newest at
+    or below the installed one), none past 0.33."""
     verdicts = [version_gate.has("mrv2_sampled_warmup", v)
-                for v in ((0, 26, 0), (0, 26, 9), (0, 27, 0), V28, (0, 32, 9), V33, (0, 33, 5), (0, 34, 0))]
-    assert verdicts == [True, True, False, False, False, True, True, False]
+                for v in ((0, 25, 9), (0, 26, 0), (0, 27, 0), V28, (0, 32, 9), V33, (0, 33, 5), (0, 34, 0))]
+    assert verdicts == [False, True, True, True, True, True, True, False]
 
 
 def test_v1_drafter_entries_do_not_apply_where_the_feature_is_absent():

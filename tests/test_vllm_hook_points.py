@@ -76,13 +76,100 @@ def test_mrv2_worker_calls_warmup_kernels_by_module_lookup():
     assert "self._remove_request(req_id)" in inspect.getsource(GPUModelRunner.finish_requests)
 
 
+def test_mrv2_028_sampling_kernels_vary_as_the_sampled_warm_up_models_them():
+    """``mrv2_sampling_plan_028``'s facts, each in vLLM 0.28.0's source: the FP32 copy and the FlashInfer rule it
+    shares with 0.33.0's model, where it differs (``_topk_topp_kernel`` specializes ``BATCH_SIZE`` and runs from 8 rows
+    on a GPU; the rejection kernels take no row count; no draft gather kernel), that no JIT registry names a sampling
+    kernel, what vLLM's own warm-up samples with, and the set of kernels each sampling path launches (a new one fails
+    here, not at a first request). ``tests/test_mrv2_sampled_compiles_028.py`` runs the launches themselves."""
+    import re
+
+    plan = version_gate.pick({"0.26.0": None, "0.28.0": "0.28", "0.33.0": None})
+    if plan is None:
+        pytest.skip("the 0.28 MRV2 sampling plan is held to vLLM 0.28.0 only")
+    from pathlib import Path
+
+    import vllm
+    from vllm.config.model import PROCESSED_LOGPROBS_MODES
+    from vllm.v1.sample.ops import topk_topp_sampler, topk_topp_triton
+    from vllm.v1.worker.gpu import warmup
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu.sample import gumbel, logprob, min_p, sampler, states
+    from vllm.v1.worker.gpu.spec_decode import rejection_sampler, rejection_sampler_utils
+
+    from portable_spec.kernels.fixed_tile import next_pow2
+    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_028 as model
+    from portable_spec.vllm_adapter.worker.sampling_plan import TRITON_MIN_ROWS
+    from portable_spec.vllm_adapter.worker.warmup_plan import OTHER
+
+    def src(obj) -> str:
+        return "".join(inspect.getsource(obj).split())
+
+    def launched(obj) -> set[str]:
+        return set(re.findall(r"(_\w+_kernel)\[", src(obj)))
+
+    def params(kernel) -> list[str]:
+        return list(inspect.signature(kernel.fn if hasattr(kernel, "fn") else kernel).parameters)
+
+    warmups = Path(vllm.__file__).parent / "model_executor" / "warmup"
+    sampling_kernels = {model.TEMPERATURE, model.MIN_P, model.GUMBEL, "_topk_topp_kernel", model.STATS,
+                        model.REJECTION, model.RESAMPLE, model.LOG_SOFTMAX, model.RANKS, model.FLATTEN}
+    registry_names = {name for f in warmups.glob("*.py") for name in sampling_kernels if name in f.read_text()}
+    checks = [
+        (set(PROCESSED_LOGPROBS_MODES), set(model.PROCESSED_MODES)),
+        (logprob._MAX_TOPK_BLOCK, model.MAX_TOPK_BLOCK),
+        ("topk_block_size=min(triton.next_power_of_2(num_logprobs),_MAX_TOPK_BLOCK)" in src(logprob), True),
+        (model.logprobs_key(5), (next_pow2(6), OTHER)),
+        # _topk_topp_kernel: BATCH_SIZE an ordinary integer argument (specialized), no split top-p constexpr.
+        ("@triton.jitdef_topk_topp_kernel(" in src(topk_topp_triton), True),
+        ("do_not_specialize" in src(topk_topp_triton), False),
+        ("BATCH_SIZE" in params(topk_topp_triton._topk_topp_kernel), True),
+        ("SPLIT_COVERS_PONLY" in src(topk_topp_triton), False),
+        ("TOPK_ENABLED=topk_enabled,TOPP_ENABLED=topp_enabled," in src(topk_topp_triton), True),
+        (f"ifHAS_TRITONandlogits.shape[0]>={TRITON_MIN_ROWS}:returnapply_top_k_top_p_triton(logits,k,p)"
+         in src(topk_topp_sampler.apply_top_k_top_p), True),
+        ("logits=torch.empty_like(logits,dtype=torch.float32).copy_(logits)"
+         in src(sampler.Sampler.apply_sampling_params), True),
+        ("ifnotnp.any(self.needs_logits_processing[idx_mapping_np]):returnlogits"
+         in src(sampler.Sampler.apply_sampling_params), True),
+        ("or(temperature!=0.0andtemperature!=1.0)orstates.min_p.np[req_idx]!=0.0orstates.top_k.np[req_idx]!="
+         "states.vocab_sizeorstates.top_p.np[req_idx]!=1.0" in src(sampler.Sampler.add_request), True),
+        ("orself.sampling_states.any_greedy(idx_mapping_np)orself.sampling_states.any_explicit_seed(idx_mapping_np)"
+         in src(sampler.Sampler.sample), True),
+        ("apply_temperature=False," in src(sampler.Sampler.sample), True),
+        ("ifnp.all((temp_np==0.0)|(temp_np==1.0)):" in src(states.SamplingStates.apply_temperature), True),
+        ("ifinput_batch.num_draft_tokens==0orself.rejection_samplerisNone:" in src(GPUModelRunner.sample), True),
+        # the rejection sampler filters its logits rows with top-k/top-p (apply_sampling_params' default)
+        ("processed_logits=self.sampler.apply_sampling_params(logits,expanded_idx_mapping,idx_mapping,"
+         "idx_mapping_np,pos,draft_sampled,expanded_local_pos,)" in src(rejection_sampler.RejectionSampler._verify),
+         True),
+        ("draft_sampled=input_batch.input_ids[input_batch.logits_indices]"
+         in src(rejection_sampler.RejectionSampler.__call__), True),
+        # the rejection kernels take no row count (0.33.0's num_logits)
+        ("num_logits" in params(rejection_sampler_utils._compute_local_logits_stats_kernel)
+         + params(rejection_sampler_utils._compute_local_residual_mass_kernel), False),
+        ("SamplingParams.for_sampler_warmup()" in src(warmup.warmup_kernels), True),
+        (registry_names, set()),
+        (launched(gumbel), {model.TEMPERATURE, model.GUMBEL}),
+        (launched(min_p), {model.MIN_P}),
+        (launched(logprob.compute_token_logprobs) | launched(logprob.compute_topk_scores),
+         {model.LOG_SOFTMAX, model.RANKS, "_fill_logprob_token_ids_kernel"}),  # logprob_token_ids: not modeled
+        (launched(rejection_sampler), {model.FLATTEN}),
+        (launched(rejection_sampler_utils.rejection_sample), {
+            model.STATS, model.CUMULATIVE, model.RESIDUAL, model.REJECTION, model.RESAMPLE,
+            "_insert_resampled_kernel"}),  # no logits, no varying integer: vLLM's warm-up compiles its one variant
+    ]
+    wrong = [(i, found, expected) for i, (found, expected) in enumerate(checks) if found != expected]
+    assert len(checks) == 27 and not wrong
+
+
 def test_mrv2_033_sampling_kernels_vary_as_the_sampled_warm_up_models_them():
     """``mrv2_sampling_plan_033``'s facts, each in vLLM 0.33.0's source: what a kernel specializes on, when the logits
     are FP32, when the main sampler leaves Triton, where the rejection sampler runs, which kernels vLLM's registry
     warms, and the set of kernels each sampling path launches (a new one fails here, not at a first request)."""
     import re
 
-    plan = version_gate.pick({"0.26.0": None, "0.33.0": "0.33"})
+    plan = version_gate.pick({"0.26.0": None, "0.28.0": None, "0.33.0": "0.33"})
     if plan is None or not version_gate.has("mrv2_sampled_warmup"):
         pytest.skip("the 0.33 MRV2 sampling plan is held to vLLM 0.33.0 only")
     from vllm.config.model import PROCESSED_LOGPROBS_MODES

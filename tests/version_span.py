@@ -25,8 +25,11 @@ MODULES = (
     "test_draft_graph_policy.py",
     "test_mrv2_sizes.py",
     "test_mrv2_standalone.py",
-    # Model Runner V2's sampled warm-up: 0.26.0's and 0.33.0's kernel models, scheduler outputs of that vLLM's classes
+    # Model Runner V2's sampled warm-up: 0.26.0's, 0.28.0's and 0.33.0's kernel models, scheduler outputs of that
+    # vLLM's classes; on 0.28.0 the compile keys of its own Sampler and RejectionSampler against the plan
     "test_mrv2_warmup.py",
+    "test_mrv2_sampling_plan_028.py",
+    "test_mrv2_sampled_compiles_028.py",
     "test_mrv2_sampling_plan_033.py",
     "test_real_shapes_config.py",
     # attention claims (the table declared for this vLLM against its backend classes and sources)

@@ -343,20 +343,23 @@ CENSUS: tuple[Divergence, ...] = (
         what="For the one compile_or_warm_up_model call of PortableWorker under Model Runner V2, swaps the worker "
              "module's warmup_kernels for one that runs vLLM's, then rounds of sampled requests (top-k, top-p, "
              "both, temperature, min-p, with and without logprobs, seeded and not, greedy with a sampled one "
-             "joining; worker/mrv2_sampling_plan.py from vLLM 0.26.0, worker/mrv2_sampling_plan_033.py from 0.33.0: "
-             "greedy and temperature rounds with each logprobs width as well) through the worker's "
+             "joining; worker/mrv2_sampling_plan.py from vLLM 0.26.0, worker/mrv2_sampling_plan_028.py from 0.28.0 and "
+             "worker/mrv2_sampling_plan_033.py from 0.33.0: greedy and temperature rounds with each logprobs width "
+             "as well) through the worker's "
              "execute_model/sample_tokens, finishing every request.",
         why="MRV2's own warm-up runs one batch of one sampling variant, so its sampler and rejection sampler "
             "kernels (_temperature_kernel, _topk_topp_kernel, _compute_local_logits_stats_kernel, "
             "_rejection_kernel, _resample_kernel, ...) compile again at the first sampled request of another "
-            "variant (0.33.0: the main sampler's _gumbel_sample_kernel on FP32 logits where FlashInfer samples, "
-            "_topk_log_softmax_kernel per logprobs width, the rejection kernels per row class, and, where vLLM's "
-            "JIT registry does not warm it (MUSA), _topk_topp_kernel).",
+            "variant (0.28.0 and 0.33.0: the main sampler's _gumbel_sample_kernel on FP32 logits where FlashInfer "
+            "samples, _topk_log_softmax_kernel per logprobs width, the rejection kernels on the model's dtype; "
+            "0.28.0: _topk_topp_kernel per row class everywhere, no JIT registry names it; 0.33.0: the rejection "
+            "kernels per row class, and, where vLLM's JIT registry does not warm it (MUSA), _topk_topp_kernel).",
         undone="Restored when compile_or_warm_up_model returns or raises; PORTABLE_SPEC_WARMUP=off, pipeline/data "
                "parallel, KV/EC transfer, EPLB, no speculation, adaptive verification, batch-sharded sampling, "
                "watermarking skip the rounds (one log line).",
         upstream="vLLM's MRV2 compiles these at the first sampled request.",
         pinned_by=("test_mrv2_worker_calls_warmup_kernels_by_module_lookup",
+                   "test_mrv2_028_sampling_kernels_vary_as_the_sampled_warm_up_models_them",
                    "test_mrv2_033_sampling_kernels_vary_as_the_sampled_warm_up_models_them"),
         requires="mrv2_sampled_warmup", platforms=("cuda", "rocm", "musa"),
         moved=(("vllm.v1.worker.gpu_worker:Worker.compile_or_warm_up_model", "0.33.0",

@@ -29,8 +29,7 @@ SUPPORTED = ">=0.26.0,<0.34"
 
 @dataclass(frozen=True)
 class Feature:
-    """One of our features that exists only on some vLLM versions: ``[since, until)``, less ``gap`` (``[from, to)``:
-    versions inside the range it was not derived for)."""
+    """One of our features that exists only on some vLLM versions: ``[since, until)``."""
 
     name: str
     what: str
@@ -38,11 +37,9 @@ class Feature:
     """Why it cannot exist outside the range: the one line logged and written into ``versions.json``."""
     since: str = SPAN[0]
     until: str | None = None
-    gap: tuple[str, str] | None = None
 
     def covers(self, version: Version) -> bool:
-        in_gap = self.gap is not None and parse(self.gap[0]) <= version < parse(self.gap[1])
-        return parse(self.since) <= version and (self.until is None or version < parse(self.until)) and not in_gap
+        return parse(self.since) <= version and (self.until is None or version < parse(self.until))
 
 
 FEATURES: dict[str, Feature] = {f.name: f for f in (
@@ -82,13 +79,14 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature(
         "mrv2_sampled_warmup",
         "the boot-time sampled warm-up under Model Runner V2 (worker/mrv2_warmup.py, planned by "
-        "mrv2_sampling_plan.py from vLLM 0.26.0's and mrv2_sampling_plan_033.py from vLLM 0.33.0's MRV2 sampler and "
-        "rejection sampler kernels): after MRV2's own warm-up, sampled rounds compile every sampling-path kernel "
-        "variant serving reaches",
-        "its kernel models and hook point (gpu_worker.warmup_kernels) are derived from vLLM 0.26.0's and 0.33.0's "
-        "Model Runner V2 only; on this vLLM, MRV2's own warm-up runs alone and its first sampled request may compile "
-        "sampling kernels",
-        until="0.34.0", gap=("0.27.0", "0.33.0")),
+        "mrv2_sampling_plan.py from vLLM 0.26.0's, mrv2_sampling_plan_028.py from 0.28.0's and "
+        "mrv2_sampling_plan_033.py from 0.33.0's MRV2 sampler and rejection sampler kernels; a version between them "
+        "gets the newest model at or below it): after MRV2's own warm-up, sampled rounds compile every sampling-path "
+        "kernel variant serving reaches",
+        "its kernel models and hook point (gpu_worker.warmup_kernels) are derived from vLLM 0.26.0's, 0.28.0's and "
+        "0.33.0's Model Runner V2 only; on this vLLM, MRV2's own warm-up runs alone and its first sampled request may "
+        "compile sampling kernels",
+        until="0.34.0"),
     Feature(
         "planner_mirrors_vllm_sizes",
         "the capture-size planner's mirror of vLLM's own size rules (capture_sizes/vllm_rules.py: default ladder, "

@@ -61,6 +61,7 @@ the rounds cannot reach within the engine's limits is returned and named by the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from portable_spec.kernels.fixed_tile import next_pow2
@@ -190,21 +191,28 @@ def _step_keys(reqs: list[Sampling], rows: int, verify: bool, sampling: Sampling
     return keys
 
 
-def round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits) -> frozenset:
-    """The MRV2 sampling-path variants ``rnd``'s steps compile: its prefill (main sampler) and its verify step."""
+def round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits, step_keys: Callable[..., set] | None = None
+               ) -> frozenset:
+    """The MRV2 sampling-path variants ``rnd``'s steps compile: its prefill (main sampler) and its verify step
+    (``step_keys``: another version's ``_step_keys``, 0.28.0's)."""
+    step_keys = step_keys or _step_keys
     n, k = len(rnd.prompts), limits.k
     prompts = [request_sampling(rnd.profile, i, logprobs=sampling.logprobs) for i in range(n)]
-    keys = _step_keys(prompts, n, False, sampling)
+    keys = step_keys(prompts, n, False, sampling)
     if rnd.verify:
         joined = [request_sampling(rnd.profile, n, joined=True, logprobs=sampling.logprobs)] if rnd.join else []
-        keys |= _step_keys(prompts + joined, n * (k + 1) + len(joined), True, sampling)
+        keys |= step_keys(prompts + joined, n * (k + 1) + len(joined), True, sampling)
     return frozenset(keys)
 
 
-def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ...] = ()
+def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ...] = (), *,
+                reachable: Callable[[Limits, SamplingLimits], frozenset] | None = None,
+                keys_of: Callable[[Round, Limits, SamplingLimits], frozenset] | None = None
                 ) -> tuple[list[Round], frozenset]:
     """Rounds covering ``reachable_keys`` (0.26.0's candidates and greedy cover) and the keys left uncovered.
-    ``dropped`` leaves profiles out (tests drop one to see a key left)."""
-    goal = reachable_keys(limits, sampling)
+    ``dropped`` leaves profiles out (tests drop one to see a key left); ``reachable`` / ``keys_of``: another
+    version's model on these profiles (0.28.0's)."""
+    reachable, keys_of = reachable or reachable_keys, keys_of or round_keys
+    goal = reachable(limits, sampling)
     candidates = v026.candidates(limits, tuple(p for p in profiles(sampling) if p not in dropped))
-    return greedy_cover([(rnd, round_keys(rnd, limits, sampling) & goal) for rnd in candidates], goal)
+    return greedy_cover([(rnd, keys_of(rnd, limits, sampling) & goal) for rnd in candidates], goal)

@@ -1,6 +1,6 @@
 """Boot-time sampled warm-up under Model Runner V2 (our platforms only): after MRV2's own ``warmup_kernels`` (one
 batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan`` on vLLM 0.26,
-``mrv2_sampling_plan_033`` on 0.33: ``plan_module``) run through the worker's
+``mrv2_sampling_plan_028`` on 0.28, ``mrv2_sampling_plan_033`` on 0.33: ``plan_module``) run through the worker's
 ``execute_model`` / ``sample_tokens``, so that no Triton kernel of MRV2's sampler or rejection sampler compiles at
 the first sampled request, before vLLM activates its JIT monitor.
 
@@ -16,7 +16,7 @@ out; the KV connector is disabled for the steps (as MRV2's warm-up does), and th
 so MRV2's request states (``req_states``: the runner removes a finished request from its sampler, block tables and
 model state) are empty again; the warm-up checks that and fails loudly otherwise. Blockers: the V1 warm-up's
 (``kernel_warmup.engine_blockers``: ``PORTABLE_SPEC_WARMUP=off``, pipeline/data parallel, KV/EC transfer, EPLB, ...),
-no speculative decoding, KV-cache groups it does not allocate for, what the 0.33 plan does not model (adaptive
+no speculative decoding, KV-cache groups it does not allocate for, what the 0.28 and 0.33 plans do not model (adaptive
 verification, which vLLM's warm-up switches off and calibrates after it; batch-sharded sampling; watermarking), and a
 vLLM whose MRV2 this was not derived from (``version_gate``: ``mrv2_sampled_warmup``). One log line says what ran or
 why not.
@@ -33,7 +33,7 @@ import torch
 from vllm.v1.core.sched.output import SchedulerOutput
 
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_033
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_028, mrv2_sampling_plan_033
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
     counted_triton_compiles, engine_blockers, run_steps, sampling_limits, unwarmable_groups, warmup_schedule,
 )
@@ -74,8 +74,10 @@ def mrv2_limits(runner: Any) -> Limits:
 
 
 def plan_module() -> Any:
-    """The kernel model of the installed vLLM's MRV2 sampler (the gate keeps the versions between them out)."""
-    return version_gate.pick({"0.26.0": mrv2_sampling_plan, "0.33.0": mrv2_sampling_plan_033})
+    """The kernel model of the installed vLLM's MRV2 sampler: the newest derived at or below it (the gate keeps the
+    versions none was derived for out)."""
+    return version_gate.pick({"0.26.0": mrv2_sampling_plan, "0.28.0": mrv2_sampling_plan_028,
+                              "0.33.0": mrv2_sampling_plan_033})
 
 
 def live_requests(runner: Any) -> int:
@@ -123,7 +125,9 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
     finally:
         runner.kv_connector.set_disabled(False)
     if (zeroer := getattr(runner, "kv_block_zeroer", None)) is not None:
-        zeroer.zero_block_ids([0])  # the null block as vLLM 0.33's warm-up leaves it (v1/worker/gpu/warmup.py:475)
+        # The null block as vLLM 0.33's warm-up leaves it (v1/worker/gpu/warmup.py:475). vLLM 0.28's runner has the
+        # zeroer too (its own warm-up does not zero block 0); zeroed there as well, nothing reads the null block's data.
+        zeroer.zero_block_ids([0])
     seconds = time.perf_counter() - started
     if live_requests(runner):
         raise RuntimeError(f"{LOG_PREFIX}: {live_requests(runner)} warm-up requests left in the runner")
