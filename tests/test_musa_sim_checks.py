@@ -58,10 +58,12 @@ def test_engine_arguments_merge_the_variants_with_the_tensor_parallel_switches()
 
 
 def test_parts_are_the_issues_and_agree_with_the_planner():
-    assert set(PARTS) == {"musa_sim_eagle", "musa_sim_eagle_attention", "musa_sim_dflash", "musa_sim_draft_model",
-                          "musa_sim_budget", "musa_sim_mrv2_eagle", "musa_sim_mrv2_dflash", "musa_sim_mrv2_budget"}
-    draft_model = PARTS["musa_sim_draft_model"]
+    assert set(PARTS) == {"musa_sim_eagle", "musa_sim_eagle_attention", "musa_sim_eagle3", "musa_sim_dflash",
+                          "musa_sim_draft_model", "musa_sim_budget", "musa_sim_mrv2_eagle", "musa_sim_mrv2_dflash",
+                          "musa_sim_mrv2_budget"}
+    draft_model, eagle3 = PARTS["musa_sim_draft_model"], PARTS["musa_sim_eagle3"]
     assert (draft_model.pair, draft_model.k, draft_model.mrv2) == ("llama_ctx_draft_model", 3, False)
+    assert (eagle3.pair, eagle3.model_variant, eagle3.k, eagle3.mrv2) == ("llama_eagle3", "perfect", 3, False)
     assert draft_model.since == "0.28.0" and {p.since for n, p in PARTS.items() if p is not draft_model} == {"0.26.0"}
     eagle, dflash, budget = PARTS["musa_sim_eagle"], PARTS["musa_sim_dflash"], PARTS["musa_sim_budget"]
     assert (eagle.pair, eagle.k, eagle.max_num_seqs) == ("llama_eagle", 3, 8)

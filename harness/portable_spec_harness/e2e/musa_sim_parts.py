@@ -79,6 +79,9 @@ PARTS: dict[str, MusaSimPart] = {p.name: p for p in (
                 "EAGLE K=3, a head that agrees ~60%: per-position acceptance must equal our CUDA platform's"),
     MusaSimPart("musa_sim_eagle_attention", "llama_eagle", "attention", 3, (0,), (CUDA_TRITON, MUSA_SIM),
                 "EAGLE K=3, a head right only through correct draft positions, slots and KV reads: 100% everywhere"),
+    MusaSimPart("musa_sim_eagle3", "llama_eagle3", "perfect", 3, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
+                "EAGLE-3 K=3 (the head reads three target layers' hidden states), the 100% head: every position "
+                "accepted, per-position acceptance equal to our CUDA platform's"),
     MusaSimPart("musa_sim_dflash", "qwen3_dflash", "perfect", 8, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
                 "Qwen3 + DFlash K=8 at 8 sequences: block-aligned sizes [9, 18, 36, 72]",
                 capture_sizes=(9, 18, 36, 72)),
