@@ -1,4 +1,6 @@
-"""The MUSA substitutes of Model Runner V2's Triton kernels against vLLM 0.26.0's own, on CPU.
+"""The MUSA substitutes of Model Runner V2's Triton kernels against the installed vLLM's own, on CPU (the cpu lane
+runs it on 0.26.0; it passes on 0.28.0 too, where ``gumbel_sample`` names its processed-logits output ``logits_cache``
+and the gumbel launch is read from the version-resolved table).
 
 vLLM's real kernels (Triton switched back on in a child process, ``mrv2_substitute_children.py``) run under the
 Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``BlockTables.gather_block_tables`` /
