@@ -496,8 +496,13 @@ def _coin_flip_case(gen: torch.Generator, num_reqs: int, k: int, vocab: int, fir
 def gumbel_sample() -> dict:
     """MRV2's sampler and probabilistic drafting draw through ``tl_rand32`` (``tl_rand64`` under
     ``--use-fp64-gumbel``), which the MUSA table rebinds in ``gumbel`` too: the draws must stay vLLM's."""
+    cache, cache_col, drafting = version_gate.pick({  # the processed-logits output's keywords (renamed in 0.28)
+        "0.26.0": ("output_processed_logits", "output_processed_logits_col", None),
+        "0.28.0": ("logits_cache", "logits_cache_col", None),
+        "0.33.0": ("logits_cache", "logits_cache_col", "is_drafting")})
+
     def run(**case):
-        processed = case.get("output_processed_logits")
+        processed = case.get(cache)
         sampled = gumbel.gumbel_sample(**case)
         return (sampled,) if processed is None else (sampled, processed)
 
@@ -518,10 +523,12 @@ def gumbel_sample() -> dict:
                     pos=torch.randint(0, 4000, (tokens,), generator=gen), apply_temperature=draft is not None)
         if name.endswith("_fp64"):
             case["use_fp64"] = True
+        if drafting:
+            case[drafting] = draft is not None
         if draft:
-            case["output_processed_logits"] = torch.zeros(max_reqs, 3, vocab)
-            case["output_processed_logits_col"] = (torch.tensor(1) if draft == "scalar"
-                                                   else torch.arange(3, dtype=torch.int32).repeat(tokens // 3))
+            case[cache] = torch.zeros(max_reqs, 3, vocab)
+            case[cache_col] = (torch.tensor(1) if draft == "scalar"
+                               else torch.arange(3, dtype=torch.int32).repeat(tokens // 3))
         out[name] = _compare(run, case)
     return {"cases": out}
 
@@ -639,10 +646,11 @@ def ptx_identity() -> dict:
     from topk_int32_dividend import first_run_kernel
 
     from portable_spec.kernels.triton_compile import compile_for_target
+    from portable_spec.kernels.triton_case import resolved
     from portable_spec.kernels.triton_table_mrv2 import MRV2_KERNELS
 
     out = {}
-    for case in MRV2_KERNELS:
+    for case in resolved(MRV2_KERNELS):  # each launch as the installed vLLM makes it (0.28 renamed gumbel's)
         name = case.key.removeprefix("mrv2/")
         top = case.attr == "_topk_topp_kernel"
         if not (top or case.attr == "_gumbel_sample_kernel" or case.key.endswith("_rejection_kernel[draft-logits]")):

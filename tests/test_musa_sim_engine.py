@@ -6,7 +6,6 @@ vLLM's worker and runner call at start-up. Per-platform runs are subprocesses (t
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import subprocess
@@ -296,29 +295,7 @@ def test_a_cap_torchada_ignores_plans_with_torchadas_default_and_says_so_once(mo
 
 
 # ------------------------------------------------------------------------------------------------ the MUSA class
-# Platform methods whose vLLM 0.26.0 default raises, and that no V1 engine at TP=1 without LoRA calls.
-OFF_THE_SERVING_PATH = {
-    "get_device_uuid": "no caller in vLLM 0.26.0",
-    "get_all_gpu_pci_bus_ids": "VLLM_GPU_NIC_PCIE_MAPPING only (RDMA NIC selection)",
-    "get_punica_wrapper": "LoRA only",
-    "stateless_init_device_torch_dist_pg": "elastic expert parallelism / stateless groups only",
-}
-
-
-def test_the_musa_class_has_every_platform_method_vllm_starts_an_engine_with():
-    """Every ``Platform`` method whose default raises is ours, or named here with why no engine of ours calls it:
-    a new raising method in vLLM fails this test, not a MUSA engine at start-up."""
-    from vllm.platforms.interface import Platform
-
-    from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
-
-    raising = {name for name, member in vars(Platform).items() if callable(getattr(member, "__func__", member))
-               and "NotImplementedError" in inspect.getsource(getattr(member, "__func__", member))}
-    assert raising >= {"manual_seed_all", "check_if_supports_dtype", "num_compute_units", "set_device"}
-    ours = {name for name in raising if getattr(PortableMusaPlatform, name).__qualname__.startswith("PortableMusa")}
-    assert raising - ours == set(OFF_THE_SERVING_PATH), raising - ours
-
-
+# (its platform methods against vLLM's Platform: tests/test_musa_platform_span.py, on every vLLM of the span)
 @pytest.fixture
 def musa_port():
     """Our MUSA port over a simulated torch.musa whose backing records calls (no device touched)."""

@@ -39,6 +39,8 @@ MODULES = (
     "test_vllm_plugin.py",
     "test_platform_registry.py",
     "test_rocm_platform.py",
+    # the MUSA class against this vLLM's Platform: raising methods, the draft model's shared layer indices
+    "test_musa_platform_span.py",
     # MUSA's kernel substitutes: derived from this vLLM's kernels with its rewrite counts, bound, and bitwise vLLM's
     "test_musa_substitutes_span.py",
     # the Triton 3.2 check's launch table: each row as this vLLM launches the kernel, every MRV2 kernel covered

@@ -25,7 +25,7 @@ from typing import Any
 
 from portable_spec_harness.e2e.child import prompts_for_seed
 from portable_spec_harness.e2e.musa_sim_checks import part_checks
-from portable_spec_harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart
+from portable_spec_harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart, runnable
 from portable_spec_harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
 from portable_spec_harness.musa_sim import LABEL
 from portable_spec_harness.model_zoo import build_pair, expected_continuation
@@ -81,7 +81,8 @@ def version(package: str) -> str | None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("outdir")
-    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, from {', '.join(PARTS)}")
+    parser.add_argument("--parts", default=",".join(runnable(version("vllm"))),
+                        help=f"comma-separated, from {', '.join(PARTS)} (default: every part this vLLM runs)")
     parser.add_argument("--parallel", type=int, default=4, help="parts running at once on the GPU")
     parser.add_argument("--concurrent-variants", action="store_true", help="boot a part's variants at once too")
     parser.add_argument("--timeout", type=int, default=420, help="seconds per engine boot and its jobs")
@@ -90,6 +91,10 @@ def main() -> int:
     unknown = [p for p in names if p not in PARTS]
     if unknown:
         parser.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    too_old = [p for p in names if not PARTS[p].runs_on(version("vllm"))]
+    if too_old:
+        parser.error(f"part(s) {', '.join(too_old)} need vLLM >= {PARTS[too_old[0]].since} (installed: "
+                     f"{version('vllm')}): run them with VLLM_SITE naming such a vLLM")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:  # once, before any part starts: parts never write one model directory together

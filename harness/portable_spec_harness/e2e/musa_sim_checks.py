@@ -32,6 +32,7 @@ from portable_spec_harness.model_zoo import PAIRS
 from portable_spec_harness.musa_sim import LABEL
 from portable_spec_harness.musa_sim_plugin import ENTRY_POINT, PLATFORM_QUALNAME
 from portable_spec.kernels import substitutions_for
+from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform.selection import PLATFORM_PLUGINS_GROUP
 
 MUSA_WORKER = "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
@@ -42,8 +43,13 @@ PLATFORM_GROUP_LINE = f"Available plugins for group {PLATFORM_PLUGINS_GROUP}"
 """vLLM's plugin loader lists the platform group's plugins at INFO before it activates one (``vllm/plugins``)."""
 
 
-def musa_substitutes() -> list[str]:
-    return sorted(sub.name for sub in substitutions_for("musa"))
+def musa_substitutes(vllm_version: str | None = None) -> list[str]:
+    """The MUSA substitutes ``MusaWorker`` binds on ``vllm_version`` (default: the installed vLLM, the one the
+    engines ran): the entries with a binding site there (an entry whose object that vLLM lacks binds and logs
+    nothing, e.g. ``_mulhilo32`` before 0.33.0)."""
+    version = version_gate.installed() if vllm_version is None else version_gate.parse(vllm_version)
+    return sorted(sub.name for sub in substitutions_for("musa")
+                  if sub.at(lambda by_version: version_gate.pick(by_version, version)).targets)
 
 
 def _logged(row: dict[str, Any], *needles: str) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from portable_spec_harness.e2e.configs import MUSA_SIM_BUDGET_CAP, MUSA_SIM_MRV2_BUDGET_CAP, VARIANTS
 from portable_spec.envs import TORCHADA_DEFAULT_EXEC_CAP
+from portable_spec.versions import parse
 
 MUSA_SIM = "musa_sim_full_drafter"
 CUDA_TRITON = "cuda_triton_full_drafter"
@@ -41,6 +42,14 @@ class MusaSimPart:
     pruned: bool = False
     """The budget forces the planner to drop sizes: its warning must be in the plan and in the engine log."""
     max_num_seqs: int = 8
+    since: str = "0.26.0"
+    """The first vLLM on which our MUSA class can serve this part (the separate draft model from 0.28.0: its layers
+    share the target's layer indices, and vLLM 0.26.0's ``bind_kv_cache`` refuses that on any platform but the
+    CUDA-alike, XPU and CPU ones, where 0.28.0 asks the platform's ``check_runner_kv_caches_multi_layer``)."""
+
+    def runs_on(self, vllm_version: str | None) -> bool:
+        """Whether the installed vLLM (its version string; None: not installed) can run this part."""
+        return vllm_version is not None and parse(vllm_version) >= parse(self.since)
 
     def __post_init__(self) -> None:
         unknown = [v for v in self.variants if v not in VARIANTS]
@@ -70,13 +79,16 @@ PARTS: dict[str, MusaSimPart] = {p.name: p for p in (
                 "EAGLE K=3, a head that agrees ~60%: per-position acceptance must equal our CUDA platform's"),
     MusaSimPart("musa_sim_eagle_attention", "llama_eagle", "attention", 3, (0,), (CUDA_TRITON, MUSA_SIM),
                 "EAGLE K=3, a head right only through correct draft positions, slots and KV reads: 100% everywhere"),
+    MusaSimPart("musa_sim_eagle3", "llama_eagle3", "perfect", 3, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
+                "EAGLE-3 K=3 (the head reads three target layers' hidden states), the 100% head: every position "
+                "accepted, per-position acceptance equal to our CUDA platform's"),
     MusaSimPart("musa_sim_dflash", "qwen3_dflash", "perfect", 8, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
                 "Qwen3 + DFlash K=8 at 8 sequences: block-aligned sizes [9, 18, 36, 72]",
                 capture_sizes=(9, 18, 36, 72)),
     MusaSimPart("musa_sim_draft_model", "llama_ctx_draft_model", "perfect", 3, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
                 "the separate draft model (method draft_model, a 4-layer Llama draft of the target's vocabulary) on "
                 "the V1 runner: its first-pass and chain graphs through MUSAGraph, the expand kernel's MUSA path; "
-                "per-position acceptance must equal our CUDA platform's"),
+                "per-position acceptance must equal our CUDA platform's", since="0.28.0"),
     MusaSimPart("musa_sim_budget", "llama_eagle", "attention", 3, (0, 1), ("musa_sim_budget",),
                 f"torchada's cap forced to {MUSA_SIM_BUDGET_CAP}: sizes pruned with a warning, output still exact",
                 capture_sizes=(4, 8), live_graph_limit=MUSA_SIM_BUDGET_CAP, pruned=True),
@@ -91,6 +103,13 @@ PARTS: dict[str, MusaSimPart] = {p.name: p for p in (
                 "speculator graphs counted together, sizes pruned with a warning, output still exact",
                 capture_sizes=(1, 2, 4, 8), live_graph_limit=MUSA_SIM_MRV2_BUDGET_CAP, pruned=True),
 )}
+
+
+
+def runnable(vllm_version: str | None) -> list[str]:
+    """The parts the installed vLLM can run (``musa_sim_e2e.py``'s default), in the table's order."""
+    return [name for name, part in PARTS.items() if part.runs_on(vllm_version)]
+
 
 SIMULATED = (
     "device identity: tensors live on the CUDA device (device_type and device_name 'cuda'), vLLM's custom ops on the "

@@ -40,6 +40,9 @@ class Divergence:
     overrides: tuple[str, ...] = ()
     """For ``subclass``: exactly the methods of its vLLM bases ``ours`` redefines (through itself and the mixins in
     its bases that have no entry of their own)."""
+    overrides_since: tuple[tuple[str, str], ...] = ()
+    """For ``subclass``: ``(method, since)`` for methods ``ours`` redefines that its vLLM bases have only from vLLM
+    ``since`` on (a version of the span): counted with ``overrides`` there, and absent from the bases before."""
     base: str = ""
     """For a mixin: the vLLM class it is mixed into (a subclass's bases say it themselves)."""
     pinned_by: tuple[str, ...] = ()
@@ -144,6 +147,8 @@ CENSUS: tuple[Divergence, ...] = (
                    "get_device_capability", "get_device_communicator_cls", "get_device_name", "get_device_total_memory",
                    "get_static_graph_wrapper_cls", "is_sleep_mode_available", "manual_seed_all", "num_compute_units",
                    "opaque_attention_op", "set_device", "support_static_graph_mode", "supports_fp8"),
+        # the separate draft model's layers share the target's layer indices (bind_kv_cache asks; the base raises)
+        overrides_since=(("check_runner_kv_caches_multi_layer", "0.28.0"),),
         platforms=("musa",)),
     Divergence(
         "platform plugin composed with vllm-musa", "entry point", f"{_A}.plugin.platform_plugin:platform_qualname",

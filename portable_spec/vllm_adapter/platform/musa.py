@@ -92,6 +92,14 @@ class PortableMusaPlatform(PortableSpecPlatformMixin, SharedPoolMixin, Platform)
                              f"{capability.major}.{capability.minor}: pass --dtype float16")
 
     @classmethod
+    def check_runner_kv_caches_multi_layer(cls) -> None:
+        """vLLM 0.28.0's ``bind_kv_cache`` asks when two attention layers share one layer index (the base class
+        raises): the separate draft model's layers (``draft_model.model.layers.N``) share the target's indices. The
+        runners on MUSA are vLLM's GPU runners, which vLLM's CUDA platform declares unaffected (a no-op there too).
+        vLLM 0.26.0 has no such hook: it lets only CUDA-alike, XPU and CPU platforms through, so our MUSA class
+        cannot serve the draft model on 0.26.0's V1 runner (``MusaSimPart.since``)."""
+
+    @classmethod
     def num_compute_units(cls, device_id: int = 0) -> int:
         """vLLM's V1 model runner reads it at construction (the base class raises)."""
         return int(_musa().get_device_properties(device_id).multi_processor_count)
