@@ -197,7 +197,10 @@ def penalties_kernel() -> dict:
 
 # ------------------------------------------------------------------------------------------------ block tables
 def _block_tables(gen: torch.Generator, max_reqs: int, groups: int, block_size: int, max_blocks: int) -> object:
-    """A ``BlockTables`` with MRV2's tensors on CPU (its constructor needs UVA; the launch methods need only these)."""
+    """A ``BlockTables`` with MRV2's tensors on CPU (its constructor needs UVA; the launch methods need only these).
+    The layout by version: up to 0.28.0 the kernels read ``kernel_block_sizes``; 0.33.0 reads ``block_sizes`` and adds
+    per-group switches (slot mapping on, DCP sharding) and the sliding-window reach its gather nulls blocks with (group
+    1 of a two-group table gets one, so its masked load runs)."""
     bt = object.__new__(block_table.BlockTables)
     tables = [torch.randint(0, 4096, (max_reqs, max_blocks), generator=gen, dtype=torch.int32) for _ in range(groups)]
     bt.num_kv_cache_groups, bt.cp_size, bt.cp_rank, bt.cp_interleave, bt.device = groups, 1, 0, 1, "cpu"
@@ -205,7 +208,14 @@ def _block_tables(gen: torch.Generator, max_reqs: int, groups: int, block_size: 
     bt.num_blocks = dataclasses.make_dataclass("Uva", ["gpu"])(
         torch.randint(0, max_blocks + 1, (groups, max_reqs), generator=gen, dtype=torch.int32))
     bt.input_block_tables = [torch.full_like(t, -5) for t in tables]
-    bt.kernel_block_sizes = [block_size] * groups
+    reach = [0, 3 * block_size][:groups]
+    layout = version_gate.pick({  # BlockTables' attributes its layout tensors and launches read
+        "0.26.0": {"kernel_block_sizes": [block_size] * groups},
+        "0.33.0": {"block_sizes": [block_size] * groups, "_slot_mapping_enabled": [True] * groups,
+                   "dcp_sharded": torch.ones(groups, dtype=torch.bool), "_sliding_window_reach": reach,
+                   "has_sliding_window_groups": any(reach), "_num_dirty_rows": 0}})
+    for name, value in layout.items():
+        setattr(bt, name, value)
     bt.slot_mappings = torch.full((groups, 512), -7, dtype=torch.int64)
     bt._keep = tables  # the pointer tables hold raw addresses
     bt.init_block_table_layout_tensors()
@@ -213,7 +223,11 @@ def _block_tables(gen: torch.Generator, max_reqs: int, groups: int, block_size: 
 
 
 def block_tables() -> dict:
+    """``gather_block_tables`` (padded rows zeroed) and ``compute_slot_mappings`` through vLLM's methods, one and two
+    KV cache groups; on vLLM >= 0.33 the gather also gets each request's computed tokens, so the sliding-window group
+    nulls the blocks below its window."""
     gen = torch.Generator().manual_seed(32)
+    sliding = version_gate.pick({"0.26.0": False, "0.33.0": True})  # gather_block_tables' num_computed_tokens
     out = {}
     for max_reqs, groups, num_reqs, padded in ((8, 1, 3, 4), (16, 2, 11, 16), (32, 1, 32, 32)):
         bt = _block_tables(gen, max_reqs, groups, 16, 64)
@@ -222,9 +236,15 @@ def block_tables() -> dict:
         qsl = torch.cat([torch.zeros(1, dtype=torch.int64), lens.cumsum(0)]).to(torch.int32)
         used = bt.num_blocks.gpu[0, idx.long()].clamp(min=1) * 16  # positions inside each request's blocks
         pos = torch.cat([torch.randint(0, int(u), (int(n),), generator=gen) for u, n in zip(used, lens)])
+        computed = torch.randint(0, 64 * 16, (max_reqs,), generator=gen, dtype=torch.int32)
+        extra = {"num_computed_tokens": computed} if sliding else {}
 
-        def run(idx, qsl, pos, bt=bt, padded=padded):
-            tables = bt.gather_block_tables(idx, num_reqs_padded=padded)
+        def run(idx, qsl, pos, bt=bt, padded=padded, extra=extra):
+            for t in bt.input_block_tables:  # each run writes into fresh buffers: nothing left by the previous one
+                t.fill_(-5)
+            bt.slot_mappings.fill_(-7)
+            bt._num_dirty_rows = 0  # 0.33.0 also clears rows a larger previous batch left (read there only)
+            tables = bt.gather_block_tables(idx, num_reqs_padded=padded, **extra)
             slots = bt.compute_slot_mappings(idx, qsl, pos, num_tokens_padded=int(qsl[-1]) + 4)
             return (*[t.clone() for t in tables], slots.clone())
 

@@ -1,6 +1,9 @@
 """The MUSA substitutes of Model Runner V2's Triton kernels against the installed vLLM's own, on CPU (the cpu lane
-runs it on 0.26.0; it passes on 0.28.0 too, where ``gumbel_sample`` names its processed-logits output ``logits_cache``
-and the gumbel launch is read from the version-resolved table).
+runs it on every vLLM of the span: on 0.28.0 ``gumbel_sample`` names its processed-logits output ``logits_cache`` and
+the gumbel launch is read from the version-resolved table; on 0.33.0 ``BlockTables`` reads ``block_sizes`` and
+per-group switches, its gather nulls sliding-window blocks, the top-k/top-p kernel is launched through a dispatcher
+(the substitute is bound there too) and the sampler draws its Gumbel noise from a hash, so ``tl_rand32`` is covered by
+the rejection kernel alone and ``tl_rand64`` binds nowhere).
 
 vLLM's real kernels (Triton switched back on in a child process, ``mrv2_substitute_children.py``) run under the
 Triton interpreter through vLLM's own launch functions (``apply_penalties``, ``BlockTables.gather_block_tables`` /
@@ -22,11 +25,13 @@ import sys
 import pytest
 from lane_tools import import_triton, require_interpreter
 
+from portable_spec.vllm_adapter.patch import version_gate
+
 import_triton()
 
 CHILDREN = ("penalties_kernel", "block_tables", "staged_writes", "apply_write", "rejection_sample", "gumbel_sample",
             "top_k_top_p", "fill_logprob_token_ids", "watermark_philox", "thinking_budget", "selector_walk")
-COVERS = {  # which child exercises which MUSA substitute (and so must see its mutant)
+_COVERS_BEFORE_033 = {  # which child exercises which MUSA substitute (and so must see its mutant)
     "_penalties_kernel": ("penalties_kernel",),
     "_load_ptr": ("block_tables", "staged_writes"),
     "_rejection_kernel": ("rejection_sample",),
@@ -39,6 +44,18 @@ COVERS = {  # which child exercises which MUSA substitute (and so must see its m
     "_update_committed_marker_cache_kernel": ("thinking_budget",),  # vLLM >= 0.28 only
     "gumbel_noised_argmax": ("selector_walk",),  # vLLM >= 0.28 only (DFlash2)
 }
+COVERS = version_gate.pick({
+    "0.26.0": _COVERS_BEFORE_033,
+    # 0.33.0's sampler draws its Gumbel noise from a hash (murmur3_uniform32/64), not through tl_rand32/tl_rand64:
+    # the gumbel child exercises neither (it still compares, bound, with vLLM's); tl_rand64 binds nowhere there.
+    "0.33.0": {**_COVERS_BEFORE_033, "tl_rand32": ("rejection_sample",), "tl_rand64": ()},
+})
+"""Per installed vLLM: which child exercises which MUSA substitute (and so must see its mutant); an empty tuple is
+a substitute this vLLM binds nowhere (its mutant test skips saying so, after checking that it binds nowhere)."""
+DRAWS_RAND32 = version_gate.pick({"0.26.0": lambda key: "fp64" not in key,
+                                  "0.33.0": lambda key: "_rejection_kernel" in key})
+"""The PTX test's launches that draw through ``tl_rand32`` (so its mutant must change their code): every gumbel row
+but the fp64 ones, and the rejection kernel; on 0.33.0 only the rejection kernel (the sampler draws from a hash)."""
 
 
 def _children(*names: str, interpret: bool = True) -> dict:
@@ -132,10 +149,12 @@ def test_substitutes_compile_to_vllms_ptx_on_the_running_triton():
     assert not any(c["int32_dividend_equal"] for c in top.values()), cases
     mutants = ptx["ptx_identity:mutant"]["cases"]
     assert not all(c["equal"] for k, c in mutants.items() if k in top), mutants
-    # The fp64 gumbel rows (--use-fp64-gumbel) draw through tl_rand64, not the tl_rand32 bound here: a tl_rand32
-    # mutant leaves their code vLLM's, so the mutant must change every other row's.
-    rand32 = [k for k in rand if "fp64" not in k]
-    assert len(rand32) >= 4 and not any(mutants[k]["equal"] for k in rand32), mutants
+    # The fp64 gumbel rows (--use-fp64-gumbel) draw through tl_rand64, not the tl_rand32 bound here (0.33.0's
+    # gumbel rows draw from a hash): a tl_rand32 mutant leaves their code vLLM's, so it must change every other row's.
+    rand32 = [k for k in rand if DRAWS_RAND32(k)]
+    assert len(rand32) >= version_gate.pick({"0.26.0": 4, "0.33.0": 1}), rand
+    assert not any(mutants[k]["equal"] for k in rand32), mutants
+    assert all(mutants[k]["equal"] for k in rand if k not in rand32), mutants
 
 
 @pytest.mark.parametrize("child", CHILDREN)
@@ -186,7 +205,14 @@ def test_the_selector_walk_cases_compare_elements_and_draw_away_from_the_greedy_
 
 @pytest.mark.parametrize("substitute", sorted(COVERS))
 def test_a_broken_substitute_is_caught(runs, substitute):
-    """Each child with the substitutes it covers broken reports at least one case that differs from vLLM."""
+    """Each child with the substitutes it covers broken reports at least one case that differs from vLLM; a
+    substitute this vLLM binds nowhere skips saying so (checked: its entry resolves to no site here)."""
+    if not COVERS[substitute]:
+        from portable_spec.kernels.registry import substitutions_for
+
+        sub = next(s for s in substitutions_for("musa") if s.name == substitute).at(version_gate.pick)
+        assert not sub.targets, (substitute, sub.targets)
+        pytest.skip(f"{substitute} binds nowhere on vLLM {version_gate.installed_text()}: nothing to break")
     for child in COVERS[substitute]:
         cases = runs.cases(f"{child}:mutant")
         assert not all(c["equal"] for c in cases.values()), (substitute, child, cases)

@@ -103,23 +103,28 @@ def test_a_rewrite_count_off_by_one_fails_loudly_on_this_vllm(vllm_platform, nam
     assert registry.installed() == []
 
 
-def test_the_v1_eagle_substitute_reaches_the_launch_on_this_vllm(vllm_platform):
-    """vLLM >= 0.33 launches the V1 drafter's next-token kernel through a dispatcher that captured it at import:
-    the substitute is bound on the dispatcher too, so the launch runs ours (earlier versions launch the module's)."""
-    sub = next(s for s in registry.substitutions_for("musa")
-               if s.name == "eagle_prepare_next_token_padded_kernel").at(version_gate.pick)
-    utils = importlib.import_module("vllm.v1.spec_decode.utils")
-    dispatcher = getattr(utils, "_eagle_prepare_next_token_padded", None)
+@pytest.mark.parametrize("name, module, dispatcher_name", [
+    ("eagle_prepare_next_token_padded_kernel", "vllm.v1.spec_decode.utils", "_eagle_prepare_next_token_padded"),
+    ("_topk_topp_kernel", "vllm.v1.sample.ops.topk_topp_triton", "_topk_topp"),
+])
+def test_a_substitute_launched_through_a_dispatcher_reaches_the_launch_on_this_vllm(vllm_platform, name, module,
+                                                                                     dispatcher_name):
+    """vLLM >= 0.33 launches the V1 drafter's next-token kernel and the top-k/top-p kernel through dispatchers that
+    captured them at import: the substitute is bound on the dispatcher too, so the launch runs ours (earlier versions
+    launch the module's)."""
+    sub = next(s for s in registry.substitutions_for("musa") if s.name == name).at(version_gate.pick)
+    owner = importlib.import_module(module)
+    dispatcher = getattr(owner, dispatcher_name, None)
     try:
         registry.install_substitutions("musa", (sub,), pick=version_gate.pick)
-        ours = utils.eagle_prepare_next_token_padded_kernel
-        assert ours.fn.__module__ == "portable_spec.kernels.eagle_prepare_next_token"
+        ours = getattr(owner, name)
+        assert ours.fn.__module__.startswith("portable_spec.")
         if dispatcher is not None:
             assert dispatcher.kernel is ours
     finally:
         registry.uninstall()
     if dispatcher is not None:
-        assert dispatcher.kernel is utils.eagle_prepare_next_token_padded_kernel
+        assert dispatcher.kernel is getattr(owner, name)
 
 
 def test_an_engine_with_fp64_gumbel_binds_every_substitute_and_a_declining_entry_is_left_with_one_line(

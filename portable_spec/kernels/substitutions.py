@@ -318,6 +318,10 @@ SUBSTITUTIONS: tuple[Substitution, ...] = (
                 "older front ends (MUSA's) refuse (vllm-musa patches all three). Substituted, it compiles to vLLM's "
                 "PTX on Triton 3.6"),
         rewrites=(("flip-integer-ternary", 1), ("unsigned-divisor", 4)),
+        targets_by_version={"0.26.0": ("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",),
+                            # 0.33 launches it through a dispatcher that captured it at import (its `kernel`)
+                            "0.33.0": ("vllm.v1.sample.ops.topk_topp_triton._topk_topp_kernel",
+                                       "vllm.v1.sample.ops.topk_topp_triton._topk_topp.kernel")},
     ),
     _batch_agnostic("eagle_prepare_next_token_padded_kernel", ("utils", "llm_base_proposer"),
                     ("num_sampled_tokens_per_req", "num_reqs", "stride_sampled_token_ids"),
