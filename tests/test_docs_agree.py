@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -149,13 +149,15 @@ def draft_async_cells() -> dict[tuple[int, int], dict]:
     return found
 
 
-def ratio_table(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
-    """A README table of input rows by c=1, c=2 columns: each cell's ratio of medians and paired interval, rounded as
-    printed; every cell of ``found`` ((input, concurrency) -> the cell's ratios) compared once."""
+def ratio_table(m: re.Match, found: dict[tuple, dict], rows: re.Pattern = _ASYNC_ROW,
+                columns: tuple[int, ...] = (1, 2), row_key: Callable[[str], Any] = int) -> int:
+    """A README table of rows (``rows``' first group: an input length by default, ``row_key`` reads it) by
+    concurrency columns (``rows``' groups ``c1``, ``c2``, ...): each cell's ratio of medians and paired interval,
+    rounded as printed; every cell of ``found`` ((row, concurrency) -> the cell's ratios) compared once."""
     compared = 0
-    for row in _ASYNC_ROW.finditer(m.group(0)):
-        for c in (1, 2):
-            cell = found[int(row["input"]), c]
+    for row in rows.finditer(m.group(0)):
+        for c in columns:
+            cell = found[row_key(row.group(1)), c]
             low, high = cell["paired_output_tok_s"]["interval"]
             assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]", row.group(0)
             compared += 1
@@ -234,8 +236,8 @@ def v1_calls_checked(calls: list[str], rounds: int) -> None:
     nothing after boot with vLLM's monitor armed (its committed log re-read); ``rounds`` in all."""
     from portable_spec_harness.serve_bench import jit_judge
 
-    for call in calls:
-        report = results(f"{call}/serve-bench/serve_bench.json")
+    reports = [results(f"{call}/serve-bench/serve_bench.json") for call in calls]
+    for call, report in zip(calls, reports):
         assert report["vllm"] == "0.26.0", report["vllm"]
         assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}
         for name, runner in (("upstream_v1", "vllm.v1.worker.gpu_model_runner.GPUModelRunner"),
@@ -243,7 +245,7 @@ def v1_calls_checked(calls: list[str], rounds: int) -> None:
             assert {f["runner"] for f in report["variants"][name]["facts"]} == {runner}, name
         log = jit_judge.read(ROOT / call / "serve-bench/server_ours.log.gz")
         assert log.monitor_active and log.compiles == () and report["variants"]["ours"]["jit_after_boot"] == []
-    assert sum(results(f"{call}/serve-bench/serve_bench.json")["rounds_done"] for call in calls) == rounds
+    assert sum(report["rounds_done"] for report in reports) == rounds
 
 
 def session25_cells(name: str, pair: str, calls: tuple[str, ...], rounds: int) -> dict[tuple[str, int], dict]:
@@ -282,20 +284,7 @@ def check_eagle3_v1_c2(m: re.Match) -> int:
 
 
 _SAMPLING_ROW = re.compile(r"^ *\| (?P<sampling>greedy|sampled) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$", re.MULTILINE)
-
-
-def sampling_table(m: re.Match, found: dict[tuple[str, int], dict]) -> int:
-    """A README table of sampling rows by c=8, c=32 columns, each cell's ratio and paired interval as printed; every
-    cell of ``found`` compared once."""
-    compared = 0
-    for row in _SAMPLING_ROW.finditer(m.group(0)):
-        for c in (8, 32):
-            cell = found[row["sampling"], c]
-            low, high = cell["paired_output_tok_s"]["interval"]
-            assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]", row.group(0)
-            compared += 1
-    assert compared == len(found), compared
-    return compared
+"""A row of a README table of sampling rows by c=8, c=32 columns (``ratio_table``)."""
 
 
 @dataclass(frozen=True)
@@ -332,7 +321,7 @@ CLAIMS = (
     Claim("README.md", r"ours / upstream V1 \*\*(\S+)× greedy and (\S+)× sampled\*\* \(3 interleaved rounds, every run "
                        r"≥ \S+ s; paired intervals \[(\S+), (\S+)\] and \[(\S+), (\S+)\]\)", check_eagle3_v1_c2),
     Claim("README.md", r"^  \| sampling, input 1024 \| c=8 \| c=32 \|\n.*?\n\n",
-          lambda m: sampling_table(m, draft_async_high_c_cells()), multiline=True),
+          lambda m: ratio_table(m, draft_async_high_c_cells(), _SAMPLING_ROW, (8, 32), str), multiline=True),
     Claim("README.md", r"and (\S+)–(\S+)× at c = 8, 32 with `--async-scheduling` on both",
           lambda m: ratio_range(m, draft_async_high_c_cells())),
     Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
