@@ -120,6 +120,53 @@ def test_the_draft_model_part_runs_only_where_vllm_lets_our_musa_class_bind_its_
     assert not (tmp_path / "out").exists()  # refused before it made anything
 
 
+@pytest.fixture(scope="module")
+def shared_zoo(tmp_path_factory):
+    return tmp_path_factory.mktemp("zoo")
+
+
+@pytest.mark.parametrize("name", list(PARTS))
+def test_every_part_has_the_design_its_checks_compare_with(name, shared_zoo):
+    """The lane computes each part's greedy outputs from its pair's design before any engine boots. The context
+    draft model's pair has no f-chain (its target follows the context): reading one cost the whole part on the GPU
+    (vLLM 0.28.0, 2026-11-29: ``TypeError: 'NoneType' object is not subscriptable``). A context pair runs its own
+    prompts, and the outputs are its design's on those prompts."""
+    from portable_spec_harness.e2e.child import MAX_MODEL_LEN, prompts_for_seed
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, context_prompts
+
+    part = PARTS[name]
+    script = load_script("musa_sim_e2e")
+    pair, child, continuations = script.part_design(part, shared_zoo)
+    assert child[child.index("--prompt-set") + 1] == part.prompt_set == ("context" if part.pair in CONTEXT_PAIRS
+                                                                          else "fixed")
+    assert sorted(continuations) == list(part.seeds)
+    for seed in part.seeds:
+        prompts = prompts_for_seed(seed, part.prompt_set, script.MAX_TOKENS)
+        assert len(continuations[seed]) == len(prompts) > 0
+        assert all(out and all(isinstance(t, int) for t in out) for out in continuations[seed])
+        if part.prompt_set == "context":  # the context function's own outputs on its own prompts
+            designed = context_prompts(seed, max_model_len=MAX_MODEL_LEN, max_tokens=script.MAX_TOKENS)
+            assert continuations[seed] == [list(p["expected_output"]) for p in designed]
+
+
+def test_a_context_pair_is_judged_by_the_designs_bound_on_each_count():
+    """On the context prompts a request's end cuts windows short, so the draft model's counts are held to the design's
+    bound (``exactness.acceptance_as_designed``), not to exact rates; a count below the bound still fails."""
+    part = PARTS["musa_sim_draft_model"]
+    cut = {"drafts": 40, "draft_tokens": 120, "accepted": 117, "accepted_per_position": [40, 39, 38]}
+
+    def rows(counts):
+        return [row(v, s, acceptance_counts=counts, acceptance_per_position=[1.0, 0.975, 0.95],
+                    replays={"first": 3, "chain_fused": 6}) for v in part.variants for s in part.seeds]
+
+    checks = part_checks(part, rows(cut), {s: OUTPUTS[s] for s in part.seeds}, K3)
+    assert checks["musa_sim_full_drafter_s0_acceptance_as_zoo_says"] is True
+    assert all(checks.values()), [k for k, v in checks.items() if not v]
+    low = {**cut, "accepted_per_position": [40, 39, 30]}  # 10 windows short with 2 requests: a drafter bug
+    checks = part_checks(part, rows(low), {s: OUTPUTS[s] for s in part.seeds}, K3)
+    assert checks["musa_sim_full_drafter_s0_acceptance_as_zoo_says"] is False
+
+
 @pytest.mark.parametrize("kwargs,match", [({"variants": ("nospec", "bogus")}, "unknown engine variant"),
                                           ({"variants": ("nospec", "full_drafter")}, "boots no musa-sim variant"),
                                           ({"variants": ("musa_sim_full_drafter", "musa_sim_mrv2")},

@@ -19,6 +19,7 @@ import datetime
 import importlib.metadata
 import json
 import sys
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from portable_spec_harness.e2e.musa_sim_checks import part_checks
 from portable_spec_harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart, runnable
 from portable_spec_harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
 from portable_spec_harness.musa_sim import LABEL
-from portable_spec_harness.model_zoo import build_pair, expected_continuation
+from portable_spec_harness.model_zoo import build_pair, expected_output
 
 ZOO = Path("/tmp/portable_spec_zoo_musa_sim")  # its own: the matrix builds the DFlash head at another K
 KV_CACHE_BYTES = 1 << 30
@@ -37,11 +38,21 @@ LOG_LINES = 80
 ERROR_LINES = 25
 
 
-def run_part(part: MusaSimPart, out: Path, timeout: int, concurrent: bool) -> dict[str, Any]:
-    pair = build_pair(part.pair, ZOO, variant=part.model_variant, num_speculative_tokens=part.k)
+def part_design(part: MusaSimPart, zoo: Path = ZOO) -> tuple[dict[str, Any], list[str], dict[int, list[list[int]]]]:
+    """The part's zoo pair, the e2e child's arguments and, per seed, the greedy outputs the pair's design gives on
+    the prompts the child runs (a context pair's own prompts and outputs; the f-chain's for the others)."""
+    pair = build_pair(part.pair, zoo, variant=part.model_variant, num_speculative_tokens=part.k)
     child = ["--target", pair["target"], "--draft", pair["draft"], "--method", pair["method"], "--k", str(part.k),
              "--seeds", ",".join(map(str, part.seeds)), "--max-tokens", str(MAX_TOKENS),
-             "--max-num-seqs", str(part.max_num_seqs), "--kv-cache-bytes", str(KV_CACHE_BYTES)]
+             "--max-num-seqs", str(part.max_num_seqs), "--kv-cache-bytes", str(KV_CACHE_BYTES),
+             "--prompt-set", part.prompt_set]
+    continuations = {seed: [expected_output(pair["expected"], p, MAX_TOKENS)
+                            for p in prompts_for_seed(seed, part.prompt_set, MAX_TOKENS)] for seed in part.seeds}
+    return pair, child, continuations
+
+
+def run_part(part: MusaSimPart, out: Path, timeout: int, concurrent: bool) -> dict[str, Any]:
+    pair, child, continuations = part_design(part)
 
     def boot(variant: str) -> dict[str, Any]:
         log = out / f"{part.name}_{variant}.log"
@@ -60,8 +71,6 @@ def run_part(part: MusaSimPart, out: Path, timeout: int, concurrent: bool) -> di
     else:
         results = [boot(variant) for variant in part.variants]
     rows = [row for result in results for row in per_seed_rows(result, list(part.seeds))]
-    continuations = {seed: [expected_continuation(pair["expected"]["f"], p, MAX_TOKENS) for p in prompts_for_seed(seed)]
-                     for seed in part.seeds}
     expected = pair["expected"]["acceptance_per_position"]
     checks = part_checks(part, rows, continuations, expected)
     print(f"=== {part.name}: {sum(checks.values())}/{len(checks)} checks true ===", flush=True)
@@ -104,6 +113,7 @@ def main() -> int:
         try:
             return run_part(PARTS[name], out, args.timeout, args.concurrent_variants)
         except Exception as exc:  # noqa: BLE001 - one broken part must not cost the others' results
+            traceback.print_exc()  # where it broke, in the lane's log: the JSON keeps the one line
             print(f"=== {name}: {type(exc).__name__}: {exc} ===", flush=True)
             return {"error": f"{type(exc).__name__}: {exc}", "checks": {}}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from portable_spec_harness.e2e.configs import MUSA_SIM_BUDGET_CAP, MUSA_SIM_MRV2_BUDGET_CAP, VARIANTS
+from portable_spec_harness.model_zoo import CONTEXT_PAIRS
 from portable_spec.envs import TORCHADA_DEFAULT_EXEC_CAP
 from portable_spec.versions import parse
 
@@ -67,6 +68,12 @@ class MusaSimPart:
     def mrv2(self) -> bool:
         """Whether the part's musa-sim variants run Model Runner V2."""
         return any(v in MRV2_VARIANTS for v in self.variants if VARIANTS[v].simulated_device)
+
+    @property
+    def prompt_set(self) -> str:
+        """The e2e child's prompt set: a context pair's target follows its context, so its prompts (and the greedy
+        output they must give) are the context pairs' own; every other pair runs the fixed prompts."""
+        return "context" if self.pair in CONTEXT_PAIRS else "fixed"
 
     @property
     def reference(self) -> str:
