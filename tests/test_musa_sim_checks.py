@@ -224,7 +224,7 @@ def row(variant, seed, **extra):
             draft_attention_backends=["TRITON_ATTN"], substitutes_bound=musa_substitutes(),
             capture_stats={"graphs": 9, "failed": {}}, replays={"first": 3, "chain_fused": 6}, pointer_mismatches=0,
             drafter_graphs=9, drafter_live_graph_limit=1891, drafter_port="musa-sim", vllm_graphs=45, one_pool=True,
-            capture_plan={"live_graph_limit": 1900}, plan_warnings=[], log_excerpt=log_lines(),
+            capture_plan={"live_graph_limit": 1900, "live_graphs": 54}, plan_warnings=[], log_excerpt=log_lines(),
             simulation={"label": "musa-sim", "calls": {"MUSAGraph": 9, "graph": 9, "graph_pool_handle": 1},
                         "live_graphs": 9})
     base.update(extra)
@@ -278,6 +278,8 @@ BROKEN = [
     ({"drafter_port": "cuda"}, "drafter_port_is_musa_sim"),
     ({"capture_plan": {"live_graph_limit": 2048}}, "live_graph_limit_planned"),
     ({"vllm_graphs": 1892}, "live_graphs_within_limit"),
+    ({"vllm_graphs": 63}, "live_graphs_counted_exactly"),  # vLLM held graphs the plan did not count
+    ({"capture_plan": {"live_graph_limit": 1900}}, "live_graphs_counted_exactly"),
     ({"drafter_live_graph_limit": 8}, "drafter_within_runtime_budget"),
     ({"use_v2_model_runner": True}, "v1_runner"),
 ]
@@ -318,7 +320,7 @@ def test_without_a_nospec_engine_the_zoo_continuation_is_the_reference():
 
 def budget_row(seed, **extra):
     warning = "18 live graphs exceed the live-graph limit 8 (1 per target size): dropped ..."
-    facts = dict(capture_sizes=[4, 8], capture_plan={"live_graph_limit": 8}, plan_warnings=[warning],
+    facts = dict(capture_sizes=[4, 8], capture_plan={"live_graph_limit": 8, "live_graphs": 8}, plan_warnings=[warning],
                  log_excerpt=log_lines() + [warning], replays={"chain_fused": 6},
                  capture_stats={"graphs": 6, "failed": {}}, drafter_graphs=6, drafter_live_graph_limit=6,
                  vllm_graphs=2, simulation={"label": "musa-sim", "calls": {"MUSAGraph": 6, "graph": 6,

@@ -18,10 +18,18 @@ class SizeLists:
     first: list[int]
     chain: list[int] | None
     graphs_per_target_size: int
+    full_decode_range: tuple[int, int] | None = None
+    """Target sizes in this closed range cost one more graph: the FULL uniform-decode graph vLLM's V1 runner
+    captures beside the PIECEWISE ones (FULL_AND_PIECEWISE); None: no such graph."""
     dropped: dict[str, list[int]] = field(default_factory=lambda: {"target": [], "first step": [], "chain step": []})
 
+    def target_graphs(self) -> int:
+        """Live graphs the target's sizes cost: ``graphs_per_target_size`` each, plus the FULL decode graphs."""
+        low, high = self.full_decode_range or (1, 0)
+        return len(self.target) * self.graphs_per_target_size + sum(low <= s <= high for s in self.target)
+
     def live_graphs(self) -> int:
-        return (len(self.target) * self.graphs_per_target_size + len(self.first) + len(self.chain or ()))
+        return self.target_graphs() + len(self.first) + len(self.chain or ())
 
     def _named(self) -> dict[str, list[int]]:
         lists = {"target": self.target, "first step": self.first}
@@ -71,8 +79,9 @@ def unmet_limit(lists: SizeLists, limit: int) -> str:
     limit, or fewer graphs per target size where that alone is enough."""
     needed = lists.live_graphs()
     g = lists.graphs_per_target_size
-    target = len(lists.target) * g
-    parts = [f"target {len(lists.target)} size x {g} graph{'s' if g > 1 else ''}"]
+    target = lists.target_graphs()
+    parts = [f"target {len(lists.target)} size x {g} graph{'s' if g > 1 else ''}"
+             + (f" + {target - len(lists.target) * g} FULL decode" if target > len(lists.target) * g else "")]
     parts += [f"{name} {len(sizes)}" for name, sizes in lists._named().items() if name != "target"]
     fixes = [f"pass --live-graph-limit {needed} or more"]
     per_size = (limit - (needed - target)) // len(lists.target)

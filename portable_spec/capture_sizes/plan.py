@@ -59,6 +59,16 @@ class CapturePlan:
     live_graph_limit: int | None
     warnings: tuple[str, ...] = ()
     graphs_per_target_size: int = 1
+    target_graphs: int | None = None
+    """Live graphs the target's sizes cost (None: ``graphs_per_target_size`` per size, as plans before the FULL
+    decode graphs were counted)."""
+
+    @property
+    def target_live_graphs(self) -> int:
+        """What the target's planned sizes take of the live-graph limit."""
+        if self.target_graphs is not None:
+            return self.target_graphs
+        return len(self.target_sizes) * self.graphs_per_target_size
 
     @property
     def steps(self) -> tuple[StepPlan, ...]:
@@ -80,6 +90,7 @@ class CapturePlan:
             "live_graphs": self.live_graphs,
             "live_graph_limit": self.live_graph_limit,
             "graphs_per_target_size": self.graphs_per_target_size,
+            "target_graphs": self.target_live_graphs,
             "warnings": list(self.warnings),
         }
 
@@ -97,7 +108,8 @@ class CapturePlan:
                 chain_step=None if chain is None else StepPlan.from_dict(chain),
                 live_graphs=int(d["live_graphs"]), live_graph_limit=None if limit is None else int(limit),
                 warnings=tuple(str(w) for w in d.get("warnings", ())),
-                graphs_per_target_size=int(d.get("graphs_per_target_size", 1)))
+                graphs_per_target_size=int(d.get("graphs_per_target_size", 1)),
+                target_graphs=None if d.get("target_graphs") is None else int(d["target_graphs"]))
         except KeyError as exc:
             raise ValueError(f"capture plan dict lacks key {exc.args[0]!r}: rebuild it with "
                              f"CapturePlan.to_dict()") from None

@@ -147,6 +147,7 @@ def first_step_plan(method: str, q: int, verify_sizes: list[int], mode: str) -> 
 def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_capture_size: int | None = None,
                        tp: int = 1, sp: bool = False, live_graph_limit: int | None = None,
                        user_sizes: Iterable[int] | None = None, graphs_per_target_size: int = 1,
+                       full_decode_graphs: bool = False,
                        require_full_draft: bool = True, require_within_limit: bool = False) -> CapturePlan:
     """Plan target verify sizes and drafter step sizes for ``method`` with K = ``num_spec``.
 
@@ -163,8 +164,10 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
         max_capture_size = _positive_int(max_capture_size, "max capture size", "--max-capture-size",
                                          ", or omit it for vLLM's default")
     tp = _positive_int(tp, "tensor_parallel_size", "--tp")
-    graphs_per_target_size = _positive_int(graphs_per_target_size, "graphs per target size", "--graphs-per-size",
-                                           " (a PIECEWISE target captures one graph per piece)")
+    full_decode_graphs = bool(full_decode_graphs)
+    if not (full_decode_graphs and graphs_per_target_size == 0):  # FULL_DECODE_ONLY: decode graphs alone
+        graphs_per_target_size = _positive_int(graphs_per_target_size, "graphs per target size", "--graphs-per-size",
+                                               " (a PIECEWISE target captures one graph per piece)")
     if live_graph_limit is not None:
         live_graph_limit = _positive_int(live_graph_limit, "live-graph limit", "--live-graph-limit",
                                          ", or omit it for no limit")
@@ -230,7 +233,9 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
         chain = sorted(set(vllm_default_ladder(min(max_num_seqs, target[-1])))
                        | ({max_num_seqs} if max_num_seqs <= target[-1] else set()))
 
-    lists = SizeLists(target=target, first=first, chain=chain, graphs_per_target_size=graphs_per_target_size)
+    # vLLM's V1 dispatcher adds a FULL uniform-decode graph for each capture size in [1+K, (1+K) * max_num_seqs].
+    lists = SizeLists(target=target, first=first, chain=chain, graphs_per_target_size=graphs_per_target_size,
+                      full_decode_range=(q, q * max_num_seqs) if full_decode_graphs else None)
     pruned = prune_to_limit(lists, live_graph_limit, strict=require_within_limit)
     capped = None if from_user else _capped_warning(q, max_num_seqs, cap, lists.first)
     warnings += ([capped] if capped else []) + pruned
@@ -243,4 +248,4 @@ def plan_capture_sizes(method: str, num_spec: int, max_num_seqs: int, *, max_cap
         first_step=first_step_plan(method, q, lists.first, first_mode),
         chain_step=None if lists.chain is None else StepPlan(query_len=1, sizes=tuple(lists.chain), mode="FULL"),
         live_graphs=lists.live_graphs(), live_graph_limit=live_graph_limit, warnings=tuple(warnings),
-        graphs_per_target_size=graphs_per_target_size)
+        graphs_per_target_size=graphs_per_target_size, target_graphs=lists.target_graphs())

@@ -114,6 +114,9 @@ def graph_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]:
               and calls.get("graph") == drafter and sim.get("live_graphs") == drafter,
               "one_pool": row.get("one_pool") is True and calls.get("graph_pool_handle") == 1,
               "live_graph_limit_planned": limit == part.live_graph_limit,
+              # what the plan counted (vLLM's target and drafter-model graphs, and ours) is what the engine holds
+              "live_graphs_counted_exactly": drafter > 0 and row.get("vllm_graphs") is not None
+              and plan.get("live_graphs") == row["vllm_graphs"] + drafter,
               "live_graphs_within_limit": limit is not None and row.get("vllm_graphs", limit + 1) + drafter <= limit,
               "drafter_within_runtime_budget": row.get("drafter_live_graph_limit") is not None
               and drafter <= row["drafter_live_graph_limit"]}

@@ -46,13 +46,39 @@ def _sequence_parallel(vllm_config: Any) -> bool:
     return bool(getattr(pass_config, "enable_sp", False) or getattr(pass_config, "enable_sequence_parallelism", False))
 
 
-def graphs_per_target_size(vllm_config: Any) -> int:
-    """Live graph executables one target capture size costs: one FULL graph and/or one per piecewise piece."""
+def _pieces(model_config: Any, parallel_config: Any) -> int:
+    """PIECEWISE graphs one size costs a compiled model: vLLM splits it at each attention layer (layers + 1)."""
+    return int(model_config.get_num_layers(parallel_config)) + 1
+
+
+def target_graph_cost(vllm_config: Any) -> tuple[int, bool]:
+    """What each target capture size costs in live graphs on vLLM's V1 runner, and whether FULL uniform-decode
+    graphs come on top (the planner adds them for the sizes in [1+K, (1+K) * max_num_seqs]), as vLLM's
+    ``CudagraphDispatcher`` keys them (``tests/test_graphs_per_target_size.py`` holds this to vLLM's own keys, and to
+    the live graphs counted on the GPU):
+
+    - a FULL mixed mode: one FULL graph per size, nothing on top;
+    - a PIECEWISE mixed mode: the target's pieces per size, and the draft model's own pieces, because vLLM's V1
+      drafter captures PIECEWISE graphs of its model at every capture size beside our FULL ones (unless the
+      speculative config runs it eagerly);
+    - a FULL decode mode beside it (FULL_AND_PIECEWISE, FULL_DECODE_ONLY): the uniform-decode FULL graphs.
+
+    The target's pieces are recorded on the first run: vLLM re-runs this hook on the separate draft model's
+    replaced config, whose ``model_config`` is the draft's."""
+    from vllm.config.compilation import CUDAGraphMode
+
     mode = vllm_config.compilation_config.cudagraph_mode
-    graphs = 1 if mode.has_full_cudagraphs() else 0
-    if mode.has_piecewise_cudagraphs() and vllm_config.model_config is not None:
-        graphs += vllm_config.model_config.get_num_layers(vllm_config.parallel_config) + 1
-    return max(graphs, 1)
+    mixed = mode.mixed_mode()
+    per_size = 1 if mixed == CUDAGraphMode.FULL else 0
+    if mixed == CUDAGraphMode.PIECEWISE and vllm_config.model_config is not None:
+        parallel = vllm_config.parallel_config
+        per_size += plan_state.record_target_pieces(vllm_config, _pieces(vllm_config.model_config, parallel))
+        spec = vllm_config.speculative_config
+        draft = getattr(spec, "draft_model_config", None)
+        if draft is not None and not getattr(spec, "enforce_eager", False):
+            per_size += _pieces(draft, parallel)
+    full_decode = mode.decode_mode() == CUDAGraphMode.FULL and mode.separate_routine()
+    return (per_size, True) if full_decode else (max(per_size, 1), False)
 
 
 def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platform_name: str) -> dict | None:
@@ -75,13 +101,14 @@ def apply_capture_plan(vllm_config: Any, *, live_graph_limit: int | None, platfo
 
     user_sizes = plan_state.read(vllm_config).user_sizes
     before = list(cc.cudagraph_capture_sizes)
+    per_size, full_decode = target_graph_cost(vllm_config)
     try:
         plan = plan_capture_sizes(
             spec.method, spec.num_speculative_tokens, vllm_config.scheduler_config.max_num_seqs,
             max_capture_size=cc.max_cudagraph_capture_size,
             tp=vllm_config.parallel_config.tensor_parallel_size, sp=_sequence_parallel(vllm_config),
             live_graph_limit=live_graph_limit, user_sizes=None if user_sizes is None else list(user_sizes),
-            graphs_per_target_size=graphs_per_target_size(vllm_config), require_full_draft=drafter_graphs_wanted())
+            graphs_per_target_size=per_size, full_decode_graphs=full_decode, require_full_draft=drafter_graphs_wanted())
     except ValueError as exc:
         _keep_vllm_sizes(vllm_config, platform_name, spec, exc)
         return None

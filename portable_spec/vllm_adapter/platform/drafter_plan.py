@@ -26,4 +26,4 @@ def draft_graph_budget(plan: CapturePlan) -> int | None:
     limit). The planner already pruned sizes to fit; this keeps the runner from exceeding it at run time."""
     if plan.live_graph_limit is None:
         return None
-    return max(0, plan.live_graph_limit - len(plan.target_sizes) * plan.graphs_per_target_size)
+    return max(0, plan.live_graph_limit - plan.target_live_graphs)

@@ -63,6 +63,12 @@ def record_user_sizes(vllm_config: Any, sizes: list[int] | None) -> None:
     _stored(vllm_config).setdefault("user_sizes", sorted(set(sizes)) if sizes else None)
 
 
+def record_target_pieces(vllm_config: Any, pieces: int) -> int:
+    """The target model's PIECEWISE pieces per capture size, recorded the first time (the target's own config);
+    returns the recorded count, so a re-run on the separate draft model's replaced config counts the target's."""
+    return int(_stored(vllm_config).setdefault("target_pieces", int(pieces)))
+
+
 def add_warnings(vllm_config: Any, new: list[str] | tuple[str, ...]) -> None:
     stored = _stored(vllm_config)
     stored["warnings"] = list(dict.fromkeys([*stored.get("warnings", []), *new]))
