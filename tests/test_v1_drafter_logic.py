@@ -1060,6 +1060,7 @@ def test_heterogeneous_vocabularies_keep_their_sample_out_of_our_graphs(eagle, c
     eagle._init_fused_chain(MAX_REQS)
     assert eagle.fused_chain_off == [] and eagle.draft_sample == "vllm_greedy_sample"
     eagle.use_heterogeneous_vocab = True
+    caplog.clear()  # the first call's line is captured too where an earlier test left the logger at INFO
     with caplog.at_level("INFO", logger="portable_spec.vllm_adapter"):
         eagle._init_fused_chain(MAX_REQS)
     flag = "use_heterogeneous_vocab"
