@@ -171,53 +171,93 @@ def ratio_range(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
     return len(expect)
 
 
-DRAFT_MRV2 = "bench/results/2026-11-29-h200-session23/dms033s0"
-"""The draft model on vLLM 0.33.0's Model Runner V2: ours (step 0 and decode steps graphed) over MRV2 on vLLM's
-platform, three rounds over two calls (``call1``, ``call2``) pooled in ``pooled``."""
-DRAFT_MRV2_CALLS = tuple(f"{DRAFT_MRV2}/{call}/serve-bench/serve_bench.json" for call in ("call1", "call2"))
-DRAFT_MRV2_POOLED = f"{DRAFT_MRV2}/pooled/serve_bench_summary.json"
+MRV2_RUNNER = "vllm.v1.worker.gpu.model_runner.GPUModelRunner"
+MRV2_PAIR = (("mrv2", MRV2_RUNNER), ("ours_mrv2", MRV2_RUNNER))
+"""Model Runner V2 on vLLM's platform (the baseline) and on ours: (variant, the runner its facts must name)."""
+V1_PAIR = (("upstream_v1", "vllm.v1.worker.gpu_model_runner.GPUModelRunner"),
+           ("ours", "portable_spec.vllm_adapter.worker.v1_model_runner.PortableV1ModelRunner"))
+"""vLLM's drafter on the V1 runner (the baseline) and ours on our V1 runner."""
 
 
-def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
-    """(input, concurrency) -> the cell's ratios, from the pooled summary of vLLM 0.33.0 benches whose servers both
-    ran MRV2 with async scheduling on, three rounds in all."""
-    calls = [results(path) for path in DRAFT_MRV2_CALLS]
-    for report in calls:
-        assert report["vllm"] == "0.33.0", report["vllm"]
-        assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
-    assert sum(report["rounds_done"] for report in calls) == 3
-    summary = results(DRAFT_MRV2_POOLED)
-    entry = summary["pairs"]["llama8b_draft1b"]["designed-partial"]
-    assert entry["rounds"] == 3 and entry["vllm"] == ["0.33.0"], (entry["rounds"], entry["vllm"])
-    ratios = summary["ours_mrv2_over_mrv2"]["llama8b_draft1b"]["designed-partial"]
-    return {(256, c): ratios[f"in256/greedy/c{c}"] for c in (1, 2)}
+@dataclass(frozen=True)
+class PooledBench:
+    """Serving benches of one pair (designed weights, partial head) pooled by ``serve_bench.combine``: ``calls``, the
+    bench folders under ``folder`` (``.`` for a bench of one call), and ``folder/pooled``'s summary."""
+
+    folder: str
+    calls: tuple[str, ...]
+    vllm: str
+    pair: str
+    rounds: int
+    """Rounds over all calls, and in the pooled summary."""
+    variants: tuple[tuple[str, str], tuple[str, str]]
+    """(baseline, ours), each (variant, the runner its facts must name); the ratios are ``ours_over_baseline``."""
+    length: int
+    """The input length of every pooled cell."""
+    samplings: tuple[str, ...]
+    concurrencies: tuple[int, ...]
+    """The pooled cells: exactly every sampling by every concurrency."""
+    rows: str = "sampling"
+    """What keys a cell with its concurrency: ``sampling`` ((sampling, c)) or ``input`` ((input length, c))."""
+
+    def call_reports(self) -> tuple[str, ...]:
+        return tuple(f"{self.folder}/{call}/serve-bench/serve_bench.json" for call in self.calls)
+
+    def pooled(self) -> str:
+        return f"{self.folder}/pooled/serve_bench_summary.json"
 
 
-EAGLE3_MRV2_033 = "bench/results/2026-11-29-h200-session24/e3s033"
-"""8B + EAGLE-3 (designed, partial head) on vLLM 0.33.0's Model Runner V2: MRV2 on our platform over MRV2 on vLLM's,
-1024 in, greedy and sampled, c = 1, 2, three rounds over two calls pooled."""
-
-
-def eagle3_mrv2_033_cells() -> dict[tuple[str, int], dict]:
-    """(sampling, concurrency) -> the pooled cell's ratios, after checking the calls ran vLLM 0.33.0, MRV2 with async
-    scheduling on both servers, three rounds in all, and no compile after boot on ours. These reports were written
-    before the driver recorded whether vLLM's JIT monitor was armed, so "no compile" is judged again from each call's
-    committed server log (``jit_judge``: no compile line, the monitor armed)."""
+def pooled_cells(bench: PooledBench) -> dict[tuple, dict]:
+    """(sampling or input length, concurrency) -> the pooled cell's ratios of ours over the baseline, after checking
+    that each call ran ``bench.vllm``, both servers on their runner with async scheduling read back on, and ours
+    compiling nothing after boot with vLLM's JIT monitor armed. These reports were written before the driver recorded
+    whether the monitor was armed, so "no compile" is judged again from each call's committed server log
+    (``jit_judge``: no compile line, the monitor armed); ``bench.rounds`` in all, in the calls and in the pool."""
     from portable_spec_harness.serve_bench import jit_judge
 
-    calls = [results(f"{EAGLE3_MRV2_033}/{call}/serve-bench/serve_bench.json") for call in ("call1", "call2")]
-    for call, report in zip(("call1", "call2"), calls):
-        assert report["vllm"] == "0.33.0", report["vllm"]
-        assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
-        entry = report["variants"]["ours_mrv2"]
-        assert entry["jit_after_boot"] == [] and "jit_monitor_active" not in entry  # the monitor: not recorded
-        log = ROOT / f"{EAGLE3_MRV2_033}/{call}/serve-bench/server_ours_mrv2.log.gz"
-        assert jit_judge.problems("ours_mrv2", jit_judge.read(log)) == [], call
-    assert sum(report["rounds_done"] for report in calls) == 3
-    summary = results(f"{EAGLE3_MRV2_033}/pooled/serve_bench_summary.json")
-    assert summary["pairs"]["llama8b_eagle3"]["designed-partial"]["rounds"] == 3
-    ratios = summary["ours_mrv2_over_mrv2"]["llama8b_eagle3"]["designed-partial"]
-    return {(mode, c): ratios[f"in1024/{mode}/c{c}"] for mode in ("greedy", "sampled") for c in (1, 2)}
+    (baseline, _), (ours, _) = bench.variants
+    reports = [results(path) for path in bench.call_reports()]
+    for call, report in zip(bench.calls, reports):
+        assert report["vllm"] == bench.vllm, (call, report["vllm"])
+        assert report["async_scheduling"]["per_variant"] == {baseline: True, ours: True}, call
+        for name, runner in bench.variants:
+            assert {f["runner"] for f in report["variants"][name]["facts"]} == {runner}, (call, name)
+        entry = report["variants"][ours]
+        assert entry[jit_judge.COMPILES_KEY] == [] and jit_judge.MONITOR_KEY not in entry, call  # not recorded
+        log = ROOT / bench.folder / call / f"serve-bench/server_{ours}.log.gz"
+        assert jit_judge.problems(ours, jit_judge.read(log)) == [], (call, log)
+    assert sum(report["rounds_done"] for report in reports) == bench.rounds
+    summary = results(bench.pooled())
+    entry = summary["pairs"][bench.pair]["designed-partial"]
+    assert entry["rounds"] == bench.rounds and entry["vllm"] == [bench.vllm], (entry["rounds"], entry["vllm"])
+    ratios = summary[f"{ours}_over_{baseline}"][bench.pair]["designed-partial"]
+    want = {f"in{bench.length}/{s}/c{c}" for s in bench.samplings for c in bench.concurrencies}
+    assert set(ratios) == want, (sorted(ratios), sorted(want))
+    found = {}
+    for key, cell in ratios.items():
+        length, sampling, c = key.split("/")
+        found[int(length.removeprefix("in")) if bench.rows == "input" else sampling, int(c.removeprefix("c"))] = cell
+    assert len(found) == len(ratios), (bench.rows, sorted(ratios))
+    return found
+
+
+DRAFT_MRV2 = PooledBench("bench/results/2026-11-29-h200-session23/dms033s0", ("call1", "call2"), "0.33.0",
+                         "llama8b_draft1b", 3, MRV2_PAIR, 256, ("greedy",), (1, 2), rows="input")
+"""The draft model on vLLM 0.33.0's Model Runner V2: ours (step 0 and decode steps graphed) over MRV2 on vLLM's
+platform, 256 in, greedy, c = 1, 2, three rounds over two calls pooled."""
+EAGLE3_MRV2_033 = PooledBench("bench/results/2026-11-29-h200-session24/e3s033", ("call1", "call2"), "0.33.0",
+                              "llama8b_eagle3", 3, MRV2_PAIR, 1024, ("greedy", "sampled"), (1, 2))
+"""8B + EAGLE-3 on vLLM 0.33.0's Model Runner V2: MRV2 on our platform over MRV2 on vLLM's, 1024 in, greedy and
+sampled, c = 1, 2, three rounds over two calls pooled."""
+SESSION25 = "bench/results/2026-11-29-h200-session25"
+EAGLE3_V1_C2 = PooledBench(f"{SESSION25}/e3c2026", (".",), "0.26.0", "llama8b_eagle3", 3, V1_PAIR, 1024,
+                           ("greedy", "sampled"), (2,))
+"""vLLM 0.26.0 on the V1 runner (H200): the 8B + EAGLE-3 pair at 1024 in, c=2, one call of three rounds."""
+DRAFT_ASYNC_HIGH_C = PooledBench(f"{SESSION25}/dm832026", ("call1", "call2"), "0.26.0", "llama8b_draft1b", 2,
+                                 V1_PAIR, 1024, ("greedy", "sampled"), (8, 32))
+"""vLLM 0.26.0 on the V1 runner: the draft model at c = 8, 32 with async scheduling on both, two rounds over two
+calls."""
+POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C)
 
 
 def ratio_range_3(m: re.Match, found: dict) -> int:
@@ -226,55 +266,9 @@ def ratio_range_3(m: re.Match, found: dict) -> int:
     return len(found)
 
 
-SESSION25 = "bench/results/2026-11-29-h200-session25"
-"""vLLM 0.26.0 on the V1 runner (H200): the 8B + EAGLE-3 pair at 1024 in, c=2 (``e3c2026``, one call of three
-rounds), and the draft model at c = 8, 32 with async scheduling on both (``dm832026``, two rounds over two calls)."""
-
-
-def v1_calls_checked(calls: list[str], rounds: int) -> None:
-    """Each call ran vLLM 0.26.0, both servers on the V1 runner with async scheduling read back on, ours compiling
-    nothing after boot with vLLM's monitor armed (its committed log re-read); ``rounds`` in all."""
-    from portable_spec_harness.serve_bench import jit_judge
-
-    reports = [results(f"{call}/serve-bench/serve_bench.json") for call in calls]
-    for call, report in zip(calls, reports):
-        assert report["vllm"] == "0.26.0", report["vllm"]
-        assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}
-        for name, runner in (("upstream_v1", "vllm.v1.worker.gpu_model_runner.GPUModelRunner"),
-                             ("ours", "portable_spec.vllm_adapter.worker.v1_model_runner.PortableV1ModelRunner")):
-            assert {f["runner"] for f in report["variants"][name]["facts"]} == {runner}, name
-        log = jit_judge.read(ROOT / call / "serve-bench/server_ours.log.gz")
-        assert log.monitor_active and log.compiles == () and report["variants"]["ours"]["jit_after_boot"] == []
-    assert sum(report["rounds_done"] for report in reports) == rounds
-
-
-def session25_cells(name: str, pair: str, calls: tuple[str, ...], rounds: int) -> dict[tuple[str, int], dict]:
-    """(sampling, concurrency) -> the pooled cell's ours / upstream V1 ratios; ``calls``: the bench folders under
-    ``name`` (``.`` for a bench of one call)."""
-    v1_calls_checked([str(Path(SESSION25, name, call)) for call in calls], rounds)
-    summary = results(f"{SESSION25}/{name}/pooled/serve_bench_summary.json")
-    assert summary["pairs"][pair]["designed-partial"]["rounds"] == rounds
-    ratios = summary["ours_over_upstream_v1"][pair]["designed-partial"]
-    found = {}
-    for key, cell in ratios.items():
-        length, sampling, c = key.split("/")
-        assert length == "in1024", key
-        found[sampling, int(c.removeprefix("c"))] = cell
-    assert found, ratios
-    return found
-
-
-def eagle3_v1_c2_cells() -> dict[tuple[str, int], dict]:
-    return session25_cells("e3c2026", "llama8b_eagle3", (".",), 3)
-
-
-def draft_async_high_c_cells() -> dict[tuple[str, int], dict]:
-    return session25_cells("dm832026", "llama8b_draft1b", ("call1", "call2"), 2)
-
-
 def check_eagle3_v1_c2(m: re.Match) -> int:
     """README: ratio greedy, ratio sampled (3 decimals), then each paired interval, as printed."""
-    found = eagle3_v1_c2_cells()
+    found = pooled_cells(EAGLE3_V1_C2)
     assert set(found) == {("greedy", 2), ("sampled", 2)}, set(found)
     expect = [f"{found[mode, 2]['output_tok_s']:.3f}" for mode in ("greedy", "sampled")]
     for mode in ("greedy", "sampled"):
@@ -314,16 +308,16 @@ CLAIMS = (
     Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 and \S+–\S+× at c = 8, 32 with `--async-scheduling` on both",
           lambda m: ratio_range(m, draft_async_cells())),
     Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \|\n.*?\n\n",
-          lambda m: ratio_table(m, draft_mrv2_cells()), multiline=True),
-    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform at c = 1, 2", lambda m: ratio_range(m, draft_mrv2_cells())),
+          lambda m: ratio_table(m, pooled_cells(DRAFT_MRV2)), multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform at c = 1, 2", lambda m: ratio_range(m, pooled_cells(DRAFT_MRV2))),
     Claim("README.md", r"ours / MRV2 \*\*(\S+)–(\S+)×\*\* MRV2 on vLLM's platform in every cell",
-          lambda m: ratio_range_3(m, eagle3_mrv2_033_cells())),
+          lambda m: ratio_range_3(m, pooled_cells(EAGLE3_MRV2_033))),
     Claim("README.md", r"ours / upstream V1 \*\*(\S+)× greedy and (\S+)× sampled\*\* \(3 interleaved rounds, every run "
                        r"≥ \S+ s; paired intervals \[(\S+), (\S+)\] and \[(\S+), (\S+)\]\)", check_eagle3_v1_c2),
     Claim("README.md", r"^  \| sampling, input 1024 \| c=8 \| c=32 \|\n.*?\n\n",
-          lambda m: ratio_table(m, draft_async_high_c_cells(), _SAMPLING_ROW, (8, 32), str), multiline=True),
+          lambda m: ratio_table(m, pooled_cells(DRAFT_ASYNC_HIGH_C), _SAMPLING_ROW, (8, 32), str), multiline=True),
     Claim("README.md", r"and (\S+)–(\S+)× at c = 8, 32 with `--async-scheduling` on both",
-          lambda m: ratio_range(m, draft_async_high_c_cells())),
+          lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
     Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
                                r"one CPU there, every cell holds at 0\.98",
           lambda m: most_cells_undecided(UNPINNED) + every_cell_holds(PINNED)),
@@ -363,6 +357,7 @@ def test_every_verdict_sentence_is_checked(doc):
 
 
 def test_the_checks_read_every_results_file_they_name():
-    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(), *DRAFT_MRV2_CALLS, DRAFT_MRV2_POOLED):
+    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(),
+                 *(path for bench in POOLED_BENCHES for path in (*bench.call_reports(), bench.pooled()))):
         assert (ROOT / path).is_file(), path
     assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}

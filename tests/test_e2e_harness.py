@@ -48,7 +48,7 @@ def run(variant, seed=0, outputs=((1, 2, 3),), per_pos=(4, 4, 4), drafts=4, step
 
 
 GOOD_FULL = {"capture_stats": {"graphs": 9}, "replays": {"first": 3, "chain": 6}, "pointer_mismatches": 0,
-             "jit_during_inference": [],
+             "jit_during_inference": [], "jit_monitor_active": True,
              "log_excerpt": ["INFO [proposer.py:236] portable_spec: drafter FULL graphs: 9 captured in 0.04 s, "
                              "58.0 MiB, sizes {'first': [4, 8], 'chain_fused': [1, 2]}, 0 failed"]}
 
@@ -431,8 +431,9 @@ def test_worker_facts_name_the_worker_inside_vllms_wrapper():
 
 def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_default(tmp_path):
     """Every compilation counts (the child turns on vLLM's verbose monitor, so a second specialization of a kernel
-    is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported."""
-    from portable_spec_harness.e2e.parent import jit_events
+    is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported. The parent
+    reads the log through ``jit_judge`` (one read: compiles and the monitor) and the check is jit_judge's verdict."""
+    from portable_spec_harness.serve_bench import jit_judge
 
     log = tmp_path / "engine.log"
     log.write_text(
@@ -444,7 +445,9 @@ def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_de
         "eagle_prepare_next_token_padded_kernel (constexprs={BLOCK_SIZE_TOKENS=1}; signature={}). This causes\n"
         "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton kernel JIT compilation during inference: "
         "rejection_greedy_sample_kernel. This causes a latency spike\n")
-    events = jit_events(log)
+    jit = jit_judge.read(log)
+    events = list(jit.compiles)
+    assert jit.monitor_active is True
     assert events == ["Triton kernel JIT compilation: eagle_prepare_next_token_padded_kernel"] * 2 + [
         "Triton kernel JIT compilation: rejection_greedy_sample_kernel"]
     e2e = load_e2e_script()
@@ -459,6 +462,47 @@ def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_de
     # A row without the field (the parent always sets it) fails rather than passes.
     silent = {k: v for k, v in clean.items() if k != "jit_during_inference"}
     assert not e2e.checks_for([run("nospec"), silent], [0], greedy=True, perfect=True)[key]
+
+
+@pytest.mark.parametrize("monitor", [False, None], ids=["monitor_never_armed", "monitor_not_recorded"])
+def test_our_variant_without_vllms_jit_monitor_fails_no_jit_during_inference(tmp_path, monitor):
+    """Zero compile lines prove nothing when vLLM's JIT monitor never armed (its "Kernel JIT monitor activated" line
+    missing from the engine's log) or when the row did not record it: jit_judge's verdict fails both, as it fails a
+    serving check's server. The parent records what one read of the log says."""
+    from portable_spec_harness.e2e import parent
+    from portable_spec_harness.serve_bench import jit_judge
+
+    log = tmp_path / "engine.log"
+    log.write_text("INFO 11-23 10:00:00 [gpu_worker.py:1] warm-up done; no monitor line in this log\n")
+    assert jit_judge.read(log) == jit_judge.JitLog((), False)
+    row = {**GOOD_FULL, parent.COMPILES_KEY: [], jit_judge.MONITOR_KEY: monitor}
+    if monitor is None:
+        del row[jit_judge.MONITOR_KEY]
+    e2e = load_e2e_script()
+    key = "full_drafter_s0_no_jit_during_inference"
+    checks = e2e.checks_for([run("nospec"), run("full_drafter", **row)], [0], greedy=True, perfect=True)
+    assert checks[key] is False
+    assert [k for k, ok in checks.items() if not ok] == [key]  # the monitor alone fails it
+
+
+def test_the_parent_records_the_compiles_and_the_monitor_from_one_read(tmp_path, monkeypatch):
+    """``run_variant`` keeps what ``jit_judge.read`` found in the child's log: the compiles under the e2e key and
+    whether the monitor armed; a log without the monitor line records ``False``."""
+    import subprocess
+    from portable_spec_harness.e2e import parent
+
+    armed = ("INFO Kernel JIT monitor activated; monitored JIT compilations during inference will use mode=warn.\n"
+             "WARNING 11-23 10:00:01 [jit_monitor.py:137] Triton kernel JIT compilation during inference: "
+             "_topk_topp_kernel. This causes a latency spike\n")
+    for body, expect in ((armed, (["Triton kernel JIT compilation: _topk_topp_kernel"], True)),
+                         ("INFO warmed up, no monitor line\n", ([], False))):
+        def child(cmd, stdout=None, stderr=None, text=None, env=None, timeout=None, body=body):
+            stderr.write(body)
+            return subprocess.CompletedProcess(cmd, 0, stdout='RESULT {"variant": "full_drafter"}\n')
+
+        monkeypatch.setattr(parent.subprocess, "run", child)
+        result = parent.run_variant("full_drafter", [], tmp_path / "engine.log", 5)
+        assert (result[parent.COMPILES_KEY], result["jit_monitor_active"]) == expect
 
 
 def test_the_e2e_script_fails_on_jit_unless_allowed():

@@ -30,6 +30,7 @@ import pytest
 
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_028 as plan
+from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as plan033
 from portable_spec.vllm_adapter.worker import mrv2_warmup
 from portable_spec.vllm_adapter.worker.kernel_warmup import warmup_schedule
 from portable_spec.vllm_adapter.worker.sampling_plan import TOP_P, TOPK_TOPP, SamplingLimits
@@ -59,7 +60,7 @@ def params_of(sp) -> dict:
 def scheduled_steps(rounds) -> list[dict]:
     """The sampler steps of the warm-up's scheduler outputs, as MRV2's runner samples them: every scheduled request
     one logits row, 1 + drafts where it verifies drafts (the rejection sampler), else the main sampler."""
-    outputs = warmup_schedule(rounds, LIMITS, VOCAB, True, sampler=plan.request_sampling,
+    outputs = warmup_schedule(rounds, LIMITS, VOCAB, True, sampler=plan.PLAN.request_sampling,
                               req_prefix=mrv2_warmup.REQ_PREFIX)
     params, steps = {}, []
     for out in outputs:
@@ -163,7 +164,7 @@ def test_serving_reaches_no_more_variants_per_kernel_than_the_model_counts(obser
     _, found = observed
     model = Counter(key[0] for key in plan.reachable_keys(LIMITS, SAMPLING))
     real = Counter(kernel(k) for k in found["serving"])
-    assert set(model) <= set(real) | {plan.CUMULATIVE, plan.RESIDUAL}
+    assert set(model) <= set(real) | {plan033.CUMULATIVE, plan033.RESIDUAL}
     over = {name: (real[name], model[name]) for name in model if real[name] > model[name]}
     assert not over, over
     assert real[TOPK_TOPP] == model[TOPK_TOPP] == 6  # (top-k, top-p, both) x (16k rows, other rows >= 8)

@@ -72,10 +72,25 @@ def test_a_kv_cache_too_small_for_any_round_plans_nothing_and_says_what_is_left(
 
 def schedule(lim=None, vocab=1000):
     """The installed vLLM's plan (0.26.0's or 0.33.0's model) as its scheduler outputs."""
-    lim, installed = lim or limits(), mrv2_warmup.plan_module()
+    lim, installed = lim or limits(), mrv2_warmup.installed_plan()
     rounds, _ = installed.plan_rounds(lim, SamplingLimits())
     return rounds, warmup_schedule(rounds, lim, vocab, True, sampler=installed.request_sampling,
                                    req_prefix=mrv2_warmup.REQ_PREFIX)
+
+
+def test_each_version_of_the_span_has_one_plan_and_the_installed_one_is_picked():
+    """The warm-up calls a plan only through ``Mrv2SamplingPlan`` (each module's ``PLAN``): one per version of the
+    span, each its own module's rounds, and the installed vLLM's picked (0.28.0's rounds with 0.33.0's samplings)."""
+    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_028 as plan028
+    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as plan033
+
+    assert [p.vllm for p in mrv2_warmup.PLANS] == list(version_gate.SPAN)
+    assert [(p.plan_rounds, p.request_sampling) for p in mrv2_warmup.PLANS] == [
+        (plan.plan_rounds, plan.request_sampling), (plan028.plan_rounds, plan033.request_sampling),
+        (plan033.plan_rounds, plan033.request_sampling)]
+    installed = mrv2_warmup.installed_plan()
+    assert installed is version_gate.pick({p.vllm: p for p in mrv2_warmup.PLANS})
+    assert installed.vllm == version_gate.pick({v: v for v in version_gate.SPAN})
 
 
 def test_the_scheduler_outputs_are_valid_and_finish_every_request():

@@ -13,7 +13,7 @@ from portable_spec_harness.soak import budget, conditions, judge, logscan, metri
 from portable_spec_harness.soak.loadgen import Choice, Outcome
 from portable_spec_harness.soak.metrics import GaugeTrace, parse
 
-from soak_fake_server import fake_detokenize, fake_greedy
+from soak_fake_server import COMPILE_LINE, MONITOR_LINE, fake_detokenize, fake_greedy
 
 SPECS = [
     workload.RequestSpec("g", "greedy", {"prompt": [1, 9, 9], "max_tokens": 6, "temperature": 0.0,
@@ -45,6 +45,14 @@ def metrics_text(preempted: float = 0, hits: float = 0, chunked: float = 0, spec
     return "\n".join(lines)
 
 
+def jit_log(text: str) -> dict:
+    """What ``logscan`` records of a log's JIT monitor lines (``jit_judge``'s keys), and nothing else of it."""
+    from portable_spec_harness.serve_bench import jit_judge
+
+    scanned = logscan.scan_text(text)
+    return {k: scanned[k] for k in (jit_judge.COMPILES_KEY, jit_judge.MONITOR_KEY)}
+
+
 def run(name: str, outcomes: list[Outcome], *, role: str = "reference", variant: str | None = None,
         good_metrics: bool = True) -> judge.ServerRun:
     variant = variant or name
@@ -66,7 +74,8 @@ def run(name: str, outcomes: list[Outcome], *, role: str = "reference", variant:
     r.facts_before = base
     r.facts_after = {**base, "replays": {"first_fused": 7, "chain_fused": 14}}
     r.log = {"error_lines": 0, "capture_lines": ["portable_spec: drafter FULL graphs: 9 captured"], "eager_keys": 0,
-             "left_to_upstream": [], "warmup_pointer_mismatches": 0}
+             "left_to_upstream": [], "warmup_pointer_mismatches": 0,
+             **jit_log(MONITOR_LINE)}  # vLLM's JIT monitor armed, nothing compiled after boot
     return r
 
 
@@ -257,6 +266,44 @@ def test_our_drafter_must_be_what_it_claims():
         failures(ours))
 
 
+@pytest.mark.parametrize("log, why", [
+    ("INFO 11-25 00:00:01 [api_server.py:1] Starting vLLM API server\n", "monitor_never_armed"),
+    (MONITOR_LINE + "\n" + COMPILE_LINE.format(kernel="_topk_topp_kernel") + "\n", "compiled_after_boot"),
+], ids=["monitor_never_armed", "compiled_after_boot"])
+def test_our_server_without_the_jit_monitor_or_with_a_compile_after_boot_fails(log, why):
+    """"No compile after boot" is ``serve_bench.jit_judge``'s verdict on the log as ``logscan`` read it: a log whose
+    vLLM JIT monitor never logged "Kernel JIT monitor activated" fails (zero compile lines prove nothing), and so does
+    a compile after boot; only our servers are judged (a baseline's compiles are recorded, as in the serving checks)."""
+    from portable_spec_harness.serve_bench import jit_judge
+
+    runs = good_runs()
+    for r in runs.values():
+        r.log.update(jit_log(log))
+    out = rows(runs)
+    assert "no_compile_after_boot" in failures(out["full_drafter"]), why
+    assert [f for f in failures(out["full_drafter"]) if not f.startswith("condition_")] == ["no_compile_after_boot"]
+    assert "no_compile_after_boot" not in out["eager_drafter"]["checks"] and failures(out["eager_drafter"]) == []
+    problems = jit_judge.verdict("full_drafter", jit_judge.recorded(out["full_drafter"]["log"]))
+    assert len(problems) == 1 and (("never logged" in problems[0]) if why == "monitor_never_armed"
+                                   else "_topk_topp_kernel" in problems[0]), problems
+    clean = good_runs()
+    assert clean["full_drafter"].log[jit_judge.MONITOR_KEY] is True
+    assert rows(clean)["full_drafter"]["checks"]["no_compile_after_boot"] is True
+
+
+def test_a_log_never_scanned_or_scanned_before_the_monitor_was_recorded_fails_no_compile_after_boot():
+    """A server whose log could not be read (``logscan.scan``'s ``unreadable``), or a report scanned before the soak
+    recorded the monitor (only the old ``jit_during_inference`` count), says "not recorded" and fails."""
+    from portable_spec_harness.serve_bench import jit_judge
+
+    for log in ({"unreadable": "FileNotFoundError: x"}, {"jit_during_inference": 0}):
+        runs = good_runs()
+        runs["full_drafter"].log = {**{k: v for k, v in runs["full_drafter"].log.items()
+                                       if k not in (jit_judge.COMPILES_KEY, jit_judge.MONITOR_KEY)}, **log}
+        assert "no_compile_after_boot" in failures(rows(runs)["full_drafter"]), log
+        assert "not recorded" in jit_judge.verdict("full_drafter", jit_judge.recorded(log))[0]
+
+
 def test_status_and_the_reports_keys():
     out = {"p": {"servers": rows(good_runs())}}
     status, fails = judge.status(out)
@@ -423,3 +470,31 @@ def test_the_committed_draft_model_soak_passed_with_every_condition_counted():
     assert len(names) >= 15 and conditions.failing(ours["conditions"], names) == {}
     zeroed = {**ours["conditions"], "preempted": 0}
     assert set(conditions.failing(zeroed, names)) == {"preempted"}
+
+
+def test_the_committed_draft_model_soak_rejudged_for_compiles_after_boot():
+    """Session 25's soak predates the soak's "no compile after boot" check (it counted compile lines and judged
+    none), so its committed "passed" does not cover it. Re-judged here, explicitly: its report recorded no monitor
+    (the verdict says "not recorded"); its committed server logs show vLLM's JIT monitor armed on every server, and
+    our server compiled one kernel after boot, xgrammar's structured-output bitmask kernel (the soak sends JSON-schema
+    requests; our warm-up covers greedy and sampled requests), so today's check would fail that server."""
+    from pathlib import Path
+
+    from portable_spec_harness.serve_bench import jit_judge
+
+    folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-h200-session25/soaksweep026/soak"
+    report = json.loads((folder / "soak.json").read_text())
+    ours = report["pairs"]["llama_ctx_draft_model"]["servers"]["full_drafter"]
+    assert "no_compile_after_boot" not in ours["checks"]  # judged before the check existed
+    assert jit_judge.verdict("full_drafter", jit_judge.recorded(ours["log"])) == [
+        "full_drafter: vLLM's JIT monitor not recorded (no 'jit_monitor_active' in the result): its zero compile lines "
+        "prove nothing"]
+    for name in ("nospec", "eager_drafter", "full_drafter"):
+        log = folder / f"soak_llama_ctx_draft_model_{name}.log.gz"
+        assert jit_judge.read(log).monitor_active is True, name
+    scanned = jit_judge.read(folder / "soak_llama_ctx_draft_model_full_drafter.log.gz")
+    assert scanned.compiles == ("Triton kernel JIT compilation: apply_token_bitmask_inplace_kernel",)
+    assert ours["log"]["jit_during_inference"] == len(scanned.compiles)  # the count the soak kept, the same line
+    assert jit_judge.verdict("full_drafter", scanned) == [
+        "full_drafter: 1 kernel JIT compile(s) after boot: Triton kernel JIT compilation: "
+        "apply_token_bitmask_inplace_kernel"]

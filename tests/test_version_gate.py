@@ -99,7 +99,7 @@ def test_a_moved_census_target_is_looked_up_where_each_version_has_it():
 
 
 def test_the_mrv2_sampled_warm_up_exists_on_every_version_a_model_covers():
-    """``mrv2_sampled_warmup``: derived for vLLM 0.26, 0.28 and 0.33 (``mrv2_warmup.plan_module`` picks the newest at
+    """``mrv2_sampled_warmup``: derived for vLLM 0.26, 0.28 and 0.33 (``mrv2_warmup.installed_plan`` picks the newest at
     or below the installed one), none past 0.33."""
     verdicts = [version_gate.has("mrv2_sampled_warmup", v)
                 for v in ((0, 25, 9), (0, 26, 0), (0, 27, 0), V28, (0, 32, 9), V33, (0, 33, 5), (0, 34, 0))]

@@ -98,7 +98,7 @@ def test_mrv2_028_sampling_kernels_vary_as_the_sampled_warm_up_models_them():
     from vllm.v1.worker.gpu.spec_decode import rejection_sampler, rejection_sampler_utils
 
     from portable_spec.kernels.fixed_tile import next_pow2
-    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_028 as model
+    from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as model  # 0.28.0's model keeps its names
     from portable_spec.vllm_adapter.worker.sampling_plan import TRITON_MIN_ROWS
     from portable_spec.vllm_adapter.worker.warmup_plan import OTHER
 

@@ -130,7 +130,7 @@ def main() -> int:
             print(json.dumps({k: row.get(k) for k in (
                 "variant", "seed", "error", "use_v2_model_runner", "platform", "runner", "drafter", "capture_stats",
                 "replays", "pointer_mismatches", "acceptance_per_position", "boot_s", "tensor_parallel_size",
-                "jit_during_inference", "draft_record", "injected_bug")}),
+                "jit_during_inference", "jit_monitor_active", "draft_record", "injected_bug")}),
                   flush=True)
     # Perfect heads accept everything under greedy decoding; when sampling, only with probabilistic draft sampling
     # (the EAGLE head's draft distribution then equals the target's: p / q == 1).

@@ -15,6 +15,7 @@ from typing import Any
 
 from portable_spec.envs import INJECT_BUG_ENV
 from portable_spec_harness.e2e.configs import VARIANTS
+from portable_spec_harness.serve_bench import jit_judge
 from portable_spec_harness.vllm_door.offline import MULTICAST_OFF_ENV
 
 ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
@@ -62,7 +63,8 @@ def run_variant(variant: str, child_args: list[str], log: Path, timeout_s: int,
     if result is None:
         return {"variant": variant, "error": f"exit {proc.returncode}, see {log.name}", "log": log.name}
     result["log"] = log.name
-    result["jit_during_inference"] = jit_events(log)
+    jit = jit_judge.read(log)  # one read: the compiles and whether vLLM's JIT monitor armed, judged by jit_judge
+    result[COMPILES_KEY], result[jit_judge.MONITOR_KEY] = list(jit.compiles), jit.monitor_active
     return result
 
 
@@ -101,24 +103,9 @@ def per_seed_rows(result: dict, seeds: list[int]) -> list[dict]:
     return rows
 
 
-JIT_EVENT = re.compile(r"([A-Za-z]+ [^\]]*?) during inference: ([\w.]+?)[ .(]")
-
-
-def jit_events(log: Path) -> list[str]:
-    """Kernels vLLM's JIT monitor saw compile after warm-up in an engine's log (``jit_events_in``)."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return []
-    return jit_events_in(text)
-
-
-def jit_events_in(text: str) -> list[str]:
-    """Kernels vLLM's JIT monitor saw compile after warm-up ("Triton jit compile during inference: NAME ..."), one
-    entry per (rank, kernel) line: each is a latency spike a serving user would see. Split from the read so a caller
-    that reads the log once for more than this (``serve_bench.jit_judge``) parses the same lines the same way."""
-    return [f"{m.group(1)}: {m.group(2)}" for line in text.splitlines()
-            if "during inference:" in line and (m := JIT_EVENT.search(line))]
+COMPILES_KEY = "jit_during_inference"
+"""Where a child's result keeps the kernels vLLM's JIT monitor saw compile after warm-up (``jit_judge.read``); beside
+it ``jit_judge.MONITOR_KEY`` says whether the monitor armed."""
 
 
 EXCERPT_NEEDLES = ("portable_spec:", "Platform plugin", "Available plugins for group", "Capturing CUDA graphs",

@@ -1,10 +1,13 @@
-"""The one judge of "no Triton kernel compiled after boot" for the serving checks: the serving benchmark's driver, the
-join probe and the sampling sweep all read a server's log through ``read`` and decide through ``problems``.
+"""The one judge of "no Triton kernel compiled after boot": the serving benchmark's driver, the join probe and the
+sampling sweep read a server's log through ``read`` and decide through ``problems``; the soak (``soak/logscan.py``,
+``soak/judge.py``) and the e2e drivers (``e2e/parent.py``, ``e2e/v1_checks.py``) read their server's or engine's log
+through ``scan`` / ``read`` too and decide through ``verdict``.
 
 Why one: each check used to judge its own way, and they disagreed. Only the sweep required vLLM's "Kernel JIT monitor
 activated" line, although zero compile lines from a server whose monitor never armed prove nothing; the join probe
-judged variants by their raw name, so ``ours@async`` went unjudged there. Here a variant is judged by its kind
-(``plan.kind_of``), and one of ours fails when it compiled after boot or when its monitor was not armed.
+judged variants by their raw name, so ``ours@async`` went unjudged there; the soak and the e2e drivers counted the
+compile lines alone. Here a variant is judged by its kind (``plan.kind_of``; the soak and the e2e drivers judge their
+servers of ours by role), and one of ours fails when it compiled after boot or when its monitor was not armed.
 
 A result written before the monitor was read (session 18's join probes, serve-bench JSON written before the driver
 recorded it) has no ``jit_monitor_active``: ``recorded`` reads that as "not recorded", which fails the judge as well,
@@ -14,12 +17,10 @@ so such a result never passes by silence; re-judge its committed server log (``r
 from __future__ import annotations
 
 import gzip
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from portable_spec_harness.e2e.parent import jit_events_in
-from portable_spec_harness.serve_bench import plan
 
 JUDGED_KINDS = ("ours", "ours_mrv2")
 """Kinds whose servers must compile nothing after boot (our warm-up covers greedy and sampled requests); every other
@@ -30,7 +31,17 @@ MONITOR_ACTIVATED = "Kernel JIT monitor activated"
 ``activate``): without it in a log, no compile line proves nothing."""
 
 COMPILES_KEY, MONITOR_KEY = "jit_after_boot", "jit_monitor_active"
-"""The result keys the checks write and the committed results and tests read."""
+"""The result keys the checks write and the committed results and tests read (the e2e drivers keep their older name
+for the compiles, ``e2e.parent.COMPILES_KEY``)."""
+
+JIT_EVENT = re.compile(r"([A-Za-z]+ [^\]]*?) during inference: ([\w.]+?)[ .(]")
+
+
+def jit_events_in(text: str) -> list[str]:
+    """Kernels vLLM's JIT monitor saw compile after warm-up ("Triton jit compile during inference: NAME ..."), one
+    entry per (rank, kernel) line: each is a latency spike a serving user would see."""
+    return [f"{m.group(1)}: {m.group(2)}" for line in text.splitlines()
+            if "during inference:" in line and (m := JIT_EVENT.search(line))]
 
 
 @dataclass(frozen=True)
@@ -60,14 +71,17 @@ def read(log: Path) -> JitLog:
     return scan(text)
 
 
-def recorded(result: dict[str, Any]) -> JitLog:
-    """A check's result read back (its ``COMPILES_KEY`` / ``MONITOR_KEY``); a result without ``MONITOR_KEY`` says
-    ``monitor_active`` None: the monitor was not recorded."""
-    return JitLog(tuple(result.get(COMPILES_KEY) or ()), result.get(MONITOR_KEY))
+def recorded(result: dict[str, Any], compiles_key: str = COMPILES_KEY) -> JitLog:
+    """A check's result read back (its ``compiles_key`` / ``MONITOR_KEY``, written together from one read); a result
+    without either says ``monitor_active`` None: the monitor (or the log's read) was not recorded."""
+    return JitLog(tuple(result.get(compiles_key) or ()),
+                  result.get(MONITOR_KEY) if compiles_key in result else None)
 
 
 def judged(variant: str) -> bool:
     """Whether ``variant`` is one of ours (``ours@async``, ``ours_mrv2@sync`` are), judged rather than a baseline."""
+    from portable_spec_harness.serve_bench import plan  # here: plan imports e2e, whose parent imports this judge
+
     return plan.kind_of(variant) in JUDGED_KINDS
 
 
@@ -77,16 +91,24 @@ def problems(variant: str, jit: JitLog, see: str = "", ready: bool = True) -> li
     problem already, and it never reached the warm-up after which vLLM arms the monitor."""
     if not judged(variant) or not ready:
         return []
+    return verdict(variant, jit, see)
+
+
+def verdict(name: str, jit: JitLog, see: str = "") -> list[str]:
+    """Why a server (or engine) of ours, ``name``, does not show "no compile after boot" (empty: it does): a compile
+    after boot, a monitor that never armed, or a result that did not record the monitor; ``see`` names the log.
+    ``problems`` asks it for the serving checks' variants of ours; the soak and the e2e drivers for their servers
+    of ours."""
     where = f"; see {see}" if see else ""
     found = []
     if jit.monitor_active is None:
-        found.append(f"{variant}: vLLM's JIT monitor not recorded (no {MONITOR_KEY!r} in the result): its zero "
+        found.append(f"{name}: vLLM's JIT monitor not recorded (no {MONITOR_KEY!r} in the result): its zero "
                      "compile lines prove nothing")
     elif not jit.monitor_active:
-        found.append(f"{variant}: vLLM's JIT monitor never logged {MONITOR_ACTIVATED!r}: zero compile lines prove "
+        found.append(f"{name}: vLLM's JIT monitor never logged {MONITOR_ACTIVATED!r}: zero compile lines prove "
                      f"nothing{where}")
     if jit.compiles:
-        found.append(f"{variant}: {len(jit.compiles)} kernel JIT compile(s) after boot: "
+        found.append(f"{name}: {len(jit.compiles)} kernel JIT compile(s) after boot: "
                      f"{', '.join(sorted(set(jit.compiles)))}{where}")
     return found
 

@@ -9,7 +9,9 @@ error event in a stream, a hang, a broken connection), a server that did not boo
 ``/health`` or kept requests after the load (not drained). The run is what it claims: the V1 runner, our platform and
 drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakWorkerExtension``), async
 scheduling as asked, our capture line logged, no draft key running eagerly, no input-pointer mismatch, our first-pass
-and chain graphs (DFlash: block graphs) replayed during the load, no ERROR line in any server log, and on our servers every condition
+and chain graphs (DFlash: block graphs) replayed during the load, no kernel compiled after boot with vLLM's JIT monitor
+armed (``serve_bench.jit_judge``'s verdict on the log's scan: a log whose monitor never armed, or a scan that did not
+record it, fails), no ERROR line in any server log, and on our servers every condition
 counted above zero (``conditions.failing``). At tensor parallel the server runs at the TP asked, and our drafter's
 every rank is judged from its own probe reading (``rank_checks``).
 """
@@ -24,6 +26,7 @@ from typing import Any, Sequence
 from portable_spec.draft.dispatcher import BLOCK
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.exactness import Verdict
+from portable_spec_harness.serve_bench import jit_judge
 from portable_spec_harness.soak import budget, conditions, metrics
 from portable_spec_harness.soak.loadgen import Choice, Outcome
 from portable_spec_harness.soak.metrics import GaugeTrace, Sample
@@ -270,6 +273,8 @@ def server_checks(run: ServerRun, drafter: dict[str, Any], greedy: Comparison | 
         checks["no_eager_draft_keys"] = run.log.get("eager_keys") == 0
         checks["not_left_to_upstream"] = run.log.get("left_to_upstream") == []  # a log never scanned fails
         checks["no_pointer_mismatch_in_warmup"] = run.log.get("warmup_pointer_mismatches") == 0
+        # jit_judge's verdict on the log as logscan recorded it: a compile, an unarmed monitor or no scan fails
+        checks["no_compile_after_boot"] = not jit_judge.verdict(run.name, jit_judge.recorded(run.log))
         checks["no_pointer_mismatch"] = drafter.get("pointer_mismatches_during_load") == 0
         if str(drafter.get("drafter")).endswith("DFlashProposer"):  # one block graph a step, no chain
             checks["block_graphs_replayed"] = (drafter.get("block_replays") or 0) > 0

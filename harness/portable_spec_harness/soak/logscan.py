@@ -1,7 +1,8 @@
 """What a soak server's log says about our drafter and the engine: our capture line, draft keys that run eagerly, a
-drafter left to vLLM's path, the warm-up line, vLLM's ERROR lines and tracebacks, its JIT monitor's compiles during
-inference, and its one line on async scheduling. The lines are the adapter's own (``draft/capture_log.py``,
-``draft/runner.py``, ``spec_decode/policy.py``, ``worker/kernel_warmup.py``) and vLLM 0.26.0's."""
+drafter left to vLLM's path, the warm-up line, vLLM's ERROR lines and tracebacks, its JIT monitor's compiles after
+boot and whether the monitor armed (read by ``serve_bench.jit_judge``, the one judge of "no compile after boot"), and
+its one line on async scheduling. The lines are the adapter's own (``draft/capture_log.py``, ``draft/runner.py``,
+``spec_decode/policy.py``, ``worker/kernel_warmup.py``) and vLLM 0.26.0's."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
 from portable_spec_harness.e2e.parent import clipped
+from portable_spec_harness.serve_bench import jit_judge
 
 EAGER_KEY = re.compile(r"portable_spec: draft key .* runs eagerly")
 LEFT_TO_UPSTREAM = "portable_spec: drafter left to upstream vLLM"
@@ -20,7 +22,6 @@ SHUTDOWN = "[shutdown]"
 """vLLM 0.26.0's shutdown lines: the soak stops servers with SIGTERM (``mode=abort timeout=0s``), after which the API
 server's output handler logs the engine's exit as ``EngineDeadError``; errors from then on are the stop's, not the
 load's."""
-JIT = "during inference:"
 ASYNC = re.compile(r"Asynchronous scheduling is (enabled|disabled)")
 WARMUP_MISMATCHES = re.compile(r"(\d+) pointer mismatches")
 EXAMPLES = 5
@@ -46,8 +47,8 @@ def scan_text(text: str) -> dict[str, Any]:
         "error_lines": len(errors),
         "error_lines_after_shutdown": sum(bool(ERROR.search(line)) for line in after_stop),
         "error_examples": [clipped(x) for x in errors[:EXAMPLES]],
-        "jit_during_inference": len(having(lambda line: JIT in line)),
         "async_scheduling": async_lines[-1] == "enabled" if async_lines else None,
+        **jit_judge.scan(text).as_json(),  # the whole log, as the serving checks read theirs
     }
 
 

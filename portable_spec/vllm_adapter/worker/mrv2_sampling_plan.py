@@ -31,8 +31,8 @@ tensor-parallel rank plans the same rounds.
 from __future__ import annotations
 
 from portable_spec.vllm_adapter.worker.sampling_plan import (
-    GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, TRITON_MIN_ROWS, Sampling, SamplingLimits,
-    greedy_cover,
+    GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, TRITON_MIN_ROWS, Mrv2SamplingPlan, Sampling,
+    SamplingLimits, greedy_cover,
 )
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
 
@@ -138,3 +138,7 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, profiles: tuple[str, .
     goal = reachable_keys(limits, sampling)
     return greedy_cover([(rnd, round_keys(rnd, limits, sampling) & goal) for rnd in candidates(limits, profiles)],
                         goal)
+
+
+PLAN = Mrv2SamplingPlan("0.26.0", plan_rounds, request_sampling)
+"""What ``mrv2_warmup`` calls on vLLM 0.26."""

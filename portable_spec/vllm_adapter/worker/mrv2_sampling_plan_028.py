@@ -1,6 +1,7 @@
 """``mrv2_sampling_plan`` for vLLM 0.28.0 (vllm-musa's pin): which sampled rounds the boot-time warm-up adds under
 Model Runner V2 so that no Triton kernel of MRV2's sampler or rejection sampler compiles at the first sampled request
-(``mrv2_warmup`` picks this module, the 0.26.0 one or the 0.33.0 one with ``version_gate.pick``). Pure Python; the
+(``mrv2_warmup`` picks this module's ``PLAN``, the 0.26.0 one's or the 0.33.0 one's with ``version_gate.pick``;
+0.33.0's names, kernels and profiles are used from ``mrv2_sampling_plan_033`` itself). Pure Python; the
 rounds are ``warmup_plan.Round``s turned into scheduler outputs by ``kernel_warmup.warmup_schedule``, as for the others.
 
 Neither neighbour's model fits 0.28.0 (paths below are under ``vllm/``):
@@ -72,21 +73,10 @@ from __future__ import annotations
 
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan as v026
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan_033 as v033
-from portable_spec.vllm_adapter.worker.sampling_plan import TOPK_TOPP, TRITON_MIN_ROWS, Sampling, SamplingLimits
+from portable_spec.vllm_adapter.worker.sampling_plan import (
+    TOPK_TOPP, TRITON_MIN_ROWS, Mrv2SamplingPlan, Sampling, SamplingLimits,
+)
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
-
-TEMPERATURE, MIN_P, GUMBEL = v033.TEMPERATURE, v033.MIN_P, v033.GUMBEL
-STATS, REJECTION, RESAMPLE = v033.STATS, v033.REJECTION, v033.RESAMPLE
-CUMULATIVE, RESIDUAL = v033.CUMULATIVE, v033.RESIDUAL
-LOG_SOFTMAX, RANKS, FLATTEN = v033.LOG_SOFTMAX, v033.RANKS, v033.FLATTEN
-MODEL, FP32 = v033.MODEL, v033.FP32
-PROCESSED_MODES, LOGITS_MODES, MAX_TOPK_BLOCK = v033.PROCESSED_MODES, v033.LOGITS_MODES, v033.MAX_TOPK_BLOCK
-GREEDY_PROFILE, TEMPERATURE_ONLY, MIN_P_PROFILE = v033.GREEDY_PROFILE, v033.TEMPERATURE_ONLY, v033.MIN_P_PROFILE
-logprobs_profile, logprobs_key, logprobs_counts = v033.logprobs_profile, v033.logprobs_key, v033.logprobs_counts
-profiles, request_sampling = v033.profiles, v033.request_sampling
-max_rows = v026.max_rows
-"""The most rows one ``_topk_topp_kernel`` launch can get (0.26.0's bound: a request each in the main sampler, 1+K
-per verifying request in the rejection sampler, within the step's token budget)."""
 
 
 def _as_028(key: tuple) -> tuple | None:
@@ -94,14 +84,16 @@ def _as_028(key: tuple) -> tuple | None:
     (``_topk_topp_kernel``'s keys are made per row count, ``_step_keys`` / ``reachable_keys``.)"""
     if key[0] == v033.GATHER:
         return None
-    return key[:2] if key[0] in (STATS, RESIDUAL) else key
+    return key[:2] if key[0] in (v033.STATS, v033.RESIDUAL) else key
 
 
 def reachable_keys(limits: Limits, sampling: SamplingLimits) -> frozenset:
     """Every MRV2 sampling-path variant serving can reach on this engine (see the module docstring): 0.33.0's, with
-    ``_topk_topp_kernel`` at each class of 8 rows and more up to ``max_rows``."""
+    ``_topk_topp_kernel`` at each class of 8 rows and more up to the most one launch can get (0.26.0's bound,
+    ``mrv2_sampling_plan.max_rows``: a request each in the main sampler, 1+K per verifying request in the rejection
+    sampler, within the step's token budget)."""
     keys = {_as_028(key) for key in v033.reachable_keys(limits, sampling) if key[0] != TOPK_TOPP} - {None}
-    for cls in interval_classes(TRITON_MIN_ROWS, max_rows(limits)):
+    for cls in interval_classes(TRITON_MIN_ROWS, v026.max_rows(limits)):
         keys |= {(TOPK_TOPP, k, p, cls) for k, p in ((True, False), (False, True), (True, True))}
     return frozenset(keys)
 
@@ -130,3 +122,7 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ..
     """Rounds covering ``reachable_keys`` (0.33.0's profiles, 0.26.0's candidates and greedy cover) and the keys
     left uncovered. ``dropped`` leaves profiles out (tests drop one to see a key left)."""
     return v033.plan_rounds(limits, sampling, dropped, reachable=reachable_keys, keys_of=round_keys)
+
+
+PLAN = Mrv2SamplingPlan("0.28.0", plan_rounds, v033.request_sampling)
+"""What ``mrv2_warmup`` calls on vLLM 0.28: this model's rounds, with 0.33.0's profiles' request samplings."""

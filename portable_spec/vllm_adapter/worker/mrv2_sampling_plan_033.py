@@ -67,7 +67,8 @@ from dataclasses import replace
 from portable_spec.kernels.fixed_tile import next_pow2
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan as v026
 from portable_spec.vllm_adapter.worker.sampling_plan import (
-    GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, Sampling, SamplingLimits, greedy_cover,
+    GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, Mrv2SamplingPlan, Sampling, SamplingLimits,
+    greedy_cover,
 )
 from portable_spec.vllm_adapter.worker.warmup_plan import ONE, SIXTEEN, OTHER, Limits, Round, int_class
 
@@ -216,3 +217,7 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ..
     goal = reachable(limits, sampling)
     candidates = v026.candidates(limits, tuple(p for p in profiles(sampling) if p not in dropped))
     return greedy_cover([(rnd, keys_of(rnd, limits, sampling) & goal) for rnd in candidates], goal)
+
+
+PLAN = Mrv2SamplingPlan("0.33.0", plan_rounds, request_sampling)
+"""What ``mrv2_warmup`` calls on vLLM 0.33."""

@@ -1,6 +1,7 @@
 """Boot-time sampled warm-up under Model Runner V2 (our platforms only): after MRV2's own ``warmup_kernels`` (one
 batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan`` on vLLM 0.26,
-``mrv2_sampling_plan_028`` on 0.28, ``mrv2_sampling_plan_033`` on 0.33: ``plan_module``) run through the worker's
+``mrv2_sampling_plan_028`` on 0.28, ``mrv2_sampling_plan_033`` on 0.33, each module's ``PLAN``, a
+``sampling_plan.Mrv2SamplingPlan``: ``installed_plan``) run through the worker's
 ``execute_model`` / ``sample_tokens``, so that no Triton kernel of MRV2's sampler or rejection sampler compiles at
 the first sampled request, before vLLM activates its JIT monitor.
 
@@ -37,6 +38,7 @@ from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
     counted_triton_compiles, engine_blockers, run_steps, sampling_limits, unwarmable_groups, warmup_schedule,
 )
+from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -73,11 +75,14 @@ def mrv2_limits(runner: Any) -> Limits:
                   free_blocks=kv.num_blocks - 1)
 
 
-def plan_module() -> Any:
-    """The kernel model of the installed vLLM's MRV2 sampler: the newest derived at or below it (the gate keeps the
+PLANS = (mrv2_sampling_plan.PLAN, mrv2_sampling_plan_028.PLAN, mrv2_sampling_plan_033.PLAN)
+"""Every version's plan of the sampled rounds (``Mrv2SamplingPlan``: ``plan_rounds``, ``request_sampling``)."""
+
+
+def installed_plan() -> Mrv2SamplingPlan:
+    """The plan derived from the installed vLLM's MRV2 sampler: the newest derived at or below it (the gate keeps the
     versions none was derived for out)."""
-    return version_gate.pick({"0.26.0": mrv2_sampling_plan, "0.28.0": mrv2_sampling_plan_028,
-                              "0.33.0": mrv2_sampling_plan_033})
+    return version_gate.pick({plan.vllm: plan for plan in PLANS})
 
 
 def live_requests(runner: Any) -> int:
@@ -102,7 +107,7 @@ def run_sampled_rounds(runner: Any, execute_model: Callable[[Any], Any],
 
 
 def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callable[[Any], Any]) -> dict[str, Any]:
-    limits, sampling, plan = mrv2_limits(runner), sampling_limits(runner), plan_module()
+    limits, sampling, plan = mrv2_limits(runner), sampling_limits(runner), installed_plan()
     rounds, uncovered = plan.plan_rounds(limits, sampling)
     left = f"; {len(uncovered)} kernel variants left to the first requests: {sorted(map(str, uncovered))}" \
         if uncovered else ""

@@ -43,6 +43,7 @@ is returned (the warm-up's log line names it). Deterministic: every tensor-paral
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
@@ -142,6 +143,20 @@ class SamplingLimits:
     max_logprobs: int = 20  # the most a request may ask (-1: any); Model Runner V2's 0.33 plan
     logprobs_mode: str = "raw_logprobs"  # which logits logprobs are computed on; Model Runner V2's 0.33 plan
     block_verification: bool = False  # rejection_sample_method 'block'; Model Runner V2's 0.33 plan
+
+
+@dataclass(frozen=True)
+class Mrv2SamplingPlan:
+    """What ``mrv2_warmup`` calls of one vLLM version's Model Runner V2 sampled warm-up plan: each plan module
+    (``mrv2_sampling_plan`` for 0.26.0, ``mrv2_sampling_plan_028``, ``mrv2_sampling_plan_033``) exposes one as
+    ``PLAN``, and ``mrv2_warmup.installed_plan`` picks the installed vLLM's by ``vllm``."""
+
+    vllm: str
+    """The vLLM version whose MRV2 sampler the plan was derived from (``version_gate.pick``'s key)."""
+    plan_rounds: Callable[[Limits, SamplingLimits], tuple[list[Round], frozenset]]
+    """The rounds covering every sampling-path variant serving reaches on this engine, and the variants left."""
+    request_sampling: Callable[..., Sampling]
+    """A round's request sampling (``profile, index, joined=False, logprobs=True``), for ``warmup_schedule``."""
 
 
 def max_rows(limits: Limits) -> int:
