@@ -18,7 +18,8 @@
 #   as a table at the end of bench_e2e.log and drawn below the curves in bench_e2e.png.
 #   musa-sim-e2e: real vLLM engines on the MUSA code path with only the device identity simulated (labelled musa-sim,
 #   ci/gpu/musa_sim_e2e.py); MUSA_SIM_PARTS limits its parts (musa_sim_mrv2_eagle,musa_sim_mrv2_dflash,
-#   musa_sim_mrv2_budget: under Model Runner V2), MUSA_SIM_PARALLEL (default 4) runs them side by side.
+#   musa_sim_mrv2_budget: under Model Runner V2), MUSA_SIM_PARALLEL (default 4) runs them side by side,
+#   MUSA_SIM_CONCURRENT (non-empty) boots each part's variants at once too.
 #   mrv2-bench: MRV2 on our CUDA platform vs MRV2 on vLLM's, interleaved, per pair (ci/gpu/mrv2_bench.sh: its
 #   MRV2_BENCH_* knobs; key ours_platform_mrv2_over_builtin_mrv2).
 #   soak: real `vllm serve` processes under a seeded load (issue 22, python -m portable_spec_harness.soak), every server
@@ -94,7 +95,8 @@ for stage in "${stages[@]}"; do
     e2e)    "$py" ci/gpu/v1_drafter_matrix.py "$out" --parallel "${E2E_PARALLEL:-3}" ${E2E_PARTS:+--parts "$E2E_PARTS"} \
               ${E2E_CONCURRENT:+--concurrent-variants} 2>&1 | tee "$out/v1_drafter_e2e.log" ;;
     musa-sim-e2e) "$py" ci/gpu/musa_sim_e2e.py "$out/musa_sim" --parallel "${MUSA_SIM_PARALLEL:-4}" \
-              ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} 2>&1 | tee "$out/musa_sim_e2e.log" ;;
+              ${MUSA_SIM_PARTS:+--parts "$MUSA_SIM_PARTS"} ${MUSA_SIM_CONCURRENT:+--concurrent-variants} \
+              2>&1 | tee "$out/musa_sim_e2e.log" ;;
     # The attention variant of the 100%-acceptance EAGLE pair: same cost as the plain one, but its acceptance length
     # is 1+K only if the drafter's positions, slots and KV reads are right, so the benchmark also checks them.
     bench)  "$py" -m portable_spec bench e2e --out "$out/bench-e2e" --profile --profile-concurrency "${BENCH_PROFILE_CONCURRENCY:-1}" --pair "${BENCH_PAIR:-llama_eagle}" --model-variant "${BENCH_MODEL_VARIANT:-attention}" \

@@ -90,6 +90,7 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("E2E_CONCURRENT", "", "Non-empty: each e2e part also boots its variants at once."),
     _knob("MUSA_SIM_PARTS", "", "The musa-sim-e2e stage's parts, comma-separated. Unset: every part."),
     _knob("MUSA_SIM_PARALLEL", "4", "musa-sim parts run side by side."),
+    _knob("MUSA_SIM_CONCURRENT", "", "Non-empty: each musa-sim part also boots its variants at once."),
     _knob("MUSA_SIM_E2E", "0",
           "`1` (with vLLM in `PYTHON` and a CUDA GPU): the musa lane also runs the musa-sim engine lane.",
           "ci/lanes/musa.sh"),
