@@ -192,6 +192,18 @@ def test_dflash_ranks_are_judged_on_their_block_graphs():
     assert checks["full_drafter_s0_block_graphs_replayed_on_every_rank"] and all(checks.values()), checks
 
 
+def test_every_tp1_matrix_part_names_a_zoo_pair_and_both_mtp_pairs_run():
+    """A part's ``--pair`` is built by name on the GPU host: a misspelt one would cost the part there. Both MTP pairs
+    run at TP=1: on MLA (``mla_mtp``) and on standard attention (``gqa_mtp``, vLLM's mimo_mtp)."""
+    from portable_spec_harness.model_zoo import PAIRS
+
+    matrix = load_script("v1_drafter_matrix")
+    pairs = {name: args[args.index("--pair") + 1] for name, args in matrix.PARTS.items()}
+    assert set(pairs.values()) <= set(PAIRS) and set(pairs) <= set(matrix.GROUPS["tp1"])
+    assert {name for name, pair in pairs.items() if PAIRS[pair][1] == "mtp"} == {"mla_mtp", "gqa_mtp"}
+    assert pairs["gqa_mtp"] == "mimo_ctx_mtp"
+
+
 def test_the_tp2_ctx_group_is_issue37s_parts_and_part_of_tp2():
     matrix = load_script("v1_drafter_matrix")
     ctx = ["tp2_ctx_eagle", "tp2_ctx_eagle3", "tp2_ctx_dflash", "tp2_mla_mtp", "tp2_ctx_draft_model"]

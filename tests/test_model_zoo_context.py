@@ -35,7 +35,7 @@ from portable_spec_harness.context_zoo.models import DFLASH_TARGET_LAYERS, EAGLE
 FN = F.context_function(0)
 PROMPTS = {p["name"]: p for p in F.context_prompts(0)}
 FAMILY_OF = {"llama_ctx_eagle": "llama_ctx", "llama_ctx_eagle3": "llama_ctx", "qwen3_ctx_dflash": "qwen3_ctx",
-             "deepseek_mla_mtp": "deepseek_mla", "llama_ctx_draft_model": "llama_ctx"}
+             "deepseek_mla_mtp": "deepseek_mla", "llama_ctx_draft_model": "llama_ctx", "mimo_ctx_mtp": "mimo_ctx"}
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_rope_profiles_have_the_documented_peak_gap_and_tilt():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("pair", ["llama_ctx_eagle", "qwen3_ctx_dflash", "deepseek_mla_mtp"])
+@pytest.mark.parametrize("pair", ["llama_ctx_eagle", "qwen3_ctx_dflash", "deepseek_mla_mtp", "mimo_ctx_mtp"])
 def test_target_greedy_is_the_rule_at_every_position(ctx, pair, dtype):
     model = _hf(ctx[1][pair]["target"], dtype)
     for name in ("short_5", "long_300"):
@@ -330,27 +330,64 @@ def test_dflash_head_accepts_two_positions_and_needs_the_context_kv(ctx):
     assert wrong_slot1 >= 27  # 30 bugged drafts: slot 1 lost (a stale context token may share the class)
 
 
-def test_mtp_head_on_the_mla_target_is_right_only_with_hidden_states_positions_and_kv(ctx):
-    pair = ctx[1]["deepseek_mla_mtp"]
+def _mtp_pair(ctx, name: str):
+    """An MTP pair: its draft links the target's weights; returns (weights, config, a 300-token run, its hidden
+    states)."""
+    pair = ctx[1][name]
     assert pair["speculative_config"]["method"] == "mtp"
     assert os.path.realpath(f"{pair['draft']}/model.safetensors") == os.path.realpath(
         f"{pair['target']}/model.safetensors")
-    w = _weights(pair["target"])
-    cfg = json.loads(open(f"{pair['target']}/config.json").read())
-    assert (cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["num_nextn_predict_layers"]) == (512, 64, 1)
     seq = _run("long_300", 12)
-    hs = _hidden_states(pair["target"], seq)
+    cfg = json.loads(open(f"{pair['target']}/config.json").read())
+    return _weights(pair["target"]), cfg, seq, _hidden_states(pair["target"], seq)
 
-    def forward(dw, tw, tokens, hidden, **kw):
-        return R.mtp_forward(w, cfg, tokens, hidden, **kw)
 
+def _mtp_head_is_exact(forward, w, seq, hs, profile) -> None:
+    """The head drafts the rule from the third row on (vLLM zeroes position 0's embedding) and recycles the target's
+    next hidden; chained steps are exact, and each injected cache bug changes the last step as the construction
+    says."""
     logits, normed = forward(w, w, seq[1:], hs[-1][:-1])
     assert logits.argmax(-1).tolist()[2:] == _rule(seq)[3:] and R.margin(logits[2:]) > 3.9
     assert (normed[2:-1] - hs[-1][3:-1]).abs().max() < 0.02  # recycled hidden == the target's next hidden
     n = 300
     drafts, tokens, hidden = _chain(forward, w, w, seq[1:n + 1], hs[-1][:n], 4)
     assert drafts == seq[n + 1:n + 6]
-    _bugs_change_the_last_step(forward, w, w, tokens, hidden, seq[n + 5], rope_profile.MLA)
+    _bugs_change_the_last_step(forward, w, w, tokens, hidden, seq[n + 5], profile)
+
+
+def _mostly_wrong(drafts: list[int], seq: list[int]) -> bool:
+    return sum(a != b for a, b in zip(drafts, _rule(seq)[3:])) > 0.6 * len(drafts)
+
+
+def test_mtp_head_on_the_mla_target_is_right_only_with_hidden_states_positions_and_kv(ctx):
+    w, cfg, seq, hs = _mtp_pair(ctx, "deepseek_mla_mtp")
+    assert (cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["num_nextn_predict_layers"]) == (512, 64, 1)
+
+    def forward(dw, tw, tokens, hidden, **kw):
+        return R.mtp_forward(w, cfg, tokens, hidden, **kw)
+
+    _mtp_head_is_exact(forward, w, seq, hs, rope_profile.MLA)
+
+
+def test_mtp_head_on_the_mimo_target_is_right_only_with_hidden_states_positions_and_kv(ctx):
+    """The GQA MTP pair (``MiMoForCausalLM`` + ``mimo_mtp``), as the MLA one; and a wrong input or weight makes most
+    drafts wrong: hidden states one position late, the position heads' bias dropped, or MiMo's [hidden | embedding]
+    input order taken for DeepSeek's."""
+    w, cfg, seq, hs = _mtp_pair(ctx, "mimo_ctx_mtp")
+    assert (cfg["architectures"], cfg["num_nextn_predict_layers"], cfg["num_key_value_heads"]) == (
+        ["MiMoForCausalLM"], 1, 4)
+
+    def forward(dw, tw, tokens, hidden, **kw):
+        return R.mimo_mtp_forward(dw, cfg, tokens, hidden, **kw)
+
+    _mtp_head_is_exact(forward, w, seq, hs, rope_profile.LLAMA)
+    assert _mostly_wrong(forward(w, w, seq[1:], hs[-1][1:])[0].argmax(-1).tolist()[2:], seq)
+    p = "model.mtp_layers.0"
+    no_bias = {**w, f"{p}.self_attn.q_proj.bias": torch.zeros_like(w[f"{p}.self_attn.q_proj.bias"])}
+    half = w[f"{p}.input_proj.weight"].shape[1] // 2
+    swapped = {**w, f"{p}.input_proj.weight": w[f"{p}.input_proj.weight"].roll(half, 1)}
+    for bad in (no_bias, swapped):
+        assert _mostly_wrong(forward(bad, bad, seq[1:], hs[-1][:-1])[0].argmax(-1).tolist()[2:], seq)
 
 
 # --------------------------------------------------------------------------------------- registry, manifest, CLI
@@ -455,6 +492,14 @@ def _vllm_heads(name, tm, dm, seq, hidden, aux):
         h, residual = block.post_attention_layernorm(_vllm_mla(block.self_attn, block.input_layernorm(x), pos), x)
         logits = dm.compute_logits(block.mlp(h) + residual)
         return logits.argmax(-1).tolist()[2:], rule[3:]
+    if name == "mimo_ctx_mtp":  # MiMoMultiTokenPredictorLayer: [hidden | embedding], a Qwen2 block, final norm
+        mtp = dm.model.mtp_layers[str(dm.model.mtp_start_layer_idx)]
+        embeds = torch.where(pos[:, None] == 0, 0, dm.model.embed_tokens(ids))
+        x = mtp.input_proj(torch.cat([mtp.hidden_layernorm(hidden[:-1]), mtp.token_layernorm(embeds)], -1))
+        block = mtp.mtp_block
+        h, residual = block.post_attention_layernorm(_vllm_gqa(block.self_attn, block.input_layernorm(x), pos), x)
+        logits = dm.compute_logits(mtp.final_layernorm(block.mlp(h) + residual))
+        return logits.argmax(-1).tolist()[2:], rule[3:]
     if name == "llama_ctx_draft_model":  # a whole LLM: its greedy token at every position is the target's
         states, _ = _vllm_forward_decoder(dm, torch.tensor(seq), torch.arange(len(seq)), _vllm_gqa)
         return dm.compute_logits(states).argmax(-1).tolist(), rule
@@ -519,7 +564,7 @@ def _vllm_cpu_check(zoo_dir: str, names: list[str]) -> dict[str, bool]:
                 dm = get_model(vllm_config=vc, model_config=draft_config)
             results[f"{name}: draft class"] = type(dm).__name__ == {
                 "eagle": "EagleLlamaForCausalLM", "eagle3": "Eagle3LlamaForCausalLM",
-                "dflash": "DFlashQwen3ForCausalLM", "mtp": "DeepSeekMTP",
+                "dflash": "DFlashQwen3ForCausalLM", "mtp": "MiMoMTP" if name == "mimo_ctx_mtp" else "DeepSeekMTP",
                 "draft_model": "LlamaForCausalLM"}[pair["method"]]
             if pair["method"] not in ("mtp", "draft_model") and not dm.has_own_embed_tokens:
                 dm.model.embed_tokens = tm.model.embed_tokens  # what the proposer's load_model does
@@ -530,6 +575,10 @@ def _vllm_cpu_check(zoo_dir: str, names: list[str]) -> dict[str, bool]:
             results[f"{name}: target argmax is the rule"] = tm.compute_logits(hidden).argmax(-1).tolist() == _rule(seq)
             drafts, want = _vllm_heads(name, tm, dm, seq, hidden, aux)
             results[f"{name}: head drafts"] = drafts == want
+            if name == "mimo_ctx_mtp":  # built from the target's config: its layer index follows the target's
+                layers = sorted(vc.compilation_config.static_forward_context)
+                results[f"{name}: draft attention continues the target's layer indices"] = layers == [
+                    f"model.layers.{i}.self_attn.attn" for i in range(3)]
     return results
 
 
@@ -544,7 +593,7 @@ def test_vllm_loads_the_context_pairs_and_its_modules_reproduce_them(ctx):
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-4000:]
     results = json.loads(lines[-1])
-    assert len(results) == 3 * len(zoo.CONTEXT_PAIRS) and all(results.values()), results
+    assert len(results) == 3 * len(zoo.CONTEXT_PAIRS) + 1 and all(results.values()), results
 
 
 if __name__ == "__main__":

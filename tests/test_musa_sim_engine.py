@@ -269,6 +269,54 @@ def test_a_forced_small_cap_reaches_the_planner_and_the_drafters_runtime_budget(
     assert "18 live graphs exceed the live-graph limit 8" in proc.stderr  # and the engine log shows it
 
 
+def test_the_mtp_parts_musa_sim_engine_config_is_the_musa_class_with_vllms_mimo_mtp(tmp_path):
+    """``musa_sim_mtp``'s musa-sim variant configured as the lane's child configures it (the part's zoo pair and
+    arguments, the child's ``engine_kwargs``, the variant's environment with the plugin): vLLM's real
+    ``create_engine_config`` resolves MusaSimPlatform, MusaWorker, the V1 runner, the MTP method with vLLM's
+    ``mimo_mtp`` draft (``MiMoMTPModel``, standard attention), our plan for it, and TRITON_ATTN from the MUSA rows.
+    vLLM's ``HAS_TRITON`` is forced on as on a GPU host (here no driver answers); the runner is the variant's."""
+    import json
+
+    from portable_spec_harness.e2e.child import engine_kwargs, parse_args
+    from portable_spec_harness.e2e.musa_sim_parts import MUSA_SIM, PARTS
+    from portable_spec_harness.e2e.parent import variant_env
+    from test_e2e_harness import load_script
+
+    _, child, _ = load_script("musa_sim_e2e").part_design(PARTS["musa_sim_mtp"], tmp_path / "zoo")
+    kwargs = engine_kwargs(parse_args(["--variant", MUSA_SIM, *child]))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import json, sys
+        import torch
+        import vllm.config.vllm as config_module
+        config_module.HAS_TRITON = True
+        import vllm.platforms
+        from portable_spec.logs import share_vllm_log_handlers
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.v1.attention.selector import AttentionSelectorConfig
+        cfg = EngineArgs(**json.loads(sys.argv[1])).create_engine_config()
+        cp = vllm.platforms.current_platform
+        print("CLASS", type(cp).__module__ + "." + type(cp).__qualname__, cp.label())
+        print("WORKER", cfg.parallel_config.worker_cls)
+        print("V2", cfg.use_v2_model_runner)
+        spec = cfg.speculative_config
+        draft = spec.draft_model_config.hf_config
+        print("SPEC", spec.method, spec.num_speculative_tokens, draft.model_type, draft.architectures[0])
+        print("PLAN", cfg.additional_config["portable_spec"]["plan"]["live_graph_limit"])
+        share_vllm_log_handlers()
+        head = AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, kv_cache_dtype="auto", block_size=16)
+        print("ATTN", cp.get_attn_backend_cls(None, head))
+    """), json.dumps(kwargs)], env=variant_env(MUSA_SIM), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = tagged(proc.stdout)
+    assert lines["CLASS"] == f"{SIM_QUALNAME} musa-sim"
+    assert lines["WORKER"] == "portable_spec.vllm_adapter.worker.musa_worker.MusaWorker"
+    assert lines["V2"] == "False"
+    assert lines["SPEC"] == "mtp 3 mimo_mtp MiMoMTPModel"
+    assert lines["PLAN"] == "1900"
+    assert lines["ATTN"] == "vllm.v1.attention.backends.triton_attn.TritonAttentionBackend"
+    assert "portable_spec[musa-sim]: attention backend TRITON_ATTN from the MUSA rows" in proc.stdout + proc.stderr
+
+
 def test_musa_live_graph_limit_is_read_when_the_config_is_planned(monkeypatch):
     from portable_spec.vllm_adapter.platform.musa import PortableMusaPlatform
 

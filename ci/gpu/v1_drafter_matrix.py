@@ -81,6 +81,9 @@ PARTS: dict[str, list[str]] = {
                               "--async-scheduling"],
     # MTP on a DeepSeek-V3-shaped MLA target: vLLM picks an MLA backend whose graphs need uniform batches.
     "mla_mtp": ["--pair", "deepseek_mla_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
+    # MTP on standard attention (vLLM mimo_mtp): a MiMo-shaped Qwen2 target (q/k/v bias, GQA) and its one MTP layer,
+    # run for the first pass and every chain step; the backend is the target's ordinary one, not an MLA one.
+    "gqa_mtp": ["--pair", "mimo_ctx_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
     "probabilistic_perfect": ["--pair", "llama_eagle", "--variant", "perfect", "--seeds", "0,1,2",
                               "--temperature", "1.0", "--draft-sample-method", "probabilistic", "--target-logit", "8",
                               "--max-tokens", "160", "--variants", "eager_drafter,full_drafter"],

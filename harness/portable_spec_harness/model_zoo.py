@@ -62,6 +62,9 @@ the greedy token and <= 12 for any other (margin 4, exact in bf16); attention ga
 * ``llama_ctx_draft_model``: the Llama context target + a separate 4-layer ``LlamaForCausalLM`` draft of the same
   vocabulary (vLLM ``draft_model``) whose context attention is its last layer: 100% acceptance, only with that
   layer's K/V at the right positions and slots (any prompt).
+* ``mimo_ctx_mtp``: a MiMo-shaped target (``MiMoForCausalLM``: Qwen2 layers with q/k/v bias, standard GQA attention)
+  with one MTP layer (vLLM ``mtp``, ``mimo_mtp`` inside): the MTP pair on standard attention, 100% acceptance
+  (prompts of >= 3 tokens).
 
 Their ``expected`` block has ``kind: "context"`` and the tables; :func:`expected_output` gives the greedy output of
 any pair for any prompt, :func:`context_prompts` prompts with expected outputs (> 16 KV blocks, shared prefixes for
@@ -133,8 +136,9 @@ PAIRS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "qwen3_ctx_dflash": ("qwen3_ctx", "dflash", ("perfect",)),
     "deepseek_mla_mtp": ("deepseek_mla", "mtp", ("perfect",)),
     "llama_ctx_draft_model": ("llama_ctx", "draft_model", ("perfect",)),
+    "mimo_ctx_mtp": ("mimo_ctx", "mtp", ("perfect",)),
 }
-CONTEXT_FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla")
+CONTEXT_FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla", "mimo_ctx")
 CONTEXT_PAIRS = tuple(name for name, (family, _, _) in PAIRS.items() if family in CONTEXT_FAMILIES)
 """The pairs that see context (see the module docstring); the others are the f-chain pairs."""
 DEFAULT_NUM_SPECULATIVE_TOKENS = 3

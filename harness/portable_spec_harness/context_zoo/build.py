@@ -2,7 +2,7 @@
 
 The ``expected`` block of a context pair (``kind: "context"``) carries the tables of :mod:`.function` (``A``,
 ``B1``, ``B2``, ``phi``, ``table``): ``ContextFunction.from_json(expected)`` rebuilds the greedy rule, and
-``model_zoo.expected_output(expected, prompt, n)`` is the target's greedy output for any prompt. The MTP pair's
+``model_zoo.expected_output(expected, prompt, n)`` is the target's greedy output for any prompt. An MTP pair's
 "draft" directory holds the target's ``config.json`` and a relative symlink to its weights (the MTP layer lives in
 the target checkpoint), so ``speculative_config.model`` and ``load_expected`` work as for every other pair.
 """
@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from portable_spec_harness.context_zoo import function, mla, models
+from portable_spec_harness.context_zoo import function, mimo, mla, models
 
-FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla")
+FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla", "mimo_ctx")
 MIN_PROMPT_TOKENS = {"eagle": 2, "eagle3": 2, "dflash": 1, "mtp": 3, "draft_model": 1}
 """The shortest prompt for which a head's first draft is exact (see the modules' docstrings)."""
 
@@ -25,11 +25,15 @@ MIN_PROMPT_TOKENS = {"eagle": 2, "eagle3": 2, "dflash": 1, "mtp": 3, "draft_mode
 def target_weights(family: str, seed: int, logit: float) -> dict[str, Any]:
     if family == "deepseek_mla":
         return mla.target_weights(seed, logit)
+    if family == "mimo_ctx":
+        return mimo.target_weights(seed, logit)
     return models.target_weights(family, seed, logit)
 
 
 def target_config(family: str) -> dict[str, Any]:
-    return mla.target_config() if family == "deepseek_mla" else models.target_config(family)
+    if family == "deepseek_mla":
+        return mla.target_config()
+    return mimo.target_config() if family == "mimo_ctx" else models.target_config(family)
 
 
 def target_manifest(family: str, seed: int, logit: float, zoo_version: int) -> dict[str, Any]:

@@ -86,13 +86,17 @@ def lm_head(seed: int, logit: float):
     return out
 
 
-def _context_layer(seed: int):
-    """The targets' layer-0 attention (see the module docstring)."""
+def context_attention(seed: int, *, bias: bool = False):
+    """The targets' layer-0 attention (see the module docstring); ``bias``: the position-only queries and keys in the
+    q/k bias instead of read from the input's constant (the same numbers: the Qwen2-style MiMo target)."""
     b, fn = basis(seed), context_function(seed)
     c = b.mean_token
     att = AttentionWeights()
-    att.position_head(CURRENT, 0, LLAMA, c, c)
-    att.position_head(PREVIOUS, 1, LLAMA, c, c)
+    for kv, d0 in ((CURRENT, 0), (PREVIOUS, 1)):
+        if bias:
+            att.position_bias_head(kv, d0, LLAMA)
+        else:
+            att.position_head(kv, d0, LLAMA, c, c)
     att.values(CURRENT, 0, code_readers(fn.A, b.tokens))
     att.values(PREVIOUS, 0, code_readers(fn.B1, b.tokens))
     att.values(PREVIOUS, CODES, code_readers(fn.B2, b.tokens))
@@ -118,7 +122,7 @@ def target_weights(family: str, seed: int = 0, logit: float = 16.0, *, layers: i
         w[f"{p}.input_layernorm.weight"] = torch.ones(HIDDEN)
         w[f"{p}.post_attention_layernorm.weight"] = torch.ones(HIDDEN)
         if i == context_layer:
-            w.update(_context_layer(seed).tensors(f"{p}.self_attn"))
+            w.update(context_attention(seed).tensors(f"{p}.self_attn"))
         else:
             w.update(filler_attention(f"{p}.self_attn", seed, f"{family}{i}"))
         if family == "qwen3_ctx":  # q/k normed per head: the position heads keep their shape, scaled to QNORM.norm

@@ -1,9 +1,9 @@
 """Plain-torch reference forwards of the context heads (and the MLA target), as vLLM 0.26.0 computes them.
 
 Transformers has no class for the EAGLE-1/EAGLE-3/DFlash/MTP heads, so these mirror vLLM's modules op for op
-(llama_eagle.py, llama_eagle3.py, qwen3_dflash.py, deepseek_mtp.py + deepseek_v2.py's MLA) on a checkpoint's
-tensors. Each runs a whole sequence at once: causal attention over the sequence is what a KV cache gives step by
-step, and the ``bugs`` arguments inject what a broken cache or metadata would do:
+(llama_eagle.py, llama_eagle3.py, qwen3_dflash.py, deepseek_mtp.py + deepseek_v2.py's MLA, mimo_mtp.py) on a
+checkpoint's tensors. Each runs a whole sequence at once: causal attention over the sequence is what a KV cache
+gives step by step, and the ``bugs`` arguments inject what a broken cache or metadata would do:
 
 * ``positions``: the position of every row (a chain step off by one: ``positions[-1] += 1``);
 * ``stale``: ``{row: other_row}``, row's K/V computed from another row's input (a wrong slot);
@@ -62,16 +62,21 @@ def softmax_attention(q, k, v, scale: float, *, causal: bool = True, hidden_keys
 
 def llama_attention(w: dict[str, Any], p: str, x, positions, *, theta: float, head_dim: int = 128, kv_x=None,
                     stale: dict[int, int] | None = None, hidden_keys: Sequence[int] = (), qk_norm: bool = False):
-    """vLLM LlamaAttention / Qwen3Attention (``qk_norm``) on rows ``x`` with causal attention over the rows."""
+    """vLLM LlamaAttention / Qwen3Attention (``qk_norm``) / Qwen2Attention (q/k/v bias, where ``w`` has one) on rows
+    ``x`` with causal attention over the rows."""
     kv_x = x if kv_x is None else kv_x
     if stale:
         kv_x = kv_x.clone()
         for row, other in stale.items():
             kv_x[row] = kv_x[other]
     n = x.shape[0]
-    q = (x @ w[f"{p}.q_proj.weight"].t()).view(n, -1, head_dim)
-    k = (kv_x @ w[f"{p}.k_proj.weight"].t()).view(n, -1, head_dim)
-    v = (kv_x @ w[f"{p}.v_proj.weight"].t()).view(n, -1, head_dim)
+
+    def proj(name, rows):  # Qwen2-style layers (MiMo) add a bias
+        out = rows @ w[f"{p}.{name}_proj.weight"].t()
+        bias = w.get(f"{p}.{name}_proj.bias")
+        return (out if bias is None else out + bias).view(n, -1, head_dim)
+
+    q, k, v = proj("q", x), proj("k", kv_x), proj("v", kv_x)
     if qk_norm:
         q, k = rms(q, w[f"{p}.q_norm.weight"]), rms(k, w[f"{p}.k_norm.weight"])
     out = softmax_attention(rope(q, positions, theta), rope(k, positions, theta), v, head_dim ** -0.5,
@@ -192,6 +197,25 @@ def mtp_forward(w: dict[str, Any], cfg: dict[str, Any], token_ids, hidden, *, po
     out = residual + mlp(w, f"{p}.mlp", rms(residual, w[f"{p}.post_attention_layernorm.weight"]))
     normed = rms(out, w[f"{p}.shared_head.norm.weight"])
     return normed @ w[f"{p}.shared_head.head.weight"].t(), normed
+
+
+def mimo_mtp_forward(w: dict[str, Any], cfg: dict[str, Any], token_ids, hidden, *, positions=None, stale=None,
+                     hidden_keys=()):
+    """vLLM MiMoMultiTokenPredictorLayer (checkpoint ``model.mtp_layers.0``): embeddings zeroed at position 0,
+    input_proj(cat(hidden_layernorm(hidden), token_layernorm(embeds))) (hidden first), one Qwen2 decoder layer,
+    residual + hidden, final_layernorm; logits through the lm_head. Returns (logits, the normed output: what the
+    proposer recycles as the next step's hidden)."""
+    torch = _torch()
+    p = "model.mtp_layers.0"
+    pos = _positions(len(token_ids), positions)
+    embeds = w["model.embed_tokens.weight"][token_ids] * (pos != 0)[:, None]
+    x = torch.cat([rms(hidden, w[f"{p}.hidden_layernorm.weight"]), rms(embeds, w[f"{p}.token_layernorm.weight"])], -1)
+    x = x @ w[f"{p}.input_proj.weight"].t()
+    residual = x + llama_attention(w, f"{p}.self_attn", rms(x, w[f"{p}.input_layernorm.weight"]), pos,
+                                   theta=cfg["rope_theta"], stale=stale, hidden_keys=hidden_keys)
+    out = residual + mlp(w, f"{p}.mlp", rms(residual, w[f"{p}.post_attention_layernorm.weight"]))
+    normed = rms(out, w[f"{p}.final_layernorm.weight"])
+    return normed @ w["lm_head.weight"].t(), normed
 
 
 def margin(logits) -> float:

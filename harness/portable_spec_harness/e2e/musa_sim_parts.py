@@ -96,6 +96,11 @@ PARTS: dict[str, MusaSimPart] = {p.name: p for p in (
                 "the separate draft model (method draft_model, a 4-layer Llama draft of the target's vocabulary) on "
                 "the V1 runner: its first-pass and chain graphs through MUSAGraph, the expand kernel's MUSA path; "
                 "per-position acceptance must equal our CUDA platform's", since="0.28.0"),
+    MusaSimPart("musa_sim_mtp", "mimo_ctx_mtp", "perfect", 3, (0,), ("nospec", CUDA_TRITON, MUSA_SIM),
+                "MTP K=3 on standard attention (a MiMo-shaped Qwen2 target with q/k/v bias and its MTP layer, vLLM "
+                "mimo_mtp) on the V1 runner: the one MTP layer for the first pass and every chain step through "
+                "MUSAGraph, right only with the target's hidden states and correct positions, slots and KV reads; "
+                "per-position acceptance must equal our CUDA platform's"),
     MusaSimPart("musa_sim_budget", "llama_eagle", "attention", 3, (0, 1), ("musa_sim_budget",),
                 f"torchada's cap forced to {MUSA_SIM_BUDGET_CAP}: sizes pruned with a warning, output still exact",
                 capture_sizes=(4, 8), live_graph_limit=MUSA_SIM_BUDGET_CAP, pruned=True),
