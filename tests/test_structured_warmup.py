@@ -253,3 +253,32 @@ def test_the_version_span_runs_this_module():
     from version_span import MODULES
 
     assert "test_structured_warmup.py" in MODULES
+
+
+def test_the_v1_runner_masks_compute_logits_output_with_this_function():
+    """Where serving's launch comes from (the warm-up's premises): the V1 runner's ``sample_tokens`` hands the logits
+    ``execute_model`` kept (``compute_logits``' output) to ``apply_grammar_bitmask``, which reads the input batch's
+    ``req_ids`` only (the warm-up passes its own batch order)."""
+    import vllm.v1.worker.gpu_model_runner as runner_module
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    assert runner_module.apply_grammar_bitmask is apply_grammar_bitmask
+    assert list(inspect.signature(apply_grammar_bitmask).parameters) == ["scheduler_output", "grammar_output",
+                                                                         "input_batch", "logits"]
+    sample = " ".join(inspect.getsource(GPUModelRunner.sample_tokens).split())
+    assert "apply_grammar_bitmask( scheduler_output, grammar_output, self.input_batch, logits )" in sample
+    execute = inspect.getsource(GPUModelRunner.execute_model)
+    assert "logits = self.model.compute_logits(sample_hidden_states)" in execute
+    body = inspect.getsource(apply_grammar_bitmask)
+    assert body.count("input_batch.") == body.count("input_batch.req_ids") == 1
+
+
+def test_model_runner_v2_masks_with_its_own_kernel_and_warms_it():
+    """Model Runner V2 does not reach xgrammar's kernel: its own ``_apply_grammar_bitmask_kernel``, whose launch key
+    holds no row count (rows are its grid), and MRV2's own warm-up hands the sampler a ``GrammarOutput``."""
+    from vllm.v1.worker.gpu import structured_outputs, warmup
+
+    source = inspect.getsource(structured_outputs)
+    assert "import xgrammar" not in source and "xgr." not in source and "_apply_grammar_bitmask_kernel[grid](" in source
+    assert "grid = (num_masks, triton.cdiv(vocab_size, BLOCK_SIZE))" in source
+    assert "GrammarOutput(" in inspect.getsource(warmup)
