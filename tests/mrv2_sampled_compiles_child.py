@@ -4,11 +4,9 @@ steps, from vLLM's own ``Sampler`` and ``RejectionSampler`` (vLLM 0.28.0's class
 
 vLLM turns Triton off on a host without a GPU driver; ``enable_vllm_triton`` pins a vLLM platform that is not vLLM's
 CPU platform (so ``apply_top_k_top_p`` takes its GPU branch: Triton from 8 rows) and turns Triton back on, so every
-kernel launched is vLLM's ``triton.jit`` object. Each launch is recorded, not run: ``JITFunction.run`` is replaced by
-one that binds the launch's arguments with Triton's own binder (``create_function_from_signature``, the function
-``run`` builds its cache key from: constexpr values, each argument's type and value/alignment specialization) and
-returns. What compiles depends on those arguments only, so the distinct keys of a step are the compiles it would
-cause on a fresh engine. Outputs are then garbage (nothing ran), which no step here reads back on the host. The one
+kernel launched is vLLM's ``triton.jit`` object. Each launch is recorded, not run (``triton_launch_keys``: Triton's
+own binder gives the key a launch compiles by). Outputs are then garbage (nothing ran), which no step here reads
+back on the host. The one
 other stand-in: ``UvaBuffer`` (pinned host memory seen by the device) is the host tensor itself, as no accelerator
 exists here.
 
@@ -31,8 +29,6 @@ from portable_spec.vllm_adapter.tools.triton_check_worker import enable_vllm_tri
 
 enable_vllm_triton()
 
-from triton.backends.compiler import BaseBackend  # noqa: E402
-from triton.runtime import jit  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.v1.sample.ops import topk_topp_triton  # noqa: E402
 from vllm.v1.worker.gpu.input_batch import InputBatch, InputBuffers  # noqa: E402
@@ -41,6 +37,8 @@ from vllm.v1.worker.gpu.spec_decode.rejection_sampler import RejectionSampler  #
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from vllm.v1.worker.gpu import buffer_utils  # noqa: E402
+
+from triton_launch_keys import LAUNCHES, record  # noqa: E402
 
 topk_topp_triton.num_compute_units = lambda device_id=0: 4  # a device query (the grid): not part of a compile key
 
@@ -55,19 +53,6 @@ def host_uva_buffer(self, size, dtype) -> None:
 
 buffer_utils.UvaBuffer.__init__ = host_uva_buffer
 
-LAUNCHES: list[str] = []
-BINDERS: dict[int, object] = {}
-
-
-def recording_run(self, *args, grid, warmup, **kwargs):
-    """``JITFunction.run`` without the compile and the launch: the key ``run`` would look its kernel up by."""
-    binder = BINDERS.get(id(self))
-    if binder is None:
-        binder = BINDERS[id(self)] = jit.create_function_from_signature(self.signature, self.params, BaseBackend)
-    _, specialization, options = binder(*args, **kwargs)
-    LAUNCHES.append(f"{self.fn.__name__}|{specialization}|{sorted(options.items())}")
-
-
 def main() -> None:
     ask = json.load(sys.stdin)
     device, vocab, max_reqs, k = torch.device("cpu"), ask["vocab"], ask["max_reqs"], ask["k"]
@@ -81,7 +66,7 @@ def main() -> None:
     rejection = RejectionSampler(sampler, spec, device)
     assert not sampler.use_flashinfer, "MUSA's case: no FlashInfer sampler"
     buffers = InputBuffers(max_reqs, max_tokens, device)
-    jit.JITFunction.run = recording_run
+    record()
     out = []
     for step in ask["steps"]:
         reqs = step["reqs"]

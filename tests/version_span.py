@@ -33,6 +33,8 @@ MODULES = (
     "test_mrv2_sampling_plan_028.py",
     "test_mrv2_sampled_compiles_028.py",
     "test_mrv2_sampling_plan_033.py",
+    # structured output's bitmask kernel (xgrammar's, launched by vLLM's apply_grammar_bitmask) warmed at boot
+    "test_structured_warmup.py",
     "test_real_shapes_config.py",
     # attention claims (the table declared for this vLLM against its backend classes and sources)
     "test_attention_caps_versions.py",
