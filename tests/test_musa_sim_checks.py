@@ -213,7 +213,7 @@ def log_lines(label="musa-sim"):
 
 def row(variant, seed, **extra):
     base = {"variant": variant, "seed": seed, "outputs": copy.deepcopy(OUTPUTS[seed]), "use_v2_model_runner": False,
-            "acceptance_per_position": K3,
+            "jit_during_inference": [], "jit_monitor_active": True, "acceptance_per_position": K3,
             "acceptance_counts": {"drafts": 4, "draft_tokens": 12, "accepted": 12,
                                   "accepted_per_position": [4, 4, 4]}}
     if variant == "cuda_triton_full_drafter":
@@ -285,6 +285,9 @@ BROKEN = [
     ({"capture_plan": {"live_graph_limit": 1900}}, "live_graphs_counted_exactly"),
     ({"drafter_live_graph_limit": 8}, "drafter_within_runtime_budget"),
     ({"use_v2_model_runner": True}, "v1_runner"),
+    ({"jit_during_inference": ["Triton kernel JIT compilation: _rejection_kernel"]}, "no_compile_after_boot"),
+    ({"jit_monitor_active": False}, "no_compile_after_boot"),
+    ({"jit_monitor_active": None}, "no_compile_after_boot"),
 ]
 
 
@@ -307,6 +310,9 @@ def test_a_crashed_variant_or_comparison_fails_the_part():
     cuda_bad = [r if r["variant"] != "cuda_triton_full_drafter" else {**r, "attention_backends": ["FLASH_ATTN"]}
                 for r in eagle_rows()]
     assert check("musa_sim_eagle", cuda_bad)["cuda_triton_full_drafter_s0_attention_is_triton_attn"] is False
+    compiled = [r if r["variant"] != "cuda_triton_full_drafter" else {**r, "jit_during_inference": ["_topk_topp_kernel"]}
+                for r in eagle_rows()]
+    assert check("musa_sim_eagle", compiled)["cuda_triton_full_drafter_s0_no_compile_after_boot"] is False
     missing = [r for r in eagle_rows() if r["variant"] != "musa_sim_full_drafter"]
     assert check("musa_sim_eagle", missing)["musa_sim_full_drafter_s0_ran"] is False
 

@@ -28,9 +28,11 @@ from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.configs import VARIANTS
 from portable_spec_harness.e2e.mrv2_checks import captured_graphs, graphs_captured, pools
 from portable_spec_harness.e2e.musa_sim_parts import CUDA_TRITON, MusaSimPart
+from portable_spec_harness.e2e.parent import COMPILES_KEY
 from portable_spec_harness.model_zoo import PAIRS
 from portable_spec_harness.musa_sim import LABEL
 from portable_spec_harness.musa_sim_plugin import ENTRY_POINT, PLATFORM_QUALNAME
+from portable_spec_harness.serve_bench import jit_judge
 from portable_spec.kernels import substitutions_for
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform.selection import PLATFORM_PLUGINS_GROUP
@@ -145,13 +147,21 @@ def mrv2_graph_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]
     return {**checks, **size_checks(row, part)}
 
 
+def no_compile_after_boot(row: dict[str, Any]) -> bool:
+    """``jit_judge``'s verdict on an engine of ours: vLLM's JIT monitor armed and no Triton kernel compiled after
+    boot (a row that did not record the monitor fails)."""
+    return not jit_judge.verdict(str(row.get("variant")), jit_judge.recorded(row, COMPILES_KEY))
+
+
 def musa_sim_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]:
-    """One musa-sim row: the MUSA code path ran (facts and log) and its graphs kept the MUSA rules."""
+    """One musa-sim row: the MUSA code path ran (facts and log), its graphs kept the MUSA rules, and nothing compiled
+    after boot (our warm-ups cover what the part's requests reach)."""
     common = {"platform_is_musa_sim": row.get("platform") == PLATFORM_QUALNAME and row.get("platform_label") == LABEL,
               "worker_is_musa_worker": row.get("worker") == MUSA_WORKER,
               "attention_is_triton_attn": row.get("attention_backends") == [ATTENTION]
               and row.get("draft_attention_backends") == [ATTENTION],
-              "substitutes_bound": row.get("substitutes_bound") == musa_substitutes()}
+              "substitutes_bound": row.get("substitutes_bound") == musa_substitutes(),
+              "no_compile_after_boot": no_compile_after_boot(row)}
     if part.mrv2:
         return {**common, "mrv2_runner": row.get("runner_kind") == "mrv2" and row.get("use_v2_model_runner") is True,
                 **log_checks(row, our_drafter=False), **mrv2_graph_checks(row, part)}
@@ -170,7 +180,8 @@ def cuda_comparison_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, 
                 **attention, **graphs_captured(row, PAIRS[part.pair][1], part.k)}
     return {"platform_is_our_cuda": row.get("platform") == CUDA_PLATFORM, **attention,
             "drafter_graphs_captured": bool((row.get("capture_stats") or {}).get("graphs")),
-            "no_pointer_mismatch": row.get("pointer_mismatches") == 0}
+            "no_pointer_mismatch": row.get("pointer_mismatches") == 0,
+            "no_compile_after_boot": no_compile_after_boot(row)}
 
 
 def part_checks(part: MusaSimPart, rows: list[dict[str, Any]], continuations: dict[int, list[list[int]]],
