@@ -58,7 +58,8 @@ def row(variant, seed=0, **extra):
                     worker="portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker",
                     mrv2_managers=managers(OUR_POOL), platform_pool=OUR_POOL, port_pool=OUR_POOL,
                     mrv2_sizes={"sizes": list(SIZES), "live_graphs": 91, "live_graph_limit": None},
-                    log_excerpt=["INFO [x.py:1] Platform plugin portable_spec is activated", LINE])
+                    log_excerpt=["INFO [x.py:1] Platform plugin portable_spec is activated", LINE],
+                    jit_during_inference=[], jit_monitor_active=True)
     base.update(extra)
     return base
 
@@ -102,6 +103,8 @@ BROKEN = [
     ({"capture_sizes": []}, "capture_sizes_left_to_mrv2"),
     ({"log_excerpt": [LINE, LINE]}, "one_line_says_why"),
     ({"log_excerpt": []}, "one_line_says_why"),
+    ({"jit_during_inference": ["Triton kernel JIT compilation: _resample_kernel"]}, "no_compile_after_boot"),
+    ({"jit_monitor_active": False}, "no_compile_after_boot"),
     ({"mrv2_sizes": None}, "live_graphs_counted_exactly"),
     ({"vllm_graphs": 102}, "live_graphs_counted_exactly"),
     ({"mrv2_full_graphs": None}, "live_graphs_counted_exactly"),
