@@ -75,7 +75,7 @@ VARIABLES: tuple[EnvVar, ...] = (
            "`forward` (the forward alone in the graph, sampling eager).", choices=("fused", "forward")),
     EnvVar(WARMUP_ENV, "on",
            "The boot-time kernel warm-ups: the V1 runner's (its steps, then structured output's bitmask kernel), and "
-           "under Model Runner V2 (our platforms, vLLM 0.26.x and 0.33.x) the sampled rounds after MRV2's own "
+           "under Model Runner V2 (our platforms, vLLM 0.26.x, 0.28.x and 0.33.x) the sampled rounds after MRV2's own "
            "warm-up; `off` (or 0/false/no) skips them, any other value keeps them on. A failed MRV2 sampled round is "
            "named in one line, its requests are finished and the engine boots on with one warning; a failed "
            "structured-output warm-up is one warning."),
