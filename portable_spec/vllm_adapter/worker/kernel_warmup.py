@@ -107,10 +107,15 @@ def layer_specs(spec: Any) -> list[Any]:
     return list(spec.kv_cache_specs.values()) if isinstance(spec, UniformTypeKVCacheSpecs) else [spec]
 
 
+def max_step_tokens(sched: Any) -> int:
+    """The most tokens one step schedules: the batched-token budget, or the scheduled-token cap where lower."""
+    return min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+
+
 def warmup_limits(runner: Any) -> Limits:
     """What one step may hold on this engine, read from vLLM's config and KV cache."""
     sched, drafter, kv = runner.vllm_config.scheduler_config, runner.drafter, runner.kv_cache_config
-    max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+    max_tokens = max_step_tokens(sched)
     max_len = min(runner.max_model_len, getattr(runner, "effective_drafter_max_model_len", runner.max_model_len))
     dflash = isinstance(drafter, FullGraphDFlashProposer)
     # vLLM's expand kernel runs where the drafter adds input slots per request (the draft model, parallel drafting).

@@ -36,7 +36,8 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_028, mrv2_sampling_plan_033
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    counted_triton_compiles, engine_blockers, run_steps, sampling_limits, unwarmable_groups, warmup_schedule,
+    counted_triton_compiles, engine_blockers, max_step_tokens, run_steps, sampling_limits, unwarmable_groups,
+    warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
@@ -68,7 +69,7 @@ def mrv2_blockers(runner: Any) -> list[str]:
 def mrv2_limits(runner: Any) -> Limits:
     """What one step may hold on this MRV2 engine, read from vLLM's config and KV cache."""
     sched, kv, spec = runner.scheduler_config, runner.kv_cache_config, runner.vllm_config.speculative_config
-    max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+    max_tokens = max_step_tokens(sched)
     return Limits(max_reqs=runner.max_num_reqs, max_tokens=max_tokens, max_len=runner.max_model_len,
                   k=runner.num_speculative_steps, dflash=getattr(spec, "method", "") == "dflash",
                   block_sizes=tuple(g.kv_cache_spec.block_size for g in kv.kv_cache_groups),

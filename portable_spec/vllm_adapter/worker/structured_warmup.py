@@ -42,7 +42,7 @@ from vllm.v1.structured_output.utils import apply_grammar_bitmask
 
 from portable_spec.envs import WARMUP_ENV, warmup_enabled
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker.kernel_warmup import counted_triton_compiles
+from portable_spec.vllm_adapter.worker.kernel_warmup import counted_triton_compiles, max_step_tokens
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -140,7 +140,7 @@ def structured_blockers(runner: Any) -> list[str]:
 def runner_limits(runner: Any) -> tuple[int, int, int]:
     """(max requests, max scheduled tokens, K) of this engine's steps."""
     sched = runner.vllm_config.scheduler_config
-    max_tokens = min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)
+    max_tokens = max_step_tokens(sched)
     return runner.max_num_reqs, max_tokens, int(getattr(runner, "num_spec_tokens", 0) or 0)
 
 
