@@ -22,9 +22,8 @@ from typing import Any
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.configs import BUILTIN_MRV2, OURS_PLATFORM_MRV2
 from portable_spec_harness.e2e.exactness import Verdict
-from portable_spec_harness.e2e.parent import COMPILES_KEY
+from portable_spec_harness.e2e.parent import no_compile_after_boot
 from portable_spec_harness.e2e.v1_checks import Judgement
-from portable_spec_harness.serve_bench import jit_judge
 from portable_spec.vllm_adapter.platform.mrv2_sizes import LEFT_TO_MRV2
 
 PORTABLE_WORKER = "portable_spec.vllm_adapter.worker.gpu_worker.PortableWorker"
@@ -108,8 +107,7 @@ def ours_checks(judged: Judgement, ours: dict[str, Any], builtin: dict[str, Any]
         "builtin MRV2"))
     checks[prefix + "one_line_says_why"] = left_lines(ours) == 1
     # jit_judge's verdict: vLLM's JIT monitor armed and nothing compiled after boot (our MRV2 warm-ups cover it)
-    checks[prefix + "no_compile_after_boot"] = not jit_judge.verdict(OURS_PLATFORM_MRV2,
-                                                                      jit_judge.recorded(ours, COMPILES_KEY))
+    checks[prefix + "no_compile_after_boot"] = no_compile_after_boot(ours)
     sizes = ours.get("mrv2_sizes") or {}
     if sizes.get("counted") is False:  # a vLLM whose managers the count does not mirror (version_gate): no count
         judged.evidence[prefix + "live_graphs_counted_exactly"] = {"not_applicable": "no count on this vLLM"}

@@ -28,11 +28,10 @@ from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.configs import VARIANTS
 from portable_spec_harness.e2e.mrv2_checks import captured_graphs, graphs_captured, pools
 from portable_spec_harness.e2e.musa_sim_parts import CUDA_TRITON, MusaSimPart
-from portable_spec_harness.e2e.parent import COMPILES_KEY
+from portable_spec_harness.e2e.parent import no_compile_after_boot
 from portable_spec_harness.model_zoo import PAIRS
 from portable_spec_harness.musa_sim import LABEL
 from portable_spec_harness.musa_sim_plugin import ENTRY_POINT, PLATFORM_QUALNAME
-from portable_spec_harness.serve_bench import jit_judge
 from portable_spec.kernels import substitutions_for
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform.selection import PLATFORM_PLUGINS_GROUP
@@ -145,12 +144,6 @@ def mrv2_graph_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]
               "live_graphs_within_limit": limit is not None and captured is not None and captured <= limit
               and sim.get("live_graph_cap") == limit}
     return {**checks, **size_checks(row, part)}
-
-
-def no_compile_after_boot(row: dict[str, Any]) -> bool:
-    """``jit_judge``'s verdict on an engine of ours: vLLM's JIT monitor armed and no Triton kernel compiled after
-    boot (a row that did not record the monitor fails)."""
-    return not jit_judge.verdict(str(row.get("variant")), jit_judge.recorded(row, COMPILES_KEY))
 
 
 def musa_sim_checks(row: dict[str, Any], part: MusaSimPart) -> dict[str, bool]:

@@ -108,6 +108,12 @@ COMPILES_KEY = "jit_during_inference"
 it ``jit_judge.MONITOR_KEY`` says whether the monitor armed."""
 
 
+def no_compile_after_boot(row: dict) -> bool:
+    """``jit_judge``'s verdict on an engine row of ours, for every e2e judge: vLLM's JIT monitor armed and no Triton
+    kernel compiled after boot (a row that did not record the monitor fails)."""
+    return not jit_judge.verdict(str(row.get("variant")), jit_judge.recorded(row, COMPILES_KEY))
+
+
 EXCERPT_NEEDLES = ("portable_spec:", "Platform plugin", "Available plugins for group", "Capturing CUDA graphs",
                    "Capturing drafter", "capture sizes", "live-graph limit", "Model Runner", "SpecDecoding")
 OUR_LINE = re.compile(r"portable_spec(\[[\w-]+\])?:")

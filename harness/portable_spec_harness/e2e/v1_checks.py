@@ -17,8 +17,7 @@ from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
 from portable_spec.draft.dispatcher import CHAIN_KINDS, FIRST_PASS_KINDS, any_replayed
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.exactness import Verdict
-from portable_spec_harness.e2e.parent import COMPILES_KEY
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness.e2e.parent import no_compile_after_boot
 
 SPECULATIVE = ("upstream_v1", "eager_drafter", "full_drafter")
 DRAFT_SAMPLES = ("d2t_gather", "vllm_greedy_sample")
@@ -168,8 +167,7 @@ def full_checks(judged: Judgement, full: dict, seed: int, *, perfect: bool, k: i
             "draft_sample") == draft_sample
     if require_no_jit:
         # jit_judge's verdict: no compile after warm-up, with vLLM's JIT monitor armed (a row without both fails)
-        checks[prefix + "no_jit_during_inference"] = not jit_judge.verdict(full["variant"],
-                                                                           jit_judge.recorded(full, COMPILES_KEY))
+        checks[prefix + "no_jit_during_inference"] = no_compile_after_boot(full)
     if tp > 1 or fail_capture:
         rank_checks(judged, full, seed, tp, fail_capture, k, draft_sample)
     if perfect:
