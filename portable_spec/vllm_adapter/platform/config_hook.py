@@ -25,7 +25,7 @@ from portable_spec.capture_sizes import METHODS
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.vllm_adapter.platform.drafter_request import drafter_graphs_wanted
-from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2
+from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2, pieces
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -44,11 +44,6 @@ def record_user_sizes(vllm_config: Any) -> None:
 def _sequence_parallel(vllm_config: Any) -> bool:
     pass_config = vllm_config.compilation_config.pass_config
     return bool(getattr(pass_config, "enable_sp", False) or getattr(pass_config, "enable_sequence_parallelism", False))
-
-
-def _pieces(model_config: Any, parallel_config: Any) -> int:
-    """PIECEWISE graphs one size costs a compiled model: vLLM splits it at each attention layer (layers + 1)."""
-    return int(model_config.get_num_layers(parallel_config)) + 1
 
 
 def target_graph_cost(vllm_config: Any) -> tuple[int, bool]:
@@ -72,11 +67,12 @@ def target_graph_cost(vllm_config: Any) -> tuple[int, bool]:
     per_size = 1 if mixed == CUDAGraphMode.FULL else 0
     if mixed == CUDAGraphMode.PIECEWISE and vllm_config.model_config is not None:
         parallel = vllm_config.parallel_config
-        per_size += plan_state.record_target_pieces(vllm_config, _pieces(vllm_config.model_config, parallel))
+        target = plan_state.record_target_pieces(vllm_config, pieces(vllm_config.model_config, parallel) or 1)
+        per_size += target
         spec = vllm_config.speculative_config
         draft = getattr(spec, "draft_model_config", None)
         if draft is not None and not getattr(spec, "enforce_eager", False):
-            per_size += _pieces(draft, parallel)
+            per_size += pieces(draft, parallel) or target  # as MRV2's count: a draft without a layer count
     full_decode = mode.decode_mode() == CUDAGraphMode.FULL and mode.separate_routine()
     return (per_size, True) if full_decode else (max(per_size, 1), False)
 

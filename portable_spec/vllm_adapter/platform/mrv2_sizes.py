@@ -31,7 +31,8 @@ LEFT_TO_MRV2 = "capture sizes left to Model Runner V2"
 
 
 def pieces(model_config: Any, parallel_config: Any) -> int:
-    """PIECEWISE graphs one size costs a compiled model: its attention layers split it into layers + 1 pieces."""
+    """PIECEWISE graphs one size costs a compiled model: its attention layers split it into layers + 1 pieces (MRV2's
+    count here and the V1 runner's, ``config_hook.target_graph_cost``)."""
     try:
         return int(model_config.get_num_layers(parallel_config)) + 1
     except Exception:  # a draft config without a layer count: count as the target does below
