@@ -42,15 +42,14 @@ def main() -> int:
         parser.error("--concurrent needs --kv-cache-bytes (engines sharing a GPU cannot profile its memory)")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from portable_spec_harness.e2e.child import prompts_for_seed
-    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, build_pair, expected_output
+    from portable_spec_harness.e2e.child import designed_outputs, prompt_set_for
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, build_pair
 
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k)
     tag = f"{args.pair}_{args.variant}_k{args.k}"
     seeds = [int(s) for s in args.seeds.split(",")]
-    prompt_set = "context" if args.pair in CONTEXT_PAIRS else "fixed"
-    design = ({"outputs": {seed: [expected_output(pair["expected"], p, args.max_tokens)
-                                  for p in prompts_for_seed(seed, prompt_set, args.max_tokens)] for seed in seeds},
+    prompt_set = prompt_set_for(args.pair)
+    design = ({"outputs": designed_outputs(pair["expected"], prompt_set, seeds, args.max_tokens),
                "acceptance": pair["expected"]["acceptance_per_position"]} if args.pair in CONTEXT_PAIRS else None)
     variants = args.variants.split(",")
 

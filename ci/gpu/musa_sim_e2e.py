@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from portable_spec_harness.e2e.child import prompts_for_seed
+from portable_spec_harness.e2e.child import designed_outputs
 from portable_spec_harness.e2e.musa_sim_checks import part_checks
 from portable_spec_harness.e2e.musa_sim_parts import NOT_RUN, PARTS, RUN_FOR_REAL, SIMULATED, MusaSimPart, runnable
 from portable_spec_harness.e2e.parent import log_excerpt, own_compile_cache, per_seed_rows, run_variant
 from portable_spec_harness.musa_sim import LABEL
-from portable_spec_harness.model_zoo import build_pair, expected_output
+from portable_spec_harness.model_zoo import build_pair
 
 ZOO = Path("/tmp/portable_spec_zoo_musa_sim")  # its own: the matrix builds the DFlash head at another K
 KV_CACHE_BYTES = 1 << 30
@@ -46,9 +46,7 @@ def part_design(part: MusaSimPart, zoo: Path = ZOO) -> tuple[dict[str, Any], lis
              "--seeds", ",".join(map(str, part.seeds)), "--max-tokens", str(MAX_TOKENS),
              "--max-num-seqs", str(part.max_num_seqs), "--kv-cache-bytes", str(KV_CACHE_BYTES),
              "--prompt-set", part.prompt_set]
-    continuations = {seed: [expected_output(pair["expected"], p, MAX_TOKENS)
-                            for p in prompts_for_seed(seed, part.prompt_set, MAX_TOKENS)] for seed in part.seeds}
-    return pair, child, continuations
+    return pair, child, designed_outputs(pair["expected"], part.prompt_set, part.seeds, MAX_TOKENS)
 
 
 def run_part(part: MusaSimPart, out: Path, timeout: int, concurrent: bool) -> dict[str, Any]:

@@ -79,8 +79,8 @@ def main() -> int:
         parser.error("--inject-bug runs at TP=1 only (the bug is installed in the child's own process)")
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    from portable_spec_harness.e2e.child import prompts_for_seed
-    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, LOGIT, build_pair, expected_output
+    from portable_spec_harness.e2e.child import designed_outputs, prompt_set_for
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS, LOGIT, build_pair
 
     logit = LOGIT if args.target_logit is None else args.target_logit
     pair = build_pair(args.pair, Path("/tmp/portable_spec_zoo"), variant=args.variant, num_speculative_tokens=args.k,
@@ -90,13 +90,12 @@ def main() -> int:
            + ("_failcapture" if args.fail_capture else "") + (f"_bug_{args.inject_bug}" if args.inject_bug else ""))
     seeds = [int(s) for s in args.seeds.split(",")]
     greedy = args.temperature == 0
-    prompt_set = args.prompt_set or ("context" if args.pair in CONTEXT_PAIRS else "fixed")
-    designed_outputs = {seed: [expected_output(pair["expected"], p, args.max_tokens)
-                               for p in prompts_for_seed(seed, prompt_set, args.max_tokens)] for seed in seeds}
-    continuations = None if greedy else designed_outputs
+    prompt_set = args.prompt_set or prompt_set_for(args.pair)
+    designed = designed_outputs(pair["expected"], prompt_set, seeds, args.max_tokens)
+    continuations = None if greedy else designed
     # Constructed pairs whose answers are known (the context pairs): the no-speculation run must give the designed
     # greedy output, and the drafters the designed per-position acceptance.
-    design = ({"outputs": designed_outputs, "acceptance": pair["expected"]["acceptance_per_position"]}
+    design = ({"outputs": designed, "acceptance": pair["expected"]["acceptance_per_position"]}
               if greedy and args.pair in CONTEXT_PAIRS else None)
     results = []
     variants = args.variants.split(",")

@@ -51,6 +51,24 @@ def prompts_for_seed(seed: int, prompt_set: str = "fixed", max_tokens: int = 48)
     return [[rng.choice(SEEDED_PROMPT_TOKENS) for _ in range(rng.randint(2, 12))] for _ in range(4)]
 
 
+def prompt_set_for(pair: str) -> str:
+    """The prompt set a zoo pair runs: a context pair's target follows its context, so it runs the context prompts
+    (whose greedy outputs its design gives); every other pair the fixed ones."""
+    from portable_spec_harness.model_zoo import CONTEXT_PAIRS
+
+    return "context" if pair in CONTEXT_PAIRS else "fixed"
+
+
+def designed_outputs(expected: dict[str, Any], prompt_set: str, seeds: list[int] | tuple[int, ...],
+                     max_tokens: int) -> dict[int, list[list[int]]]:
+    """Per seed, the target's greedy output by the pair's design (``model_zoo.expected_output``: f-chain or context)
+    on each prompt the child runs for that seed."""
+    from portable_spec_harness.model_zoo import expected_output
+
+    return {seed: [expected_output(expected, p, max_tokens) for p in prompts_for_seed(seed, prompt_set, max_tokens)]
+            for seed in seeds}
+
+
 def spec_counters(llm: Any) -> dict[str, Any]:
     return {m.name: (getattr(m, "values", None) or getattr(m, "value", None)) for m in llm.get_metrics()
             if m.name.startswith("vllm:spec_decode")}

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from portable_spec_harness.e2e.configs import MUSA_SIM_BUDGET_CAP, MUSA_SIM_MRV2_BUDGET_CAP, VARIANTS
-from portable_spec_harness.model_zoo import CONTEXT_PAIRS
 from portable_spec.envs import TORCHADA_DEFAULT_EXEC_CAP
 from portable_spec.versions import parse
 
@@ -73,7 +72,9 @@ class MusaSimPart:
     def prompt_set(self) -> str:
         """The e2e child's prompt set: a context pair's target follows its context, so its prompts (and the greedy
         output they must give) are the context pairs' own; every other pair runs the fixed prompts."""
-        return "context" if self.pair in CONTEXT_PAIRS else "fixed"
+        from portable_spec_harness.e2e.child import prompt_set_for  # here: the child module is the engine's
+
+        return prompt_set_for(self.pair)
 
     @property
     def reference(self) -> str:
