@@ -26,6 +26,8 @@ MODULES = (
     "test_mrv2_sizes.py",
     # the V1 runner's live graphs per capture size against this vLLM's own dispatcher keys and the GPU's counts
     "test_graphs_per_target_size.py",
+    # which drafts this vLLM compiles (no PIECEWISE graphs for one it does not), read from its model classes
+    "test_graph_pieces.py",
     "test_mrv2_standalone.py",
     # Model Runner V2's sampled warm-up: 0.26.0's, 0.28.0's and 0.33.0's kernel models, scheduler outputs of that
     # vLLM's classes; on 0.28.0 the compile keys of its own Sampler and RejectionSampler against the plan

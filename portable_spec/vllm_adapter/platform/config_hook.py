@@ -25,7 +25,8 @@ from portable_spec.capture_sizes import METHODS
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.vllm_adapter.platform.drafter_request import drafter_graphs_wanted
-from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2, pieces
+from portable_spec.vllm_adapter.platform.graph_pieces import draft_pieces, pieces
+from portable_spec.vllm_adapter.platform.mrv2_sizes import leave_sizes_to_mrv2
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -55,7 +56,7 @@ def target_graph_cost(vllm_config: Any) -> tuple[int, bool]:
     - a FULL mixed mode: one FULL graph per size, nothing on top;
     - a PIECEWISE mixed mode: the target's pieces per size, and the draft model's own pieces, because vLLM's V1
       drafter captures PIECEWISE graphs of its model at every capture size beside our FULL ones (unless the
-      speculative config runs it eagerly);
+      speculative config runs it eagerly, or vLLM does not compile the draft: ``graph_pieces``);
     - a FULL decode mode beside it (FULL_AND_PIECEWISE, FULL_DECODE_ONLY): the uniform-decode FULL graphs.
 
     The target's pieces are recorded on the first run: vLLM re-runs this hook on the separate draft model's
@@ -72,7 +73,7 @@ def target_graph_cost(vllm_config: Any) -> tuple[int, bool]:
         spec = vllm_config.speculative_config
         draft = getattr(spec, "draft_model_config", None)
         if draft is not None and not getattr(spec, "enforce_eager", False):
-            per_size += pieces(draft, parallel) or target  # as MRV2's count: a draft without a layer count
+            per_size += draft_pieces(draft, parallel, fallback=target)  # none for a draft vLLM does not compile
     full_decode = mode.decode_mode() == CUDAGraphMode.FULL and mode.separate_routine()
     return (per_size, True) if full_decode else (max(per_size, 1), False)
 

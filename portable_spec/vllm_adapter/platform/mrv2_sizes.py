@@ -22,21 +22,13 @@ from typing import Any
 from portable_spec.capture_sizes.mrv2 import mrv2_budget
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform import plan_state
+from portable_spec.vllm_adapter.platform.graph_pieces import draft_pieces, pieces
 from portable_spec.logs import share_vllm_log_handlers
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
 LEFT_TO_MRV2 = "capture sizes left to Model Runner V2"
 """The one line's marker (what the e2e checks count in an engine log)."""
-
-
-def pieces(model_config: Any, parallel_config: Any) -> int:
-    """PIECEWISE graphs one size costs a compiled model: its attention layers split it into layers + 1 pieces (MRV2's
-    count here and the V1 runner's, ``config_hook.target_graph_cost``)."""
-    try:
-        return int(model_config.get_num_layers(parallel_config)) + 1
-    except Exception:  # a draft config without a layer count: count as the target does below
-        return 0
 
 
 def unmodelled(vllm_config: Any) -> list[str]:
@@ -92,11 +84,11 @@ def leave_sizes_to_mrv2(vllm_config: Any, *, live_graph_limit: int | None, platf
                        "; ".join(outside))
     target_pieces = pieces(vllm_config.model_config, vllm_config.parallel_config) or 1
     draft_config = getattr(spec, "draft_model_config", None)
-    draft_pieces = (pieces(draft_config, vllm_config.parallel_config) if draft_config is not None else 0) \
-        or target_pieces
+    draft = (draft_pieces(draft_config, vllm_config.parallel_config, fallback=target_pieces)
+             if draft_config is not None else target_pieces)
     budget = mrv2_budget(list(cc.cudagraph_capture_sizes), method=spec.method, num_spec=spec.num_speculative_tokens,
                          max_num_seqs=vllm_config.scheduler_config.max_num_seqs, mode=cc.cudagraph_mode.name,
-                         live_graph_limit=limit, target_pieces=target_pieces, draft_pieces=draft_pieces)
+                         live_graph_limit=limit, target_pieces=target_pieces, draft_pieces=draft)
     if budget.dropped:
         cc.cudagraph_capture_sizes = list(budget.sizes)
         cc.max_cudagraph_capture_size = budget.sizes[-1]
