@@ -213,7 +213,7 @@ def fake_runner(device: str = "cuda", **over) -> SimpleNamespace:
 def test_blockers(monkeypatch):
     assert sw.structured_blockers(fake_runner()) == []
     assert sw.structured_blockers(fake_runner("cpu")) == ["xgrammar masks cpu logits without Triton"]
-    assert sw.structured_blockers(fake_runner(pp=2)) == ["pipeline parallel (only the last stage has logits)"]
+    assert sw.structured_blockers(fake_runner(pp=2)) == ["pipeline parallel (the worker coordinates the stages; only the last has logits)"]
     assert sw.structured_blockers(fake_runner(is_pooling_model=True)) == ["pooling model"]
     monkeypatch.setenv("PORTABLE_SPEC_WARMUP", "off")
     assert sw.structured_blockers(fake_runner()) == ["PORTABLE_SPEC_WARMUP=off"]

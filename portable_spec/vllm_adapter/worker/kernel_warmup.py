@@ -62,20 +62,27 @@ DRAFTER_STEP_STATE = ("num_speculative_tokens", "_last_draft_probs", "_dflash_nu
 _ABSENT = object()
 
 
-def engine_blockers(runner: Any) -> list[tuple[bool, str]]:
-    """What keeps any boot-time warm-up of ours off an engine, V1 runner or Model Runner V2: (blocked?, why)."""
-    cfg = runner.vllm_config
-    parallel = cfg.parallel_config
+def any_warmup_blockers(runner: Any) -> list[tuple[bool, str]]:
+    """What keeps every boot-time warm-up of ours off an engine, the structured-output one included: (blocked?, why)."""
     return [
         (not warmup_enabled(), f"{WARMUP_ENV}=off"),
-        (parallel.pipeline_parallel_size > 1, "pipeline parallel (the worker coordinates the stages)"),
+        (runner.vllm_config.parallel_config.pipeline_parallel_size > 1,
+         "pipeline parallel (the worker coordinates the stages; only the last has logits)"),
+        (bool(runner.is_pooling_model), "pooling model"),
+    ]
+
+
+def engine_blockers(runner: Any) -> list[tuple[bool, str]]:
+    """What keeps a warm-up that runs engine steps off an engine, V1 runner or Model Runner V2: (blocked?, why)."""
+    cfg = runner.vllm_config
+    parallel = cfg.parallel_config
+    return any_warmup_blockers(runner) + [
         (parallel.data_parallel_size > 1, "data parallel (engines coordinate every batch)"),
         (cfg.kv_transfer_config is not None or cfg.ec_transfer_config is not None,
          "a KV/EC transfer connector would see the warm-up's requests"),
         (parallel.enable_eplb or getattr(runner, "eplb_state", None) is not None,
          "EPLB would count the warm-up's expert load"),
         (bool(getattr(runner, "calculate_kv_scales", False)), "KV-cache scales come from the first forward's data"),
-        (bool(runner.is_pooling_model), "pooling model"),
     ]
 
 

@@ -40,9 +40,8 @@ import torch
 from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.structured_output.utils import apply_grammar_bitmask
 
-from portable_spec.envs import WARMUP_ENV, warmup_enabled
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker.kernel_warmup import counted_triton_compiles, max_step_tokens
+from portable_spec.vllm_adapter.worker.kernel_warmup import any_warmup_blockers, counted_triton_compiles, max_step_tokens
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -125,12 +124,8 @@ def apply_variant(logits: torch.Tensor, variant: Variant, k: int, vocab_size: in
 
 def structured_blockers(runner: Any) -> list[str]:
     """Why the structured-output warm-up must not run on this runner (empty: it runs)."""
-    cfg = runner.vllm_config
     device = torch.device(runner.device)
-    checks = [
-        (not warmup_enabled(), f"{WARMUP_ENV}=off"),
-        (bool(runner.is_pooling_model), "pooling model"),
-        (cfg.parallel_config.pipeline_parallel_size > 1, "pipeline parallel (only the last stage has logits)"),
+    checks = any_warmup_blockers(runner) + [
         (device.type != "cuda", f"xgrammar masks {device.type} logits without Triton"),
         (importlib.util.find_spec("xgrammar") is None, "xgrammar is not installed: no structured output to serve"),
     ]
