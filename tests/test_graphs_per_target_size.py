@@ -10,6 +10,7 @@ uniform-decode sizes. For the separate draft model the stored plan even counted 
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -125,6 +126,9 @@ GPU_RUNS = {
     # vLLM 0.28.0, musa-sim lane on an H200: every V1 part (EAGLE partial and attention, EAGLE-3, DFlash, the
     # separate draft model, and FULL-only under a forced cap of 8)
     "2026-11-29-h200-session26": ("ms028v1a", "ms028v1b", "ms028dm"),
+    # vLLM 0.28.0, musa-sim lane on an H200x2: MiMo-shaped MTP (a draft vLLM does not compile: 32 live target graphs
+    # where the count then planned 50), EAGLE over 3 seeds, the draft model, FULL-only under the cap of 8
+    "2026-11-29-h200x2-session27": ("ms028v1c",),
     # vLLM 0.26.0, the context matrix on an H100: EAGLE, DFlash and MTP on MLA with our drafter
     "2026-11-25-h100-context-matrix": ("e2e_context",),
 }
@@ -135,8 +139,8 @@ def gpu_rows():
     rows = []
     for run, folders in GPU_RUNS.items():
         for folder in folders:
-            for path in sorted((RESULTS / run / folder).rglob("*.json")):
-                data = json.loads(path.read_text())
+            for path in sorted([*(RESULTS / run / folder).rglob("*.json"), *(RESULTS / run / folder).rglob("*.json.gz")]):
+                data = json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
                 if "parts" in data:  # the musa-sim lane: a pair per part
                     found = [(part.get("pair"), r) for part in data["parts"].values() for r in part.get("rows", [])]
                 elif "results" in data and "injected_bug" in data and not data["injected_bug"]:
@@ -152,6 +156,7 @@ def test_the_committed_gpu_runs_have_rows_to_compare():
     rows = gpu_rows()
     methods = {r["capture_plan"]["method"] for _, _, r in rows}
     assert {"eagle", "eagle3", "dflash", "draft_model", "mtp"} <= methods, methods
+    assert {"deepseek_mla_mtp", "mimo_ctx_mtp"} <= {pair for _, pair, _ in rows}  # MTP compiled by vLLM, and not
     assert any(r.get("cudagraph_mode") == "FULL" for _, _, r in rows)  # the FULL-only part
     assert all(pair for _, pair, _ in rows)
 
