@@ -11,7 +11,8 @@ import pytest
 
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform.config_hook import target_graph_cost
-from portable_spec.vllm_adapter.platform.graph_pieces import compiled_by_vllm, draft_pieces, pieces
+from portable_spec.vllm_adapter.platform.graph_pieces import (classes_compile, compiled_by_vllm, draft_pieces, model_module,
+                                                              pieces, source_compiles)
 from shared_zoo import shared_zoo
 from test_graphs_per_target_size import engine_config
 
@@ -47,3 +48,38 @@ def test_an_architecture_vllm_cannot_resolve_counts_as_compiled(vllm_platform):
     assert draft_pieces(unknown, None, fallback=7) == 3
     assert compiled_by_vllm(SimpleNamespace(architectures=None)) is True
     assert draft_pieces(SimpleNamespace(architectures=None), None, fallback=7) == 7  # no layer count: the fallback
+
+
+def speculative_modules() -> list[str]:
+    """The modules of every draft architecture this vLLM registers, and of the zoo's targets."""
+    from vllm.model_executor.models import registry
+
+    archs = [*registry._SPECULATIVE_DECODING_MODELS, "LlamaForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
+             "DeepseekV2ForCausalLM", "MiMoForCausalLM"]
+    return sorted({m for m in (model_module((a,)) for a in archs) if m})
+
+
+def test_reading_a_modules_source_agrees_with_its_imported_classes(vllm_platform):
+    """The config hook reads a module not yet imported from its source (vLLM keeps model modules out of the front-end
+    process); that reading must be what importing it shows, for every draft module this vLLM has."""
+    import importlib
+
+    modules = speculative_modules()
+    compared, compiled = 0, 0
+    for name in modules:
+        read = source_compiles(name)
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # a module that cannot be imported on this host: its reading cannot be checked here
+            continue
+        assert read is not None and read == classes_compile(module), name
+        compared += 1
+        compiled += read
+    assert compared >= 10 and 0 < compiled < compared, (compared, compiled, len(modules))
+
+
+def test_a_module_without_source_counts_as_compiled(vllm_platform):
+    from portable_spec.vllm_adapter.platform.graph_pieces import module_compiles
+
+    assert source_compiles("portable_spec_no_such_module") is None
+    assert module_compiles("portable_spec_no_such_module") is True
