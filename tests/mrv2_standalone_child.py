@@ -135,9 +135,9 @@ def build(cfg, cls, inputs):
 
 def engine_config(method: str):
     """One real VllmConfig: Llama target, Llama draft, K, ``method: draft_model`` with ``method`` draft sampling."""
-    from vllm.engine.arg_utils import EngineArgs
-
     import vllm.config.vllm as config_module
+
+    import vllm_configs  # this script's folder, tests/, is first on sys.path
 
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     config_module.HAS_TRITON = True
@@ -146,10 +146,8 @@ def engine_config(method: str):
         os.makedirs(f"{root}/{name}")
         with open(f"{root}/{name}/config.json", "w") as f:
             json.dump(LLAMA, f)
-    return EngineArgs(model=f"{root}/target", skip_tokenizer_init=True, max_num_seqs=MAX_SEQS, max_model_len=512,
-                      speculative_config={"method": "draft_model", "model": f"{root}/draft",
-                                          "num_speculative_tokens": K, "draft_sample_method": method}
-                      ).create_engine_config()
+    spec = vllm_configs.speculative("draft_model", f"{root}/draft", K, draft_sample_method=method)
+    return vllm_configs.engine_config(f"{root}/target", spec, max_num_seqs=MAX_SEQS, max_model_len=512)
 
 
 def compare(eager, ours, keys, padding_of, column) -> tuple[int, list[str]]:

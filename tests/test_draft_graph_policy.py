@@ -8,6 +8,7 @@ from portable_spec.errors import PortableSpecError
 from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.spec_decode.policy import DRAFT_GRAPH_ENV, draft_graph_mode
 from shared_zoo import shared_zoo
+from vllm_configs import engine_config
 
 
 @pytest.fixture(scope="module")
@@ -16,11 +17,8 @@ def pair(tmp_path_factory):
 
 
 def config(pair, *, spec_extra=None, **kwargs):
-    from vllm.engine.arg_utils import EngineArgs
-
     spec = {**pair["speculative_config"], **(spec_extra or {})}
-    return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
-                      speculative_config=spec, **kwargs).create_engine_config()
+    return engine_config(pair["target"], spec, max_num_seqs=8, max_model_len=512, **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -58,9 +56,7 @@ def test_upstream_keeps_the_drafter_when_the_config_says_so(vllm_platform, pair,
 
 
 def test_no_speculation_is_upstream(vllm_platform, pair):
-    from vllm.engine.arg_utils import EngineArgs
-
-    cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8).create_engine_config()
+    cfg = engine_config(pair["target"], max_num_seqs=8)
     assert draft_graph_mode(cfg) == "upstream"
 
 

@@ -29,6 +29,7 @@ from test_v1_drafter_logic import (  # noqa: F401 (vllm_kernels: a fixture, requ
     MAX_REQS, assert_same_drafting, capturing_proposer, device_work, draft_both_ways, vllm_kernels,
 )
 from shared_zoo import shared_zoo
+from vllm_configs import pair_config
 
 DRAFT_IDS = zoo.draft_vocabulary(0)
 D2T = torch.tensor(zoo.d2t_offsets(DRAFT_IDS))
@@ -165,12 +166,10 @@ def d2t_head(vllm_platform, tmp_path_factory):
     from vllm.config import set_current_vllm_config
     from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
     from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.model_executor.model_loader import get_model
 
     pair = zoo.build_pair("llama_eagle3", shared_zoo(tmp_path_factory), variant="d2t")
-    config = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=MAX_REQS, max_model_len=512,
-                        speculative_config=pair["speculative_config"]).create_engine_config()
+    config = pair_config(pair, max_num_seqs=MAX_REQS, max_model_len=512)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

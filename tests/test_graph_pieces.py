@@ -14,7 +14,7 @@ from portable_spec.vllm_adapter.platform.config_hook import target_graph_cost
 from portable_spec.vllm_adapter.platform.graph_pieces import (classes_compile, compiled_by_vllm, draft_pieces, model_module,
                                                               pieces, source_compiles)
 from shared_zoo import shared_zoo
-from test_graphs_per_target_size import engine_config
+from vllm_configs import zoo_config
 
 DRAFT_COMPILED = {"mimo_ctx_mtp": False, "deepseek_mla_mtp": True, "llama_eagle": True, "llama_ctx_eagle3": True,
                   "qwen3_ctx_dflash": True, "llama_ctx_draft_model": True}
@@ -23,7 +23,7 @@ DRAFT_COMPILED = {"mimo_ctx_mtp": False, "deepseek_mla_mtp": True, "llama_eagle"
 
 @pytest.mark.parametrize("pair,compiled", sorted(DRAFT_COMPILED.items()))
 def test_the_drafts_vllm_compiles(vllm_platform, tmp_path_factory, pair, compiled):
-    config = engine_config(pair, shared_zoo(tmp_path_factory))
+    config = zoo_config(pair, shared_zoo(tmp_path_factory))
     draft = config.speculative_config.draft_model_config
     assert compiled_by_vllm(draft) is compiled, (pair, draft.architectures)
     expected = pieces(draft, config.parallel_config) if compiled else 0
@@ -34,7 +34,7 @@ def test_the_drafts_vllm_compiles(vllm_platform, tmp_path_factory, pair, compile
 @pytest.mark.skipif(not version_gate.has("v1_full_drafter"), reason=str(version_gate.why_not("v1_full_drafter")))
 def test_an_uncompiled_mtp_head_adds_no_pieces_to_the_v1_count(vllm_platform, tmp_path_factory):
     """MiMo's MTP pair under FULL_AND_PIECEWISE: each size costs the target's pieces only."""
-    config = engine_config("mimo_ctx_mtp", shared_zoo(tmp_path_factory))
+    config = zoo_config("mimo_ctx_mtp", shared_zoo(tmp_path_factory))
     target = pieces(config.model_config, config.parallel_config)
     assert target > 1 and pieces(config.speculative_config.draft_model_config, config.parallel_config) > 0
     assert target_graph_cost(config) == (target, True)

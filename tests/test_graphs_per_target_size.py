@@ -21,8 +21,8 @@ from portable_spec.capture_sizes import plan_capture_sizes
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform import plan_state
 from portable_spec.vllm_adapter.platform.config_hook import target_graph_cost
-from portable_spec_harness.model_zoo import build_pair
 from shared_zoo import shared_zoo
+from vllm_configs import zoo_config
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 
@@ -30,27 +30,9 @@ pytestmark = pytest.mark.skipif(not version_gate.has("v1_full_drafter"),
                                 reason=str(version_gate.why_not("v1_full_drafter")))
 
 
-def engine_config(pair_name: str, zoo: Path, *, max_num_seqs: int = 8, k: int | None = None, sizes=None, mode=None):
-    from vllm.config import CompilationConfig
-    from vllm.engine.arg_utils import EngineArgs
-
-    pair = build_pair(pair_name, zoo, **({} if k is None else {"num_speculative_tokens": k}))
-    compilation = {}
-    if sizes is not None:
-        compilation["cudagraph_capture_sizes"] = list(sizes)
-    if mode is not None:
-        compilation["cudagraph_mode"] = mode
-    if compilation:
-        kwargs = {"compilation_config": CompilationConfig(**compilation)}
-    else:
-        kwargs = {}
-    return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=max_num_seqs, max_model_len=512,
-                      speculative_config=pair["speculative_config"], **kwargs).create_engine_config()
-
-
 @pytest.fixture(scope="module")
 def config(vllm_platform, tmp_path_factory):
-    return engine_config("llama_eagle", shared_zoo(tmp_path_factory))
+    return zoo_config("llama_eagle", shared_zoo(tmp_path_factory))
 
 
 def planned_target_graphs(config) -> int:
@@ -94,7 +76,7 @@ def vllms_keyed_graphs(config) -> dict[str, int]:
 def test_the_count_is_the_graphs_vllms_dispatchers_key(vllm_platform, tmp_path_factory, mode):
     from vllm.config.compilation import CUDAGraphMode
 
-    config = engine_config("llama_eagle", shared_zoo(tmp_path_factory), mode=mode)
+    config = zoo_config("llama_eagle", shared_zoo(tmp_path_factory), mode=mode)
     config.compilation_config.cudagraph_mode = CUDAGraphMode[mode]  # vLLM may resolve it on the CPU platform
     keyed = vllms_keyed_graphs(config)
     assert sum(keyed.values()) > 0, keyed
@@ -110,7 +92,7 @@ def test_a_draft_models_replaced_config_counts_the_targets_pieces(vllm_platform,
     the target's pieces are those recorded on the first run, not the draft's layers."""
     import dataclasses
 
-    config = engine_config("llama_ctx_draft_model", shared_zoo(tmp_path_factory))
+    config = zoo_config("llama_ctx_draft_model", shared_zoo(tmp_path_factory))
     parallel = config.parallel_config
     target_layers = config.model_config.get_num_layers(parallel)
     draft_layers = config.speculative_config.draft_model_config.get_num_layers(parallel)
@@ -166,7 +148,7 @@ def test_the_count_equals_the_live_graphs_the_gpu_counted(vllm_platform, tmp_pat
     """Each committed row's configuration rebuilt on CPU (its pair, K, max_num_seqs, capture sizes and cudagraph mode):
     the planned target graphs plus our drafter's planned graphs equal vLLM's live graphs plus ours on the GPU."""
     plan = row["capture_plan"]
-    config = engine_config(pair, shared_zoo(tmp_path_factory), max_num_seqs=plan["max_num_seqs"], k=plan["num_spec"],
+    config = zoo_config(pair, shared_zoo(tmp_path_factory), max_num_seqs=plan["max_num_seqs"], k=plan["num_spec"],
                            sizes=row["capture_sizes"], mode=row["cudagraph_mode"])
     drafter_planned = len(plan["first_step"]["sizes"]) + len((plan.get("chain_step") or {}).get("sizes") or [])
     assert drafter_planned == row["drafter_graphs"], where

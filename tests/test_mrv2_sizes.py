@@ -15,7 +15,9 @@ import pytest
 
 from portable_spec.capture_sizes.mrv2 import MODES, managers, mrv2_budget
 from portable_spec.capture_sizes.vllm_rules import vllm_default_ladder
+import vllm_configs
 from version_span import needs
+from vllm_configs import speculative
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
          "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
@@ -41,13 +43,14 @@ def models(tmp_path_factory):
     return out
 
 
-def engine_config(models, method="eagle", k=3, max_num_seqs=8, **kwargs):
-    from vllm.engine.arg_utils import EngineArgs
+PAIRS = {"eagle": ("llama", "eagle"), "dflash": ("qwen3", "dflash"), "draft_model": ("llama", "llama2")}
+"""Each method's target and draft among ``models``."""
 
-    target, draft = ("qwen3", "dflash") if method == "dflash" else ("llama", "eagle")
-    return EngineArgs(model=models[target], skip_tokenizer_init=True, max_num_seqs=max_num_seqs, max_model_len=512,
-                      speculative_config={"method": method, "model": models[draft], "num_speculative_tokens": k},
-                      **kwargs).create_engine_config()
+
+def engine_config(models, method="eagle", k=3, max_num_seqs=8, **kwargs):
+    target, draft = PAIRS[method]
+    return vllm_configs.engine_config(models[target], speculative(method, models[draft], k),
+                                      max_num_seqs=max_num_seqs, max_model_len=512, **kwargs)
 
 
 @pytest.fixture
@@ -150,7 +153,6 @@ def test_the_draft_models_count_is_what_our_speculators_manager_captures(models,
     import torch
     import vllm.v1.worker.gpu.cudagraph_utils as cudagraph_utils
     from vllm.config.compilation import CUDAGraphMode
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.platforms import current_platform
 
     from portable_spec.vllm_adapter.spec_decode.standalone_ar import GraphedStandaloneARSpeculator
@@ -159,10 +161,7 @@ def test_the_draft_models_count_is_what_our_speculators_manager_captures(models,
                                                                                  is_last_rank=True))
     monkeypatch.setattr(type(current_platform), "get_global_graph_pool", lambda self: ("pool", 0), raising=False)
     compilation = {"cudagraph_capture_sizes": sizes} if sizes else {}
-    cfg = EngineArgs(model=models["llama"], skip_tokenizer_init=True, max_num_seqs=max_num_seqs, max_model_len=512,
-                     compilation_config=compilation,
-                     speculative_config={"method": "draft_model", "model": models["llama2"],
-                                         "num_speculative_tokens": k}).create_engine_config()
+    cfg = engine_config(models, "draft_model", k, max_num_seqs, compilation_config=compilation)
     device, graph_mode = torch.device("cpu"), CUDAGraphMode[mode]
     real = {"target": cudagraph_utils.CudaGraphManager(cfg, device, graph_mode, k + 1)}
     bare = GraphedStandaloneARSpeculator.__new__(GraphedStandaloneARSpeculator)
@@ -242,11 +241,7 @@ def test_the_draft_models_own_config_keeps_the_engines_count(vllm_platform, mode
     which re-runs our hook with the engine's additional_config: the count stays the one made on the target's config
     (a 4-layer target's 5 pieces per PIECEWISE size, not the 2-layer draft's 3; the GPU run that found it recorded
     64 planned against 42 captured)."""
-    from vllm.engine.arg_utils import EngineArgs
-
-    cfg = EngineArgs(model=models["llama"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
-                     speculative_config={"method": "draft_model", "model": models["llama2"],
-                                         "num_speculative_tokens": 3}).create_engine_config()
+    cfg = engine_config(models, "draft_model", 3, 8)
     assert cfg.use_v2_model_runner is True
     engine = json.loads(json.dumps(cfg.additional_config["portable_spec"]["mrv2"]))
     sizes = cfg.compilation_config.cudagraph_capture_sizes

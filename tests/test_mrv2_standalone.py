@@ -18,7 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
+import vllm_configs
 from version_span import needs
+from vllm_configs import speculative
 
 FEATURE = "mrv2_standalone_graphs"
 pytestmark = needs(FEATURE)
@@ -60,12 +62,9 @@ def mrv2(monkeypatch, vllm_platform):
 
 
 def engine_config(models, method="draft_model", k=3, **kwargs):
-    from vllm.engine.arg_utils import EngineArgs
-
     draft = models["eagle"] if method == "eagle" else models["draft"]
-    return EngineArgs(model=models["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
-                      speculative_config={"method": method, "model": draft, "num_speculative_tokens": k},
-                      **kwargs).create_engine_config()
+    return vllm_configs.engine_config(models["target"], speculative(method, draft, k), max_num_seqs=8,
+                                      max_model_len=512, **kwargs)
 
 
 def build_speculator(cfg):

@@ -13,6 +13,7 @@ from portable_spec_harness.model_zoo import build_pair
 from portable_spec.vllm_adapter.patch import version_gate
 from version_span import needs
 from shared_zoo import shared_zoo
+from vllm_configs import pair_config
 
 
 @pytest.fixture(scope="module")
@@ -21,17 +22,10 @@ def zoo(tmp_path_factory):
     return {name: build_pair(name, root, variant="perfect") for name in ("mixtral_eagle", "llama_eagle")}
 
 
-def engine_config(pair):
-    from vllm.engine.arg_utils import EngineArgs
-
-    return EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=8, max_model_len=512,
-                      speculative_config=pair["speculative_config"]).create_engine_config()
-
-
 @needs("v1_full_drafter")
 def test_moe_target_runs_the_v1_runner_by_vllms_own_rule(vllm_platform, zoo, monkeypatch):
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
-    cfg = engine_config(zoo["mixtral_eagle"])
+    cfg = pair_config(zoo["mixtral_eagle"], max_num_seqs=8, max_model_len=512)
     assert cfg.model_config.is_moe
     assert cfg._is_default_v2_model_runner_model() is False
     assert cfg.use_v2_model_runner is False
@@ -40,7 +34,7 @@ def test_moe_target_runs_the_v1_runner_by_vllms_own_rule(vllm_platform, zoo, mon
 @needs("v1_full_drafter")
 def test_dense_target_defaults_to_mrv2_unless_v1_is_forced(vllm_platform, zoo, monkeypatch):
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
-    cfg = engine_config(zoo["llama_eagle"])
+    cfg = pair_config(zoo["llama_eagle"], max_num_seqs=8, max_model_len=512)
     assert not cfg.model_config.is_moe
     assert cfg._is_default_v2_model_runner_model() is True  # on a GPU host with Triton: MRV2
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
@@ -57,7 +51,7 @@ def test_every_target_runs_mrv2_where_our_v1_drafter_does_not_exist(vllm_platfor
     monkeypatch.setattr(config_module, "HAS_TRITON", True)
     assert not hasattr(config_module.VllmConfig, "_is_default_v2_model_runner_model")
     for name in ("mixtral_eagle", "llama_eagle"):
-        cfg = engine_config(zoo[name])
+        cfg = pair_config(zoo[name], max_num_seqs=8, max_model_len=512)
         assert cfg.model_config.is_moe == (name == "mixtral_eagle")
         assert cfg.use_v2_model_runner is True, name
         monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")

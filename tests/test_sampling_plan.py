@@ -20,6 +20,7 @@ import torch
 
 from portable_spec.vllm_adapter.worker import sampling_plan as sp
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, int_class, plan_rounds
+from vllm_configs import pair_config
 
 VLLM_SAMPLE_FILES = ("v1/sample/rejection_sampler.py", "v1/sample/ops/topk_topp_triton.py",
                      "v1/sample/ops/topk_topp_sampler.py", "v1/sample/sampler.py", "v1/sample/ops/logprobs.py",
@@ -89,14 +90,12 @@ def test_the_row_threshold_and_the_int32_top_k_are_vllms():
 def test_min_p_has_no_kernel_with_speculation_on_v1(vllm_platform, tmp_path, monkeypatch):
     """vLLM's V1 builds only the min-tokens processor when speculating: min-p needs no round."""
     import vllm.utils.torch_utils as torch_utils
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.v1.sample.logits_processor import build_logitsprocs
 
     from portable_spec_harness.model_zoo import build_pair
 
     pair = build_pair("llama_eagle", tmp_path, variant="perfect")
-    cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_model_len=512,
-                     speculative_config=pair["speculative_config"]).create_engine_config()
+    cfg = pair_config(pair, max_model_len=512)
     monkeypatch.setattr(torch_utils, "PIN_MEMORY", False)  # no pinned-memory allocator on a CPU-only host
     procs = build_logitsprocs(cfg, torch.device("cpu"), False, False)
     names = [type(p).__name__ for p in procs.all]

@@ -26,6 +26,7 @@ from portable_spec.vllm_adapter.spec_decode.proposer import (
 )
 from portable_spec.vllm_adapter.spec_decode.fused_chain import CHAIN_ENV
 from shared_zoo import shared_zoo
+from vllm_configs import pair_config
 
 MAX_REQS = 8
 STEPS = {FIRST: StepPlan(4, (4, 8, 16), "FULL"), FIRST_FUSED: StepPlan(4, (4, 8, 16), "FULL"),
@@ -71,12 +72,10 @@ def runner_buffers() -> types.SimpleNamespace:
 def make_proposer(cls, pair_name, tmp_path_factory, monkeypatch, variant="perfect"):
     import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.config import set_current_vllm_config
-    from vllm.engine.arg_utils import EngineArgs
 
     monkeypatch.setattr(base, "PIN_MEMORY", False)  # no pinned-memory allocator on a CPU-only host
     pair = build_pair(pair_name, shared_zoo(tmp_path_factory), variant=variant)
-    cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=MAX_REQS, max_model_len=512,
-                     speculative_config=pair["speculative_config"]).create_engine_config()
+    cfg = pair_config(pair, max_num_seqs=MAX_REQS, max_model_len=512)
     with set_current_vllm_config(cfg):
         proposer = cls(cfg, torch.device("cpu"), runner=None)
     proposer.target_runner = runner_buffers()

@@ -29,6 +29,7 @@ from portable_spec.vllm_adapter.worker.warmup_plan import (
     tile_buckets,
 )
 from shared_zoo import shared_zoo
+from vllm_configs import pair_config
 
 K = 3
 
@@ -248,7 +249,6 @@ def engines(tmp_path_factory):
     """vLLM configs and our real proposers for the EAGLE, the DFlash and the draft-model pair (max_num_seqs 64)."""
     import vllm.v1.spec_decode.llm_base_proposer as base
     from vllm.config import set_current_vllm_config
-    from vllm.engine.arg_utils import EngineArgs
 
     from portable_spec.vllm_adapter.spec_decode.draft_model import FullGraphDraftModelProposer
     from portable_spec.vllm_adapter.spec_decode.proposer import FullGraphDFlashProposer, FullGraphEagleProposer
@@ -259,8 +259,7 @@ def engines(tmp_path_factory):
         for name, cls in (("llama_eagle", FullGraphEagleProposer), ("qwen3_dflash", FullGraphDFlashProposer),
                           ("llama_ctx_draft_model", FullGraphDraftModelProposer)):
             pair = build_pair(name, shared_zoo(tmp_path_factory), variant="perfect")
-            cfg = EngineArgs(model=pair["target"], skip_tokenizer_init=True, max_num_seqs=64, max_model_len=1024,
-                             speculative_config=pair["speculative_config"]).create_engine_config()
+            cfg = pair_config(pair, max_num_seqs=64, max_model_len=1024)
             with set_current_vllm_config(cfg):
                 out[name] = (cfg, cls(cfg, torch.device("cpu"), runner=None))
     finally:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from vllm_configs import engine_config, speculative
+
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 256,
          "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
          "head_dim": 64, "vocab_size": 1024, "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
@@ -37,12 +39,6 @@ def models(tmp_path_factory):
             "llama": model_dir(root, "llama", LLAMA), "eagle": model_dir(root, "eagle", EAGLE)}
 
 
-def engine_config(target: str, **kwargs):
-    from vllm.engine.arg_utils import EngineArgs
-
-    return EngineArgs(model=target, skip_tokenizer_init=True, **kwargs).create_engine_config()
-
-
 def assert_valid_size_list(cc) -> None:
     sizes = cc.cudagraph_capture_sizes
     assert sizes == sorted(set(sizes)) and sizes[-1] == cc.max_cudagraph_capture_size
@@ -50,8 +46,7 @@ def assert_valid_size_list(cc) -> None:
 
 @pytest.fixture(scope="module")
 def dflash_config(vllm_platform, models):
-    return engine_config(models["qwen3"], max_num_seqs=8, speculative_config={
-        "method": "dflash", "model": models["dflash"], "num_speculative_tokens": 8})
+    return engine_config(models["qwen3"], speculative("dflash", models["dflash"], 8), max_num_seqs=8)
 
 
 def test_dflash_k8_capture_sizes_are_block_aligned(dflash_config):
@@ -74,8 +69,7 @@ def test_config_replace_reruns_the_hook_idempotently(dflash_config, vllm_platfor
 
 
 def test_eagle_sizes_are_multiples_of_one_plus_k_and_drafter_steps_are_recorded(vllm_platform, models):
-    cfg = engine_config(models["llama"], max_num_seqs=16, speculative_config={
-        "method": "eagle", "model": models["eagle"], "num_speculative_tokens": 3})
+    cfg = engine_config(models["llama"], speculative("eagle", models["eagle"], 3), max_num_seqs=16)
     cc = cfg.compilation_config
     assert cc.cudagraph_capture_sizes and all(s % 4 == 0 for s in cc.cudagraph_capture_sizes)
     assert_valid_size_list(cc)
@@ -85,9 +79,8 @@ def test_eagle_sizes_are_multiples_of_one_plus_k_and_drafter_steps_are_recorded(
 
 
 def test_user_sizes_are_recorded_before_vllm_fills_them(vllm_platform, models):
-    cfg = engine_config(models["qwen3"], max_num_seqs=8, compilation_config={
-        "cudagraph_capture_sizes": [3, 9, 20, 27]}, speculative_config={
-        "method": "dflash", "model": models["dflash"], "num_speculative_tokens": 8})
+    cfg = engine_config(models["qwen3"], speculative("dflash", models["dflash"], 8), max_num_seqs=8,
+                        compilation_config={"cudagraph_capture_sizes": [3, 9, 20, 27]})
     assert cfg.additional_config["portable_spec"]["user_sizes"] == [3, 9, 20, 27]
     assert cfg.compilation_config.cudagraph_capture_sizes == [9, 27]
     assert_valid_size_list(cfg.compilation_config)
@@ -160,7 +153,7 @@ def test_musa_platform_config_and_worker_gate_musa_sim(models):
     assert lines["KERNEL"] == "portable_spec.kernels.eagle_prepare_next_token", lines["KERNEL"]
 
 
-EAGLE_K3 = {"method": "eagle", "num_speculative_tokens": 3}
+EAGLE_K = 3
 """1+K = 4: above a max capture size of 2, which vLLM's config accepts."""
 
 
@@ -170,8 +163,8 @@ def test_with_our_drafter_off_the_plan_does_not_need_the_drafters_sizes(vllm_pla
     from portable_spec.envs import DRAFT_GRAPH_ENV
 
     monkeypatch.setenv(DRAFT_GRAPH_ENV, "none")
-    cfg = engine_config(models["llama"], max_num_seqs=4, compilation_config={"max_cudagraph_capture_size": 2},
-                        speculative_config={**EAGLE_K3, "model": models["eagle"]})
+    cfg = engine_config(models["llama"], speculative("eagle", models["eagle"], EAGLE_K), max_num_seqs=4,
+                        compilation_config={"max_cudagraph_capture_size": 2})
     assert cfg.compilation_config.cudagraph_capture_sizes == [1, 2]
     state = cfg.additional_config["portable_spec"]
     assert state["plan"]["first_step"]["mode"] == "NONE" and "plan_error" not in state
@@ -189,8 +182,8 @@ def test_a_plan_that_cannot_be_made_keeps_vllms_sizes_warns_once_and_leaves_the_
 
     monkeypatch.delenv(DRAFT_GRAPH_ENV, raising=False)
     with caplog.at_level("WARNING", logger="portable_spec"):
-        cfg = engine_config(models["llama"], max_num_seqs=4, compilation_config=compilation,
-                            speculative_config={**EAGLE_K3, "model": models["eagle"]})
+        cfg = engine_config(models["llama"], speculative("eagle", models["eagle"], EAGLE_K), max_num_seqs=4,
+                            compilation_config=compilation)
         type(vllm_platform).check_and_update_config(dataclasses.replace(cfg))
     assert cfg.compilation_config.cudagraph_capture_sizes == [1, 2]
     assert_valid_size_list(cfg.compilation_config)
