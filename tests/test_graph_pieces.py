@@ -1,5 +1,5 @@
-"""Which drafts vLLM compiles, read from the installed vLLM's own model classes: a draft it does not compile costs no
-PIECEWISE graphs. Why: the GPU (vLLM 0.28.0, musa-sim) held 32 live graphs beside our 9 for MiMo's MTP head where the
+"""Which drafts vLLM compiles, as the config hook reads it from the installed vLLM's model sources (held here to the
+imported classes): a draft it does not compile costs no PIECEWISE graphs. Why: the GPU (vLLM 0.28.0, musa-sim) held 32 live graphs beside our 9 for MiMo's MTP head where the
 count planned 50, because it gave the uncompiled head layers + 1 pieces per size. If vLLM starts compiling a head (or
 stops), the expectation below fails and the count must follow."""
 
