@@ -114,16 +114,26 @@ def compiled_classes(module_name: str) -> dict[str, bool] | None:
         if base.id in classes:
             return classes[base.id]
         source, name = imported.get(base.id, (None, None))
-        if not source or not source.startswith("vllm.") or source == module_name:
+        if not source or not source.startswith("vllm."):  # torch's nn.Module and the like
             return False
+        if source in _READING:  # an import cycle, not followed: counted as compiled, the safe side
+            return True
         found = compiled_classes(source)
         return bool(found and found.get(name))
 
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            classes[node.name] = (any(decorator_name(d) == COMPILE_DECORATOR for d in node.decorator_list)
-                                  or any(base_compiled(b) for b in node.bases))
+    _READING.add(module_name)
+    try:
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                classes[node.name] = (any(decorator_name(d) == COMPILE_DECORATOR for d in node.decorator_list)
+                                      or any(base_compiled(b) for b in node.bases))
+    finally:
+        _READING.discard(module_name)
     return classes
+
+
+_READING: set[str] = set()
+"""The modules whose source is being read (a base imported from one of them is a cycle, not followed)."""
 
 
 COMPILE_DECORATOR = "support_torch_compile"
