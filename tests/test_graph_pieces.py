@@ -1,7 +1,8 @@
 """Which drafts vLLM compiles, as the config hook reads it from the installed vLLM's model sources (held here to the
-imported classes): a draft it does not compile costs no PIECEWISE graphs. Why: the GPU (vLLM 0.28.0, musa-sim) held 32 live graphs beside our 9 for MiMo's MTP head where the
-count planned 50, because it gave the uncompiled head layers + 1 pieces per size. If vLLM starts compiling a head (or
-stops), the expectation below fails and the count must follow."""
+imported classes): a draft it does not compile costs no PIECEWISE graphs. Why: the GPU (vLLM 0.28.0, musa-sim) held
+32 live graphs beside our 9 for MiMo's MTP head where the count planned 50, because it gave the uncompiled head
+layers + 1 pieces per size. If vLLM starts compiling a head (or stops), the expectation below fails and the count must
+follow."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.platform.config_hook import target_graph_cost
-from portable_spec.vllm_adapter.platform.graph_pieces import (classes_compile, compiled_by_vllm, draft_pieces, model_module,
-                                                              pieces, source_compiles)
+from portable_spec.vllm_adapter.platform.graph_pieces import (classes_compile, compiled_by_vllm, draft_pieces,
+                                                              model_module, pieces, source_compiles)
 from shared_zoo import shared_zoo
 from vllm_configs import zoo_config
 

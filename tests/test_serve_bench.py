@@ -235,6 +235,10 @@ AXES = {**FAST, "input_lens": (16, 40), "sampling": ("greedy", "sampled"), "conc
 """Two input lengths x both samplings at one concurrency, timed runs sized to 0.3 s from their warm runs."""
 
 
+EARLY_WARM_S = 0.001
+"""The duration the axes run gives each cell's earlier warm pass (which must not size the timed runs)."""
+
+
 @pytest.fixture(scope="module")
 def axes_run(zoo_pair, tmp_path_factory) -> dict:
     """The whole benchmark over the axes, with every client command line and every server it booted."""
@@ -243,7 +247,11 @@ def axes_run(zoo_pair, tmp_path_factory) -> dict:
 
     def client_seen(argv, log, timeout_s):
         argvs.append(argv)
-        return client.run_client(argv, log, timeout_s)
+        outcome = client.run_client(argv, log, timeout_s)
+        if f"round={plan.SIZING_ROUND - 1}" in argv:  # an earlier warm pass, made far faster than any: sizing from it
+            saved = Path(argv[argv.index("--result-dir") + 1]) / argv[argv.index("--result-filename") + 1]
+            saved.write_text(json.dumps({**json.loads(saved.read_text()), "duration": EARLY_WARM_S}))  # would show
+        return outcome
 
     def launch_seen(server, port, log):
         booted.append(server)
@@ -285,14 +293,18 @@ def test_sampled_cells_reach_vllm_bench_serve_as_seeded_sampling(axes_run):
         else:
             assert (args.temperature, args.top_p, args.extra_body) == (0.0, None, None)
         seen[sampling] += 1
-    assert seen == {"greedy": 2 * 2 * 3, "sampled": 2 * 2 * 3}  # per variant: 2 lengths x (1 warm + 2 timed)
+    per_variant = 2 * (plan.WARM_PASSES + 2)  # 2 lengths x (the warm passes + 2 timed)
+    assert plan.WARM_PASSES == 2 and seen == {"greedy": 2 * per_variant, "sampled": 2 * per_variant}
 
 
 def test_each_cells_prompts_come_from_its_warm_runs_and_are_the_same_for_every_variant(axes_run):
     result = axes_run["result"]
     for cell in plan.cells([16, 40], ["greedy", "sampled"], [1]):
-        warm = [r["duration_s"] for r in result["warm_runs"]
-                if (r["input_len"], r["sampling"], r["concurrency"]) == (cell.input_len, cell.sampling, 1)]
+        passes = [r for r in result["warm_runs"]
+                  if (r["input_len"], r["sampling"], r["concurrency"]) == (cell.input_len, cell.sampling, 1)]
+        assert sorted(r["round"] for r in passes) == [-2, -2, -1, -1] and len({r["seed"] for r in passes}) == 2
+        assert {r["duration_s"] for r in passes if r["round"] == -2} == {EARLY_WARM_S}
+        warm = [r["duration_s"] for r in passes if r["round"] == plan.SIZING_ROUND]  # the last pass sizes
         sized = result["sizing"][cell.key]
         assert len(warm) == 2 and sized["warm_s"] == round(min(warm), 3)  # the faster variant's wave
         want = plan.sized_per_slot(min(warm), AXES["min_run_s"], AXES["prompts_per_slot"], 1, AXES["max_prompts"],

@@ -1,5 +1,5 @@
 """One serving benchmark: decide the placement, boot the servers, warm every variant in every cell (input length x
-sampling x concurrency), size each cell's prompts from its warm runs (``--min-run-s``), run the timed rounds
+sampling x concurrency), size each cell's prompts from its last warm runs (``--min-run-s``), run the timed rounds
 interleaved, read the phase clock at concurrency 1, stop the servers, write the report.
 
 The phase clock comes after a server's timed runs, never before them: its torch-profiler pass can leave the server
@@ -245,12 +245,13 @@ class Bench:
         return row
 
     def warm(self, live: Live) -> None:
-        """One untimed run per cell, one prompt per slot (graph sizes, JIT kernels, the client's first connections);
-        its duration sizes the cell's timed runs (``size``)."""
+        """``plan.WARM_PASSES`` untimed runs per cell, one prompt per slot (graph sizes, JIT kernels, the client's
+        first connections); the last one's duration sizes the cell's timed runs (``size``)."""
         for cell in self.cells:
-            self.record["warm_runs"].append(self.client_run(live, "warm", -1, cell, cell.concurrency,
-                                                            self.settings.output_len,
-                                                            self.settings.seed + 900_000 + cell.concurrency))
+            for rnd in range(plan.SIZING_ROUND - plan.WARM_PASSES + 1, plan.SIZING_ROUND + 1):
+                seed = self.settings.seed + 900_000 + 100_000 * (rnd - plan.SIZING_ROUND) + cell.concurrency
+                self.record["warm_runs"].append(self.client_run(live, "warm", rnd, cell, cell.concurrency,
+                                                                self.settings.output_len, seed))
 
     def size(self, cell: plan.Cell) -> int:
         """Prompts of every timed run of ``cell``, fixed at its first timed run from the warm runs done by then (the
@@ -259,7 +260,8 @@ class Bench:
         if cell.key not in self.record["sizing"]:
             s = self.settings
             warm = [r["duration_s"] for r in self.record["warm_runs"]
-                    if "duration_s" in r and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
+                    if "duration_s" in r and r["round"] == plan.SIZING_ROUND
+                    and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
             sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
                                         cell.concurrency, s.max_prompts, s.run_timeout_s)
             sized["num_prompts"] = plan.num_prompts(cell.concurrency, sized["per_slot"])

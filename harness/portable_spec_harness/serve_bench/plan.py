@@ -51,6 +51,12 @@ def sampling_params(name: str) -> dict:
     return {**SAMPLING[name], **seeded}
 
 
+WARM_PASSES = 2
+"""Untimed runs per cell and variant before its timed ones. The first meets the cell's first steps (a new batch
+shape's kernels and graphs, the client's first connections): on the GPU its one wave took 1.5-3x the timed runs' per
+wave, so runs sized from it came in short or long. The last pass (round ``SIZING_ROUND``) sizes the timed runs."""
+SIZING_ROUND = -1
+"""The round number of the warm pass that sizes a cell's timed runs (the earlier passes count down from it)."""
 HEADROOM = 1.5
 """Prompts are sized for this many times ``--min-run-s`` from the warm run: the warm run is a cell's first, so its
 one prompt per slot may be slower than the timed waves (JIT, first connections), and a timed run sized to exactly

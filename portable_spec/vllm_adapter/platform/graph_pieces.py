@@ -103,8 +103,7 @@ def compiled_classes(module_name: str) -> dict[str, bool] | None:
         logger.debug("portable_spec: %s not read (%s): pieces counted", module_name, exc)
         return None
     package = module_name.rpartition(".")[0]
-    imported = {alias.asname or alias.name: (importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-                                             if node.level else node.module, alias.name)
+    imported = {alias.asname or alias.name: (source_module(node, package), alias.name)
                 for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
     classes: dict[str, bool] = {}
 
@@ -130,6 +129,13 @@ def compiled_classes(module_name: str) -> dict[str, bool] | None:
     finally:
         _READING.discard(module_name)
     return classes
+
+
+def source_module(node: ast.ImportFrom, package: str) -> str | None:
+    """The absolute module a ``from ... import`` names (relative ones resolved against ``package``)."""
+    if not node.level:
+        return node.module
+    return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
 
 
 _READING: set[str] = set()
