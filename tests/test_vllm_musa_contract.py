@@ -408,10 +408,11 @@ def test_vllm_musa_contract_the_policy_asks_the_platform_stack(vllm_platform, mo
     import vllm.platforms
 
     from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
-    from test_vllm_config import EAGLE, LLAMA, engine_config, model_dir
+    from test_vllm_config import EAGLE, LLAMA, model_dir
+    from vllm_configs import engine_config, speculative
 
-    cfg = engine_config(model_dir(tmp_path, "llama", LLAMA), max_num_seqs=8, speculative_config={
-        "method": "eagle", "model": model_dir(tmp_path, "eagle", EAGLE), "num_speculative_tokens": 3})
+    cfg = engine_config(model_dir(tmp_path, "llama", LLAMA),
+                        speculative("eagle", model_dir(tmp_path, "eagle", EAGLE), 3), max_num_seqs=8)
     assert draft_graph_mode(cfg) == "full"
     stacked = type("Stacked", (type(vllm_platform),), {"drafter_left_to_stack": classmethod(
         lambda cls, method: stack.drafter_left_to_vllm_musa(method))})
