@@ -114,6 +114,12 @@ def layer_specs(spec: Any) -> list[Any]:
     return list(spec.kv_cache_specs.values()) if isinstance(spec, UniformTypeKVCacheSpecs) else [spec]
 
 
+def failure_reason(exc: BaseException) -> str:
+    """A failed warm-up's reason in the one line its warning and its statistics carry: the exception's type and first
+    line, at most 300 characters."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
 def max_step_tokens(sched: Any) -> int:
     """The most tokens one step schedules: the batched-token budget, or the scheduled-token cap where lower."""
     return min(sched.max_num_batched_tokens, getattr(sched, "max_num_scheduled_tokens", None) or 1 << 62)

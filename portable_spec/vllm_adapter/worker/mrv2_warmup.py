@@ -36,8 +36,8 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_028, mrv2_sampling_plan_033
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    counted_triton_compiles, engine_blockers, max_step_tokens, run_steps, sampling_limits, unwarmable_groups,
-    warmup_schedule,
+    counted_triton_compiles, engine_blockers, failure_reason, max_step_tokens, run_steps, sampling_limits,
+    unwarmable_groups, warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
@@ -164,7 +164,7 @@ def _recovered(runner: Any, execute_model: Callable[[Any], Any], exc: Exception)
         raise exc from cleanup_error
     if live_requests(runner):
         raise exc
-    reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    reason = failure_reason(exc)
     logger.warning("%s stopped (%s); its %d requests finished, the engine boots as vLLM would and its first sampled "
                    "requests may compile sampling kernels", LOG_PREFIX, reason, len(left))
     return {"skipped": [f"error: {reason}"], "finished_after_error": len(left)}

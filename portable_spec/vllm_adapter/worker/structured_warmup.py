@@ -41,7 +41,9 @@ from vllm.v1.core.sched.output import GrammarOutput, SchedulerOutput
 from vllm.v1.structured_output.utils import apply_grammar_bitmask
 
 from portable_spec.vllm_adapter.patch import version_gate
-from portable_spec.vllm_adapter.worker.kernel_warmup import any_warmup_blockers, counted_triton_compiles, max_step_tokens
+from portable_spec.vllm_adapter.worker.kernel_warmup import (
+    any_warmup_blockers, counted_triton_compiles, failure_reason, max_step_tokens,
+)
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -159,7 +161,7 @@ def warm_up_structured_output(runner: Any) -> dict[str, Any]:
         try:
             stats = _run(runner)
         except Exception as exc:  # never stop a boot vLLM would finish: the first structured requests compile
-            reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            reason = failure_reason(exc)
             logger.warning("%s failed (%s); the first structured-output requests may compile %s", LOG_PREFIX,
                            reason, KERNEL)
             stats = {"skipped": [f"error: {reason}"]}
