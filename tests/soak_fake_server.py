@@ -162,7 +162,7 @@ class FakeVllm:
         self.ready.wait(10)
         lines = ["INFO 11-25 00:00:00 [vllm.py:1] Asynchronous scheduling is "
                  f"{'enabled' if async_scheduling(spec) else 'disabled'}.",
-                 MONITOR_LINE]  # vLLM arms its JIT monitor in every server once warmed up (``serve_bench.jit_judge``)
+                 MONITOR_LINE]  # vLLM arms its JIT monitor in every server once warmed up (``portable_spec_harness.jit_judge``)
         if spec.role == "ours":
             lines.append("INFO 11-25 00:00:01 [runner.py:227] portable_spec: drafter FULL graphs: 9 captured in "
                          "0.04 s, 56.0 MiB, sizes {'first_fused': [4, 8]}, 0 failed")

@@ -213,7 +213,7 @@ def pooled_cells(bench: PooledBench) -> dict[tuple, dict]:
     compiling nothing after boot with vLLM's JIT monitor armed. Some reports were written before the driver recorded
     whether the monitor was armed, so "no compile" is judged again from each call's committed server log
     (``jit_judge``: no compile line, the monitor armed), and where a report records it, it must say armed; ``bench.rounds`` in all, in the calls and in the pool."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     (baseline, _), (ours, _) = bench.variants
     reports = [results(path) for path in bench.call_reports()]

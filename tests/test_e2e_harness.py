@@ -445,7 +445,7 @@ def test_jit_events_are_read_from_vllms_monitor_lines_and_fail_our_variant_by_de
     """Every compilation counts (the child turns on vLLM's verbose monitor, so a second specialization of a kernel
     is a line of its own); our variant fails on any, unless allowed; upstream variants are only reported. The parent
     reads the log through ``jit_judge`` (one read: compiles and the monitor) and the check is jit_judge's verdict."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     log = tmp_path / "engine.log"
     log.write_text(
@@ -482,7 +482,7 @@ def test_our_variant_without_vllms_jit_monitor_fails_no_jit_during_inference(tmp
     missing from the engine's log) or when the row did not record it: jit_judge's verdict fails both, as it fails a
     serving check's server. The parent records what one read of the log says."""
     from portable_spec_harness.e2e import parent
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     log = tmp_path / "engine.log"
     log.write_text("INFO 11-23 10:00:00 [gpu_worker.py:1] warm-up done; no monitor line in this log\n")

@@ -55,7 +55,7 @@ def table(header: str) -> dict[str, list[str]]:
 
 
 def jit_compiles(log: Path) -> list[str]:
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     seen = jit_judge.read(log)
     assert seen.monitor_active, log
@@ -242,7 +242,7 @@ def test_the_c8_p99_miss_is_the_quantile_edge_of_equal_prefill_gaps():
 
 
 def test_ours_compiled_nothing_after_boot_and_upstream_the_three_named():
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     for call, report in call_reports().items():
         folder = SERVE / call / "serve-bench"

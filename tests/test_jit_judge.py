@@ -1,4 +1,4 @@
-"""The one judge of "no kernel compiled after boot" (``serve_bench.jit_judge``) that the serving benchmark, the join
+"""The one judge of "no kernel compiled after boot" (``portable_spec_harness.jit_judge``) that the serving benchmark, the join
 probe and the sampling sweep share: one read of a server log gives the compiles and whether vLLM's JIT monitor was
 armed; a variant of ours (by kind: ``ours@async`` is ours) fails on a compile after boot, on a monitor that never
 armed, and on a result that did not record the monitor. Each planted fault below fails the judge on its own."""
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness import jit_judge
 from soak_fake_server import COMPILE_LINE, MONITOR_LINE
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -56,7 +56,7 @@ def test_no_engine_of_ours_compiled_after_boot_as_its_committed_log_shows():
     """The run predates the rows' monitor field, so its committed engine logs are judged (``jit_judge``): every engine
     of ours (musa-sim and our CUDA comparison) armed vLLM's JIT monitor and compiled nothing after boot, while MRV2 on
     vLLM's platform compiled sampling kernels at its first requests (the check sees a compile)."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     ours = [*sorted(RUN.glob("ms028*/musa_sim/*_musa_sim_*.log.gz")),
             *sorted(RUN.glob("ms028*/musa_sim/*_cuda_triton_*.log.gz"))]

@@ -3,7 +3,8 @@ refused everywhere is vLLM's limit, not ours; a sweep that served nothing of our
 
 import pytest
 
-from portable_spec_harness.serve_bench import jit_judge, one_server, sampling_sweep as sweep
+from portable_spec_harness import jit_judge
+from portable_spec_harness.serve_bench import one_server, sampling_sweep as sweep
 
 KINDS = ["greedy", "top_k", "min_p"]
 EXPECTED = len(sweep.batches(KINDS)) + 1

@@ -47,7 +47,7 @@ def metrics_text(preempted: float = 0, hits: float = 0, chunked: float = 0, spec
 
 def jit_log(text: str) -> dict:
     """What ``logscan`` records of a log's JIT monitor lines (``jit_judge``'s keys), and nothing else of it."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     scanned = logscan.scan_text(text)
     return {k: scanned[k] for k in (jit_judge.COMPILES_KEY, jit_judge.MONITOR_KEY)}
@@ -271,10 +271,10 @@ def test_our_drafter_must_be_what_it_claims():
     (MONITOR_LINE + "\n" + COMPILE_LINE.format(kernel="_topk_topp_kernel") + "\n", "compiled_after_boot"),
 ], ids=["monitor_never_armed", "compiled_after_boot"])
 def test_our_server_without_the_jit_monitor_or_with_a_compile_after_boot_fails(log, why):
-    """"No compile after boot" is ``serve_bench.jit_judge``'s verdict on the log as ``logscan`` read it: a log whose
+    """"No compile after boot" is ``portable_spec_harness.jit_judge``'s verdict on the log as ``logscan`` read it: a log whose
     vLLM JIT monitor never logged "Kernel JIT monitor activated" fails (zero compile lines prove nothing), and so does
     a compile after boot; only our servers are judged (a baseline's compiles are recorded, as in the serving checks)."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     runs = good_runs()
     for r in runs.values():
@@ -294,7 +294,7 @@ def test_our_server_without_the_jit_monitor_or_with_a_compile_after_boot_fails(l
 def test_a_log_never_scanned_or_scanned_before_the_monitor_was_recorded_fails_no_compile_after_boot():
     """A server whose log could not be read (``logscan.scan``'s ``unreadable``), or a report scanned before the soak
     recorded the monitor (only the old ``jit_during_inference`` count), says "not recorded" and fails."""
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     for log in ({"unreadable": "FileNotFoundError: x"}, {"jit_during_inference": 0}):
         runs = good_runs()
@@ -480,7 +480,7 @@ def test_the_committed_draft_model_soak_rejudged_for_compiles_after_boot():
     requests; our warm-up covers greedy and sampled requests), so today's check would fail that server."""
     from pathlib import Path
 
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     folder = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-h200-session25/soaksweep026/soak"
     report = json.loads((folder / "soak.json").read_text())

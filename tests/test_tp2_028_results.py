@@ -148,7 +148,7 @@ def test_the_short_runs_are_the_ones_listed():
 
 
 def test_ours_compiled_nothing_after_boot_and_upstream_did():
-    from portable_spec_harness.serve_bench import jit_judge
+    from portable_spec_harness import jit_judge
 
     for call in CALLS:
         folder = SERVE / call / "serve-bench"

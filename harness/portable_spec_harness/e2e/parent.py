@@ -15,7 +15,7 @@ from typing import Any
 
 from portable_spec.envs import INJECT_BUG_ENV
 from portable_spec_harness.e2e.configs import VARIANTS
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness import jit_judge
 from portable_spec_harness.vllm_door.offline import MULTICAST_OFF_ENV
 
 ISOLATION_ENV = {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",

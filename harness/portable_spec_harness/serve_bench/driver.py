@@ -36,7 +36,8 @@ from portable_spec_harness.e2e.bench import progress_bar
 from portable_spec_harness.e2e.interleave import rotation
 from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench import client as client_mod
-from portable_spec_harness.serve_bench import jit_judge, memory, plan, report, servers
+from portable_spec_harness import jit_judge
+from portable_spec_harness.serve_bench import memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
 from portable_spec_harness.serve_bench.servers import BenchServer
 

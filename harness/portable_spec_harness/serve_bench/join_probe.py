@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.serve_bench import jit_judge, memory, plan
+from portable_spec_harness import jit_judge
+from portable_spec_harness.serve_bench import memory, plan
 from portable_spec_harness.serve_bench.driver import exit_on_term
 from portable_spec_harness.serve_bench.one_server import HOST, booted
 from portable_spec_harness.serve_bench.pairs import read_config, resolve

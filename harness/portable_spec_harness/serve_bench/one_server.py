@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from portable_spec_harness import vllm_serve
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness import jit_judge
 from portable_spec_harness.serve_bench.servers import FACTS_METHOD, BenchServer, launch
 
 HOST = "127.0.0.1"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness.e2e.interleave import rotation
+from portable_spec_harness.serve_bench.variant_names import SUFFIX_SEPARATOR, kind_of, suffix_of
 
 VARIANTS = {"upstream_v1": "upstream_v1", "ours": "full_drafter", "mrv2": "mrv2", "ours_mrv2": "ours_platform_mrv2"}
 """Bench name -> ``harness/e2e/configs.py`` variant: vLLM's drafter under PIECEWISE graphs on vLLM's own platform
@@ -123,14 +124,9 @@ def cell_of(run: dict, workload: dict) -> Cell:
     return Cell(int(input_len), run.get("sampling") or legacy_sampling(workload), int(run["concurrency"]))
 
 
-def kind_of(variant: str) -> str:
-    """What a bench variant's server runs, a key of ``VARIANTS`` (``ours@async`` -> ``ours``)."""
-    return variant.partition("@")[0]
-
-
 def scheduling_of(variant: str, default: str) -> str:
     """The ``--async-scheduling`` choice a bench variant's server is asked for: its suffix's, else ``default``."""
-    suffix = variant.partition("@")[2]
+    suffix = suffix_of(variant)
     return SCHEDULING_SUFFIXES[suffix] if suffix else default
 
 
@@ -143,7 +139,7 @@ def checked_variants(text: str, default: str) -> tuple[str, ...]:
         raise PortableSpecError(f"--variants {text!r}: use some of {', '.join(VARIANTS)}, each with an optional "
                                 f"@{' or @'.join(SCHEDULING_SUFFIXES)}")
     for v in names:
-        if "@" in v and v.partition("@")[2] not in SCHEDULING_SUFFIXES:
+        if SUFFIX_SEPARATOR in v and suffix_of(v) not in SCHEDULING_SUFFIXES:
             raise PortableSpecError(f"--variants {text!r}: {v}'s suffix is unknown: end it in " + " or ".join(
                 f"@{s} (--async-scheduling {c})" for s, c in SCHEDULING_SUFFIXES.items()) + ", or in nothing for "
                 "--async-scheduling's choice")

@@ -10,7 +10,7 @@ error event in a stream, a hang, a broken connection), a server that did not boo
 drafter on ours and vLLM's drafter on the eager reference (read in each worker through ``probe.SoakWorkerExtension``), async
 scheduling as asked, our capture line logged, no draft key running eagerly, no input-pointer mismatch, our first-pass
 and chain graphs (DFlash: block graphs) replayed during the load, no kernel compiled after boot with vLLM's JIT monitor
-armed (``serve_bench.jit_judge``'s verdict on the log's scan: a log whose monitor never armed, or a scan that did not
+armed (``portable_spec_harness.jit_judge``'s verdict on the log's scan: a log whose monitor never armed, or a scan that did not
 record it, fails), no ERROR line in any server log, and on our servers every condition
 counted above zero (``conditions.failing``). At tensor parallel the server runs at the TP asked, and our drafter's
 every rank is judged from its own probe reading (``rank_checks``).
@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from portable_spec.draft.dispatcher import BLOCK
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.e2e.exactness import Verdict
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness import jit_judge
 from portable_spec_harness.soak import budget, conditions, metrics
 from portable_spec_harness.soak.loadgen import Choice, Outcome
 from portable_spec_harness.soak.metrics import GaugeTrace, Sample

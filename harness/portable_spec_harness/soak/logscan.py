@@ -1,6 +1,6 @@
 """What a soak server's log says about our drafter and the engine: our capture line, draft keys that run eagerly, a
 drafter left to vLLM's path, the warm-up line, vLLM's ERROR lines and tracebacks, its JIT monitor's compiles after
-boot and whether the monitor armed (read by ``serve_bench.jit_judge``, the one judge of "no compile after boot"), and
+boot and whether the monitor armed (read by ``portable_spec_harness.jit_judge``, the one judge of "no compile after boot"), and
 its one line on async scheduling. The lines are the adapter's own (``draft/capture_log.py``, ``draft/runner.py``,
 ``spec_decode/policy.py``, ``worker/kernel_warmup.py``) and vLLM 0.26.0's."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from portable_spec.draft.capture_log import CAPTURE_LOG_PREFIX
 from portable_spec_harness.e2e.parent import clipped
-from portable_spec_harness.serve_bench import jit_judge
+from portable_spec_harness import jit_judge
 
 EAGER_KEY = re.compile(r"portable_spec: draft key .* runs eagerly")
 LEFT_TO_UPSTREAM = "portable_spec: drafter left to upstream vLLM"

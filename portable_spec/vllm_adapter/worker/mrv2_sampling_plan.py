@@ -67,8 +67,7 @@ def request_sampling(profile: str, index: int, joined: bool = False, logprobs: b
 def max_rows(limits: Limits) -> int:
     """The most rows one ``_topk_topp_kernel`` launch can get: a request each (main sampler) or 1+K per verifying
     request (rejection sampler), within the step's token budget."""
-    verifying = min(limits.max_reqs, limits.max_tokens // (limits.k + 1))
-    return max(min(limits.max_reqs, limits.max_tokens), verifying * (limits.k + 1))
+    return limits.max_sampler_rows(limits.k + 1)
 
 
 def reachable_keys(limits: Limits, sampling: SamplingLimits) -> frozenset:

@@ -162,8 +162,7 @@ class Mrv2SamplingPlan:
 def max_rows(limits: Limits) -> int:
     """The most rows one launch of ``_topk_topp_kernel`` can get: one per request (main sampler) or K per verifying
     request (rejection sampler), within the step's token budget."""
-    verifying = min(limits.max_reqs, limits.max_tokens // (limits.k + 1))
-    return max(min(limits.max_reqs, limits.max_tokens), verifying * limits.k)
+    return limits.max_sampler_rows(limits.k)
 
 
 def sampled_reachable_keys(limits: Limits, sampling: SamplingLimits) -> frozenset:

@@ -117,6 +117,13 @@ class Limits:
         """Slots the scheduler allocates beyond the scheduled tokens (``Scheduler.num_lookahead_tokens``)."""
         return self.k + 1 if self.dflash else self.k
 
+    def max_sampler_rows(self, rows_per_verifying_request: int) -> int:
+        """The most rows one sampler-kernel launch can get: a request each (the main sampler), or
+        ``rows_per_verifying_request`` per request a step can verify within its token budget (the rejection sampler:
+        K on the V1 runner, 1+K under Model Runner V2)."""
+        verifying = min(self.max_reqs, self.max_tokens // (self.k + 1))
+        return max(min(self.max_reqs, self.max_tokens), verifying * rows_per_verifying_request)
+
     def tile_extra(self, kernel: str) -> int:
         """What a tiled input kernel adds to the longest query before rounding up to its tile."""
         return self.k + 1 if kernel == DFLASH_INPUTS else self.expand_slots

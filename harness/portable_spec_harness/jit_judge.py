@@ -6,7 +6,7 @@ through ``scan`` / ``read`` too and decide through ``verdict``.
 Why one: each check used to judge its own way, and they disagreed. Only the sweep required vLLM's "Kernel JIT monitor
 activated" line, although zero compile lines from a server whose monitor never armed prove nothing; the join probe
 judged variants by their raw name, so ``ours@async`` went unjudged there; the soak and the e2e drivers counted the
-compile lines alone. Here a variant is judged by its kind (``plan.kind_of``; the soak and the e2e drivers judge their
+compile lines alone. Here a variant is judged by its kind (``variant_names.kind_of``; the soak and the e2e drivers judge their
 servers of ours by role), and one of ours fails when it compiled after boot or when its monitor was not armed.
 
 A result written before the monitor was read (session 18's join probes, serve-bench JSON written before the driver
@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from portable_spec_harness.serve_bench.variant_names import kind_of
 
 JUDGED_KINDS = ("ours", "ours_mrv2")
 """Kinds whose servers must compile nothing after boot (our warm-up covers greedy and sampled requests); every other
@@ -80,9 +82,7 @@ def recorded(result: dict[str, Any], compiles_key: str = COMPILES_KEY) -> JitLog
 
 def judged(variant: str) -> bool:
     """Whether ``variant`` is one of ours (``ours@async``, ``ours_mrv2@sync`` are), judged rather than a baseline."""
-    from portable_spec_harness.serve_bench import plan  # here: plan imports e2e, whose parent imports this judge
-
-    return plan.kind_of(variant) in JUDGED_KINDS
+    return kind_of(variant) in JUDGED_KINDS
 
 
 def problems(variant: str, jit: JitLog, see: str = "", ready: bool = True) -> list[str]:
