@@ -239,6 +239,14 @@ def test_the_c8_p99_miss_is_the_quantile_edge_of_equal_prefill_gaps():
     assert f"{span(totals['ours'], 1)} s on ours and {span(totals['upstream_v1'], 1)} s upstream" in text
     per_round = sorted(float(r[-1]) for r in rows.values())
     assert f"the ratio's median is {per_round[1]:.3f}" in text
+    paired = {c: summary()["ours_over_upstream_v1"][PAIR][MODE][f"in{LENGTH}/greedy/c{c}"]["paired_p99_itl_ms"]
+              for c in CONCURRENCY}
+    assert all(p["passes"] == 3 and p["unpaired_rounds"] == 0 for p in paired.values())
+    assert paired[8]["median"] == round(per_round[1], 3)  # the summary's pairing is the table's
+    low, high = paired[8]["interval"]
+    assert f"{paired[8]['median']:.3f} [{low:.3f}, {high:.3f}] at c=8" in text
+    assert (f"{paired[1]['median']:.3f}, {paired[2]['median']:.3f} and {paired[32]['median']:.3f} at c = 1, 2, 32"
+            in text)
 
 
 def test_ours_compiled_nothing_after_boot_and_upstream_the_three_named():

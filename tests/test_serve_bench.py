@@ -456,13 +456,36 @@ def test_cells_and_ratios_from_runs_and_an_empty_cell_is_an_error_not_a_zero():
         "runs": 0, "failed": 1, "error": f"no runs for upstream_v1 {two} output_throughput"}
     ratios = stats.ratios(table, runs, "ours", "upstream_v1", cells, workload)
     paired = ratios[one].pop("paired_output_tok_s")
-    assert ratios[one] == {"output_tok_s": round(100 / 45, 4), "median_tpot_ms": round(0.1 / 0.225, 4)}
+    assert ratios[one].pop("paired_p99_itl_ms")["passes"] == 2
+    assert ratios[one] == {"output_tok_s": round(100 / 45, 4), "median_tpot_ms": round(0.1 / 0.225, 4),
+                           "p99_itl_ms": 1.0}
     assert paired["passes"] == 2 and paired["unpaired_rounds"] == 1  # round 2 ran ours only
     assert paired["median"] == round((90 / 40 + 100 / 50) / 2, 3)
     assert "error" in ratios[two]
     assert "error" in stats.ratios(table, runs, "ours", "mrv2", cells[:1], workload)[one]
     runs[0]["result"]["stall_total_ms"] = 120.0  # one run has a stall total: every run of its cell must
     assert "stall_total_ms" in stats.cells(runs, ["ours"], cells, workload)["ours"][one]["error"]
+
+
+def test_p99_itl_is_paired_round_by_round_where_the_medians_of_p99s_come_from_different_rounds():
+    """Session 28's c=8 cell at 4096 in: each engine's p99 ITL flips between ~95 and ~150 ms with a few prefill gaps
+    either way. The ratio of the two medians (148.0 / 112.0) pairs ours' round 2 with upstream's round 2 only by
+    chance; round by round the ratios are 1.011, 0.978, 1.322, median 1.011."""
+    ours_p99, upstream_p99 = (151.6, 95.1, 148.0), (150.0, 97.2, 112.0)
+    runs = [{"variant": variant, "concurrency": 8, "round": r, "result": {**_result(100.0, 1.0), "p99_itl_ms": p99}}
+            for variant, p99s in (("ours", ours_p99), ("upstream_v1", upstream_p99)) for r, p99 in enumerate(p99s)]
+    workload = {"input_len": 4096, "temperature": 0.0, "concurrency": [8]}
+    cells = plan.workload_cells(workload)
+    key = cells[0].key
+    table = stats.cells(runs, ["ours", "upstream_v1"], cells, workload)
+    ratios = stats.ratios(table, runs, "ours", "upstream_v1", cells, workload)[key]
+    assert ratios["p99_itl_ms"] == round(148.0 / 112.0, 4)  # the ratio of medians: past issue 41's 1.25
+    paired = ratios["paired_p99_itl_ms"]
+    assert paired["passes"] == 3 and paired["unpaired_rounds"] == 0
+    assert paired["median"] == round(151.6 / 150.0, 3)
+    del runs[0]["result"]["p99_itl_ms"]  # a run without the metric: its round is left out and counted, never a 0
+    paired = stats.paired(runs, "ours", "upstream_v1", cells[0], workload, "p99_itl_ms")
+    assert paired["passes"] == 2 and paired["unpaired_rounds"] == 1
 
 
 # ------------------------------------------------------------------------------------------------ client

@@ -268,10 +268,12 @@ def _ratio_lines(report: dict[str, Any], input_len: int, sampling: str) -> list[
         for c in report["workload"]["concurrency"]:
             r = ratios.get(Cell(input_len, sampling, c).key, {"error": "no cell"})
             pair = r.get("paired_output_tok_s") or {}
+            p99 = r.get("paired_p99_itl_ms") or {}
+            itl = f", p99 ITL paired {p99['median']:.3f}" if p99.get("passes") else ""
             parts.append(f"c={c}: error" if "error" in r else
                          f"c={c}: tok/s {r['output_tok_s']:.3f} (paired {pair['median']:.3f} "
                          f"[{pair['interval'][0]:.3f}, {pair['interval'][1]:.3f}], {pair['passes']} rounds), "
-                         f"TPOT {r['median_tpot_ms']:.3f}" if pair.get("passes") else
+                         f"TPOT {r['median_tpot_ms']:.3f}{itl}" if pair.get("passes") else
                          f"c={c}: tok/s {r['output_tok_s']:.3f}, TPOT {r['median_tpot_ms']:.3f}")
         lines.append(f"  {key}: " + "  ".join(parts))
     return lines

@@ -21,8 +21,14 @@ its timed seconds)."""
 OPTIONAL_METRICS = ("stall_total_ms", "stall_gaps")
 """Kept like ``CELL_METRICS`` where any run of the cell has them (``client.stall_total``; results saved before the
 stall threshold existed have none, and their cells simply lack these), required of every run once one has them."""
-RATIO_METRICS = {"output_tok_s": "output_throughput", "median_tpot_ms": "median_tpot_ms"}
-"""Ratio name -> cell metric. Ours over a baseline: above 1 on output tok/s is faster; below 1 on median TPOT is."""
+RATIO_METRICS = {"output_tok_s": "output_throughput", "median_tpot_ms": "median_tpot_ms", "p99_itl_ms": "p99_itl_ms"}
+"""Ratio name -> cell metric. Ours over a baseline: above 1 on output tok/s is faster; below 1 on median TPOT or p99
+ITL is."""
+PAIRED_METRICS = {"paired_output_tok_s": "output_throughput", "paired_p99_itl_ms": "p99_itl_ms"}
+"""Paired ratio name -> run metric, judged round by round (``paired``). p99 ITL is paired as well as taken as a ratio of
+medians: where a small share of long gaps (a long prompt's prefill joining a decode) sits near the 99th percentile,
+each run's p99 lands on one side of that edge or the other, so the median of one engine's p99s and the median of the
+other's can come from different rounds; a round's two runs, back to back, met the same arrivals."""
 
 
 class MissingData(ValueError):
@@ -74,15 +80,19 @@ def _cell(mine: list[dict[str, Any]], what: str) -> dict[str, Any]:
     return out
 
 
-def paired(runs: list[dict[str, Any]], ours: str, base: str, cell: Cell, workload: dict[str, Any]) -> dict[str, Any]:
-    """Ours over ``base`` on output tok/s round by round in ``cell`` (a round's two runs ran back to back, so their
+def paired(runs: list[dict[str, Any]], ours: str, base: str, cell: Cell, workload: dict[str, Any],
+           metric: str = "output_throughput") -> dict[str, Any]:
+    """Ours over ``base`` on ``metric`` round by round in ``cell`` (a round's two runs ran back to back, so their
     ratio cancels the host's drift), judged as ``portable-spec bench pool`` judges e2e passes: ``paired.py``'s median
     with its seeded bootstrap interval. Rounds pair only within a report (a run's ``source``, set when reports are
-    combined, and its ``round``); a round missing either side is left out and counted."""
+    combined, and its ``round``); a round missing either side, or a run without the metric, is left out and
+    counted."""
     by_round: dict[tuple[Any, int], dict[str, float]] = {}
     for r in runs:
         if r["variant"] in (ours, base) and "error" not in r and cell_of(r, workload) == cell:
-            by_round.setdefault((r.get("source"), r["round"]), {})[r["variant"]] = r["result"]["output_throughput"]
+            sides = by_round.setdefault((r.get("source"), r["round"]), {})
+            if r["result"].get(metric) is not None:
+                sides[r["variant"]] = r["result"][metric]
     ratios = [sides[ours] / sides[base] for sides in by_round.values()
               if len(sides) == 2 and sides[base] > 0 and sides[ours] >= 0]
     return {**paired_from_ratios(ratios), "unpaired_rounds": len(by_round) - len(ratios)}
@@ -90,7 +100,8 @@ def paired(runs: list[dict[str, Any]], ours: str, base: str, cell: Cell, workloa
 
 def ratios(table: dict[str, dict[str, Any]], runs: list[dict[str, Any]], ours: str, base: str, cell_list: list[Cell],
            workload: dict[str, Any]) -> dict[str, Any]:
-    """cell key -> {ratio name: ours' median / base's median, "paired_output_tok_s": ``paired``} or {"error": why}."""
+    """cell key -> {ratio name: ours' median / base's median, paired name: ``paired`` on its metric} or
+    {"error": why}."""
     out: dict[str, Any] = {}
     for cell in cell_list:
         key = cell.key
@@ -103,7 +114,8 @@ def ratios(table: dict[str, dict[str, Any]], runs: list[dict[str, Any]], ours: s
                     raise MissingData(f"{key}: {side}: {entry['error']}")
             out[key] = {name: ratio(mine[metric]["median"], theirs[metric]["median"], f"{key} {name}")
                         for name, metric in RATIO_METRICS.items()}
-            out[key]["paired_output_tok_s"] = paired(runs, ours, base, cell, workload)
+            for name, metric in PAIRED_METRICS.items():
+                out[key][name] = paired(runs, ours, base, cell, workload, metric)
         except MissingData as exc:
             out[key] = {"error": str(exc)}
     return out
