@@ -7,11 +7,12 @@ prefill-gap counts that explain the c=8 miss. A changed number in the README or 
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from pathlib import Path
 
 import pytest
+
+from results_readback import load, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200-session28"
@@ -35,23 +36,6 @@ def folded() -> str:
     return " ".join(readme().split())
 
 
-def load(path: Path) -> dict:
-    return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
-
-
-def table(header: str) -> dict[str, list[str]]:
-    """The README table whose header row starts with ``header``: its rows' cells keyed by the first cell."""
-    lines = readme().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(header))
-    rows = {}
-    for line in lines[start + 2:]:
-        line = line.strip()
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1:]
-    assert rows, header
-    return rows
 
 
 def jit_compiles(log: Path) -> list[str]:
@@ -104,7 +88,7 @@ def test_the_mrv2_sampling_sweep_rows_are_the_reports():
     folder = RUN / "sweep028" / "sampling-sweep"
     assert jit_compiles(folder / "server_ours_mrv2.log.gz") == []
     assert set(jit_compiles(folder / "server_mrv2.log.gz")) == SWEEP_MRV2_COMPILES
-    rows = table("| variant | batches served |")
+    rows = table(readme(), "| variant | batches served |")
     assert rows["MRV2 on our platform (`ours_mrv2`)"][0] == "28 of 32 (54 requests)"
     assert rows["MRV2 on our platform (`ours_mrv2`)"][2] == "**none**"
     printed = set(re.findall(r"`(\w+)`", rows["MRV2 on vLLM's platform (`mrv2`)"][2]))
@@ -187,7 +171,7 @@ def test_the_table_prints_the_pooled_numbers_and_meets_the_throughput_targets():
     s = summary()
     cells = s["pairs"][PAIR][MODE]["cells"]
     ratios = s["ours_over_upstream_v1"][PAIR][MODE]
-    rows = table("| c | upstream V1 out tok/s | ours out tok/s |")
+    rows = table(readme(), "| c | upstream V1 out tok/s | ours out tok/s |")
     assert sorted(rows, key=int) == [str(c) for c in CONCURRENCY]
     for c in CONCURRENCY:
         key = f"in{LENGTH}/greedy/c{c}"
@@ -215,7 +199,7 @@ def gaps(report: dict, variant: str, c: int) -> dict:
 
 
 def test_the_c8_p99_miss_is_the_quantile_edge_of_equal_prefill_gaps():
-    rows = table("| round | gaps ≥ 100 ms, upstream / ours |")
+    rows = table(readme(), "| round | gaps ≥ 100 ms, upstream / ours |")
     reports = call_reports()
     means = {"upstream_v1": [], "ours": []}
     longest = {"upstream_v1": [], "ours": []}

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from results_readback import load, table
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session27"
 MATRIX = RUN / "tp2ctx028" / "tp2-matrix"
@@ -34,21 +36,6 @@ def readme() -> str:
     return (RUN / "README.md").read_text()
 
 
-def load(path: Path) -> dict:
-    return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
-
-
-def table(text: str, header: str) -> dict[str, list[str]]:
-    """The README table whose header row starts with ``header``: its rows' cells keyed by the first cell."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header))
-    rows = {}
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[cells[0]] = cells[1:]
-    return rows
 
 
 def tp2_parts() -> dict[str, dict]:
