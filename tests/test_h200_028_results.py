@@ -94,8 +94,10 @@ def test_the_mrv2_sampling_sweep_rows_are_the_reports():
     printed = set(re.findall(r"`(\w+)`", rows["MRV2 on vLLM's platform (`mrv2`)"][2]))
     assert printed == SWEEP_MRV2_COMPILES
     ours_log = gzip.open(folder / "server_ours_mrv2.log.gz", "rt").read()
-    warmup = re.search(r"Model Runner V2 sampled warm-up: (\d+) steps .*? in ([\d.]+) s; (\d+) Triton compiles", ours_log)
-    assert warmup and f"{warmup.group(1)} steps" in folded() and f"{warmup.group(2)} s; {warmup.group(3)} Triton" in folded()
+    warmup = re.search(r"Model Runner V2 sampled warm-up: (\d+) steps .*? in ([\d.]+) s; (\d+) Triton compiles",
+                       ours_log)
+    text = folded()
+    assert warmup and f"{warmup.group(1)} steps" in text and f"{warmup.group(2)} s; {warmup.group(3)} Triton" in text
 
 
 # --- the soak -------------------------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ through ``scan`` / ``read`` too and decide through ``verdict``.
 Why one: each check used to judge its own way, and they disagreed. Only the sweep required vLLM's "Kernel JIT monitor
 activated" line, although zero compile lines from a server whose monitor never armed prove nothing; the join probe
 judged variants by their raw name, so ``ours@async`` went unjudged there; the soak and the e2e drivers counted the
-compile lines alone. Here a variant is judged by its kind (``variant_names.kind_of``; the soak and the e2e drivers judge their
-servers of ours by role), and one of ours fails when it compiled after boot or when its monitor was not armed.
+compile lines alone. Here a variant is judged by its kind (``serve_bench.variant_names.kind_of``; the soak and the
+e2e drivers judge their servers of ours by role), and one of ours fails when it compiled after boot or when its
+monitor was not armed.
 
 A result written before the monitor was read (session 18's join probes, serve-bench JSON written before the driver
 recorded it) has no ``jit_monitor_active``: ``recorded`` reads that as "not recorded", which fails the judge as well,
