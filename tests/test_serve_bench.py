@@ -469,8 +469,8 @@ def test_cells_and_ratios_from_runs_and_an_empty_cell_is_an_error_not_a_zero():
 
 def test_p99_itl_is_paired_round_by_round_where_the_medians_of_p99s_come_from_different_rounds():
     """Session 28's c=8 cell at 4096 in: each engine's p99 ITL flips between ~95 and ~150 ms with a few prefill gaps
-    either way. The ratio of the two medians (148.0 / 112.0) pairs ours' round 2 with upstream's round 2 only by
-    chance; round by round the ratios are 1.011, 0.978, 1.322, median 1.011."""
+    either way. Both medians (148.0 and 112.0) are round 2's p99s, so their ratio is that one round's; round by round
+    the ratios are 1.011, 0.978, 1.322, median 1.011."""
     ours_p99, upstream_p99 = (151.6, 95.1, 148.0), (150.0, 97.2, 112.0)
     runs = [{"variant": variant, "concurrency": 8, "round": r, "result": {**_result(100.0, 1.0), "p99_itl_ms": p99}}
             for variant, p99s in (("ours", ours_p99), ("upstream_v1", upstream_p99)) for r, p99 in enumerate(p99s)]
