@@ -1,0 +1,120 @@
+"""The serving tables' coverage (``serve_bench/coverage.py``): which cells the committed pooled summaries measured,
+with how many rounds, on which TP, and each cell's verdict on its table's targets. Read over the real committed
+results (session 28's 4096-token row, session 27's TP=2 row) and over fabricated summaries that must miss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from portable_spec.errors import PortableSpecError
+from portable_spec_harness.serve_bench import coverage
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+SESSION28 = "bench/results/2026-11-29-h200-session28/e3g4k028/pooled/serve_bench_summary.json"
+
+
+def cell(report: dict, pair: str, mode: str, base: str, key: str) -> dict:
+    found = [c for c in report["cells"] if (c["pair"], c["mode"], c["baseline"], c["cell"]) == (pair, mode, base, key)]
+    assert len(found) == 1, (pair, mode, base, key)
+    return found[0]
+
+
+def test_session_28s_4096_row_is_counted_and_meets_issue_41s_targets_with_p99_judged_paired():
+    report = coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT)
+    assert report["summaries_read"] >= 11 and report["measurements_read"] > 0
+    for c in (1, 2, 8, 32):
+        entry = cell(report, "llama8b_eagle3", "designed-partial", "upstream_v1", f"in4096/greedy/c{c}")
+        (m,) = entry["measurements"]
+        assert m["summary"] == SESSION28 and m["rounds"] == 3 and m["vllm"] == ["0.28.0"] and m["counted"]
+        assert m["tensor_parallel"] == 1 and entry["meets"], (c, m)
+    c8 = cell(report, "llama8b_eagle3", "designed-partial", "upstream_v1", "in4096/greedy/c8")["measurements"][0]
+    assert c8["p99_itl_judged"] == "paired" and c8["p99_itl"] == 1.011  # 1.32 as a ratio of medians (session 28)
+    assert "qwen3moe30b_eagle3 dummy vs upstream_v1 in128/greedy/c1" in report["missing"]
+    assert report["counted"] + len(report["missing"]) == report["cells_in_table"] == 120
+
+
+def test_a_cell_measured_at_tp2_belongs_to_issue_37s_table_not_issue_41s():
+    key = "in1024/greedy/c1"
+    tp1 = cell(coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT), "llama8b_eagle3", "designed-partial",
+               "upstream_v1", key)
+    assert tp1["measurements"] == [] and not tp1["counted"]
+    tp2 = cell(coverage.coverage(coverage.ISSUE_37, RESULTS, ROOT), "llama8b_eagle3", "designed", "upstream_v1", key)
+    (m,) = tp2["measurements"]
+    assert m["tensor_parallel"] == 2 and m["counted"] and m["verdicts"] == {"output_tok_s": True}  # 1.67 >= 1.10
+
+
+def write_summary(folder: Path, ratios: dict, rounds: int = 3, cells: dict | None = None, mode: str = "dummy",
+                  workload: dict | None = None) -> Path:
+    folder.mkdir(parents=True)
+    summary = {"kind": "serve_bench_summary",
+               "pairs": {"qwen3moe30b_eagle3": {mode: {"sources": [], "device": ["NVIDIA H200"], "vllm": ["0.26.0"],
+                                                      "rounds": rounds, "workload": workload or {},
+                                                      "cells": cells or {}}}},
+               "ours_over_upstream_v1": {"qwen3moe30b_eagle3": {mode: ratios}}}
+    path = folder / "serve_bench_summary.json"
+    path.write_text(json.dumps(summary))
+    return path
+
+
+def test_a_cell_below_a_target_misses_and_fewer_rounds_are_listed_not_counted(tmp_path):
+    write_summary(tmp_path / "a", {"in128/greedy/c1": {"output_tok_s": 0.99},
+                                   "in128/greedy/c2": {"output_tok_s": 1.2,
+                                                       "paired_p99_itl_ms": {"median": 1.3, "passes": 3}}})
+    write_summary(tmp_path / "b", {"in128/greedy/c8": {"output_tok_s": 1.5}}, rounds=2)
+    report = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    slow = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c1")
+    assert slow["counted"] and not slow["meets"]
+    assert slow["measurements"][0]["verdicts"] == {"output_tok_s": False, "p99_itl": False}  # no p99 data: a miss
+    paused = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c2")
+    assert paused["measurements"][0]["verdicts"] == {"output_tok_s": True, "p99_itl": False}
+    short = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c8")
+    assert short["measurements"] and not short["counted"]
+    assert (report["counted"], report["meeting_every_target"]) == (2, 0)
+    grid = coverage.text(report, coverage.ISSUE_41)
+    assert "0.99!" in grid and "1.20!" in grid and "(1)" in grid
+
+
+def test_p99_without_a_pairing_is_judged_on_the_ratio_of_medians(tmp_path):
+    cells = {"ours": {"in128/greedy/c1": {"p99_itl_ms": {"median": 12.0}}},
+             "upstream_v1": {"in128/greedy/c1": {"p99_itl_ms": {"median": 10.0}}}}
+    write_summary(tmp_path / "a", {"in128/greedy/c1": {"output_tok_s": 1.1}}, cells=cells)
+    (m,) = cell(coverage.coverage(coverage.ISSUE_41, tmp_path), "qwen3moe30b_eagle3", "dummy", "upstream_v1",
+                "in128/greedy/c1")["measurements"]
+    assert (m["p99_itl"], m["p99_itl_judged"], m["verdicts"]["p99_itl"]) == (1.2, "medians", True)
+
+
+def test_a_summary_written_before_the_axes_is_read_through_its_workload(tmp_path):
+    write_summary(tmp_path / "a", {"2": {"output_tok_s": 1.05}}, workload={"input_len": 1024, "temperature": 0.0})
+    entry = cell(coverage.coverage(coverage.ISSUE_41, tmp_path), "qwen3moe30b_eagle3", "dummy", "upstream_v1",
+                 "in1024/greedy/c2")
+    assert entry["counted"] and entry["measurements"][0]["output_tok_s"] == 1.05
+
+
+def test_the_low_concurrency_floor_applies_to_designed_weights_only(tmp_path):
+    ratios = {"in256/greedy/c2": {"output_tok_s": 1.05}, "in256/greedy/c8": {"output_tok_s": 1.05}}
+    write_summary(tmp_path / "designed", ratios, mode="designed-perfect")
+    write_summary(tmp_path / "dummy", ratios)
+    table = coverage.Table("t", (coverage.Row("qwen3moe30b_eagle3", "designed", ("upstream_v1",)),
+                                 coverage.Row("qwen3moe30b_eagle3", "dummy", ("upstream_v1",))),
+                           (256,), ("greedy",), (2, 8), min_tok_s={"upstream_v1": 1.0},
+                           min_tok_s_low_c={"upstream_v1": 1.10})
+    report = coverage.coverage(table, tmp_path)
+    verdict = {(c["mode"], c["cell"]): c["meets"] for c in report["cells"]}
+    assert verdict == {("designed", "in256/greedy/c2"): False, ("designed", "in256/greedy/c8"): True,
+                       ("dummy", "in256/greedy/c2"): True, ("dummy", "in256/greedy/c8"): True}
+
+
+def test_no_summary_is_an_error_and_the_cli_exits_2_with_one_line(tmp_path, capsys):
+    with pytest.raises(PortableSpecError, match="no serve_bench_summary.json"):
+        coverage.coverage(coverage.ISSUE_41, tmp_path)
+    assert coverage.main(["--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--results" in err[0]
+    assert coverage.main(["--results", str(tmp_path), "--json"]) == 2
+    out = capsys.readouterr()
+    payload = json.loads(out.out)
+    assert out.err == "" and payload["exit"] == 2 and "--results" in payload["error"]
