@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from portable_spec_harness import zoo_base
 from portable_spec_harness.context_zoo.basis import HIDDEN
 from portable_spec_harness.context_zoo.rope_profile import Profile, patterns
 
@@ -87,23 +88,19 @@ def filler_attention(prefix: str, seed: int, tag: str, q_in: int = HIDDEN, *, bi
                      ) -> dict[str, Any]:
     """A layer's attention that computes something and adds nothing (``o_proj == 0``); ``bias``: random q/k/v biases
     too (a Qwen2-style layer)."""
-    from portable_spec_harness import model_zoo
-
     torch = _torch()
-    biases = {f"{prefix}.{n}_proj.bias": model_zoo._randn((size,), seed, f"{tag}{n}b")
+    biases = {f"{prefix}.{n}_proj.bias": zoo_base._randn((size,), seed, f"{tag}{n}b")
               for n, size in (("q", NUM_HEADS * HEAD_DIM), ("k", NUM_KV_HEADS * HEAD_DIM),
                               ("v", NUM_KV_HEADS * HEAD_DIM))} if bias else {}
-    return {**biases, f"{prefix}.q_proj.weight": model_zoo._randn((NUM_HEADS * HEAD_DIM, q_in), seed, tag + "q"),
-            f"{prefix}.k_proj.weight": model_zoo._randn((NUM_KV_HEADS * HEAD_DIM, q_in), seed, tag + "k"),
-            f"{prefix}.v_proj.weight": model_zoo._randn((NUM_KV_HEADS * HEAD_DIM, q_in), seed, tag + "v"),
+    return {**biases, f"{prefix}.q_proj.weight": zoo_base._randn((NUM_HEADS * HEAD_DIM, q_in), seed, tag + "q"),
+            f"{prefix}.k_proj.weight": zoo_base._randn((NUM_KV_HEADS * HEAD_DIM, q_in), seed, tag + "k"),
+            f"{prefix}.v_proj.weight": zoo_base._randn((NUM_KV_HEADS * HEAD_DIM, q_in), seed, tag + "v"),
             f"{prefix}.o_proj.weight": torch.zeros(HIDDEN, NUM_HEADS * HEAD_DIM)}
 
 
 def filler_mlp(prefix: str, seed: int, tag: str, intermediate: int) -> dict[str, Any]:
     """An MLP that computes something and adds nothing (``down_proj == 0``)."""
-    from portable_spec_harness import model_zoo
-
     torch = _torch()
-    return {f"{prefix}.gate_proj.weight": model_zoo._randn((intermediate, HIDDEN), seed, tag + "gate"),
-            f"{prefix}.up_proj.weight": model_zoo._randn((intermediate, HIDDEN), seed, tag + "up"),
+    return {f"{prefix}.gate_proj.weight": zoo_base._randn((intermediate, HIDDEN), seed, tag + "gate"),
+            f"{prefix}.up_proj.weight": zoo_base._randn((intermediate, HIDDEN), seed, tag + "up"),
             f"{prefix}.down_proj.weight": torch.zeros(HIDDEN, intermediate)}

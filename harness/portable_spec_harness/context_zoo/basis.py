@@ -20,6 +20,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from portable_spec_harness import zoo_base
+
 HIDDEN = 2048
 LATENT = 512  # MLA kv_lora_rank
 CODES = 8
@@ -34,13 +36,11 @@ def _torch():
 
 def hadamard(n: int, seed: int, tag: str):
     """n x n, +-1, rows exactly orthogonal: Sylvester rows in a seeded order with seeded column signs."""
-    from portable_spec_harness import model_zoo
-
     torch = _torch()
     had = torch.ones(1, 1)
     while had.shape[0] < n:
         had = torch.cat([torch.cat([had, had], 1), torch.cat([had, -had], 1)], 0)
-    g = model_zoo._generator(seed, tag)
+    g = zoo_base._generator(seed, tag)
     perm = torch.randperm(n, generator=g)
     signs = torch.randint(0, 2, (n,), generator=g).float() * 2 - 1
     return (had[perm] * signs).contiguous()
@@ -65,10 +65,8 @@ class Basis:
 
 @functools.lru_cache(maxsize=4)
 def basis(seed: int = 0) -> Basis:
-    from portable_spec_harness import model_zoo
-
     rows = hadamard(HIDDEN, seed, "context-basis")
-    vocab = model_zoo.VOCAB
+    vocab = zoo_base.VOCAB
     blocks = {name: rows[vocab + i * CODES: vocab + (i + 1) * CODES] for i, name in enumerate(BLOCKS)}
     z0 = rows[vocab + len(BLOCKS) * CODES]
     lat = hadamard(LATENT, seed, "context-latent")

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from portable_spec_harness import zoo_base
 from portable_spec_harness.context_zoo import function, mimo, mla, models
 
 FAMILIES = ("llama_ctx", "qwen3_ctx", "deepseek_mla", "mimo_ctx")
@@ -49,13 +50,11 @@ def draft_weights(method: str, seed: int, logit: float) -> dict[str, Any]:
 
 
 def expected_block(method: str, seed: int, k: int, logit: float) -> dict[str, Any]:
-    from portable_spec_harness import model_zoo
-
     return {**function.context_function(seed).as_json(), "f": None,
             "acceptance_per_position": function.expected_acceptance(method, k),
             "min_prompt_tokens": MIN_PROMPT_TOKENS[method], "target_logit": logit,
             "target_top_probability_t1": context_top_probability(logit),
-            "mask_token_id": model_zoo.MASK_ID, "eos_token_id": model_zoo.EOS_ID}
+            "mask_token_id": zoo_base.MASK_ID, "eos_token_id": zoo_base.EOS_ID}
 
 
 def context_top_probability(logit: float, temperature: float = 1.0) -> float:
@@ -63,38 +62,32 @@ def context_top_probability(logit: float, temperature: float = 1.0) -> float:
     c2])`` against the greedy one (see :mod:`.models`), the 512 other tokens 0."""
     import math
 
-    from portable_spec_harness import model_zoo
-
     counts: dict[float, int] = {}
     for g in range(function.GROUPS):
         for c1 in range(function.CLASSES):
             for c2 in range(function.CLASSES):
                 score = 0.5 * (g == 0) + 0.25 * (c1 == 0) + 0.25 * (c2 == 0)
                 counts[score] = counts.get(score, 0) + 1
-    counts[0.0] += model_zoo.VOCAB - function.TABLE_SIZE
+    counts[0.0] += zoo_base.VOCAB - function.TABLE_SIZE
     z = sum(n * math.exp(s * logit / temperature) for s, n in counts.items())
     return math.exp(logit / temperature) / z
 
 
 def link_mtp_draft(target: Path, draft: Path, manifest: dict[str, Any]) -> None:
     """``draft`` = the target's config + a relative symlink to its weights + the draft manifest."""
-    from portable_spec_harness import model_zoo
-
     tmp = draft.with_name(draft.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     shutil.copyfile(target / "config.json", tmp / "config.json")
     os.symlink(os.path.join("..", target.name, "model.safetensors"), tmp / "model.safetensors")
-    model_zoo._write_json(tmp / model_zoo.MANIFEST, manifest)
+    zoo_base._write_json(tmp / zoo_base.MANIFEST, manifest)
     shutil.rmtree(draft, ignore_errors=True)
     os.replace(tmp, draft)
 
 
 def fresh_link(draft: Path, manifest: dict[str, Any]) -> bool:
-    from portable_spec_harness import model_zoo
-
     try:
-        ok = json.loads((draft / model_zoo.MANIFEST).read_text()) == manifest
+        ok = json.loads((draft / zoo_base.MANIFEST).read_text()) == manifest
         return ok and (draft / "model.safetensors").resolve().is_file()
     except (OSError, ValueError):
         return False

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from portable_spec.errors import PortableSpecError
+from portable_spec_harness import zoo_base
 
 GROUPS = 8
 CLASSES = 8  # values of B1 and of B2 each: 64 classes
@@ -96,10 +97,8 @@ def _table_index(table: tuple[int, ...]) -> dict[int, int]:
 @functools.lru_cache(maxsize=4)
 def context_function(seed: int = 0) -> ContextFunction:
     """The seeded tables; the printable tokens are those of the zoo's tokenizer (``model_zoo.zoo_function``)."""
-    from portable_spec_harness import model_zoo
-
-    vocab = model_zoo.VOCAB
-    printable = sorted(model_zoo.zoo_function(seed).cycle)
+    vocab = zoo_base.VOCAB
+    printable = sorted(zoo_base.zoo_function(seed).cycle)
     rng = random.Random(f"context-{seed}")
     table = tuple(rng.sample(printable, TABLE_SIZE))
     order = list(range(GROUPS))
@@ -224,14 +223,12 @@ def context_prompts(seed: int = 0, *, max_model_len: int = 1024, max_tokens: int
     Every prompt starts with ``<s>`` and has at least 3 tokens (the heads' exactness bound); the other tokens are
     seeded non-special ids. Submitted together they give batches whose query lengths differ.
     """
-    from portable_spec_harness import model_zoo
-
     fn = context_function(seed)
     rng = random.Random(f"context-prompts-{seed}")
-    pool = range(len(model_zoo.SPECIAL_TOKENS), model_zoo.VOCAB)
+    pool = range(len(zoo_base.SPECIAL_TOKENS), zoo_base.VOCAB)
 
     def tokens(n: int) -> list[int]:
-        return [model_zoo.BOS_ID] + [rng.choice(pool) for _ in range(n - 1)]
+        return [zoo_base.BOS_ID] + [rng.choice(pool) for _ in range(n - 1)]
 
     prompts: list[tuple[str, list[int]]] = [(f"short_{n}", tokens(n)) for n in (3, 5, 8, 12)]
     prompts += [(f"long_{n}", tokens(n)) for n in LONG_PROMPTS if n + max_tokens <= max_model_len]

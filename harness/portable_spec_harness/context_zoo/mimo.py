@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from portable_spec_harness import zoo_base
 from portable_spec_harness.context_zoo.attention import HEAD_DIM, NUM_HEADS, NUM_KV_HEADS, AttentionWeights
 from portable_spec_harness.context_zoo.attention import filler_attention, filler_mlp
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, basis, code_map, code_readers, direction_readers
@@ -97,9 +98,7 @@ def target_weights(seed: int = 0, logit: float = 16.0) -> dict[str, Any]:
 
 
 def target_config() -> dict[str, Any]:
-    from portable_spec_harness import model_zoo
-
-    cfg = model_zoo._base_config("qwen2", "MiMoForCausalLM", LAYERS, intermediate=INTERMEDIATE,
+    cfg = zoo_base._base_config("qwen2", "MiMoForCausalLM", LAYERS, intermediate=INTERMEDIATE,
                                  kv_heads=NUM_KV_HEADS, rope_theta=LLAMA.theta)
     del cfg["attention_bias"]  # Qwen2 layers always have the q/k/v bias
     return {**cfg, "hidden_size": HIDDEN, "num_attention_heads": NUM_HEADS, "head_dim": HEAD_DIM,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from portable_spec_harness import zoo_base
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, LATENT, basis, code_map, direction_readers
 from portable_spec_harness.context_zoo.function import context_function
 from portable_spec_harness.context_zoo.models import lm_head
@@ -123,12 +124,10 @@ def _mtp_layer(seed: int) -> MLAWeights:
 
 
 def _filler_layer(seed: int, tag: str) -> MLAWeights:
-    from portable_spec_harness import model_zoo
-
     att = MLAWeights()
-    att.q = model_zoo._randn(tuple(att.q.shape), seed, tag + "q")
-    att.kv_a = model_zoo._randn(tuple(att.kv_a.shape), seed, tag + "kva")
-    att.kv_b = model_zoo._randn(tuple(att.kv_b.shape), seed, tag + "kvb")
+    att.q = zoo_base._randn(tuple(att.q.shape), seed, tag + "q")
+    att.kv_a = zoo_base._randn(tuple(att.kv_a.shape), seed, tag + "kva")
+    att.kv_b = zoo_base._randn(tuple(att.kv_b.shape), seed, tag + "kvb")
     return att  # o_proj stays zero: the layer adds nothing
 
 
@@ -167,9 +166,7 @@ def target_weights(seed: int = 0, logit: float = 16.0) -> dict[str, Any]:
 
 
 def target_config() -> dict[str, Any]:
-    from portable_spec_harness import model_zoo
-
-    cfg = model_zoo._base_config("deepseek_v3", "DeepseekV3ForCausalLM", LAYERS, intermediate=INTERMEDIATE,
+    cfg = zoo_base._base_config("deepseek_v3", "DeepseekV3ForCausalLM", LAYERS, intermediate=INTERMEDIATE,
                                  kv_heads=NUM_HEADS, rope_theta=MLA.theta)
     del cfg["head_dim"]
     return {**cfg, "hidden_size": HIDDEN, "num_attention_heads": NUM_HEADS, "q_lora_rank": None,

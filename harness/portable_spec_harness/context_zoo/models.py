@@ -45,6 +45,8 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec.errors import PortableSpecError
+from portable_spec_harness import zoo_base
+from portable_spec_harness.zoo_base import MASK_ID, VOCAB
 from portable_spec_harness.context_zoo.attention import (
     HEAD_DIM, NUM_HEADS, NUM_KV_HEADS, AttentionWeights, filler_attention, filler_mlp)
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, basis, code_map, code_readers, direction_readers
@@ -72,8 +74,6 @@ def lm_head(seed: int, logit: float):
     """Row of table token T(g, c1, c2) = logit / 2048 (w_g + (u1_c1 + u2_c2) / 2); other rows 0."""
     torch = _torch()
     b, fn = basis(seed), context_function(seed)
-    from portable_spec_harness.model_zoo import VOCAB
-
     out = torch.zeros(VOCAB, HIDDEN)
     for index, t in enumerate(fn.table):
         g, rest = divmod(index, CODES * CODES)
@@ -210,8 +210,6 @@ def eagle3_weights(seed: int = 0) -> dict[str, Any]:
 def dflash_weights(seed: int = 0) -> dict[str, Any]:
     """DFlash head (Qwen3 layout, one non-causal layer); embedding and lm_head shared with the target."""
     torch = _torch()
-    from portable_spec_harness.model_zoo import MASK_ID
-
     b, fn = basis(seed), context_function(seed)
     c = b.mean_token
     ctx = code_map(fn.B1, b["m1"], b.tokens) + code_map(fn.B2, b["m2"], b.tokens) + torch.outer(b.z0, c)
@@ -252,9 +250,7 @@ def dflash_weights(seed: int = 0) -> dict[str, Any]:
 
 
 def _config(model_type: str, arch: str, layers: int) -> dict[str, Any]:
-    from portable_spec_harness import model_zoo
-
-    cfg = model_zoo._base_config(model_type, arch, layers, intermediate=INTERMEDIATE, kv_heads=NUM_KV_HEADS,
+    cfg = zoo_base._base_config(model_type, arch, layers, intermediate=INTERMEDIATE, kv_heads=NUM_KV_HEADS,
                                  rope_theta=LLAMA.theta)
     return {**cfg, "hidden_size": HIDDEN, "num_attention_heads": NUM_HEADS, "head_dim": HEAD_DIM}
 
@@ -269,8 +265,6 @@ def target_config(family: str) -> dict[str, Any]:
 
 
 def draft_config(method: str, k: int) -> dict[str, Any]:
-    from portable_spec_harness.model_zoo import MASK_ID, VOCAB
-
     if method == "eagle":
         return {**_config("llama", "LlamaForCausalLM", 1), "mlp_bias": False}
     if method == "draft_model":
