@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec_harness import zoo_base
+from portable_spec_harness.zoo_base import _torch
 from portable_spec_harness.context_zoo.basis import HIDDEN
 from portable_spec_harness.context_zoo.rope_profile import Profile, patterns
 
@@ -19,12 +20,6 @@ NUM_HEADS = 16
 NUM_KV_HEADS = 4
 HEAD_DIM = 128
 GROUP = NUM_HEADS // NUM_KV_HEADS
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 class AttentionWeights:

@@ -21,17 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from portable_spec_harness import zoo_base
+from portable_spec_harness.zoo_base import _torch
 
 HIDDEN = 2048
 LATENT = 512  # MLA kv_lora_rank
 CODES = 8
 BLOCKS = ("w", "u1", "u2", "r", "m1", "m2")
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def hadamard(n: int, seed: int, tag: str):

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec_harness import zoo_base
+from portable_spec_harness.zoo_base import _torch
 from portable_spec_harness.context_zoo.attention import HEAD_DIM, NUM_HEADS, NUM_KV_HEADS, AttentionWeights
 from portable_spec_harness.context_zoo.attention import filler_attention, filler_mlp
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, basis, code_map, code_readers, direction_readers
@@ -44,12 +45,6 @@ from portable_spec_harness.context_zoo.rope_profile import LLAMA
 MTP_PREFIX = "model.mtp_layers.0"
 """The MTP layer in MiMo's checkpoint naming (vLLM's mapper moves it to ``mtp_layers.<num_hidden_layers>``)."""
 ROOT2 = 2 ** 0.5  # the MTP block sees input_layernorm(x) = (e_y + r) / sqrt(2)
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def mtp_attention(seed: int) -> AttentionWeights:

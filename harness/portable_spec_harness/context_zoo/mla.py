@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from portable_spec_harness import zoo_base
+from portable_spec_harness.zoo_base import _torch
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, LATENT, basis, code_map, direction_readers
 from portable_spec_harness.context_zoo.function import context_function
 from portable_spec_harness.context_zoo.models import lm_head
@@ -40,12 +41,6 @@ V_HEAD = 128
 INTERMEDIATE = 256
 CURRENT, PREVIOUS = 0, 1  # the heads of the context layers
 ROOT3 = 3 ** 0.5  # kv_a_layernorm(a + b1 + b2) = (a + b1 + b2) / sqrt(3)
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 class MLAWeights:

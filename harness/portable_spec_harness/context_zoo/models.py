@@ -46,7 +46,7 @@ from typing import Any
 
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness import zoo_base
-from portable_spec_harness.zoo_base import MASK_ID, VOCAB
+from portable_spec_harness.zoo_base import MASK_ID, VOCAB, _torch
 from portable_spec_harness.context_zoo.attention import (
     HEAD_DIM, NUM_HEADS, NUM_KV_HEADS, AttentionWeights, filler_attention, filler_mlp)
 from portable_spec_harness.context_zoo.basis import CODES, HIDDEN, basis, code_map, code_readers, direction_readers
@@ -62,12 +62,6 @@ DFLASH_CONTENT_SLOT = HEAD_DIM // 2 - 1  # neox pair 63: the slowest rotation
 EAGLE3_AUX_LAYERS = [0, 1, 2]
 DFLASH_TARGET_LAYERS = [0, 1]  # vLLM reads the states after layers 0 and 1 of the target (ids + 1)
 FAMILIES = ("llama_ctx", "qwen3_ctx")
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def lm_head(seed: int, logit: float):

@@ -14,13 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from portable_spec_harness.zoo_base import _torch
+
 RMS_EPS = 1e-6
-
-
-def _torch():
-    import torch
-
-    return torch
 
 
 def rms(x, weight, eps: float = RMS_EPS):

@@ -155,11 +155,13 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
 def _ratios(ratio: dict[str, Any], cells: dict[str, Any], ours: str, base: str, key: str) -> dict[str, Any]:
     paired = ratio.get("paired_output_tok_s") or {}
     p99 = ratio.get("paired_p99_itl_ms") or {}
-    mine, theirs = (cells.get(ours) or {}).get(key) or {}, (cells.get(base) or {}).get(key) or {}
-    try:
-        p99_of_medians = round(mine["p99_itl_ms"]["median"] / theirs["p99_itl_ms"]["median"], 4)
-    except (KeyError, TypeError, ZeroDivisionError):
-        p99_of_medians = None
+    p99_of_medians = ratio.get("p99_itl_ms")  # stats.RATIO_METRICS; a summary combined before it has the cells only
+    if p99_of_medians is None:
+        mine, theirs = (cells.get(ours) or {}).get(key) or {}, (cells.get(base) or {}).get(key) or {}
+        try:
+            p99_of_medians = round(mine["p99_itl_ms"]["median"] / theirs["p99_itl_ms"]["median"], 4)
+        except (KeyError, TypeError, ZeroDivisionError):
+            p99_of_medians = None
     return {"output_tok_s": ratio["output_tok_s"], "paired_output_tok_s": paired.get("median"),
             "p99_itl": p99.get("median") if p99.get("passes") else p99_of_medians,
             "p99_itl_judged": "paired" if p99.get("passes") else ("medians" if p99_of_medians else None)}
@@ -180,7 +182,8 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
     """The table's cells: each with its measurements (newest summary last) and, for the counted ones (at least
     ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing."""
     root = root or results
-    every = [m for path in summaries(results) for m in measurements(path, root)
+    paths = summaries(results)
+    every = [m for path in paths for m in measurements(path, root)
              if (m["tensor_parallel"] or 1) == table.tensor_parallel]
     cells = []
     for row, base, cell in table.cells():
@@ -194,7 +197,7 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
                       "counted": bool(counted),
                       "meets": bool(counted) and all(all(m["verdicts"].values()) for m in counted)})
     counted = [c for c in cells if c["counted"]]
-    return {"table": table.name, "summaries_read": len(summaries(results)), "measurements_read": len(every),
+    return {"table": table.name, "summaries_read": len(paths), "measurements_read": len(every),
             "cells": cells, "cells_in_table": len(cells), "counted": len(counted),
             "meeting_every_target": sum(c["meets"] for c in counted),
             "missing": [f"{c['pair']} {c['mode']} vs {c['baseline']} {c['cell']}" for c in cells if not c["counted"]]}
