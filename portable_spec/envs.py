@@ -74,11 +74,12 @@ VARIABLES: tuple[EnvVar, ...] = (
            "EAGLE chain steps: `fused` (forward + greedy sample + next inputs in one graph, where exact) or "
            "`forward` (the forward alone in the graph, sampling eager).", choices=("fused", "forward")),
     EnvVar(WARMUP_ENV, "on",
-           "The boot-time kernel warm-ups: the V1 runner's (its steps, then structured output's bitmask kernel), and "
+           "The boot-time kernel warm-ups: the V1 runner's (an MoE target's eager token counts, its steps, then "
+           "structured output's bitmask kernel), and "
            "under Model Runner V2 (our platforms, vLLM 0.26.x, 0.28.x and 0.33.x) the sampled rounds after MRV2's own "
            "warm-up; `off` (or 0/false/no) skips them, any other value keeps them on. A failed MRV2 sampled round is "
            "named in one line, its requests are finished and the engine boots on with one warning; a failed "
-           "structured-output warm-up is one warning."),
+           "structured-output or MoE size warm-up is one warning."),
     EnvVar(TORCHADA_CAP_ENV, "1900",
            "torchada's cap on live MUSA graph executables (read, not set): the live-graph budget the planner and the "
            "drafter prune to on MUSA. A positive integer, as torchada reads it; torchada ignores any other value and "

@@ -1,5 +1,6 @@
 """Reading committed GPU results back in the tests that hold a results README to its JSON: a result file, gzip-
-compressed or not, and a README table as rows of cells."""
+compressed or not, a README table as rows of cells, the kernels a server log shows compiled after boot, the soak's
+conditions as READMEs name them, and a pooled serving-table row as READMEs print it."""
 
 from __future__ import annotations
 
@@ -27,3 +28,50 @@ def table(text: str, header: str) -> dict[str, list[str]]:
         rows[cells[0]] = cells[1:]
     assert rows, header
     return rows
+
+
+def jit_compiles(log: Path) -> list[str]:
+    """The kernel names vLLM's JIT monitor logged as compiled during inference in ``log`` (gzipped or not), in
+    order; a log where the monitor never activated fails (no compile would then prove nothing)."""
+    from portable_spec_harness import jit_judge
+
+    seen = jit_judge.read(log)
+    assert seen.monitor_active, log
+    return [line.split(": ")[-1] for line in seen.compiles]
+
+
+SOAK_CONDITIONS = {"preempted": "preemptions", "aborted": "client aborts", "queued": "queued",
+                   "chunked_prefill": "chunked prefills", "prefix_cache_hits": "prefix-cache hits",
+                   "mixed_sampling_batches": "mixed-sampling batches", "structured_output": "structured output",
+                   "staggered_arrivals": "staggered arrivals", "n_gt_1": "`n > 1`", "eos": "EOS",
+                   "stop_string": "stop strings", "max_tokens_in_window": "`max_tokens`",
+                   "max_model_len": "`max_model_len`", "sampled_off_greedy": "sampled off greedy"}
+"""The soak's conditions (keys of a server's ``conditions``) and the words a results README names them by."""
+
+
+def pooled_row(upstream: dict, ours: dict, ratio: dict) -> list[str]:
+    """A pooled serving table's cells after its ``c`` column, as the TP=2 READMEs print them: both medians of output
+    tok/s, the ratio of medians, the paired median [interval], then p99 ITL, p99 TTFT and median TPOT (upstream /
+    ours), each a median over the rounds."""
+    paired = ratio["paired_output_tok_s"]
+
+    def med(cell: dict, field: str) -> float:
+        return cell[field]["median"]
+
+    return [f"{med(upstream, 'output_throughput'):.1f}", f"{med(ours, 'output_throughput'):.1f}",
+            f"{ratio['output_tok_s']:.3f}",
+            f"{paired['median']:.3f} [{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}]",
+            f"{med(upstream, 'p99_itl_ms'):.2f} / {med(ours, 'p99_itl_ms'):.2f}",
+            f"{med(upstream, 'p99_ttft_ms'):.2f} / {med(ours, 'p99_ttft_ms'):.2f}",
+            f"{med(upstream, 'median_tpot_ms'):.2f} / {med(ours, 'median_tpot_ms'):.2f}"]
+
+
+def pooled_table(summary: dict, pair: str, mode: str, readme: str, header: str,
+                 concurrencies: tuple[int, ...]) -> tuple[dict, dict, dict[str, list[str]]]:
+    """A pooled summary's cells and ours-over-upstream-V1 ratios for ``pair``/``mode``, and the README table under
+    ``header``, whose rows must be exactly ``concurrencies``."""
+    cells = summary["pairs"][pair][mode]["cells"]
+    ratios = summary["ours_over_upstream_v1"][pair][mode]
+    rows = table(readme, header)
+    assert sorted(rows, key=int) == [str(c) for c in concurrencies], sorted(rows)
+    return cells, ratios, rows

@@ -284,6 +284,22 @@ def check_eagle3_v1_tp2(m: re.Match) -> int:
     return len(expect) + 4
 
 
+MOE_TP2 = "bench/results/2026-11-29-h200x2-session29/tp2moe/pooled/serve_bench_summary.json"
+"""vLLM 0.28.0 at TP=2 on the V1 runner (H200x2): the MoE pair with dummy weights at 1024 in, greedy, c = 1 .. 32,
+one round in each of two calls, pooled."""
+
+
+def check_moe_tp2(m: re.Match) -> int:
+    """README: the pooled rounds, then the ratio of medians per concurrency (2 decimals), as printed."""
+    summary = results(MOE_TP2)
+    pooled = summary["pairs"]["qwen3moe30b_eagle3"]["dummy"]
+    ratios = summary["ours_over_upstream_v1"]["qwen3moe30b_eagle3"]["dummy"]
+    assert pooled["vllm"] == ["0.28.0"] and set(ratios) == {f"in1024/greedy/c{c}" for c in (1, 2, 8, 32)}
+    expect = [str(pooled["rounds"])] + [f"{ratios[f'in1024/greedy/c{c}']['output_tok_s']:.2f}" for c in (1, 2, 8, 32)]
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    return len(expect)
+
+
 def check_eagle3_v1_4096(m: re.Match) -> int:
     """README: the ratio of medians per concurrency (2 decimals), c=32's paired median and interval (3), the shortest
     timed run, and ours' p99 ITL over upstream's at c=8 (2 decimals), the one cell past issue 41's 1.25, as a ratio of
@@ -369,6 +385,8 @@ CLAIMS = (
           lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
     Claim("README.md", r"ours / upstream V1 on output tok/s (\S+) \(c=1\), (\S+) \(c=2\), (\S+) \(c=8\), (\S+) \(c=32, "
                        r"paired (\S+) \[(\S+), (\S+)\]\); p99 ITL no worse in any cell", check_eagle3_v1_tp2),
+    Claim("README.md", r"MoE pair with dummy weights at TP=2 \(same settings, (\d+) rounds so far\): (\S+), (\S+), "
+                       r"(\S+) and (\S+) at c = 1, 2, 8, 32", check_moe_tp2),
     Claim("README.md", r"every run ≥ (\S+) s\) ours / upstream V1 gives (\S+) / (\S+) / (\S+) / (\S+) at c = 1 / 2 / 8 / "
                        r"32 \(c=32 paired (\S+) \[(\S+), (\S+)\]\).{0,200}?Ours' p99 ITL is (\S+)× upstream's at c=8 "
                        r"\((\S+)× paired round by round\)",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from results_readback import load, table
+from results_readback import SOAK_CONDITIONS, jit_compiles, load, pooled_table, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200-session28"
@@ -34,16 +34,6 @@ def readme() -> str:
 
 def folded() -> str:
     return " ".join(readme().split())
-
-
-
-
-def jit_compiles(log: Path) -> list[str]:
-    from portable_spec_harness import jit_judge
-
-    seen = jit_judge.read(log)
-    assert seen.monitor_active, log
-    return [line.split(": ")[-1] for line in seen.compiles]
 
 
 # --- musa-sim MTP ---------------------------------------------------------------------------------------------------
@@ -101,14 +91,6 @@ def test_the_mrv2_sampling_sweep_rows_are_the_reports():
 
 
 # --- the soak -------------------------------------------------------------------------------------------------------
-
-SOAK_CONDITIONS = {"preempted": "preemptions", "aborted": "client aborts", "queued": "queued",
-                   "chunked_prefill": "chunked prefills", "prefix_cache_hits": "prefix-cache hits",
-                   "mixed_sampling_batches": "mixed-sampling batches", "structured_output": "structured output",
-                   "staggered_arrivals": "staggered arrivals", "n_gt_1": "`n > 1`", "eos": "EOS",
-                   "stop_string": "stop strings", "max_tokens_in_window": "`max_tokens`",
-                   "max_model_len": "`max_model_len`", "sampled_off_greedy": "sampled off greedy"}
-
 
 def test_the_soak_passed_with_structured_output_and_no_compile_on_ours():
     soak = load(RUN / "soak028" / "soak" / "soak.json.gz")
@@ -171,10 +153,7 @@ def test_three_rounds_from_three_calls_on_the_v1_runner_no_short_run():
 
 def test_the_table_prints_the_pooled_numbers_and_meets_the_throughput_targets():
     s = summary()
-    cells = s["pairs"][PAIR][MODE]["cells"]
-    ratios = s["ours_over_upstream_v1"][PAIR][MODE]
-    rows = table(readme(), "| c | upstream V1 out tok/s | ours out tok/s |")
-    assert sorted(rows, key=int) == [str(c) for c in CONCURRENCY]
+    cells, ratios, rows = pooled_table(s, PAIR, MODE, readme(), "| c | upstream V1 out tok/s | ours out tok/s |", CONCURRENCY)
     for c in CONCURRENCY:
         key = f"in{LENGTH}/greedy/c{c}"
         up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from results_readback import load, table
+from results_readback import load, pooled_row, pooled_table, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session27"
@@ -96,24 +96,14 @@ def test_the_pooled_summary_has_three_rounds_per_cell_from_two_calls():
 
 def test_the_serving_table_prints_the_pooled_numbers():
     s = summary()
-    cells = s["pairs"][PAIR][MODE]["cells"]
-    ratios = s["ours_over_upstream_v1"][PAIR][MODE]
-    rows = table(readme(), "| c | upstream V1 | ours |")
-    assert sorted(rows, key=int) == [str(c) for c in CONCURRENCY]
+    cells, ratios, rows = pooled_table(s, PAIR, MODE, readme(), "| c | upstream V1 | ours |", CONCURRENCY)
     text = readme()
     per_round = []
     for c in CONCURRENCY:
         key = f"in1024/greedy/c{c}"
         up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]
         paired = ratio["paired_output_tok_s"]
-        med = lambda cell, field: cell[field]["median"]  # noqa: E731
-        expected = [f"{med(up, 'output_throughput'):.1f}", f"{med(ours, 'output_throughput'):.1f}",
-                    f"{ratio['output_tok_s']:.3f}",
-                    f"{paired['median']:.3f} [{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}]",
-                    f"{med(up, 'p99_itl_ms'):.2f} / {med(ours, 'p99_itl_ms'):.2f}",
-                    f"{med(up, 'p99_ttft_ms'):.2f} / {med(ours, 'p99_ttft_ms'):.2f}",
-                    f"{med(up, 'median_tpot_ms'):.2f} / {med(ours, 'median_tpot_ms'):.2f}"]
-        assert rows[str(c)] == expected, c
+        assert rows[str(c)] == pooled_row(up, ours, ratio), c
         # issue 37's targets, as the README judges them: >= 1.00x everywhere, >= 1.10x at c <= 2
         assert ratio["output_tok_s"] >= (1.10 if c <= 2 else 1.00) and paired["interval"][0] >= 1.0, c
         rounds = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]

@@ -37,6 +37,8 @@ MODULES = (
     "test_mrv2_sampling_plan_033.py",
     # structured output's bitmask kernel (xgrammar's, launched by vLLM's apply_grammar_bitmask) warmed at boot
     "test_structured_warmup.py",
+    # an MoE target's eager token counts: every fused-MoE kernel variant, judged with this vLLM's config lookup
+    "test_moe_size_warmup.py",
     "test_real_shapes_config.py",
     # attention claims (the table declared for this vLLM against its backend classes and sources)
     "test_attention_caps_versions.py",

@@ -3,18 +3,20 @@
 # stays under the device tool's 64 MiB per call. Checks the joined archive against the MANIFEST's sha256 and writes a
 # MANIFEST of the same format (version / sha256 / parts), which install.sh reads.
 #   ci/gpu-host/resplit.sh .gpu-wheels/parts .gpu-wheels/parts-small [MIB]
-# MIB defaults to what the tree leaves: 58 MiB minus the files a call carries besides the part (tracked and untracked,
-# not ignored; 6 MiB kept for the part's MANIFEST and install.sh, for a few commits' growth, and for the device
-# tool's own measure, which refused a 20 MiB part beside a 42.6 MiB tree). Why: the tree grows with every lease's
-# results (25 MB before the 8B results, 43 MiB before raw results were stored compressed, ~24 MiB since), and a
-# fixed size stopped fitting three times.
+# MIB defaults to what the tree leaves: 60 MiB minus the files a call carries besides the part (tracked and untracked,
+# not ignored), each counted in whole 4 KiB blocks as the device tool measures them (it refused a 32 MiB part beside
+# 29.7 MB of files that take 35.9 MiB of blocks); 4 MiB kept for the part's MANIFEST and install.sh and a few
+# commits' growth. Why: the tree grows with every lease's results (25 MB before the 8B results, 43 MiB before raw
+# results were stored compressed, ~30 MB of thousands of small files since), and a fixed size stopped fitting four
+# times.
 set -euo pipefail
 src="${1:?usage: resplit.sh PARTS_DIR OUT_DIR [MIB]}"; dst="${2:?usage: resplit.sh PARTS_DIR OUT_DIR [MIB]}"
 [[ -f "$src/MANIFEST" ]] || { echo "no $src/MANIFEST: run ../shared/gpu-host/stage.sh first"; exit 2; }
 if [[ -n "${3:-}" ]]; then mib="$3"
 else
-  tree=$(git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-  mib=$(( 58 - (tree + (1 << 20) - 1) / (1 << 20) ))
+  tree=$(git ls-files -co --exclude-standard -z | xargs -0 stat -c %s 2>/dev/null \
+    | awk '{s += int(($1 + 4095) / 4096) * 4096} END {print s + 0}')
+  mib=$(( 60 - (tree + (1 << 20) - 1) / (1 << 20) ))
   (( mib >= 8 )) || { echo "the tree alone carries $(( tree >> 20 )) MiB: too little room for parts; trim it"; exit 2; }
   echo "tree $(( tree >> 20 )) MiB: parts of $mib MiB"
 fi

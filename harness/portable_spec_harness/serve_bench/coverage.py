@@ -205,7 +205,8 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
 
 def text(report: dict[str, Any], table: Table) -> str:
     """A grid per row and baseline: input x sampling down, concurrency across; a counted cell shows its ratio and
-    ``!`` where a target misses, ``(n)`` a cell measured with fewer than ``MIN_ROUNDS`` rounds only, ``-`` none."""
+    ``!`` where a target misses, ``(nr)`` a cell measured with fewer than ``MIN_ROUNDS`` rounds only (n: the most
+    rounds of any of its summaries), ``-`` none."""
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
@@ -226,7 +227,7 @@ def _mark(cell: dict[str, Any]) -> str:
     if counted:
         m = counted[-1]
         return f"{m['output_tok_s']:.2f}" + ("" if all(m["verdicts"].values()) else "!")
-    return f"({len(cell['measurements'])})" if cell["measurements"] else "-"
+    return f"({max(m['rounds'] or 0 for m in cell['measurements'])}r)" if cell["measurements"] else "-"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -234,7 +234,8 @@ CENSUS: tuple[Divergence, ...] = (
         ("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model",
          "vllm.v1.worker.gpu_model_runner:GPUModelRunner.propose_draft_token_ids",
          "vllm.v1.worker.gpu_model_runner:GPUModelRunner._copy_valid_sampled_token_count"),
-        what="After vLLM's capture_model: the drafter captures its graphs and the kernel warm-up runs real steps. "
+        what="After vLLM's capture_model: the drafter captures its graphs, an MoE target runs vLLM's _dummy_run at "
+             "the token counts it runs eagerly (moe_size_warmup), and the kernel warm-up runs real steps. "
              "propose_draft_token_ids first offers the step to the drafter's propose_with_prep (the runner's draft "
              "prep inside the first pass's graph, with the count hand-off _copy_valid_sampled_token_count makes); "
              "it declines, and vLLM's method runs, wherever that is not exact.",

@@ -2,8 +2,9 @@
 
 Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer``, ``DFlashProposer`` and
 ``DraftModelProposer`` in the runner module are our subclasses (the runner builds its drafter by those names); after vLLM's ``capture_model`` the drafter
-captures its graphs, at boot, never at request time, and ``kernel_warmup`` runs real steps so that the drafter/verify-path
-Triton kernels compile then too, and ``structured_warmup`` compiles structured output's bitmask kernel (the worker
+captures its graphs, at boot, never at request time, ``moe_size_warmup`` runs an MoE target at the token counts it runs
+eagerly (its fused-MoE kernel), and ``kernel_warmup`` runs real steps so that the drafter/verify-path Triton kernels
+compile then too, and ``structured_warmup`` compiles structured output's bitmask kernel (the worker
 activates vLLM's JIT monitor right after); and each step's drafting
 goes first to the drafter's ``propose_with_prep`` (the runner's draft prep inside the first pass's graph), which
 declines, leaving vLLM's ``propose_draft_token_ids`` to run, wherever that is not exact.
@@ -21,6 +22,7 @@ from portable_spec.vllm_adapter.spec_decode.draft_model import FullGraphDraftMod
 from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer, FullGraphEagleProposer
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
+from portable_spec.vllm_adapter.worker.moe_size_warmup import warm_up_moe_sizes
 from portable_spec.vllm_adapter.worker.structured_warmup import warm_up_structured_output
 
 
@@ -52,6 +54,7 @@ class PortableV1ModelRunner(GPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DrafterGraphMixin):
             drafter.capture_graphs()  # logs one line: graphs, seconds, memory, sizes, failures
+        warm_up_moe_sizes(self)  # an MoE target's eager token counts; one line, never raises
         warm_up_kernels(self)  # logs one line: steps, batch sizes, seconds, Triton compiles (or why it is skipped)
         warm_up_structured_output(self)  # xgrammar's bitmask kernel for every row class; one line, never raises
         return result
