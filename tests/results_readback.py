@@ -1,6 +1,6 @@
 """Reading committed GPU results back in the tests that hold a results README to its JSON: a result file, gzip-
 compressed or not, a README table as rows of cells, the kernels a server log shows compiled after boot, the soak's
-conditions as READMEs name them, and a pooled serving-table row as READMEs print it."""
+conditions as READMEs name them and a passed soak's servers, and a pooled serving table as READMEs print it."""
 
 from __future__ import annotations
 
@@ -75,3 +75,35 @@ def pooled_table(summary: dict, pair: str, mode: str, readme: str, header: str,
     rows = table(readme, header)
     assert sorted(rows, key=int) == [str(c) for c in concurrencies], sorted(rows)
     return cells, ratios, rows
+
+
+def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], length: int,
+                         concurrencies: tuple[int, ...]) -> tuple[dict[int, dict], str]:
+    """Checks each greedy row of a pooled table at ``length`` tokens (``pooled_row``); returns the ratios per
+    concurrency and the per-round line READMEs print ("c=1 1.675, 1.369, 1.781; c=2 ..."), ours over upstream V1 in
+    each round."""
+    by_c, per_round = {}, []
+    for c in concurrencies:
+        key = f"in{length}/greedy/c{c}"
+        up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]
+        assert rows[str(c)] == pooled_row(up, ours, ratio), c
+        rounds = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
+        assert rounds, (c, "no rounds")
+        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in rounds))
+        by_c[c] = ratio
+    return by_c, "; ".join(per_round)
+
+
+def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict:
+    """Checks a soak report passed on vLLM 0.28.0 at ``commit`` (clean tree) with its three servers (no speculation,
+    vLLM's eager drafter, ours) free of mismatches and errors under async scheduling, and every one of ours' checks
+    true; returns ours' server entry."""
+    assert soak["status"] == "passed" and soak["failures"] == [] and soak["vllm"] == "0.28.0"
+    assert soak["commit"].startswith(commit) and soak["tree_changes"] == 0
+    servers = soak["pairs"][pair]["servers"]
+    assert sorted(servers) == ["eager_drafter", "full_drafter", "nospec"]
+    for name, server in servers.items():
+        assert server["mismatches"] == 0 and server["errors"] == 0 and server["async_scheduling"] is True, name
+    ours = servers["full_drafter"]
+    assert ours["checks"] and all(v is True for v in ours["checks"].values()) and ours["failures"] == []
+    return ours

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from results_readback import SOAK_CONDITIONS, jit_compiles, load, pooled_table, table
+from results_readback import SOAK_CONDITIONS, jit_compiles, load, passed_soak, pooled_table, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200-session28"
@@ -93,16 +93,9 @@ def test_the_mrv2_sampling_sweep_rows_are_the_reports():
 # --- the soak -------------------------------------------------------------------------------------------------------
 
 def test_the_soak_passed_with_structured_output_and_no_compile_on_ours():
-    soak = load(RUN / "soak028" / "soak" / "soak.json.gz")
-    assert soak["status"] == "passed" and soak["failures"] == [] and soak["vllm"] == "0.28.0"
-    assert soak["commit"].startswith(COMMIT) and soak["tree_changes"] == 0
-    servers = soak["pairs"]["llama_ctx_eagle3"]["servers"]
-    assert sorted(servers) == ["eager_drafter", "full_drafter", "nospec"]
-    for name, server in servers.items():
-        assert server["mismatches"] == 0 and server["errors"] == 0 and server["async_scheduling"] is True, name
-    ours = servers["full_drafter"]
+    ours = passed_soak(load(RUN / "soak028" / "soak" / "soak.json.gz"), COMMIT)
     checks = ours["checks"]
-    assert len(checks) == 41 and all(v is True for v in checks.values()) and ours["failures"] == []
+    assert len(checks) == 41
     assert checks["no_compile_after_boot"] and checks["condition_structured_output"] and checks["v1_runner"]
     text = folded()
     assert "Ours: 41 checks, every one true" in text

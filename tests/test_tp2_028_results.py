@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from results_readback import load, pooled_row, pooled_table, table
+from results_readback import load, pooled_rows_by_round, pooled_table, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session27"
@@ -97,18 +97,12 @@ def test_the_pooled_summary_has_three_rounds_per_cell_from_two_calls():
 def test_the_serving_table_prints_the_pooled_numbers():
     s = summary()
     cells, ratios, rows = pooled_table(s, PAIR, MODE, readme(), "| c | upstream V1 | ours |", CONCURRENCY)
-    text = readme()
-    per_round = []
-    for c in CONCURRENCY:
-        key = f"in1024/greedy/c{c}"
-        up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]
-        paired = ratio["paired_output_tok_s"]
-        assert rows[str(c)] == pooled_row(up, ours, ratio), c
+    by_c, per_round = pooled_rows_by_round(cells, ratios, rows, 1024, CONCURRENCY)
+    for c, ratio in by_c.items():
         # issue 37's targets, as the README judges them: >= 1.00x everywhere, >= 1.10x at c <= 2
-        assert ratio["output_tok_s"] >= (1.10 if c <= 2 else 1.00) and paired["interval"][0] >= 1.0, c
-        rounds = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
-        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in rounds))
-    assert "; ".join(per_round) in " ".join(text.split()), per_round
+        low = ratio["paired_output_tok_s"]["interval"][0]
+        assert ratio["output_tok_s"] >= (1.10 if c <= 2 else 1.00) and low >= 1.0, c
+    assert per_round in " ".join(readme().split()), per_round
 
 
 def test_the_short_runs_are_the_ones_listed():

@@ -9,7 +9,7 @@ import gzip
 import re
 from pathlib import Path
 
-from results_readback import SOAK_CONDITIONS, jit_compiles, load, pooled_row, pooled_table, table
+from results_readback import SOAK_CONDITIONS, jit_compiles, load, passed_soak, pooled_rows_by_round, pooled_table, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session29"
@@ -63,16 +63,10 @@ def test_two_rounds_from_two_calls_at_tp2_on_the_v1_runner():
 def test_the_serving_table_prints_the_pooled_numbers_and_every_cell_is_above_upstream():
     s = summary()
     cells, ratios, rows = pooled_table(s, PAIR, MODE, readme(), "| c | upstream V1 | ours |", CONCURRENCY)
-    per_round = []
-    for c in CONCURRENCY:
-        key = f"in1024/greedy/c{c}"
-        up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]
-        paired = ratio["paired_output_tok_s"]
-        assert rows[str(c)] == pooled_row(up, ours, ratio), c
-        assert ratio["output_tok_s"] >= 1.0 and paired["interval"][0] >= 1.0, c  # issue 37: >= 1.00x everywhere
-        rounds = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
-        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in rounds))
-    assert "; ".join(per_round) in folded(), per_round
+    by_c, per_round = pooled_rows_by_round(cells, ratios, rows, 1024, CONCURRENCY)
+    for c, ratio in by_c.items():  # issue 37: >= 1.00x everywhere
+        assert ratio["output_tok_s"] >= 1.0 and ratio["paired_output_tok_s"]["interval"][0] >= 1.0, c
+    assert per_round in folded(), per_round
     c32 = ratios["in1024/greedy/c32"]
     p99 = c32["paired_p99_itl_ms"]
     assert (f"p99 ITL at c=32, {c32['p99_itl_ms']:.3f}× (paired {p99['median']:.3f} [{p99['interval'][0]:.3f}, "
@@ -107,16 +101,9 @@ def test_each_engine_compiled_after_boot_what_the_readme_names():
 
 def test_the_soak_passed_at_tp2_with_every_condition_and_no_compile_on_ours():
     soak = load(RUN / "tp2soak028" / "soak" / "soak.json.gz")
-    assert soak["status"] == "passed" and soak["failures"] == [] and soak["vllm"] == "0.28.0"
-    assert soak["commit"].startswith(COMMIT) and soak["tree_changes"] == 0
     assert soak["tensor_parallel"]["tensor_parallel_size"] == 2
-    servers = soak["pairs"]["llama_ctx_eagle3"]["servers"]
-    assert sorted(servers) == ["eager_drafter", "full_drafter", "nospec"]
-    for name, server in servers.items():
-        assert server["mismatches"] == 0 and server["errors"] == 0 and server["async_scheduling"] is True, name
-    ours = servers["full_drafter"]
+    ours = passed_soak(soak, COMMIT)
     checks = ours["checks"]
-    assert all(v is True for v in checks.values()) and ours["failures"] == []
     assert checks["no_compile_after_boot"] and checks["facts_from_every_rank"] and checks["tensor_parallel_as_asked"]
     text = folded()
     assert f"Ours: {len(checks)} checks, every one true" in text
@@ -179,5 +166,5 @@ def test_the_boot_table_is_the_report_and_the_logs():
     others = max(gaps["full_drafter"], gaps["platform_only"])
     assert f"the others' {others} s" in folded()
     estimate = boots["upstream_v1"]["wall_to_ready_s"] - (gaps["upstream_v1"] - others)
-    assert f"its wall would be ~{estimate:.0f} s and ours / upstream ~{boots['full_drafter']['wall_to_ready_s'] / estimate:.2f}" \
-        in folded()
+    ours_over = boots["full_drafter"]["wall_to_ready_s"] / estimate
+    assert f"its wall would be ~{estimate:.0f} s and ours / upstream ~{ours_over:.2f}" in folded()
