@@ -281,6 +281,11 @@ def counted_triton_compiles() -> Iterator[Counter]:
         yield counts
 
 
+def compile_summary(counts: Counter | dict) -> str:
+    """The one-line form every warm-up log gives counts by kernel name: "name xN, ..." in name order, or "none"."""
+    return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items())) or "none"
+
+
 def run_steps(outputs: list[SchedulerOutput], execute_model: Callable[[Any], Any],
               sample_tokens: Callable[[Any], Any], log_prefix: str = LOG_PREFIX) -> None:
     """Each output through the step functions as the engine core sends it: ``execute_model``, then
@@ -352,12 +357,10 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
                "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches; vLLM's batch-change correction "
                "compiled for %d (requests, previous requests) classes in %.2f s%s", LOG_PREFIX, len(outputs),
                len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
-               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", replays, mismatches,
-               len(batch_change), batch_change_s, left)
+               compile_summary(compiles), replays, mismatches, len(batch_change), batch_change_s, left)
     runner.warmup_stats = stats
     return stats
 
 
 def _names(keys: frozenset) -> str:
-    counts = Counter(key[0] for key in keys)
-    return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items()))
+    return compile_summary(Counter(key[0] for key in keys))

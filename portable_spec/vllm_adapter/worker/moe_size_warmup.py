@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    counted_triton_compiles, engine_blockers, failure_reason, max_step_tokens,
+    compile_summary, counted_triton_compiles, engine_blockers, failure_reason, max_step_tokens,
 )
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -139,7 +139,6 @@ def warm_up_moe_sizes(runner: Any) -> dict[str, Any]:
     else:
         logger.info("%s: %d token counts in (%d, %d] (%s experts per token) in %.2f s; %d Triton compiles (%s)",
                     LOG_PREFIX, len(ran), floor, counts[0] if counts else floor, top_k or "unknown", seconds,
-                    sum(compiles.values()),
-                    ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none")
+                    sum(compiles.values()), compile_summary(compiles))
     runner.moe_warmup_stats = stats
     return stats

@@ -36,8 +36,8 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan, mrv2_sampling_plan_028, mrv2_sampling_plan_033
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    counted_triton_compiles, engine_blockers, failure_reason, max_step_tokens, run_steps, sampling_limits,
-    unwarmable_groups, warmup_schedule,
+    compile_summary, counted_triton_compiles, engine_blockers, failure_reason, max_step_tokens, run_steps,
+    sampling_limits, unwarmable_groups, warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
@@ -144,7 +144,7 @@ def _run(runner: Any, execute_model: Callable[[Any], Any], sample_tokens: Callab
                "%s: %d steps (%d rounds: %s; batches of %s requests, K=%d) in %.2f s; %d Triton compiles (%s)%s",
                LOG_PREFIX, len(outputs), len(rounds), ",".join(stats["profiles"]),
                ",".join(map(str, stats["num_reqs"])), limits.k, seconds, sum(compiles.values()),
-               ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none", left)
+               compile_summary(compiles), left)
     return stats
 
 

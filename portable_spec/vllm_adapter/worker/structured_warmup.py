@@ -42,7 +42,7 @@ from vllm.v1.structured_output.utils import apply_grammar_bitmask
 
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.worker.kernel_warmup import (
-    any_warmup_blockers, counted_triton_compiles, failure_reason, max_step_tokens,
+    any_warmup_blockers, compile_summary, counted_triton_compiles, failure_reason, max_step_tokens,
 )
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -188,5 +188,5 @@ def _run(runner: Any) -> dict[str, Any]:
     logger.info("%s: xgrammar's bitmask on %d launches (rows masked/of rows: %s; %s logits, vocabulary %d, row stride "
                 "%d) in %.2f s; %d Triton compiles (%s)", LOG_PREFIX, len(variants), ", ".join(shapes),
                 stats["logits_dtype"], stats["vocab"], stats["row_stride"], seconds, sum(compiles.values()),
-                ", ".join(f"{name} x{n}" for name, n in sorted(compiles.items())) or "none")
+                compile_summary(compiles))
     return stats
