@@ -1,11 +1,13 @@
 """Reading committed GPU results back in the tests that hold a results README to its JSON: a result file, gzip-
-compressed or not, a README table as rows of cells, the kernels a server log shows compiled after boot, the soak's
-conditions as READMEs name them and a passed soak's servers, and a pooled serving table as READMEs print it."""
+compressed or not, a README table as rows of cells, the kernels a server log shows compiled after boot, a boot log's
+times, the soak's conditions as READMEs name them and a passed soak's servers, and a pooled serving table as READMEs
+print it."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 
@@ -28,6 +30,22 @@ def table(text: str, header: str) -> dict[str, list[str]]:
         rows[cells[0]] = cells[1:]
     assert rows, header
     return rows
+
+
+def log_time(line: str) -> int:
+    """A vLLM log line's time of day, in seconds."""
+    h, m, s = map(int, re.search(r" (\d\d):(\d\d):(\d\d) ", line).groups())
+    return h * 3600 + m * 60 + s
+
+
+def compile_to_kv_gap(log: str) -> int:
+    """Seconds from the last "Initial profiling/warmup run" line (torch.compile's end) to the first "Initial free
+    memory" line (the KV-cache sizing), over every rank's lines of a boot log."""
+    lines = log.splitlines()
+    warm = [log_time(line) for line in lines if "Initial profiling/warmup run" in line]
+    free = [log_time(line) for line in lines if "Initial free memory" in line]
+    assert warm and free
+    return min(free) - max(warm)
 
 
 def jit_compiles(log: Path) -> list[str]:

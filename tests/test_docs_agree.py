@@ -10,13 +10,14 @@ sentence gets a row, with the results it stands on.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+
+from results_readback import load
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "DEVELOPERS.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
@@ -36,7 +37,7 @@ VERDICT = re.compile(r"\bundecided\b|\bnot (?:yet )?decided\b|\bhas not decided\
 
 
 def results(path: str) -> dict:
-    return json.loads((ROOT / path).read_text())
+    return load(ROOT / path)
 
 
 def cells(paths: tuple[str, ...]) -> list[dict]:
@@ -284,9 +285,35 @@ def check_eagle3_v1_tp2(m: re.Match) -> int:
     return len(expect) + 4
 
 
-MOE_TP2 = "bench/results/2026-11-29-h200x2-session29/tp2moe/pooled/serve_bench_summary.json"
+MOE_TP2 = "bench/results/2026-11-29-h200x2-session30/tp2moe/pooled/serve_bench_summary.json"
 """vLLM 0.28.0 at TP=2 on the V1 runner (H200x2): the MoE pair with dummy weights at 1024 in, greedy, c = 1 .. 32,
-one round in each of two calls, pooled."""
+one round in each of three calls (two in session 29), pooled."""
+BOOT_TP2 = "bench/results/2026-11-29-h200x2-session30/tp2boot030/tp2-boot/boot_time.json.gz"
+"""vLLM 0.28.0 at TP=2 (H200x2): the cold boots, one engine at a time, after a discarded priming boot."""
+DENSE_TP2_MRV2 = "bench/results/2026-11-29-h200x2-session30/tp2dense/pooled/serve_bench_summary.json"
+"""vLLM 0.28.0 at TP=2 (H200x2): the 8B + EAGLE-3 pair (designed partial head), ours forced onto the V1 runner against
+MRV2, 1024 in, greedy, c = 1 .. 32, one round."""
+
+
+def check_boot_tp2(m: re.Match) -> int:
+    """README: ours / upstream V1 on wall to ready (3 decimals) and both walls (s), as measured."""
+    report = results(BOOT_TP2)
+    walls = {b["variant"]: b["wall_to_ready_s"] for b in report["boots"] if b["phase"] == "cold"}
+    assert report["tensor_parallel_size"] == 2 and report["priming"]["error"] is None
+    expect = [f"{report['ours_over_upstream']['cold']:.3f}", str(walls["full_drafter"]), str(walls["upstream_v1"])]
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    return len(expect)
+
+
+def check_dense_tp2_mrv2(m: re.Match) -> int:
+    """README: the lowest and highest ours (V1) / MRV2 on output tok/s (2 decimals) and the rounds, as measured."""
+    summary = results(DENSE_TP2_MRV2)
+    entry = summary["pairs"]["llama8b_eagle3"]["designed-partial"]
+    ratios = [r["output_tok_s"] for r in summary["ours_over_mrv2"]["llama8b_eagle3"]["designed-partial"].values()]
+    assert entry["tensor_parallel_size"] == 2 and len(ratios) == 4
+    expect = [f"{min(ratios):.2f}", f"{max(ratios):.2f}", {1: "one"}.get(entry["rounds"], str(entry["rounds"]))]
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    return len(expect)
 
 
 def check_moe_tp2(m: re.Match) -> int:
@@ -385,8 +412,11 @@ CLAIMS = (
           lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
     Claim("README.md", r"ours / upstream V1 on output tok/s (\S+) \(c=1\), (\S+) \(c=2\), (\S+) \(c=8\), (\S+) \(c=32, "
                        r"paired (\S+) \[(\S+), (\S+)\]\); p99 ITL no worse in any cell", check_eagle3_v1_tp2),
-    Claim("README.md", r"MoE pair with dummy weights at TP=2 \(same settings, (\d+) rounds so far\): (\S+), (\S+), "
-                       r"(\S+) and (\S+) at c = 1, 2, 8, 32", check_moe_tp2),
+    Claim("README.md", r"MoE pair with dummy weights at TP=2 \(same settings, (\d+) rounds\): (\S+), (\S+), "
+                       r"(\S+) and (\S+)\s+at c = 1, 2, 8, 32", check_moe_tp2),
+    Claim("README.md", r"Cold boot at TP=2, one engine at a time on a primed host: ours (\S+)× upstream V1 \((\S+) "
+                       r"against (\S+) s to ready", check_boot_tp2),
+    Claim("README.md", r"ours on V1 gave (\S+)–(\S+)× MRV2 \((\S+) round", check_dense_tp2_mrv2),
     Claim("README.md", r"every run ≥ (\S+) s\) ours / upstream V1 gives (\S+) / (\S+) / (\S+) / (\S+) at c = 1 / 2 / 8 / "
                        r"32 \(c=32 paired (\S+) \[(\S+), (\S+)\]\).{0,200}?Ours' p99 ITL is (\S+)× upstream's at c=8 "
                        r"\((\S+)× paired round by round\)",

@@ -352,3 +352,28 @@ def test_our_worker_builds_it_inside_init_device_and_puts_vllms_back(models, mrv
     with pytest.raises(RuntimeError, match="device set-up failed"):
         worker.init_device()
     assert type(built[1]) is GraphedStandaloneARSpeculator and standalone_module.StandaloneARSpeculator is vllms
+
+
+def test_the_phase_clock_scopes_on_the_standalone_speculators_resolve_and_no_detail_encloses_a_switch():
+    """The draft-model speculator's phase scopes (vLLM's and ours: the first pass a region, the decode steps a switch
+    into the chain) and our speculator's detail scopes (its input prep and replays) name methods this vLLM's classes
+    define; no detail scope is a method a region switch happens inside (which would misnest the clock's scopes)."""
+    import inspect
+
+    import portable_spec.vllm_adapter.spec_decode.standalone_ar  # noqa: F401
+    import vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator  # noqa: F401
+    from portable_spec_harness.vllm_door import profile_scopes as scopes
+
+    modules = (scopes.MRV2_STANDALONE, scopes.OURS_STANDALONE)
+    hooks = [h for h in scopes.HOOKS if h.module in modules]
+    details = [h for h in scopes.DETAIL_HOOKS if h.module in modules]
+    switches = {h.attr.split(".")[-1] for h in scopes.HOOKS if h.kind.startswith("switch")}
+    assert len(hooks) >= 3 and len(details) == 4, (hooks, details)
+    for hook in hooks + details:
+        owner, name = scopes.resolve(hook)
+        assert callable(getattr(owner, name)), hook
+    for hook in details:
+        owner, name = scopes.resolve(hook)
+        assert name in vars(owner), hook  # ours defines it (a hook on an inherited method would wrap vLLM's)
+        source = inspect.getsource(vars(owner)[name])
+        assert not any(f".{s}(" in source for s in switches), hook

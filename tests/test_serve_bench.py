@@ -1277,3 +1277,27 @@ def test_a_compile_or_an_unarmed_monitor_fails_ours_by_its_kind_and_is_only_reco
         "upstream_v1": (["Triton kernel JIT compilation: _topk_topp_kernel"], False),
         "ours": ([], False),
         "ours@async": (["Triton kernel JIT compilation: _topk_topp_kernel"], True)}
+
+
+def test_the_summary_records_its_tp_refuses_to_pool_two_and_its_plot_title_names_device_and_tp(clean_run):
+    """A round at TP=2 is no round of a TP=1 table: pooling the two refuses, and the pooled entry and the PNG's
+    title carry the TP (with the device, vLLM and rounds), so a plot read alone says where it was measured."""
+    result, _ = clean_run
+    summary = combine.combine([result, result], ["a", "b"])
+    entry = summary["pairs"]["llama_eagle"]["zoo-perfect"]
+    assert entry["tensor_parallel_size"] == report.tensor_parallel_size(result) == 1
+    title = combine.title(summary)
+    assert f"llama_eagle (zoo-perfect): {result['device']}, TP=1, vLLM {result['vllm']}, 4 rounds" in title
+    tp2 = json.loads(json.dumps(result))
+    tp2.setdefault("settings", {})["parallel"] = {"tensor_parallel_size": 2}
+    assert combine.combine([tp2], ["a"])["pairs"]["llama_eagle"]["zoo-perfect"]["tensor_parallel_size"] == 2
+    with pytest.raises(PortableSpecError, match=r"another workload \(tensor_parallel_size\)"):
+        combine.combine([result, tp2], ["a", "b"])
+
+
+def test_a_long_plot_title_is_wrapped_to_the_figure_and_keeps_every_word():
+    text = ("vllm serve + vllm bench serve: llama8b_eagle3 (designed-partial), K=3, output 256 tokens, "
+            "NVIDIA H200, TP=2, vLLM 0.28.0")
+    lines = report.wrapped_title(text, 7.0).splitlines()
+    assert len(lines) >= 2 and all(len(line) <= 7 * report.TITLE_CHARS_PER_INCH for line in lines)
+    assert " ".join(lines) == text and lines[-1].endswith("TP=2, vLLM 0.28.0")

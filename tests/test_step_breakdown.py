@@ -17,7 +17,7 @@ import torch
 from profile_events import cpu_event, device_event, trace
 from torch.autograd.profiler import record_function
 
-from portable_spec_harness.e2e import step_breakdown as sb
+from portable_spec_harness.e2e import breakdown_report, step_breakdown as sb
 from portable_spec_harness.e2e.step_attribution import breakdown
 from portable_spec_harness.vllm_door import profile_scopes as ours
 from portable_spec_harness.vllm_door.profile_scopes import HOOKS, ScopeHook, installed, resolve
@@ -428,3 +428,25 @@ def test_device_time_goes_to_the_phase_open_when_its_api_call_launched_it_graph_
 def test_is_scope_tells_scopes_from_kernels_and_ops():
     assert sb.is_scope("gpu_model_runner: draft") and sb.is_scope(ours.DRAFT_CHAIN)
     assert not sb.is_scope("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") and not sb.is_scope("aten::copy_")
+
+
+def test_device_gaps_split_a_steps_span_into_busy_time_and_idle_gaps_by_length():
+    """A step's wall over its summed kernel time is idle time between device items: the breakdown sums those gaps
+    by length (< 5 us launch gaps inside a replayed graph, 5-100 us, >= 100 us the GPU waiting on the host), with
+    overlapping streams counted once. Step 1: kernels at 0-10, 12-20 (gap 2), 50-60 (gap 30), overlapped by 55-70 on
+    another stream, then 300-310 (gap 230). Step 2: one kernel, no gap."""
+    events = [cpu_event(ours.STEP, 0, 1000), cpu_event("gpu_model_runner: forward", 1, 900)]
+    for i, (start, end) in enumerate(((0, 10), (12, 20), (50, 60), (55, 70), (300, 310))):
+        events += [cpu_event("cudaLaunchKernel", 2 + i, 3 + i, 200 + i),
+                   device_event("k", end - start, 200 + i, start=start)]
+    events += [cpu_event(ours.STEP, 1000, 1100), cpu_event("cudaLaunchKernel", 1001, 1002, 300),
+               device_event("k", 40, 300, start=1005)]
+    bd = breakdown(trace(events), runner="v1")
+    gaps = bd["device_gaps"]
+    assert gaps["gap_ms"] == {"under_5us": 0.001, "5_to_100us": 0.015, "100us_up": 0.115}  # (2, 30, 230) us / 2
+    assert gaps["gaps"] == {"under_5us": 0.5, "5_to_100us": 0.5, "100us_up": 0.5}
+    assert gaps["busy_ms"] == 0.044  # (10 + 8 + 20 + 10 + 40) us over 2 steps: the overlap counted once
+    assert gaps["span_ms"] == 0.175  # (310 + 40) us / 2 = busy + every gap
+    assert gaps["span_ms"] == pytest.approx(gaps["busy_ms"] + sum(gaps["gap_ms"].values()), abs=1e-3)
+    text = breakdown_report.render_table({"ours": bd})
+    assert "idle gaps 100us up, ms (n)" in text and "device busy, ms / step" in text

@@ -9,7 +9,8 @@ import gzip
 import re
 from pathlib import Path
 
-from results_readback import SOAK_CONDITIONS, jit_compiles, load, passed_soak, pooled_rows_by_round, pooled_table, table
+from results_readback import (SOAK_CONDITIONS, compile_to_kv_gap, jit_compiles, load, passed_soak, pooled_rows_by_round,
+                              pooled_table, table)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session29"
@@ -127,21 +128,6 @@ def test_the_soak_passed_at_tp2_with_every_condition_and_no_compile_on_ours():
 
 ENGINES = {"upstream_v1": "upstream V1", "full_drafter": "ours (`full_drafter`)",
            "platform_only": "our platform alone (`platform_only`)"}
-
-
-def log_time(line: str) -> int:
-    h, m, s = map(int, re.search(r" (\d\d):(\d\d):(\d\d) ", line).groups())
-    return h * 3600 + m * 60 + s
-
-
-def compile_to_kv_gap(log: str) -> int:
-    """Seconds from the last "Initial profiling/warmup run" line (torch.compile's end) to the first "Initial free
-    memory" line (the KV-cache sizing), over every rank's lines."""
-    lines = log.splitlines()
-    warm = [log_time(line) for line in lines if "Initial profiling/warmup run" in line]
-    free = [log_time(line) for line in lines if "Initial free memory" in line]
-    assert warm and free
-    return min(free) - max(warm)
 
 
 def test_the_boot_table_is_the_report_and_the_logs():

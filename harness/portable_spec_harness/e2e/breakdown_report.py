@@ -9,6 +9,7 @@ from typing import Any
 
 from portable_spec_harness.e2e.configs import OURS
 from portable_spec_harness.e2e.step_breakdown import PHASE_LABELS, PHASES, UNATTRIBUTED
+from portable_spec_harness.e2e.step_attribution import GAP_NAMES
 from portable_spec_harness.plotting import legend
 
 REFERENCE = "mrv2"
@@ -69,6 +70,14 @@ def render_table(breakdowns: dict[str, dict[str, Any]]) -> str:
             f"{sum(bd['phases'][p][key] for p in PHASES) + bd[UNATTRIBUTED][key]:>{WIDTH}.2f}"
             for bd in breakdowns.values()))
     lines.append(f"{'steps':<34}" + "".join(f"{bd['steps']:>{WIDTH}}" for bd in breakdowns.values()))
+    if all(bd.get("device_gaps") for bd in breakdowns.values()):  # breakdowns written before the gaps have none
+        for key, label in (("busy_ms", "device busy, ms / step"), ("span_ms", "device span, ms / step")):
+            lines.append(f"{label:<34}" + "".join(f"{bd['device_gaps'][key]:>{WIDTH}.3f}"
+                                                  for bd in breakdowns.values()))
+        for name in GAP_NAMES:
+            lines.append(f"{'idle gaps ' + name.replace('_', ' ') + ', ms (n)':<34}" + "".join(
+                f"{bd['device_gaps']['gap_ms'][name]:>{WIDTH - 8}.3f} ({bd['device_gaps']['gaps'][name]:>5.1f})"
+                for bd in breakdowns.values()))
     missing = {v: bd["missing_scopes"] for v, bd in breakdowns.items() if bd.get("missing_scopes")}
     if missing:
         lines.append("scopes never seen (missing_scopes in the JSON): " + "; ".join(

@@ -135,7 +135,8 @@ def _device(cpu: list[Any], device: list[Any], phase_at: Callable[[float], str],
     calls = [e for e in cpu if is_api_call(e)]
     by_correlation = {e.id: e for e in calls}
     out: dict[str, Any] = {"device": defaultdict(lambda: [0.0] * n), "kernels": defaultdict(int),
-                           "launches": defaultdict(int), "sync_us": defaultdict(float)}
+                           "launches": defaultdict(int), "sync_us": defaultdict(float),
+                           "intervals": [[] for _ in range(n)]}
     for call in calls:
         phase = phase_at(call.time_range.start)
         if call.name in SYNC_CALLS:
@@ -148,7 +149,43 @@ def _device(cpu: list[Any], device: list[Any], phase_at: Callable[[float], str],
         t = call.time_range.start if call is not None else item.time_range.start
         out["device"][phase][step_of(t)] += item.time_range.elapsed_us()
         out["kernels"][phase] += 1
+        out["intervals"][step_of(t)].append((item.time_range.start, item.time_range.end))
     return out
+
+
+GAP_BUCKETS_US = (5.0, 100.0)
+"""Idle stretches between a step's device items, by length: under 5 us is the GPU's own launch gap (kernels back
+to back in a replayed graph or a busy stream), 5-100 us a launch the host issued just in time, 100 us and up the
+GPU waiting on the host. Why: a step's wall over its summed kernel time is the sum of these gaps, and only the long
+ones are host time that a graph or an earlier launch could remove."""
+GAP_NAMES = ("under_5us", "5_to_100us", "100us_up")
+
+
+def device_gaps(intervals: list[list[tuple[float, float]]]) -> dict[str, Any]:
+    """Per step (mean): the busy time of the union of the step's device items (overlapping streams counted once),
+    their span from first start to last end, and the idle gaps inside that span, summed and counted by
+    ``GAP_BUCKETS_US``."""
+    n = len(intervals) or 1
+    busy = span = 0.0
+    gaps = {name: 0.0 for name in GAP_NAMES}
+    counts = {name: 0 for name in GAP_NAMES}
+    for items in intervals:
+        merged: list[list[float]] = []
+        for start, end in sorted(items):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        if not merged:
+            continue
+        busy += sum(end - start for start, end in merged)
+        span += merged[-1][1] - merged[0][0]
+        for (_, end), (start, _) in zip(merged, merged[1:]):
+            name = GAP_NAMES[bisect.bisect_right(GAP_BUCKETS_US, start - end)]
+            gaps[name] += start - end
+            counts[name] += 1
+    return {"busy_ms": _ms(busy / n), "span_ms": _ms(span / n), "gap_ms": {k: _ms(v / n) for k, v in gaps.items()},
+            "gaps": {k: round(v / n, 2) for k, v in counts.items()}}
 
 
 def _ms(us: float) -> float:
@@ -178,7 +215,7 @@ def _summary(acc: dict[str, Any], windows: list[float], marker: str, runner: str
     seen = set(acc["calls"])
     return {"runner": runner, "steps": n, "step_scope": marker, "unit": "ms per step (mean over steps)",
             "host_ms": _ms(host_total / n), "device_ms": _ms(device_total / n),
-            "phases": phases, UNATTRIBUTED: unattributed,
+            "phases": phases, UNATTRIBUTED: unattributed, "device_gaps": device_gaps(acc["intervals"]),
             "scope_calls": dict(sorted(acc["calls"].items())),
             "missing_scopes": [s for s, _, runners, _ in SCOPE_PHASES if runner in runners.split() and s not in seen],
             "per_step": {"window_ms": [_ms(w) for w in windows],

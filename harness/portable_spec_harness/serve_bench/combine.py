@@ -25,7 +25,7 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.report import rounds_short
+from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size, wrapped_title
 from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, cell_of, kind_of, legacy_sampling,
                                                     ratio_pairs, workload_cells)
 from portable_spec_harness.plotting import legend
@@ -34,12 +34,13 @@ from portable_spec_harness.plotting import legend
 def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """What pooled reports must share, the same whether a report was written before the axes or after: lengths,
     sampling, ``max_model_len``, the prompts per run where they were fixed (sized runs differ from call to call
-    by design; their rounds still pair only within a call), and ``--async-scheduling`` (what a variant without a
-    scheduling suffix ran)."""
+    by design; their rounds still pair only within a call), ``--async-scheduling`` (what a variant without a
+    scheduling suffix ran) and the tensor parallelism (a TP=2 round is no round of a TP=1 table)."""
     same = {"input_lens": workload.get("input_lens") or [workload.get("input_len")],
             "sampling": workload.get("sampling") or [legacy_sampling(workload)],
             "output_len": workload.get("output_len"), "max_model_len": workload.get("max_model_len"),
-            "async_scheduling": (settings or {}).get("async_scheduling", "default")}
+            "async_scheduling": (settings or {}).get("async_scheduling", "default"),
+            "tensor_parallel_size": tensor_parallel_size({"settings": settings})}
     if not workload.get("min_run_s"):
         same["num_prompts"] = workload.get("num_prompts")
     return same
@@ -87,6 +88,7 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             "sources": [s for _, s in members], "device": sorted({str(rep.get("device")) for rep, _ in members}),
             "vllm": sorted({str(rep.get("vllm")) for rep, _ in members}), "shapes": first["pair"].get("shapes"),
             "k": first["pair"]["k"], "workload": first["workload"],
+            "tensor_parallel_size": tensor_parallel_size(first),
             "rounds": sum(rep.get("rounds_done", 0) for rep, _ in members), "cells": table,
             "phase_clock_c1": {v: r.get("split") for rep, _ in members
                                for v, r in (rep.get("phase_clock_c1") or {}).items() if r.get("split")}}
@@ -150,10 +152,22 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
         ax.set_ylabel(f"output tok/s: variant / {base}")
         ax.grid(alpha=0.3)
         legend(ax, fontsize=8)
+    fig.suptitle(wrapped_title(title(summary), 7 * len(bases)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def title(summary: dict[str, Any]) -> str:
+    """What the plot was measured on, per pooled pair: device, tensor parallelism, vLLM and rounds (a PNG read
+    alone must say where its numbers come from)."""
+    parts = []
+    for pair, modes in summary["pairs"].items():
+        for mode, e in modes.items():
+            parts.append(f"{pair} ({mode}): {', '.join(e['device'])}, TP={e.get('tensor_parallel_size', 1)}, "
+                         f"vLLM {', '.join(e['vllm'])}, {e['rounds']} rounds")
+    return "pooled vllm serve + vllm bench serve: " + "; ".join(parts)
 
 
 def _lines(ratios: dict[str, Any]) -> dict[str, dict[int, float]]:

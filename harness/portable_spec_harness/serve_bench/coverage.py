@@ -26,7 +26,7 @@ from typing import Any
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
-from portable_spec_harness.serve_bench.plan import Cell, legacy_sampling
+from portable_spec_harness.serve_bench.plan import TARGET_LINES, Cell, legacy_sampling
 
 MIN_ROUNDS = 3
 """The brief's rule for a benchmark cell users would trust: at least three interleaved rounds."""
@@ -74,13 +74,19 @@ class Table:
                 for s in self.samplings for c in self.concurrencies]
 
 
+FLOORS = {base: TARGET_LINES[base][0] for base in ("upstream_v1", "mrv2")}
+"""Ours / baseline output tok/s that meets a cell's target: the lowest line the plots draw (1.00x upstream V1, 0.97x
+MRV2)."""
+LOW_C_FLOORS = {"upstream_v1": TARGET_LINES["upstream_v1"][1]}
+"""At c <= 2 with designed acceptance: 1.10x upstream V1."""
+
 ISSUE_41 = Table(
     "issue 41",
     (Row("llama8b_eagle3", "designed-partial", ("upstream_v1", "mrv2")),
      Row("llama8b_eagle", "dummy", ("upstream_v1", "mrv2")),
      Row("qwen3moe30b_eagle3", "dummy", ("upstream_v1",))),
     (128, 1024, 4096), ("greedy", "sampled"), (1, 2, 8, 32),
-    min_tok_s={"upstream_v1": 1.00, "mrv2": 0.97}, max_p99_itl={"upstream_v1": 1.25})
+    min_tok_s=FLOORS, max_p99_itl={"upstream_v1": 1.25})
 """Issue 41 item 4: ours >= 1.00x upstream V1 and (dense pairs) >= 0.97x MRV2 on output tok/s in every cell, and
 ours' p99 ITL <= 1.25x upstream V1's."""
 ISSUE_37 = Table(
@@ -90,7 +96,7 @@ ISSUE_37 = Table(
      Row("llama8b_eagle3", "designed", ("upstream_v1", "mrv2")),
      Row("llama8b_eagle3", "dummy", ("upstream_v1", "mrv2"))),
     (256, 1024), ("greedy",), (1, 2, 8, 32),
-    min_tok_s={"upstream_v1": 1.00, "mrv2": 0.97}, min_tok_s_low_c={"upstream_v1": 1.10}, tensor_parallel=2)
+    min_tok_s=FLOORS, min_tok_s_low_c=LOW_C_FLOORS, tensor_parallel=2)
 """Issue 37 item 4 at TP=2: ours >= 1.00x upstream V1 in every cell, >= 1.10x at c <= 2 with designed acceptance,
 >= 0.97x MRV2 on the dense pair."""
 TABLES = {"issue41": ISSUE_41, "issue37": ISSUE_37}
@@ -119,7 +125,8 @@ def cell_of_key(key: str, workload: dict[str, Any]) -> Cell:
 
 
 def tensor_parallel(sources: list[str], root: Path) -> int | None:
-    """The TP the summary's calls ran at, read from each call's report (None: no report says)."""
+    """The TP the summary's calls ran at, read from each call's report (None: no report says), for a summary
+    combined before it recorded its own ``tensor_parallel_size``."""
     seen = set()
     for source in sources:
         for name in ("serve_bench.json", "serve_bench.json.gz"):
@@ -137,9 +144,10 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
     out = []
     for pair, modes in summary.get("pairs", {}).items():
         for mode, entry in modes.items():
+            tp = entry.get("tensor_parallel_size") or tensor_parallel(entry.get("sources") or [], root)
             where = {"summary": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
                      "device": entry.get("device"), "vllm": entry.get("vllm"), "rounds": entry.get("rounds"),
-                     "tensor_parallel": tensor_parallel(entry.get("sources") or [], root)}
+                     "tensor_parallel": tp}
             for base, keys in BASELINE_KEYS.items():
                 for key in keys:
                     for cell_key, ratio in ((summary.get(key) or {}).get(pair, {}).get(mode) or {}).items():

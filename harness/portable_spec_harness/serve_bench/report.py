@@ -8,6 +8,7 @@ but are listed in the JSON (``short_runs``), the table and its last line."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,17 @@ def _short_lines(report: dict[str, Any]) -> list[str]:
                      f"{s['num_prompts']} prompts" for s in short[:20]]
 
 
+TITLE_CHARS_PER_INCH = 8
+"""How many characters of a 12-point title fit in an inch of figure: a longer title is wrapped, so the device and
+TP at its end stay on the PNG (a one-line title wider than the figure is cut at both edges)."""
+
+
+def wrapped_title(text: str, width_in: float) -> str:
+    """``text`` broken into lines that fit a figure ``width_in`` inches wide."""
+    return textwrap.fill(text, max(20, int(width_in * TITLE_CHARS_PER_INCH)), break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def plot(report: dict[str, Any], path: Path) -> str | None:
     """One panel per input length and sampling: each ratio (ours over each baseline, a suffixed variant over its
     plain one) on output tok/s against concurrency (the paired median of the rounds with its interval; lines at issue
@@ -314,8 +326,8 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
     if profiles:
         draw(fig.add_subplot(rows + 1, 1, rows + 1), profiles, 1)
     pair, w = report["pair"], report["workload"]
-    fig.suptitle(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, output "
-                 f"{w['output_len']} tokens, {where(report)}, vLLM {report.get('vllm')}")
+    fig.suptitle(wrapped_title(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, "
+                               f"output {w['output_len']} tokens, {where(report)}, vLLM {report.get('vllm')}", width))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

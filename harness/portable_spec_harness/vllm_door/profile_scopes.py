@@ -108,6 +108,9 @@ DETAIL_HOOKS = (
     *_details("portable_spec.vllm_adapter.spec_decode.draft_prep", "DraftPrepMixin", ("_fill_backup_tokens",), "ours"),
     ScopeHook("portable_spec.vllm_adapter.spec_decode.draft_prep", "hand_off_counts", f"{DETAIL_PREFIX}ours hand_off_counts"),
     ScopeHook("portable_spec.draft.runner", "DraftGraphRunner.replay", f"{DETAIL_PREFIX}ours DraftGraphRunner.replay"),
+    # our MRV2 draft-model speculator (vLLM 0.33.0): where its host time between the replays goes
+    *_details(OURS_STANDALONE, "GraphedStandaloneARSpeculator", (
+        "prepare_prefill", "prepare_decode", "prepare_step", "replay"), "ours mrv2"),
     *_details(MRV2_RUNNER, "GPUModelRunner", (
         "finish_requests", "add_requests", "update_requests", "prepare_inputs", "prepare_attn",
         "postprocess_sampled"), "mrv2"),
