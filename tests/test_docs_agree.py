@@ -464,3 +464,21 @@ def test_the_checks_read_every_results_file_they_name():
                  *(path for bench in POOLED_BENCHES for path in (*bench.call_reports(), bench.pooled()))):
         assert (ROOT / path).is_file(), path
     assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}
+
+
+COVERAGE_BLOCK = re.compile(r"<!-- coverage --table (\w+) -->\n(.*?)\n<!-- end coverage -->", re.S)
+
+
+def test_the_readmes_serving_tables_are_the_coverage_of_the_committed_results():
+    """README's serving tables (between ``<!-- coverage --table NAME -->`` markers) are exactly what
+    ``serve_bench.coverage --table NAME --markdown`` prints from ``bench/results/`` today: a new pooled summary, a
+    changed ratio or a hand-edited cell fails here until the table is printed again."""
+    from portable_spec_harness.serve_bench import coverage
+
+    blocks = COVERAGE_BLOCK.findall((ROOT / "README.md").read_text())
+    assert sorted(name for name, _ in blocks) == sorted(coverage.TABLES), blocks
+    for name, shown in blocks:
+        table = coverage.TABLES[name]
+        expect = coverage.markdown(coverage.coverage(table, ROOT / "bench" / "results", ROOT), table)
+        assert shown == expect, name
+        assert expect.count("\n| ") >= 2, name  # a header and at least one measured row

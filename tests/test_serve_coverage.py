@@ -118,3 +118,36 @@ def test_no_summary_is_an_error_and_the_cli_exits_2_with_one_line(tmp_path, caps
     out = capsys.readouterr()
     payload = json.loads(out.out)
     assert out.err == "" and payload["exit"] == 2 and "--results" in payload["error"]
+
+
+def test_ours_forced_onto_v1_and_ours_on_vllms_pick_get_a_grid_each_against_mrv2(tmp_path):
+    """Against MRV2 a dense pair has two "ours": our V1 drafter (V1 forced) and our platform on the runner vLLM picks
+    (MRV2). Each is judged on its own and shown in its own grid, so a miss of one is not hidden by the other."""
+    (tmp_path / "a").mkdir()
+    key = "in1024/greedy/c1"
+    entry = {"sources": [], "device": ["NVIDIA H200"], "vllm": ["0.28.0"], "rounds": 3, "workload": {}, "cells": {}}
+    (tmp_path / "a" / "serve_bench_summary.json").write_text(json.dumps({
+        "pairs": {"llama8b_eagle3": {"designed-partial": entry}},
+        "ours_over_mrv2": {"llama8b_eagle3": {"designed-partial": {key: {"output_tok_s": 0.93}}}},
+        "ours_mrv2_over_mrv2": {"llama8b_eagle3": {"designed-partial": {key: {"output_tok_s": 1.0}}}}}))
+    report = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    found = cell(report, "llama8b_eagle3", "designed-partial", "mrv2", key)
+    assert sorted((m["ours"], m["verdicts"]["output_tok_s"]) for m in found["measurements"]) == [
+        ("ours", False), ("ours_mrv2", True)]
+    assert found["counted"] and not found["meets"]  # a miss of either is the cell's miss
+    grid = coverage.text(report, coverage.ISSUE_41).split("\n\n")
+    v1 = next(g for g in grid if g.startswith("llama8b_eagle3 designed-partial, ours / mrv2"))
+    pick = next(g for g in grid if g.startswith("llama8b_eagle3 designed-partial, ours on vLLM's pick (MRV2) / mrv2"))
+    assert "0.93!" in v1 and "1.00" not in v1 and "1.00" in pick and "0.93" not in pick
+
+
+def test_the_markdown_table_lists_measured_rows_only_and_shows_uncounted_ratios_with_their_rounds(tmp_path):
+    write_summary(tmp_path / "a", {"in128/greedy/c1": {"output_tok_s": 0.99}, "in128/greedy/c2": {"output_tok_s": 1.2}})
+    write_summary(tmp_path / "b", {"in4096/sampled/c8": {"output_tok_s": 1.5}}, rounds=2)
+    report = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    lines = coverage.markdown(report, coverage.ISSUE_41).splitlines()
+    rows = [line for line in lines[2:] if line.startswith("| ")]
+    assert rows == ["| qwen3moe30b_eagle3 | dummy | ours / upstream_v1 | 128 | greedy | 0.99! | 1.20! | – | – | 0.26.0 |",
+                    "| qwen3moe30b_eagle3 | dummy | ours / upstream_v1 | 4096 | sampled | – | – | 1.50 (2r) | – | 0.26.0 |"]
+    assert lines[-1].startswith("2 of 120 cells counted (>= 3 rounds), 0 meeting every target")
+    assert coverage.main(["--results", str(tmp_path), "--markdown"]) == 0

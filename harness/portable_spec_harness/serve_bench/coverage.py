@@ -11,7 +11,8 @@ A cell counts as measured only from a pooled summary of at least ``MIN_ROUNDS`` 
 not counted. p99 ITL is judged paired round by round where the summary has it (``paired_p99_itl_ms``), else as the
 ratio of the two engines' medians, and the report says which.
 
-    python -m portable_spec_harness.serve_bench.coverage [--results bench/results] [--table issue41|issue37] [--json]
+    python -m portable_spec_harness.serve_bench.coverage [--results bench/results] [--table issue41|issue37]
+        [--json | --markdown]
 """
 
 from __future__ import annotations
@@ -212,30 +213,87 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
 
 
 def text(report: dict[str, Any], table: Table) -> str:
-    """A grid per row and baseline: input x sampling down, concurrency across; a counted cell shows its ratio and
-    ``!`` where a target misses, ``(nr)`` a cell measured with fewer than ``MIN_ROUNDS`` rounds only (n: the most
-    rounds of any of its summaries), ``-`` none."""
+    """A grid per row, baseline and the variant over it (``NUMERATORS``): input x sampling down, concurrency across;
+    a counted cell shows its ratio and ``!`` where a target misses, ``(nr)`` a cell measured with fewer than
+    ``MIN_ROUNDS`` rounds only (n: the most rounds of any of its summaries), ``-`` none."""
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
     by_key = {(c["pair"], c["mode"], c["baseline"], c["cell"]): c for c in report["cells"]}
     for row in table.rows:
         for base in row.baselines:
-            lines.append(f"\n{row.pair} {row.mode}, ours / {base} output tok/s (c = "
-                         f"{', '.join(map(str, table.concurrencies))})")
-            for n in table.inputs:
-                for s in table.samplings:
-                    marks = [_mark(by_key[row.pair, row.mode, base, Cell(n, s, c).key]) for c in table.concurrencies]
-                    lines.append(f"  in{n:<5} {s:<8} " + " ".join(f"{m:>8}" for m in marks))
+            grid = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for n in table.inputs
+                    for s in table.samplings for c in table.concurrencies]
+            for ours in numerators(grid):
+                lines.append(f"\n{row.pair} {row.mode}, {NUMERATORS.get(ours, ours)} / {base} output tok/s (c = "
+                             f"{', '.join(map(str, table.concurrencies))})")
+                for n in table.inputs:
+                    for s in table.samplings:
+                        marks = [_mark(by_key[row.pair, row.mode, base, Cell(n, s, c).key], ours)
+                                 for c in table.concurrencies]
+                        lines.append(f"  in{n:<5} {s:<8} " + " ".join(f"{m:>8}" for m in marks))
     return "\n".join(lines)
 
 
-def _mark(cell: dict[str, Any]) -> str:
+NUMERATORS = {"ours": "ours", "ours_mrv2": "ours on vLLM's pick (MRV2)"}
+"""How a grid names the variant over its baseline: ``ours`` is our V1 drafter (the V1 runner, forced on a dense
+target), ``ours_mrv2`` our platform on the runner vLLM picks (MRV2 for a dense target: what a user gets unless V1 is
+forced). Against MRV2 both answer different questions, so each has its own grid and neither hides the other."""
+
+
+def numerators(grid: list[dict[str, Any]]) -> list[str]:
+    """The variants measured over one row's baseline (``ours`` where none was), in ``NUMERATORS`` order."""
+    seen = {m["ours"] for cell in grid for m in cell["measurements"]}
+    return [o for o in NUMERATORS if o in seen] + sorted(seen - set(NUMERATORS)) or ["ours"]
+
+
+def _mark(cell: dict[str, Any], ours: str = "ours") -> str:
+    cell = {**cell, "measurements": [m for m in cell["measurements"] if m["ours"] == ours]}
     counted = [m for m in cell["measurements"] if m["counted"]]
     if counted:
         m = counted[-1]
         return f"{m['output_tok_s']:.2f}" + ("" if all(m["verdicts"].values()) else "!")
     return f"({max(m['rounds'] or 0 for m in cell['measurements'])}r)" if cell["measurements"] else "-"
+
+
+def markdown(report: dict[str, Any], table: Table) -> str:
+    """The measured part of ``text``'s grids as one markdown table, for a README: a line per pair, weights, variant
+    over baseline, input length and sampling that has any measurement, its cells marked as in ``text`` (``–`` for
+    none; an uncounted cell with its latest ratio), and the vLLM versions they were measured on; a closing line says
+    what the marks mean and what the rows leave out."""
+    by_key = {(c["pair"], c["mode"], c["baseline"], c["cell"]): c for c in report["cells"]}
+    head = ["pair", "weights", "ratio", "input", "sampling", *(f"c={c}" for c in table.concurrencies), "vLLM"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table.rows:
+        for base in row.baselines:
+            grid = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for n in table.inputs
+                    for s in table.samplings for c in table.concurrencies]
+            for ours in numerators(grid):
+                for n in table.inputs:
+                    for s in table.samplings:
+                        cells = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for c in table.concurrencies]
+                        found = [m for c in cells for m in c["measurements"] if m["ours"] == ours]
+                        if not found:
+                            continue
+                        marks = [_md_mark(c, ours) for c in cells]
+                        versions = sorted({v for m in found for v in (m["vllm"] or [])})
+                        lines.append(f"| {row.pair} | {row.mode} | {NUMERATORS.get(ours, ours)} / {base} | {n} | "
+                                     f"{s} | " + " | ".join(marks) + f" | {', '.join(versions)} |")
+    lines.append(f"\n{report['counted']} of {report['cells_in_table']} cells counted (>= {MIN_ROUNDS} rounds), "
+                 f"{report['meeting_every_target']} meeting every target; `!` a missed target, `(nr)` n rounds only "
+                 "(shown, not counted), `–` not measured; rows with no measurement are left out.")
+    return "\n".join(lines)
+
+
+def _md_mark(cell: dict[str, Any], ours: str) -> str:
+    """``_mark`` for a README: an uncounted cell also shows its latest ratio before its rounds (``0.95 (1r)``)."""
+    mark = _mark(cell, ours)
+    if mark == "-":
+        return "–"
+    if mark.startswith("("):
+        latest = [m for m in cell["measurements"] if m["ours"] == ours][-1]
+        return f"{latest['output_tok_s']:.2f} {mark}"
+    return mark
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,13 +303,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the folder of committed results (default bench/results)")
     parser.add_argument("--table", choices=sorted(TABLES), default="issue41", help="which table (default issue41)")
     parser.add_argument("--json", action="store_true", help="print the whole coverage as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the measured rows as one markdown table "
+                        "(what README's serving tables are, checked by tests/test_docs_agree.py)")
     args = parser.parse_args(argv)
     table = TABLES[args.table]
     try:
         report = coverage(table, args.results, Path.cwd())
     except PortableSpecError as exc:
         return emit_error(str(exc), 2, args.json)
-    print(json.dumps(report, indent=1) if args.json else text(report, table))
+    print(json.dumps(report, indent=1) if args.json else markdown(report, table) if args.markdown
+          else text(report, table))
     return 0
 
 
