@@ -68,9 +68,12 @@ def test_a_cell_below_a_target_misses_and_fewer_rounds_are_listed_not_counted(tm
     report = coverage.coverage(coverage.ISSUE_41, tmp_path)
     slow = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c1")
     assert slow["counted"] and not slow["meets"]
-    assert slow["measurements"][0]["verdicts"] == {"output_tok_s": False, "p99_itl": False}  # no p99 data: a miss
+    # no p99 data and no call report saying what compiled after boot: both misses (unknown is not zero)
+    assert slow["measurements"][0]["verdicts"] == {"output_tok_s": False, "p99_itl": False,
+                                                   "no_compile_after_boot": False}
     paused = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c2")
-    assert paused["measurements"][0]["verdicts"] == {"output_tok_s": True, "p99_itl": False}
+    assert paused["measurements"][0]["verdicts"] == {"output_tok_s": True, "p99_itl": False,
+                                                     "no_compile_after_boot": False}
     short = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c8")
     assert short["measurements"] and not short["counted"]
     assert (report["counted"], report["meeting_every_target"]) == (2, 0)
@@ -151,3 +154,43 @@ def test_the_markdown_table_lists_measured_rows_only_and_shows_uncounted_ratios_
                     "| qwen3moe30b_eagle3 | dummy | ours / upstream_v1 | 4096 | sampled | – | – | 1.50 (2r) | – | 0.26.0 |"]
     assert lines[-1].startswith("2 of 120 cells counted (>= 3 rounds), 0 meeting every target")
     assert coverage.main(["--results", str(tmp_path), "--markdown"]) == 0
+
+
+def test_a_cell_where_ours_compiled_after_boot_misses_issue_41_and_the_calls_are_found_beside_the_summary(tmp_path):
+    """The compile count comes from each pooled call's own report, found from the repository root or, as session
+    folders store them, beside the summary; one compile in any call misses issue 41's no-compile target (issue 37's
+    table does not judge it), and a call whose report is gone leaves the count unknown, a miss."""
+    session = tmp_path / "session"
+    for call, compiles in (("call1", []), ("call2", ["Triton kernel JIT compilation: fused_moe_kernel"])):
+        (session / call).mkdir(parents=True)
+        (session / call / "serve_bench.json").write_text(json.dumps(
+            {"variants": {"ours": {"jit_after_boot": compiles}, "upstream_v1": {"jit_after_boot": ["x"]}},
+             "tensor_parallel": {"tensor_parallel_size": 1}}))
+    path = write_summary(session / "pooled", {"in1024/greedy/c1": {"output_tok_s": 1.2,
+                                                                  "paired_p99_itl_ms": {"median": 0.9, "passes": 3}}})
+    summary = json.loads(path.read_text())
+    summary["pairs"]["qwen3moe30b_eagle3"]["dummy"]["sources"] = ["call1", "call2"]
+    path.write_text(json.dumps(summary))
+    (m,) = cell(coverage.coverage(coverage.ISSUE_41, tmp_path), "qwen3moe30b_eagle3", "dummy", "upstream_v1",
+                "in1024/greedy/c1")["measurements"]
+    assert m["compiles_after_boot"] == 1 and m["verdicts"] == {"output_tok_s": True, "p99_itl": True,
+                                                               "no_compile_after_boot": False}
+    (session / "call2" / "serve_bench.json").write_text(json.dumps({"variants": {"ours": {"jit_after_boot": []}}}))
+    (m,) = cell(coverage.coverage(coverage.ISSUE_41, tmp_path), "qwen3moe30b_eagle3", "dummy", "upstream_v1",
+                "in1024/greedy/c1")["measurements"]
+    assert m["compiles_after_boot"] == 0 and all(m["verdicts"].values())
+    (session / "call1" / "serve_bench.json").unlink()
+    (m,) = cell(coverage.coverage(coverage.ISSUE_41, tmp_path), "qwen3moe30b_eagle3", "dummy", "upstream_v1",
+                "in1024/greedy/c1")["measurements"]
+    assert m["compiles_after_boot"] is None and m["verdicts"]["no_compile_after_boot"] is False
+
+
+def test_the_committed_issue_41_cells_read_their_calls_and_ours_compiled_nothing_after_boot():
+    report = coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT)
+    counted = [m for c in report["cells"] for m in c["measurements"] if m["counted"]]
+    assert len(counted) >= 10 and all(m["compiles_after_boot"] == 0 for m in counted), counted
+    tp2 = coverage.coverage(coverage.ISSUE_37, RESULTS, ROOT)
+    moe = cell(tp2, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in1024/greedy/c1")["measurements"]
+    # session 29's pooled two calls and session 30's three: one compile in each of session 29's calls (before the MoE
+    # size warm-up), none in session 30's
+    assert [(m["rounds"], m["compiles_after_boot"]) for m in moe] == [(2, 2), (3, 2)]

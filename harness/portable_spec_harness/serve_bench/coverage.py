@@ -69,6 +69,9 @@ class Table:
     """Baseline -> the lowest ours / baseline output tok/s at c <= 2 with designed weights (absent: none)."""
     tensor_parallel: int = 1
     """The TP the table is for: a cell measured at another TP belongs to another table and is not read."""
+    no_compile_after_boot: bool = False
+    """Whether a cell also needs ours' server to have compiled no kernel after boot in every call pooled into it (its
+    JIT monitor's count; a call that does not say is a miss)."""
 
     def cells(self) -> list[tuple[Row, str, Cell]]:
         return [(row, base, Cell(n, s, c)) for row in self.rows for base in row.baselines for n in self.inputs
@@ -87,9 +90,9 @@ ISSUE_41 = Table(
      Row("llama8b_eagle", "dummy", ("upstream_v1", "mrv2")),
      Row("qwen3moe30b_eagle3", "dummy", ("upstream_v1",))),
     (128, 1024, 4096), ("greedy", "sampled"), (1, 2, 8, 32),
-    min_tok_s=FLOORS, max_p99_itl={"upstream_v1": 1.25})
+    min_tok_s=FLOORS, max_p99_itl={"upstream_v1": 1.25}, no_compile_after_boot=True)
 """Issue 41 item 4: ours >= 1.00x upstream V1 and (dense pairs) >= 0.97x MRV2 on output tok/s in every cell, and
-ours' p99 ITL <= 1.25x upstream V1's."""
+ours' p99 ITL <= 1.25x upstream V1's; item 2: no compile after boot on ours in any cell."""
 ISSUE_37 = Table(
     "issue 37 (TP=2)",
     (Row("qwen3moe30b_eagle3", "designed", ("upstream_v1",)),
@@ -125,18 +128,30 @@ def cell_of_key(key: str, workload: dict[str, Any]) -> Cell:
     return Cell(int(workload["input_len"]), legacy_sampling(workload), int(key))
 
 
-def tensor_parallel(sources: list[str], root: Path) -> int | None:
+def source_reports(sources: list[str], summary: Path, root: Path) -> list[dict[str, Any] | None]:
+    """Each pooled call's own report (``serve_bench.json``), its path as ``combine`` was given it: from the
+    repository root, or from a folder above the summary (a session's results folder); None where none is found."""
+    bases = [root, *summary.parents]
+    out = []
+    for source in sources:
+        found = next((base / source / name for base in bases for name in ("serve_bench.json", "serve_bench.json.gz")
+                      if (base / source / name).exists()), None)
+        out.append(read_json(found) if found else None)
+    return out
+
+
+def tensor_parallel(reports: list[dict[str, Any] | None]) -> int | None:
     """The TP the summary's calls ran at, read from each call's report (None: no report says), for a summary
     combined before it recorded its own ``tensor_parallel_size``."""
-    seen = set()
-    for source in sources:
-        for name in ("serve_bench.json", "serve_bench.json.gz"):
-            path = root / source / name
-            if path.exists():
-                tp = (read_json(path).get("tensor_parallel") or {}).get("tensor_parallel_size")
-                seen.add(tp or 1)
-                break
+    seen = {(r.get("tensor_parallel") or {}).get("tensor_parallel_size") or 1 for r in reports if r is not None}
     return seen.pop() if len(seen) == 1 else None
+
+
+def compiles_after_boot(reports: list[dict[str, Any] | None], variant: str) -> int | None:
+    """Kernels vLLM's JIT monitor saw compile after boot on ``variant``'s server, over every pooled call; None when a
+    call's report is missing or does not say (unknown is not zero)."""
+    counts = [((r or {}).get("variants") or {}).get(variant, {}).get("jit_after_boot") for r in reports]
+    return sum(len(c) for c in counts) if counts and all(c is not None for c in counts) else None
 
 
 def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
@@ -145,7 +160,8 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
     out = []
     for pair, modes in summary.get("pairs", {}).items():
         for mode, entry in modes.items():
-            tp = entry.get("tensor_parallel_size") or tensor_parallel(entry.get("sources") or [], root)
+            reports = source_reports(entry.get("sources") or [], path, root)
+            tp = entry.get("tensor_parallel_size") or tensor_parallel(reports)
             where = {"summary": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
                      "device": entry.get("device"), "vllm": entry.get("vllm"), "rounds": entry.get("rounds"),
                      "tensor_parallel": tp}
@@ -157,7 +173,8 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
                         cell = cell_of_key(cell_key, entry["workload"])
                         ours = key.removesuffix(f"_over_{base}")
                         out.append({"pair": pair, "mode": mode, "baseline": base, "cell": cell.key, "ours": ours,
-                                    **where, **_ratios(ratio, entry.get("cells") or {}, ours, base, cell_key)})
+                                    **where, "compiles_after_boot": compiles_after_boot(reports, ours),
+                                    **_ratios(ratio, entry.get("cells") or {}, ours, base, cell_key)})
     return out
 
 
@@ -184,6 +201,8 @@ def verdicts(table: Table, found: dict[str, Any]) -> dict[str, bool]:
     out = {"output_tok_s": found["output_tok_s"] >= floor}
     if base in table.max_p99_itl:
         out["p99_itl"] = found["p99_itl"] is not None and found["p99_itl"] <= table.max_p99_itl[base]
+    if table.no_compile_after_boot:
+        out["no_compile_after_boot"] = found["compiles_after_boot"] == 0
     return out
 
 
