@@ -34,7 +34,7 @@ def _kernels(x: Any, n: int) -> Any:
 
 def probe(kernels: int, steps: int, size: int) -> dict[str, Any]:
     """Per mode (``graph``: one replay per step; ``eager``: ``kernels`` launches per step): the breakdown's device
-    gaps, kernels and launches per step, and the wall of the step scope."""
+    gaps, kernels, launches and device time per step, and the device time it could not link to a launch."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
