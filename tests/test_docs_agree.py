@@ -460,7 +460,7 @@ def test_every_verdict_sentence_is_checked(doc):
 
 
 def test_the_checks_read_every_results_file_they_name():
-    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(),
+    for path in (*PINNED, *UNPINNED, SERVE, *DRAFT_ASYNC.values(), MOE_TP2, BOOT_TP2, DENSE_TP2_MRV2,
                  *(path for bench in POOLED_BENCHES for path in (*bench.call_reports(), bench.pooled()))):
         assert (ROOT / path).is_file(), path
     assert len(CLAIMS) >= 8 and {c.doc for c in CLAIMS} == {"README.md", "docs/platforms.md"}
