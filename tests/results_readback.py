@@ -1,7 +1,7 @@
 """Reading committed GPU results back in the tests that hold a results README to its JSON: a result file, gzip-
 compressed or not, a README table as rows of cells, the kernels a server log shows compiled after boot, a boot log's
-times, the soak's conditions as READMEs name them and a passed soak's servers, and a pooled serving table as READMEs
-print it."""
+times and its "init engine" line, the soak's conditions as READMEs name them and a passed soak's servers, and a pooled
+serving table as READMEs print it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ def compile_to_kv_gap(log: str) -> int:
     free = [log_time(line) for line in lines if "Initial free memory" in line]
     assert warm and free
     return min(free) - max(warm)
+
+
+INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s \(compilation: "
+                         r"([\d.]+) s\)")
+
+
+def init_engine(log: str) -> tuple[str, str]:
+    """vLLM's "init engine" seconds and its compilation seconds from a boot log, as printed there; a log without the
+    line fails."""
+    found = INIT_ENGINE.search(log)
+    assert found, "no init engine line"
+    return found.group(1), found.group(2)
 
 
 def jit_compiles(log: Path) -> list[str]:

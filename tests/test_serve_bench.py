@@ -18,6 +18,7 @@ import pytest
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness.serve_bench import (client, combine, driver, memory, pairs, plan, worker_extension, report, servers,
                                                  stats)
+from portable_spec_harness import plotting
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
 from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, fake_launcher, ticking_clock
@@ -1298,6 +1299,6 @@ def test_the_summary_records_its_tp_refuses_to_pool_two_and_its_plot_title_names
 def test_a_long_plot_title_is_wrapped_to_the_figure_and_keeps_every_word():
     text = ("vllm serve + vllm bench serve: llama8b_eagle3 (designed-partial), K=3, output 256 tokens, "
             "NVIDIA H200, TP=2, vLLM 0.28.0")
-    lines = report.wrapped_title(text, 7.0).splitlines()
-    assert len(lines) >= 2 and all(len(line) <= 7 * report.TITLE_CHARS_PER_INCH for line in lines)
+    lines = plotting.wrapped_title(text, 7.0).splitlines()
+    assert len(lines) >= 2 and all(len(line) <= 7 * plotting.TITLE_CHARS_PER_INCH for line in lines)
     assert " ".join(lines) == text and lines[-1].endswith("TP=2, vLLM 0.28.0")

@@ -9,8 +9,8 @@ import gzip
 import re
 from pathlib import Path
 
-from results_readback import (compile_to_kv_gap, jit_compiles, load, log_time, pooled_row, pooled_rows_by_round,
-                              pooled_table, table)
+from results_readback import (compile_to_kv_gap, init_engine, jit_compiles, load, log_time, pooled_row,
+                              pooled_rows_by_round, pooled_table, table)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200x2-session30"
@@ -121,7 +121,6 @@ def test_the_new_round_compiled_nothing_after_boot_on_ours_after_the_moe_size_wa
 
 ENGINES = {"upstream_v1": "upstream V1", "full_drafter": "ours (`full_drafter`)",
            "platform_only": "our platform alone (`platform_only`)"}
-INIT = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s \(compilation: ([\d.]+) s\)")
 
 
 def boot_log(name: str) -> str:
@@ -141,11 +140,11 @@ def test_the_boot_table_is_the_report_and_the_logs_and_ours_is_within_1_3x():
     init = {}
     for variant, label in [("priming_upstream_v1", "priming boot, upstream V1 (discarded)"),
                            *((f"cold_{v}", label) for v, label in ENGINES.items())]:
-        found = INIT.search(boot_log(variant))
-        init[variant] = float(found.group(1))
+        seconds, compilation = init_engine(boot_log(variant))
+        init[variant] = float(seconds)
         boot = report["priming"] if variant.startswith("priming") else boots[variant.removeprefix("cold_")]
         assert rows[label] == [f"{boot['wall_to_ready_s']} s", f"{boot['llm_init_s']} s",
-                               f"{found.group(1)} s ({found.group(2)} s)"], variant
+                               f"{seconds} s ({compilation} s)"], variant
     ratio = report["ours_over_upstream"]["cold"]
     assert ratio == round(boots["full_drafter"]["wall_to_ready_s"] / boots["upstream_v1"]["wall_to_ready_s"], 3)
     assert ratio <= 1.3 and f"**Ours / upstream V1: {ratio:.3f}**" in readme()
@@ -155,7 +154,8 @@ def test_the_boot_table_is_the_report_and_the_logs_and_ours_is_within_1_3x():
     cold = [gaps[f"cold_{v}"] for v in ENGINES]
     assert (f"the three measured boots spent {min(cold)}–{max(cold)} s there (upstream {cold[0]}, ours {cold[1]}, "
             f"the platform alone {cold[2]})") in folded()
-    extra = (init["cold_full_drafter"] - init["cold_upstream_v1"], init["cold_full_drafter"] - init["cold_platform_only"])
+    extra = (init["cold_full_drafter"] - init["cold_upstream_v1"],
+             init["cold_full_drafter"] - init["cold_platform_only"])
     assert f"(init engine +{extra[0]:.2f} s over upstream V1, +{extra[1]:.2f} s over our platform alone)" in folded()
 
 
@@ -179,7 +179,8 @@ def test_ours_extra_boot_time_is_the_three_steps_the_readme_names():
 
 def test_the_part_before_the_engine_core_is_what_the_readme_says():
     text = folded()
-    for variant, label in (("full_drafter", "ours"), ("upstream_v1", "upstream"), ("platform_only", "the platform alone")):
+    for variant, label in (("full_drafter", "ours"), ("upstream_v1", "upstream"),
+                           ("platform_only", "the platform alone")):
         lines = boot_log(f"cold_{variant}").splitlines()
         first = log_time(next(line for line in lines if re.search(r" \d\d:\d\d:\d\d ", line)))
         engine = log_time(next(line for line in lines if "Initializing a V1 LLM engine" in line))

@@ -170,7 +170,8 @@ def write_report(out: Path, args: argparse.Namespace, boots: list[dict], priming
               for phase in ("cold", "warm") if (phase, "full_drafter") in walls and (phase, "upstream_v1") in walls}
     costs = "the host's first-use costs (driver compute cache, FlashInfer JIT, file cache)"
     primed = (f"a discarded priming boot of the first variant on throwaway caches ran first, so {costs} fall "
-              "on it, not on a measured boot" if args.prime else f"no priming boot: the first variant measured also pays {costs}")
+              "on it, not on a measured boot" if args.prime
+              else f"no priming boot: the first variant measured also pays {costs}")
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,

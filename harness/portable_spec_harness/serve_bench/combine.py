@@ -25,10 +25,10 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size, wrapped_title
+from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size
 from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, cell_of, kind_of, legacy_sampling,
                                                     ratio_pairs, workload_cells)
-from portable_spec_harness.plotting import legend
+from portable_spec_harness.plotting import legend, wrapped_title
 
 
 def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
@@ -167,13 +167,14 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
                      "tensor_parallel": tp}
             for base, keys in BASELINE_KEYS.items():
                 for key in keys:
+                    ours = key.removesuffix(f"_over_{base}")
+                    compiles = compiles_after_boot(reports, ours)  # one count per variant, shared by its cells
                     for cell_key, ratio in ((summary.get(key) or {}).get(pair, {}).get(mode) or {}).items():
                         if "error" in ratio:
                             continue
                         cell = cell_of_key(cell_key, entry["workload"])
-                        ours = key.removesuffix(f"_over_{base}")
                         out.append({"pair": pair, "mode": mode, "baseline": base, "cell": cell.key, "ours": ours,
-                                    **where, "compiles_after_boot": compiles_after_boot(reports, ours),
+                                    **where, "compiles_after_boot": compiles,
                                     **_ratios(ratio, entry.get("cells") or {}, ours, base, cell_key)})
     return out
 
@@ -238,19 +239,11 @@ def text(report: dict[str, Any], table: Table) -> str:
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
-    by_key = {(c["pair"], c["mode"], c["baseline"], c["cell"]): c for c in report["cells"]}
-    for row in table.rows:
-        for base in row.baselines:
-            grid = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for n in table.inputs
-                    for s in table.samplings for c in table.concurrencies]
-            for ours in numerators(grid):
-                lines.append(f"\n{row.pair} {row.mode}, {NUMERATORS.get(ours, ours)} / {base} output tok/s (c = "
-                             f"{', '.join(map(str, table.concurrencies))})")
-                for n in table.inputs:
-                    for s in table.samplings:
-                        marks = [_mark(by_key[row.pair, row.mode, base, Cell(n, s, c).key], ours)
-                                 for c in table.concurrencies]
-                        lines.append(f"  in{n:<5} {s:<8} " + " ".join(f"{m:>8}" for m in marks))
+    for row, base, ours, lines_of_cells in grids(report, table):
+        lines.append(f"\n{row.pair} {row.mode}, {NUMERATORS.get(ours, ours)} / {base} output tok/s (c = "
+                     f"{', '.join(map(str, table.concurrencies))})")
+        for n, sampling, cells in lines_of_cells:
+            lines.append(f"  in{n:<5} {sampling:<8} " + " ".join(f"{_mark(c, ours):>8}" for c in cells))
     return "\n".join(lines)
 
 
@@ -264,6 +257,18 @@ def numerators(grid: list[dict[str, Any]]) -> list[str]:
     """The variants measured over one row's baseline (``ours`` where none was), in ``NUMERATORS`` order."""
     seen = {m["ours"] for cell in grid for m in cell["measurements"]}
     return [o for o in NUMERATORS if o in seen] + sorted(seen - set(NUMERATORS)) or ["ours"]
+
+
+def grids(report: dict[str, Any], table: Table) -> Iterator[tuple[Row, str, str, list[tuple[int, str, list]]]]:
+    """Each grid ``text`` and ``markdown`` print, in the table's order: its row, baseline and variant over it, and its
+    lines (input length, sampling, the cells by concurrency)."""
+    by_key = {(c["pair"], c["mode"], c["baseline"], c["cell"]): c for c in report["cells"]}
+    for row in table.rows:
+        for base in row.baselines:
+            lines = [(n, s, [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for c in table.concurrencies])
+                     for n in table.inputs for s in table.samplings]
+            for ours in numerators([cell for _, _, cells in lines for cell in cells]):
+                yield row, base, ours, lines
 
 
 def _mark(cell: dict[str, Any], ours: str = "ours") -> str:
@@ -280,24 +285,16 @@ def markdown(report: dict[str, Any], table: Table) -> str:
     over baseline, input length and sampling that has any measurement, its cells marked as in ``text`` (``–`` for
     none; an uncounted cell with its latest ratio), and the vLLM versions they were measured on; a closing line says
     what the marks mean and what the rows leave out."""
-    by_key = {(c["pair"], c["mode"], c["baseline"], c["cell"]): c for c in report["cells"]}
     head = ["pair", "weights", "ratio", "input", "sampling", *(f"c={c}" for c in table.concurrencies), "vLLM"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in table.rows:
-        for base in row.baselines:
-            grid = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for n in table.inputs
-                    for s in table.samplings for c in table.concurrencies]
-            for ours in numerators(grid):
-                for n in table.inputs:
-                    for s in table.samplings:
-                        cells = [by_key[row.pair, row.mode, base, Cell(n, s, c).key] for c in table.concurrencies]
-                        found = [m for c in cells for m in c["measurements"] if m["ours"] == ours]
-                        if not found:
-                            continue
-                        marks = [_md_mark(c, ours) for c in cells]
-                        versions = sorted({v for m in found for v in (m["vllm"] or [])})
-                        lines.append(f"| {row.pair} | {row.mode} | {NUMERATORS.get(ours, ours)} / {base} | {n} | "
-                                     f"{s} | " + " | ".join(marks) + f" | {', '.join(versions)} |")
+    for row, base, ours, lines_of_cells in grids(report, table):
+        for n, sampling, cells in lines_of_cells:
+            found = [m for c in cells for m in c["measurements"] if m["ours"] == ours]
+            if not found:
+                continue
+            versions = sorted({v for m in found for v in (m["vllm"] or [])})
+            lines.append(f"| {row.pair} | {row.mode} | {NUMERATORS.get(ours, ours)} / {base} | {n} | {sampling} | "
+                         + " | ".join(_md_mark(c, ours) for c in cells) + f" | {', '.join(versions)} |")
     lines.append(f"\n{report['counted']} of {report['cells_in_table']} cells counted (>= {MIN_ROUNDS} rounds), "
                  f"{report['meeting_every_target']} meeting every target; `!` a missed target, `(nr)` n rounds only "
                  "(shown, not counted), `–` not measured; rows with no measurement are left out.")

@@ -8,7 +8,6 @@ but are listed in the JSON (``short_runs``), the table and its last line."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE
 from portable_spec_harness.serve_bench.plan import (OURS, OURS_KINDS, TARGET_LINES, VARIANTS, Cell, kind_of,
                                                     ratio_pairs, scheduling_of)
-from portable_spec_harness.plotting import legend
+from portable_spec_harness.plotting import legend, wrapped_title
 
 
 def split(clock: dict[str, Any] | None, profile: dict[str, Any] | None) -> dict[str, Any]:
@@ -290,21 +289,10 @@ def _short_lines(report: dict[str, Any]) -> list[str]:
                      f"{s['num_prompts']} prompts" for s in short[:20]]
 
 
-TITLE_CHARS_PER_INCH = 8
-"""How many characters of a 12-point title fit in an inch of figure: a longer title is wrapped, so the device and
-TP at its end stay on the PNG (a one-line title wider than the figure is cut at both edges)."""
-
-
-def wrapped_title(text: str, width_in: float) -> str:
-    """``text`` broken into lines that fit a figure ``width_in`` inches wide."""
-    return textwrap.fill(text, max(20, int(width_in * TITLE_CHARS_PER_INCH)), break_on_hyphens=False,
-                         break_long_words=False)
-
-
 def plot(report: dict[str, Any], path: Path) -> str | None:
     """One panel per input length and sampling: each ratio (ours over each baseline, a suffixed variant over its
-    plain one) on output tok/s against concurrency (the paired median of the rounds with its interval; lines at issue
-    24's targets); under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
+    plain one) on output tok/s against concurrency (the paired median of the rounds with its interval; lines at the
+    targets, ``plan.TARGET_LINES``); under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
     try:
         import matplotlib
 

@@ -18,8 +18,9 @@ tensor parallel 2 compiled ``fused_moe_kernel`` after boot on vLLM's engine and 
 
 How: ``_dummy_run`` (vLLM's own profile and compile-size warm-up path) at each of those token counts above the floor
 (the largest capture size where mixed batches replay graphs, padded to a capture size; 0 where they run eagerly),
-through vLLM's cudagraph dispatch, which runs these sizes eagerly. Every tensor-parallel rank plans the same counts. Dense targets, ``PORTABLE_SPEC_WARMUP=off`` and the engines ``kernel_warmup.engine_blockers`` names skip it
-with one log line; a failing forward is one warning and the engine boots on (its first such request compiles then,
+through vLLM's cudagraph dispatch, which runs these sizes eagerly. Every tensor-parallel rank plans the same counts.
+Dense targets, ``PORTABLE_SPEC_WARMUP=off`` and the engines ``kernel_warmup.engine_blockers`` names skip it with one
+log line; a failing forward is one warning and the engine boots on (its first such request compiles then,
 as on vLLM's engine). Model Runner V2 is not covered here (vLLM picks the V1 runner for the MoE pairs we serve).
 """
 
