@@ -9,7 +9,8 @@ probe measures it without vLLM: one graph of ``--kernels`` small element-wise ke
 clock's step scope, and the same kernels launched eagerly, both profiled by torch's profiler; it also checks that
 the attribution reads a real Kineto trace (every kernel linked to its launch, the graph's to its ``cudaGraphLaunch``).
 
-Writes ``DIR/graph_gap_probe.json``. Needs a CUDA device (exit 2 otherwise). A benchmark, not a test.
+Writes ``DIR/graph_gap_probe.json`` (with the date, device, versions and commit). Needs a CUDA device (exit 2
+otherwise). A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def main(argv: list[str] | None = None) -> int:
                   "modes": probe(args.kernels, args.steps, args.size)}
     except PortableSpecError as exc:
         return emit_error(str(exc), 2, args.json)
-    import torch
+    from portable_spec_harness.soak.report import environment
 
-    result.update(device=torch.cuda.get_device_name(), torch=torch.__version__)
+    result.update(environment())  # date, device, versions, commit and tree changes, as other results carry them
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "graph_gap_probe.json").write_text(json.dumps(result, indent=1))
     if args.json:
