@@ -267,7 +267,58 @@ EAGLE3_V1_4096 = PooledBench("bench/results/2026-11-29-h200-session28/e3g4k028",
                              "0.28.0", "llama8b_eagle3", 3, V1_PAIR, 4096, ("greedy",), (1, 2, 8, 32), rows="input")
 """vLLM 0.28.0 on the V1 runner (one H200): the 8B + EAGLE-3 pair at 4096 in, greedy, c = 1 .. 32, three rounds over
 three calls pooled."""
-POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096)
+DRAFT_MRV2_1024 = PooledBench("bench/results/2026-11-29-h200-session31/dm1k033", ("call1", "call2", "call3"),
+                              "0.33.0", "llama8b_draft1b", 3, MRV2_PAIR, 1024, ("greedy",), (1, 2, 8, 32),
+                              rows="input")
+"""The draft model on vLLM 0.33.0's Model Runner V2 at 1024 in, greedy, c = 1 .. 32: three calls pooled, c = 8, 32
+three rounds and c = 1, 2 two (the lease ran out)."""
+POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
+                  DRAFT_MRV2_1024)
+_DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
+                             re.MULTILINE)
+
+
+def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
+    """Every pooled cell of the draft model on vLLM 0.33.0's MRV2: 256 in (session 23) and 1024 in (session 31)."""
+    return {**pooled_cells(DRAFT_MRV2), **pooled_cells(DRAFT_MRV2_1024)}
+
+
+def check_draft_mrv2_table(m: re.Match) -> int:
+    """README's 0.33.0 draft-model table: each measured cell's ratio of medians and paired interval, with "(n rounds)"
+    where the paired interval has fewer than three rounds; a cell not measured reads "–"."""
+    found, compared = draft_mrv2_cells(), 0
+    for row in _DRAFT_MRV2_ROW.finditer(m.group(0)):
+        for c in (1, 2, 8, 32):
+            cell = found.get((int(row.group(1)), c))
+            if cell is None:
+                assert row[f"c{c}"] == "–", row.group(0)
+                continue
+            paired = cell["paired_output_tok_s"]
+            low, high = paired["interval"]
+            rounds = "" if paired["passes"] >= 3 else f" ({paired['passes']} rounds)"
+            assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]{rounds}", row.group(0)
+            compared += 1
+    assert compared == len(found), compared
+    return compared
+
+
+DRAFT_MRV2_CLOCK = "bench/results/2026-11-29-h200-session31/dm1k033/phase_clock/serve-bench/serve_bench.json"
+
+
+def check_draft_mrv2_step(m: re.Match) -> int:
+    """README: ours' c=1 step (wall, unprofiled) against its summed kernel time (profiled) and their ratio, then
+    MRV2's two and both launch counts per step, as the phase clock measured them at 1024 in on vLLM 0.33.0."""
+    clocks = results(DRAFT_MRV2_CLOCK)["phase_clock_c1"]
+    expect = []
+    for variant in ("ours_mrv2", "mrv2"):
+        assert clocks[variant]["cell"] == "in1024/greedy/c1"
+        wall, kernels = clocks[variant]["clock"]["step_wall_ms"], clocks[variant]["profile"]["device_ms"]
+        expect += [f"{wall:.2f}", f"{kernels:.2f}"] + ([f"{wall / kernels:.2f}"] if variant == "ours_mrv2" else [])
+    expect += [f"{clocks[v]['split']['launches_per_step']:.0f}" for v in ("mrv2", "ours_mrv2")]
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    ours = clocks["ours_mrv2"]
+    assert ours["clock"]["step_wall_ms"] / ours["profile"]["device_ms"] <= 1.10  # the claim is "within 1.10x"
+    return len(expect)
 
 
 def check_eagle3_v1_tp2(m: re.Match) -> int:
@@ -399,9 +450,13 @@ CLAIMS = (
           multiline=True),
     Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 and \S+–\S+× at c = 8, 32 with `--async-scheduling` on both",
           lambda m: ratio_range(m, draft_async_cells())),
-    Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \|\n.*?\n\n",
-          lambda m: ratio_table(m, pooled_cells(DRAFT_MRV2)), multiline=True),
-    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform at c = 1, 2", lambda m: ratio_range(m, pooled_cells(DRAFT_MRV2))),
+    Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n", check_draft_mrv2_table,
+          multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform on the same pair at inputs 256 and 1024, c = 1–32",
+          lambda m: ratio_range(m, draft_mrv2_cells())),
+    Claim("README.md", r"at 1024 in, (\S+) ms of wall per step against (\S+) ms of kernels, \*\*(\S+)×\*\* \(the host "
+                       r"waits .{0,60}?MRV2's eager speculator: (\S+) ms against (\S+) ms, (\d+) launches per step to "
+                       r"ours' (\d+)\)", check_draft_mrv2_step),
     Claim("README.md", r"ours / MRV2 \*\*(\S+)–(\S+)×\*\* MRV2 on vLLM's platform in every cell",
           lambda m: ratio_range_3(m, pooled_cells(EAGLE3_MRV2_033))),
     Claim("README.md", r"ours / upstream V1 \*\*(\S+)× greedy and (\S+)× sampled\*\* \(3 interleaved rounds, every run "

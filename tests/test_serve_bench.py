@@ -1302,3 +1302,20 @@ def test_a_long_plot_title_is_wrapped_to_the_figure_and_keeps_every_word():
     lines = plotting.wrapped_title(text, 7.0).splitlines()
     assert len(lines) >= 2 and all(len(line) <= 7 * plotting.TITLE_CHARS_PER_INCH for line in lines)
     assert " ".join(lines) == text and lines[-1].endswith("TP=2, vLLM 0.28.0")
+
+
+def test_a_committed_gzip_report_combines_to_the_summary_pooled_from_it():
+    """Session folders store older call reports gzip-compressed (``serve_bench.json.gz``); ``combine`` reads a folder
+    holding one, and pooling session 19's ``dm256b`` again gives the repooled summary committed in session 31."""
+    folder = ROOT / "bench/results/2026-11-28-h200-session19/dm256b"
+    assert not (folder / "serve_bench.json").exists() and (folder / "serve_bench.json.gz").exists()
+    source = "bench/results/2026-11-28-h200-session19/dm256b"
+    again = combine.combine([combine.load(folder)], [source])
+    committed = json.loads((ROOT / "bench/results/2026-11-29-h200-session31/repooled/s19-dm256b/"
+                                   "serve_bench_summary.json").read_text())
+    ratios = committed["ours_over_upstream_v1"]["llama8b_draft1b"]["designed-partial"]
+    assert len(ratios) == 4
+    for key, ratio in ratios.items():
+        assert again["ours_over_upstream_v1"]["llama8b_draft1b"]["designed-partial"][key] == ratio, key
+    with pytest.raises(PortableSpecError, match="missing or not JSON"):
+        combine.load(folder.parent)  # a folder with neither name

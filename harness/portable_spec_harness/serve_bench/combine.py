@@ -17,6 +17,7 @@ Writes ``DIR/serve_bench_summary.json`` and ``.png``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -57,10 +58,21 @@ def _tagged(run: dict[str, Any], workload: dict[str, Any], source: int) -> dict[
     return {**run, "input_len": cell.input_len, "sampling": cell.sampling, "source": source}
 
 
+REPORT_NAMES = ("serve_bench.json", "serve_bench.json.gz")
+"""A call's report as the bench writes it, and as a session's results folder stores an older one (gzip)."""
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON result file, read through gzip where it is stored compressed (``.gz``)."""
+    return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
+
+
 def load(folder: Path) -> dict[str, Any]:
-    path = folder / "serve_bench.json" if folder.is_dir() else folder
+    """A call's report: a folder holding one of ``REPORT_NAMES``, or the file itself."""
+    path = next((folder / n for n in REPORT_NAMES if (folder / n).exists()), folder / REPORT_NAMES[0]) \
+        if folder.is_dir() else folder
     try:
-        return json.loads(path.read_text())
+        return read_json(path)
     except (OSError, ValueError):
         raise PortableSpecError(f"{path} is missing or not JSON: pass folders a serve bench wrote") from None
 

@@ -1,24 +1,25 @@
 """Which cells of a serving table the committed, pooled serving benchmarks cover, and whether each meets its targets.
 
 Why: issue 41's table (three pairs x inputs 128 / 1024 / 4096 x c = 1, 2, 8, 32 x greedy and sampled, against
-upstream V1 and, on dense pairs, MRV2) fills over many leases, on several vLLM versions and machines, each lease's
+upstream V1 and, on dense pairs, MRV2), issue 37's at TP=2 and issue 39's (the draft model on either runner) fill over
+many leases, on several vLLM versions and machines, each lease's
 cells pooled into its own ``serve_bench_summary.json``. This reads every pooled summary under ``bench/results/``
 (``serve_bench.combine``'s output; older ones keyed by concurrency alone are read through their workload) and says
 per cell what was measured where, with how many rounds, and the verdict on each target: so a closing note can say
 which cells are done and which miss, and the next lease can be planned from what is missing.
 
-A cell counts as measured only from a pooled summary of at least ``MIN_ROUNDS`` rounds; fewer rounds are listed but
-not counted. p99 ITL is judged paired round by round where the summary has it (``paired_p99_itl_ms``), else as the
+A cell counts as measured only where both its servers have at least ``MIN_ROUNDS`` rounds in a pooled summary (a
+summary's cells can have different rounds: a lease that ran out pools a last call of some cells only); fewer rounds
+are listed but not counted. p99 ITL is judged paired round by round where the summary has it (``paired_p99_itl_ms``), else as the
 ratio of the two engines' medians, and the report says which.
 
     python -m portable_spec_harness.serve_bench.coverage [--results bench/results] [--table issue41|issue37]
-        [--json | --markdown]
+        [--json | --markdown]   (--table issue39 too)
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any, Iterator
 
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
+from portable_spec_harness.serve_bench.combine import REPORT_NAMES, read_json
 from portable_spec_harness.serve_bench.plan import TARGET_LINES, Cell, legacy_sampling
 
 MIN_ROUNDS = 3
@@ -65,13 +67,18 @@ class Table:
     """Baseline -> the lowest ours / baseline output tok/s that meets the target."""
     max_p99_itl: dict[str, float] = field(default_factory=dict)
     """Baseline -> the highest ours / baseline p99 ITL that meets the target (absent: no p99 target)."""
-    min_tok_s_low_c: dict[str, float] = field(default_factory=dict)
-    """Baseline -> the lowest ours / baseline output tok/s at c <= 2 with designed weights (absent: none)."""
+    low_c_floors: dict[str, dict[int, float]] = field(default_factory=dict)
+    """Baseline -> concurrency -> the lowest ours / baseline output tok/s there with designed weights (absent: the
+    every-cell floor)."""
     tensor_parallel: int = 1
     """The TP the table is for: a cell measured at another TP belongs to another table and is not read."""
     no_compile_after_boot: bool = False
     """Whether a cell also needs ours' server to have compiled no kernel after boot in every call pooled into it (its
     JIT monitor's count; a call that does not say is a miss)."""
+    by_scheduling: bool = False
+    """Whether each scheduling the two servers ran with (``SCHEDULING``) gets a grid of its own: the draft model's
+    speed on the V1 runner differs by whole factors between vLLM 0.26.0's default (synchronous for ``draft_model``)
+    and ``--async-scheduling``, so neither may stand in for the other."""
 
     def cells(self) -> list[tuple[Row, str, Cell]]:
         return [(row, base, Cell(n, s, c)) for row in self.rows for base in row.baselines for n in self.inputs
@@ -81,8 +88,12 @@ class Table:
 FLOORS = {base: TARGET_LINES[base][0] for base in ("upstream_v1", "mrv2")}
 """Ours / baseline output tok/s that meets a cell's target: the lowest line the plots draw (1.00x upstream V1, 0.97x
 MRV2)."""
-LOW_C_FLOORS = {"upstream_v1": TARGET_LINES["upstream_v1"][1]}
+LOW_C_FLOORS = {"upstream_v1": {c: TARGET_LINES["upstream_v1"][1] for c in (1, 2)}}
 """At c <= 2 with designed acceptance: 1.10x upstream V1."""
+DRAFT_MODEL_FLOOR = 1.0
+DRAFT_MODEL_LOW_C_FLOORS = {1: 1.30, 2: 1.15}
+"""Issue 39's draft model over upstream on either runner: 1.00x in every cell; with designed acceptance 1.30x at c=1
+and 1.15x at c=2 (not drawn on the serving plots, whose lines are issues 37 and 41's)."""
 
 ISSUE_41 = Table(
     "issue 41",
@@ -100,14 +111,33 @@ ISSUE_37 = Table(
      Row("llama8b_eagle3", "designed", ("upstream_v1", "mrv2")),
      Row("llama8b_eagle3", "dummy", ("upstream_v1", "mrv2"))),
     (256, 1024), ("greedy",), (1, 2, 8, 32),
-    min_tok_s=FLOORS, min_tok_s_low_c=LOW_C_FLOORS, tensor_parallel=2)
+    min_tok_s=FLOORS, low_c_floors=LOW_C_FLOORS, tensor_parallel=2)
 """Issue 37 item 4 at TP=2: ours >= 1.00x upstream V1 in every cell, >= 1.10x at c <= 2 with designed acceptance,
 >= 0.97x MRV2 on the dense pair."""
-TABLES = {"issue41": ISSUE_41, "issue37": ISSUE_37}
+ISSUE_39 = Table(
+    "issue 39 (draft model)",
+    tuple(Row("llama8b_draft1b", mode, ("upstream_v1", "mrv2")) for mode in ("designed-partial", "designed-perfect",
+                                                                              "dummy")),
+    (256, 1024), ("greedy",), (1, 2, 8, 32),
+    min_tok_s={base: DRAFT_MODEL_FLOOR for base in ("upstream_v1", "mrv2")},
+    low_c_floors={base: DRAFT_MODEL_LOW_C_FLOORS for base in ("upstream_v1", "mrv2")}, by_scheduling=True)
+"""Issue 39 items 4 and 5: the 8B + 1B-shaped draft model pair, dummy and designed weights (perfect and partial
+draft), against upstream on the runner vLLM picks (V1 on 0.26.0 / 0.28.0; MRV2 on vLLM's platform on 0.33.0): ours
+>= 1.00x in every cell, >= 1.30x at c=1 and >= 1.15x at c=2 with designed acceptance, on each runner."""
+TABLES = {"issue41": ISSUE_41, "issue37": ISSUE_37, "issue39": ISSUE_39}
+SCHEDULING = {True: "async", False: "sync"}
+"""A server's async scheduling as its report read it back -> the name a grid gives it; two servers that differ are
+``mixed``, a report written before the bench recorded it (vLLM's default then, never asked for) ``default``."""
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
+SET_ASIDE = {
+    "bench/results/2026-11-28-h200-session19/in256_pooled/serve_bench_summary.json.gz":
+        "its round 0 ran right after the phase clock's profiler pass, which slowed upstream V1 alone (session 19's "
+        "README keeps that round apart); rounds 1-2 alone are pooled in "
+        "2026-11-29-h200-session31/repooled/s19-dm256b",
+}
+"""Committed pooled summaries (from the repository root) whose own session README says a round in them is not
+comparable, and why: listed in the coverage's ``set_aside``, not read into its cells."""
 
 
 def summaries(results: Path) -> list[Path]:
@@ -117,6 +147,10 @@ def summaries(results: Path) -> list[Path]:
         raise PortableSpecError(f"no serve_bench_summary.json under {results}: pass --results the folder that holds "
                                 "bench/results' pooled serving benchmarks")
     return found
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def cell_of_key(key: str, workload: dict[str, Any]) -> Cell:
@@ -134,7 +168,7 @@ def source_reports(sources: list[str], summary: Path, root: Path) -> list[dict[s
     bases = [root, *summary.parents]
     out = []
     for source in sources:
-        found = next((base / source / name for base in bases for name in ("serve_bench.json", "serve_bench.json.gz")
+        found = next((base / source / name for base in bases for name in REPORT_NAMES
                       if (base / source / name).exists()), None)
         out.append(read_json(found) if found else None)
     return out
@@ -154,6 +188,25 @@ def compiles_after_boot(reports: list[dict[str, Any] | None], variant: str) -> i
     return sum(len(c) for c in counts) if counts and all(c is not None for c in counts) else None
 
 
+def scheduling(reports: list[dict[str, Any] | None], ours: str, base: str) -> str:
+    """How the two servers scheduled in every pooled call (``SCHEDULING``): ``default`` where a call's report is
+    missing or does not say, ``mixed`` where the servers or the calls differ."""
+    seen = set()
+    for report in reports:
+        per_variant = ((report or {}).get("async_scheduling") or {}).get("per_variant") or {}
+        if per_variant.get(ours) is None or per_variant.get(base) is None:
+            return "default"
+        seen |= {per_variant[ours], per_variant[base]}
+    return SCHEDULING[seen.pop()] if len(seen) == 1 else ("mixed" if seen else "default")
+
+
+def cell_rounds(cells: dict[str, Any], ours: str, base: str, key: str, rounds: int | None) -> int | None:
+    """The rounds behind one cell's ratio: the fewer of its two servers' runs in the pooled cells, else (a summary
+    written before the cells) the summary's rounds."""
+    runs = [((cells.get(v) or {}).get(key) or {}).get("runs") for v in (ours, base)]
+    return min(runs) if all(isinstance(r, int) for r in runs) else rounds
+
+
 def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
     """Every (pair, mode, baseline, cell) one pooled summary measured, with where and how."""
     summary = read_json(path)
@@ -162,20 +215,23 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
         for mode, entry in modes.items():
             reports = source_reports(entry.get("sources") or [], path, root)
             tp = entry.get("tensor_parallel_size") or tensor_parallel(reports)
-            where = {"summary": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+            where = {"summary": _relative(path, root),
                      "device": entry.get("device"), "vllm": entry.get("vllm"), "rounds": entry.get("rounds"),
                      "tensor_parallel": tp}
             for base, keys in BASELINE_KEYS.items():
                 for key in keys:
                     ours = key.removesuffix(f"_over_{base}")
                     compiles = compiles_after_boot(reports, ours)  # one count per variant, shared by its cells
+                    scheduled = scheduling(reports, ours, base)
                     for cell_key, ratio in ((summary.get(key) or {}).get(pair, {}).get(mode) or {}).items():
                         if "error" in ratio:
                             continue
                         cell = cell_of_key(cell_key, entry["workload"])
+                        cells = entry.get("cells") or {}
                         out.append({"pair": pair, "mode": mode, "baseline": base, "cell": cell.key, "ours": ours,
-                                    **where, "compiles_after_boot": compiles,
-                                    **_ratios(ratio, entry.get("cells") or {}, ours, base, cell_key)})
+                                    **where, "rounds": cell_rounds(cells, ours, base, cell_key, where["rounds"]),
+                                    "scheduling": scheduled, "compiles_after_boot": compiles,
+                                    **_ratios(ratio, cells, ours, base, cell_key)})
     return out
 
 
@@ -197,8 +253,10 @@ def _ratios(ratio: dict[str, Any], cells: dict[str, Any], ours: str, base: str, 
 def verdicts(table: Table, found: dict[str, Any]) -> dict[str, bool]:
     """Each target of ``table`` for one measurement: True met, False missed (a p99 with no data misses)."""
     base = found["baseline"]
-    low_c = found["mode"].startswith("designed") and int(found["cell"].rpartition("/c")[2]) <= 2
-    floor = table.min_tok_s_low_c.get(base, table.min_tok_s[base]) if low_c else table.min_tok_s[base]
+    concurrency = int(found["cell"].rpartition("/c")[2])
+    floor = table.min_tok_s[base]
+    if found["mode"].startswith("designed"):
+        floor = table.low_c_floors.get(base, {}).get(concurrency, floor)
     out = {"output_tok_s": found["output_tok_s"] >= floor}
     if base in table.max_p99_itl:
         out["p99_itl"] = found["p99_itl"] is not None and found["p99_itl"] <= table.max_p99_itl[base]
@@ -212,8 +270,12 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
     ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing."""
     root = root or results
     paths = summaries(results)
+    aside = [(p, SET_ASIDE[rel]) for p in paths if (rel := _relative(p, root)) in SET_ASIDE]
+    paths = [p for p in paths if _relative(p, root) not in SET_ASIDE]
     every = [m for path in paths for m in measurements(path, root)
              if (m["tensor_parallel"] or 1) == table.tensor_parallel]
+    if table.by_scheduling:  # a grid per scheduling: the numerator's name carries it
+        every = [{**m, "ours": f"{m['ours']}@{m['scheduling']}"} for m in every]
     cells = []
     for row, base, cell in table.cells():
         mine = [m for m in every if row.holds(m) and (m["baseline"], m["cell"]) == (base, cell.key)]
@@ -227,6 +289,7 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
                       "meets": bool(counted) and all(all(m["verdicts"].values()) for m in counted)})
     counted = [c for c in cells if c["counted"]]
     return {"table": table.name, "summaries_read": len(paths), "measurements_read": len(every),
+            "set_aside": [{"summary": _relative(p, root), "why": why} for p, why in aside],
             "cells": cells, "cells_in_table": len(cells), "counted": len(counted),
             "meeting_every_target": sum(c["meets"] for c in counted),
             "missing": [f"{c['pair']} {c['mode']} vs {c['baseline']} {c['cell']}" for c in cells if not c["counted"]]}
@@ -239,8 +302,9 @@ def text(report: dict[str, Any], table: Table) -> str:
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
+    lines += [f"set aside: {a['summary']}: {a['why']}" for a in report.get("set_aside", [])]
     for row, base, ours, lines_of_cells in grids(report, table):
-        lines.append(f"\n{row.pair} {row.mode}, {NUMERATORS.get(ours, ours)} / {base} output tok/s (c = "
+        lines.append(f"\n{row.pair} {row.mode}, {numerator_name(ours)} / {base} output tok/s (c = "
                      f"{', '.join(map(str, table.concurrencies))})")
         for n, sampling, cells in lines_of_cells:
             lines.append(f"  in{n:<5} {sampling:<8} " + " ".join(f"{_mark(c, ours):>8}" for c in cells))
@@ -253,10 +317,26 @@ target), ``ours_mrv2`` our platform on the runner vLLM picks (MRV2 for a dense t
 forced). Against MRV2 both answer different questions, so each has its own grid and neither hides the other."""
 
 
+SCHEDULING_NAMES = {"async": "async scheduling", "sync": "sync scheduling", "mixed": "mixed scheduling",
+                    "default": "vLLM's default scheduling (not recorded)"}
+"""How a ``by_scheduling`` grid names its numerator's scheduling (``SCHEDULING``)."""
+
+
+def numerator_name(ours: str) -> str:
+    """A grid's numerator as a reader reads it: ``NUMERATORS``' name, with its scheduling where the table splits by
+    it (``ours@async``)."""
+    variant, _, scheduled = ours.partition("@")
+    name = NUMERATORS.get(variant, variant)
+    return f"{name}, {SCHEDULING_NAMES.get(scheduled, scheduled)}" if scheduled else name
+
+
 def numerators(grid: list[dict[str, Any]]) -> list[str]:
-    """The variants measured over one row's baseline (``ours`` where none was), in ``NUMERATORS`` order."""
+    """The variants measured over one row's baseline (``ours`` where none was), in ``NUMERATORS`` order, each
+    variant's schedulings in ``SCHEDULING_NAMES`` order."""
     seen = {m["ours"] for cell in grid for m in cell["measurements"]}
-    return [o for o in NUMERATORS if o in seen] + sorted(seen - set(NUMERATORS)) or ["ours"]
+    order = {f"{v}@{s}": (i, j) for i, v in enumerate(NUMERATORS) for j, s in enumerate(SCHEDULING_NAMES)}
+    order.update({v: (i, -1) for i, v in enumerate(NUMERATORS)})
+    return sorted(seen, key=lambda o: (order.get(o, (len(NUMERATORS), 0)), o)) or ["ours"]
 
 
 def grids(report: dict[str, Any], table: Table) -> Iterator[tuple[Row, str, str, list[tuple[int, str, list]]]]:
@@ -293,7 +373,7 @@ def markdown(report: dict[str, Any], table: Table) -> str:
             if not found:
                 continue
             versions = sorted({v for m in found for v in (m["vllm"] or [])})
-            lines.append(f"| {row.pair} | {row.mode} | {NUMERATORS.get(ours, ours)} / {base} | {n} | {sampling} | "
+            lines.append(f"| {row.pair} | {row.mode} | {numerator_name(ours)} / {base} | {n} | {sampling} | "
                          + " | ".join(_md_mark(c, ours) for c in cells) + f" | {', '.join(versions)} |")
     lines.append(f"\n{report['counted']} of {report['cells_in_table']} cells counted (>= {MIN_ROUNDS} rounds), "
                  f"{report['meeting_every_target']} meeting every target; `!` a missed target, `(nr)` n rounds only "
