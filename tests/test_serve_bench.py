@@ -1319,3 +1319,48 @@ def test_a_committed_gzip_report_combines_to_the_summary_pooled_from_it():
         assert again["ours_over_upstream_v1"]["llama8b_draft1b"]["designed-partial"][key] == ratio, key
     with pytest.raises(PortableSpecError, match="missing or not JSON"):
         combine.load(folder.parent)  # a folder with neither name
+
+
+# ------------------------------------------------------------------------------------------------ --sizing-from
+def test_a_call_sized_from_an_earlier_one_keeps_its_prompts_and_runs_one_warm_pass_per_cell(clean_run, zoo_pair,
+                                                                                            tmp_path):
+    """A benchmark split over calls: the later call, given the first call's report, runs each shared cell with the
+    first call's prompts after one warm pass (not ``plan.WARM_PASSES``), and says where its sizing came from; a cell
+    the earlier call did not size is warmed and sized as usual."""
+    first, out = clean_run
+    settings = Settings(**{**FAST, "concurrency": (1, 2, 4), "rounds": 1, "first_round": 2, "phase_clock": False})
+    earlier = {k: {**v, "num_prompts": v["num_prompts"] + 3} for k, v in first["sizing"].items()}  # tell them apart
+    settings = replace(settings, sizing_from=str(out), earlier_sizing=earlier)
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["status"] == "complete", result["problems"]
+    variants = len(result["variants"])
+    for key in (C1, C2):
+        warm = [r for r in result["warm_runs"] if plan.Cell(r["input_len"], r["sampling"], r["concurrency"]).key == key]
+        assert len(warm) == variants and {r["round"] for r in warm} == {plan.SIZING_ROUND - plan.WARM_PASSES + 1}
+        assert result["sizing"][key] == {**earlier[key], "warm_runs": 0, "from": str(out)}
+        assert {r["num_prompts"] for r in result["runs"] if plan.cell_of(r, result["workload"]).key == key} == \
+            {earlier[key]["num_prompts"]}
+    new = "in16/greedy/c4"
+    assert len([r for r in result["warm_runs"] if r["concurrency"] == 4]) == variants * plan.WARM_PASSES
+    assert "from" not in result["sizing"][new] and result["sizing"][new]["warm_runs"] == variants
+
+
+@pytest.mark.parametrize("change, phrase", [
+    ({"output_len": 13}, "its output_len was 12, this bench's is 13"),
+    ({"min_run_s": 5.0}, "its min_run_s was 0, this bench's is 5.0"),
+    ({"concurrency": (8,)}, "it sized none of this bench's cells"),
+])
+def test_sizing_from_another_workload_is_one_line_naming_the_fix(clean_run, zoo_pair, change, phrase):
+    from portable_spec_harness.serve_bench.__main__ import earlier_sizing
+
+    _, out = clean_run
+    with pytest.raises(PortableSpecError, match="drop --sizing-from") as err:
+        earlier_sizing(Settings(**{**FAST, **change}), zoo_pair, out)
+    assert phrase in str(err.value) and "\n" not in str(err.value)
+    other = replace(zoo_pair, mode="zoo-attention")
+    with pytest.raises(PortableSpecError, match=r"sized llama_eagle \(zoo-perfect\), this bench runs llama_eagle "
+                                                r"\(zoo-attention\)"):
+        earlier_sizing(Settings(**FAST), other, out)
+    with pytest.raises(PortableSpecError, match="missing or not JSON"):
+        earlier_sizing(Settings(**FAST), zoo_pair, out / "runs")
+    assert earlier_sizing(Settings(**FAST), zoo_pair, out).earlier_sizing.keys() == {C1, C2}

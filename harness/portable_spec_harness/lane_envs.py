@@ -131,6 +131,10 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("SERVE_BENCH_FIRST_ROUND", "0",
           "Rotation offset of the first round, when one benchmark is split over calls (pool them with "
           "`python -m portable_spec_harness.serve_bench.combine`).", SERVE_BENCH),
+    _knob("SERVE_BENCH_SIZING_FROM", "",
+          "An earlier call's `serve_bench.json` (or its folder) of the same benchmark, carried in the tree: the cells "
+          "it sized keep its prompts and run one warm pass instead of two (`--sizing-from`); another pair, weights, "
+          "output length or sizing setting is refused in one line.", SERVE_BENCH),
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "

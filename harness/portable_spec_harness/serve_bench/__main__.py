@@ -24,6 +24,7 @@ import importlib.util
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,9 @@ def parser() -> argparse.ArgumentParser:
     add_parallel_flags(p)  # every variant's server at that TP; the placement estimate per GPU
     p.add_argument("--boot-timeout", type=float, default=600.0, help="seconds for the servers to answer /health")
     p.add_argument("--run-timeout", type=float, default=300.0, help="seconds for one client run")
+    p.add_argument("--sizing-from", type=Path, default=None,
+                   help="an earlier call of this benchmark (its folder or serve_bench.json): the cells it sized keep "
+                        "its prompts and run one warm pass instead of two (a benchmark split over several calls)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="stop starting rounds when the next would end past this many seconds")
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/portable_spec_zoo"),
@@ -162,6 +166,39 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     async_scheduling=args.async_scheduling, parallel=parallel)
 
 
+SIZED_BY = ("output_len", "min_run_s", "prompts_per_slot", "max_prompts", "run_timeout_s")
+"""The settings a cell's sizing follows from besides its cell and pair: an earlier call's sizing is reused only where
+they are the same."""
+
+
+def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
+    """``settings`` with the sizing an earlier call of the same benchmark fixed (``--sizing-from``), for the cells it
+    shares with this one: the same pair and weights, the same ``SIZED_BY`` settings and TP, else one line naming the
+    fix."""
+    from portable_spec_harness.serve_bench.combine import load
+
+    report = load(source)
+    fix = "pass the report of an earlier call of this same benchmark, or drop --sizing-from"
+    if report.get("kind") != "serve_bench" or not isinstance(report.get("sizing"), dict):
+        raise PortableSpecError(f"--sizing-from {source}: not a serve bench report with a sizing: {fix}")
+    theirs = (report["pair"].get("name"), report["pair"].get("mode"))
+    if theirs != (pair.name, pair.mode):
+        raise PortableSpecError(f"--sizing-from {source}: sized {theirs[0]} ({theirs[1]}), this bench runs "
+                                f"{pair.name} ({pair.mode}): {fix}")
+    earlier = report.get("settings") or {}
+    for key in SIZED_BY:
+        if earlier.get(key) != getattr(settings, key):
+            raise PortableSpecError(f"--sizing-from {source}: its {key} was {earlier.get(key)}, this bench's is "
+                                    f"{getattr(settings, key)}: {fix}")
+    if (earlier.get("parallel") or {}).get("tensor_parallel_size", 1) != settings.parallel.tp:
+        raise PortableSpecError(f"--sizing-from {source}: another tensor parallel size: {fix}")
+    keys = {cell.key for cell in plan.cells(settings.input_lens, settings.sampling, settings.concurrency)}
+    shared = {k: v for k, v in report["sizing"].items() if k in keys}
+    if not shared:
+        raise PortableSpecError(f"--sizing-from {source}: it sized none of this bench's cells: {fix}")
+    return replace(settings, sizing_from=str(source), earlier_sizing=shared)
+
+
 def host_problem() -> str | None:
     """Why this host cannot run the benchmark (vLLM or its client's HTTP library missing), or None."""
     for module, what in (("vllm", "vLLM 0.26.0 (on the GPU host: PYTHONPATH=/tmp/site)"),
@@ -186,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         if not plan.variants_for(list(settings.variants), pair.moe)[0]:
             raise PortableSpecError(f"--variants {args.variants}: none applies to {pair.name} (MoE: no mrv2); add "
                                     "upstream_v1 or ours")
+        if args.sizing_from is not None:
+            settings = earlier_sizing(settings, pair, args.sizing_from)
     except PortableSpecError as exc:
         return emit_error(str(exc), exc.exit_code, as_json)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if as_json else (lambda line: print(line, flush=True))

@@ -87,6 +87,12 @@ class Settings:
     (``ours@async`` asks its own server, ``plan.scheduling_of``)."""
     parallel: Parallel = Parallel()
     """Tensor parallelism of every server (``parallel.Parallel``)."""
+    sizing_from: str | None = None
+    """An earlier call's report of this benchmark (``--sizing-from``), whose sizing ``earlier_sizing`` holds."""
+    earlier_sizing: dict[str, Any] = field(default_factory=dict)
+    """Cell key -> the sizing an earlier call of this benchmark fixed (``--sizing-from``): such a cell keeps its
+    prompts and runs one warm pass, not ``plan.WARM_PASSES``: a benchmark split over several calls spent ~20% of each
+    later call on warm runs, half of them only to size again, and its calls' runs now share their prompts."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v.as_json() if isinstance(v, Parallel) else v)
@@ -249,7 +255,9 @@ class Bench:
         """``plan.WARM_PASSES`` untimed runs per cell, one prompt per slot (graph sizes, JIT kernels, the client's
         first connections); the last one's duration sizes the cell's timed runs (``size``)."""
         for cell in self.cells:
-            for rnd in range(plan.SIZING_ROUND - plan.WARM_PASSES + 1, plan.SIZING_ROUND + 1):
+            first = plan.SIZING_ROUND - plan.WARM_PASSES + 1
+            last = first if cell.key in self.settings.earlier_sizing else plan.SIZING_ROUND
+            for rnd in range(first, last + 1):
                 seed = self.settings.seed + 900_000 + 100_000 * (rnd - plan.SIZING_ROUND) + cell.concurrency
                 self.record["warm_runs"].append(self.client_run(live, "warm", rnd, cell, cell.concurrency,
                                                                 self.settings.output_len, seed))
@@ -257,7 +265,12 @@ class Bench:
     def size(self, cell: plan.Cell) -> int:
         """Prompts of every timed run of ``cell``, fixed at its first timed run from the warm runs done by then (the
         fastest variant's, so the fastest one's runs still reach ``--min-run-s``; under ``in_turn`` only the first
-        variant to run has warmed) and the same for every variant and round after, so each comparison is paired."""
+        variant to run has warmed) and the same for every variant and round after, so each comparison is paired; a
+        cell an earlier call sized (``--sizing-from``) keeps that call's prompts."""
+        if cell.key not in self.record["sizing"] and cell.key in self.settings.earlier_sizing:
+            earlier = self.settings.earlier_sizing[cell.key]
+            self.record["sizing"][cell.key] = {**earlier, "warm_runs": 0, "from": self.settings.sizing_from}
+            self.record["workload"]["num_prompts"][cell.key] = earlier["num_prompts"]
         if cell.key not in self.record["sizing"]:
             s = self.settings
             warm = [r["duration_s"] for r in self.record["warm_runs"]
