@@ -267,13 +267,21 @@ def test_servers_that_scheduled_differently_are_mixed_and_a_report_that_does_not
     assert coverage.scheduling([], "ours", "mrv2") == "default"
 
 
-def test_a_summary_its_session_set_aside_is_listed_not_read():
+def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
+    """Session 19's 256-token pool holds a round its README keeps apart: a ``SET_ASIDE`` file beside it says why, and
+    the coverage lists it and reads the same rounds repooled without it; a fabricated summary with such a file gives
+    no measurement, and without it its cell is read."""
     report = coverage.coverage(coverage.ISSUE_39, RESULTS, ROOT)
     (aside,) = report["set_aside"]
     assert aside["summary"] == "bench/results/2026-11-28-h200-session19/in256_pooled/serve_bench_summary.json.gz"
     assert "profiler" in aside["why"]
     read = {m["summary"] for c in report["cells"] for m in c["measurements"]}
     assert aside["summary"] not in read and any("repooled/s19-dm256b" in s for s in read)
-    assert f"set aside: {aside['summary']}" in coverage.text(report, coverage.ISSUE_39)
-    for path in coverage.SET_ASIDE:
-        assert (ROOT / path).exists(), path  # a moved summary would silently come back into the cells
+    assert f"set aside: {aside['summary']}: {aside['why']}" in coverage.text(report, coverage.ISSUE_39)
+    path = write_summary(tmp_path / "a", {"in128/greedy/c1": {"output_tok_s": 1.2}})
+    (path.parent / coverage.SET_ASIDE).write_text("a round followed the profiler\n")
+    fabricated = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    assert fabricated["set_aside"] == [{"summary": "a/serve_bench_summary.json", "why": "a round followed the profiler"}]
+    assert fabricated["measurements_read"] == 0
+    (path.parent / coverage.SET_ASIDE).unlink()
+    assert coverage.coverage(coverage.ISSUE_41, tmp_path)["measurements_read"] == 1

@@ -16,5 +16,6 @@ mkdir -p "$out"
   --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
   --sampling "${SERVE_BENCH_SAMPLING:-greedy}" --min-run-s "${SERVE_BENCH_MIN_RUN_S:-10}" \
   --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
-  ${SERVE_BENCH_SIZING_FROM:+--sizing-from "$SERVE_BENCH_SIZING_FROM"} --budget-s "${SERVE_BENCH_BUDGET:-480}" $(tp_flags "${SERVE_BENCH_TP:-1}") 2>&1 | tee "$out/serve_bench.log"
+  ${SERVE_BENCH_SIZING_FROM:+--sizing-from "$SERVE_BENCH_SIZING_FROM"} \
+  --budget-s "${SERVE_BENCH_BUDGET:-480}" $(tp_flags "${SERVE_BENCH_TP:-1}") 2>&1 | tee "$out/serve_bench.log"
 exit "${PIPESTATUS[0]}"

@@ -1,20 +1,22 @@
 """Which cells of a serving table the committed, pooled serving benchmarks cover, and whether each meets its targets.
 
 Why: issue 41's table (three pairs x inputs 128 / 1024 / 4096 x c = 1, 2, 8, 32 x greedy and sampled, against
-upstream V1 and, on dense pairs, MRV2), issue 37's at TP=2 and issue 39's (the draft model on either runner) fill over
-many leases, on several vLLM versions and machines, each lease's
-cells pooled into its own ``serve_bench_summary.json``. This reads every pooled summary under ``bench/results/``
-(``serve_bench.combine``'s output; older ones keyed by concurrency alone are read through their workload) and says
-per cell what was measured where, with how many rounds, and the verdict on each target: so a closing note can say
-which cells are done and which miss, and the next lease can be planned from what is missing.
+upstream V1 and, on dense pairs, MRV2), issue 37's at TP=2 and issue 39's (the draft model on either runner) fill
+over many leases, on several vLLM versions and machines, each lease's cells pooled into its own
+``serve_bench_summary.json``. This reads every pooled summary under ``bench/results/`` (``serve_bench.combine``'s
+output; older ones keyed by concurrency alone are read through their workload) and says per cell what was measured
+where, with how many rounds, and the verdict on each target: so a closing note can say which cells are done and which
+miss, and the next lease can be planned from what is missing.
 
 A cell counts as measured only where both its servers have at least ``MIN_ROUNDS`` rounds in a pooled summary (a
 summary's cells can have different rounds: a lease that ran out pools a last call of some cells only); fewer rounds
-are listed but not counted. p99 ITL is judged paired round by round where the summary has it (``paired_p99_itl_ms``), else as the
-ratio of the two engines' medians, and the report says which.
+are listed but not counted. p99 ITL is judged paired round by round where the summary has it
+(``paired_p99_itl_ms``), else as the ratio of the two engines' medians, and the report says which. A summary with a
+``SET_ASIDE`` file beside it (its results folder's one-line reason, e.g. a round its README keeps apart) is listed,
+not read.
 
-    python -m portable_spec_harness.serve_bench.coverage [--results bench/results] [--table issue41|issue37]
-        [--json | --markdown]   (--table issue39 too)
+    python -m portable_spec_harness.serve_bench.coverage [--results bench/results] [--table issue41|issue37|issue39]
+        [--json | --markdown]
 """
 
 from __future__ import annotations
@@ -130,14 +132,9 @@ SCHEDULING = {True: "async", False: "sync"}
 ``mixed``, a report written before the bench recorded it (vLLM's default then, never asked for) ``default``."""
 
 
-SET_ASIDE = {
-    "bench/results/2026-11-28-h200-session19/in256_pooled/serve_bench_summary.json.gz":
-        "its round 0 ran right after the phase clock's profiler pass, which slowed upstream V1 alone (session 19's "
-        "README keeps that round apart); rounds 1-2 alone are pooled in "
-        "2026-11-29-h200-session31/repooled/s19-dm256b",
-}
-"""Committed pooled summaries (from the repository root) whose own session README says a round in them is not
-comparable, and why: listed in the coverage's ``set_aside``, not read into its cells."""
+SET_ASIDE = "SET_ASIDE"
+"""A file beside a pooled summary whose text says why the summary is not comparable (written into that results
+folder, where the run's history lives): the coverage lists it under ``set_aside`` and reads none of its cells."""
 
 
 def summaries(results: Path) -> list[Path]:
@@ -270,8 +267,8 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
     ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing."""
     root = root or results
     paths = summaries(results)
-    aside = [(p, SET_ASIDE[rel]) for p in paths if (rel := _relative(p, root)) in SET_ASIDE]
-    paths = [p for p in paths if _relative(p, root) not in SET_ASIDE]
+    aside = [(p, (p.parent / SET_ASIDE).read_text().strip()) for p in paths if (p.parent / SET_ASIDE).is_file()]
+    paths = [p for p in paths if not (p.parent / SET_ASIDE).is_file()]
     every = [m for path in paths for m in measurements(path, root)
              if (m["tensor_parallel"] or 1) == table.tensor_parallel]
     if table.by_scheduling:  # a grid per scheduling: the numerator's name carries it
