@@ -5,15 +5,16 @@ serving table as READMEs print it."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from pathlib import Path
 
 
 def load(path: Path) -> dict:
-    """A committed JSON result; ``.gz`` ones are read through gzip (results over 1 KiB are stored compressed)."""
-    return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
+    """A committed JSON result; ``.gz`` ones are read through gzip (results over 1 KiB are stored compressed), by the
+    reader the serving bench's pooling and coverage use."""
+    from portable_spec_harness.serve_bench.combine import read_json
+
+    return read_json(path)
 
 
 def table(text: str, header: str) -> dict[str, list[str]]:

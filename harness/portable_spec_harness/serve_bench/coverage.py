@@ -267,8 +267,8 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
     ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing."""
     root = root or results
     paths = summaries(results)
-    aside = [(p, (p.parent / SET_ASIDE).read_text().strip()) for p in paths if (p.parent / SET_ASIDE).is_file()]
-    paths = [p for p in paths if not (p.parent / SET_ASIDE).is_file()]
+    reasons = {p: (p.parent / SET_ASIDE).read_text().strip() for p in paths if (p.parent / SET_ASIDE).is_file()}
+    aside, paths = list(reasons.items()), [p for p in paths if p not in reasons]
     every = [m for path in paths for m in measurements(path, root)
              if (m["tensor_parallel"] or 1) == table.tensor_parallel]
     if table.by_scheduling:  # a grid per scheduling: the numerator's name carries it
