@@ -6,6 +6,7 @@ serving table as READMEs print it."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -15,6 +16,37 @@ def load(path: Path) -> dict:
     from portable_spec_harness.serve_bench.combine import read_json
 
     return read_json(path)
+
+
+@dataclass(frozen=True)
+class ResultsFolder:
+    """A session's results folder as its readback test reads it: the README (as written, and with its whitespace
+    folded, for sentences that wrap), a call's serving-bench report and the pooled summary, both under ``bench`` (the
+    benchmark's folder inside ``run``)."""
+
+    run: Path
+    bench: Path
+
+    def readme(self) -> str:
+        return (self.run / "README.md").read_text()
+
+    def folded(self) -> str:
+        return " ".join(self.readme().split())
+
+    def call_report(self, folder: str) -> dict:
+        return load(self.bench / folder / "serve-bench" / "serve_bench.json")
+
+    def summary(self) -> dict:
+        return load(self.bench / "pooled" / "serve_bench_summary.json")
+
+    def pooled_entry(self, pair: str, mode: str, vllm: str, calls: tuple[str, ...], tp: int = 1) -> tuple[dict, dict]:
+        """The pooled summary and its entry for ``pair`` / ``mode``, checked to pool ``calls`` (in that order) of
+        ``vllm`` at tensor parallel ``tp``."""
+        summary = self.summary()
+        entry = summary["pairs"][pair][mode]
+        assert entry["vllm"] == [vllm] and entry["tensor_parallel_size"] == tp, (entry["vllm"], entry.get("tp"))
+        assert [Path(p).parts[-2] for p in entry["sources"]] == list(calls), entry["sources"]
+        return summary, entry
 
 
 def table(text: str, header: str) -> dict[str, list[str]]:

@@ -193,13 +193,15 @@ class PooledBench:
     """Rounds over all calls, and in the pooled summary."""
     variants: tuple[tuple[str, str], tuple[str, str]]
     """(baseline, ours), each (variant, the runner its facts must name); the ratios are ``ours_over_baseline``."""
-    length: int
-    """The input length of every pooled cell."""
+    length: int | tuple[int, ...]
+    """The input length of every pooled cell (or the lengths, every one with every sampling and concurrency)."""
     samplings: tuple[str, ...]
     concurrencies: tuple[int, ...]
     """The pooled cells: exactly every sampling by every concurrency."""
     rows: str = "sampling"
     """What keys a cell with its concurrency: ``sampling`` ((sampling, c)) or ``input`` ((input length, c))."""
+    mode: str = "designed-partial"
+    """The weights the pooled summary keys the pair by (``dummy``, ``designed-partial``)."""
 
     def call_reports(self) -> tuple[str, ...]:
         return tuple(f"{self.folder}/{call}/serve-bench/serve_bench.json" for call in self.calls)
@@ -230,10 +232,11 @@ def pooled_cells(bench: PooledBench) -> dict[tuple, dict]:
         assert jit_judge.problems(ours, jit_judge.read(log)) == [], (call, log)
     assert sum(report["rounds_done"] for report in reports) == bench.rounds
     summary = results(bench.pooled())
-    entry = summary["pairs"][bench.pair]["designed-partial"]
+    entry = summary["pairs"][bench.pair][bench.mode]
     assert entry["rounds"] == bench.rounds and entry["vllm"] == [bench.vllm], (entry["rounds"], entry["vllm"])
-    ratios = summary[f"{ours}_over_{baseline}"][bench.pair]["designed-partial"]
-    want = {f"in{bench.length}/{s}/c{c}" for s in bench.samplings for c in bench.concurrencies}
+    ratios = summary[f"{ours}_over_{baseline}"][bench.pair][bench.mode]
+    lengths = bench.length if isinstance(bench.length, tuple) else (bench.length,)
+    want = {f"in{n}/{s}/c{c}" for n in lengths for s in bench.samplings for c in bench.concurrencies}
     assert set(ratios) == want, (sorted(ratios), sorted(want))
     found = {}
     for key, cell in ratios.items():
@@ -272,8 +275,13 @@ DRAFT_MRV2_1024 = PooledBench("bench/results/2026-11-29-h200-session31/dm1k033",
                               rows="input")
 """The draft model on vLLM 0.33.0's Model Runner V2 at 1024 in, greedy, c = 1 .. 32: three calls pooled, c = 8, 32
 three rounds and c = 1, 2 two (the lease ran out)."""
+DRAFT_DUMMY_V1 = PooledBench("bench/results/2026-11-29-h200-session32/dmd026", ("call1", "call2", "call3"), "0.26.0",
+                             "llama8b_draft1b", 4, V1_PAIR, (256, 1024), ("greedy",), (1, 2, 8, 32), rows="input",
+                             mode="dummy")
+"""The draft model with dummy weights on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024 in, greedy:
+three calls pooled, c = 1, 2 three rounds and c = 8, 32 one (four rounds run over the calls)."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
-                  DRAFT_MRV2_1024)
+                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
                              re.MULTILINE)
 
@@ -283,10 +291,28 @@ def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
     return {**pooled_cells(DRAFT_MRV2), **pooled_cells(DRAFT_MRV2_1024)}
 
 
+def check_dummy_v1_itl(m: re.Match) -> int:
+    """The dummy-weights bullet's p99 ITL ranges (each server's median per cell, over every pooled cell) and the
+    kernels upstream compiled after boot (the same count in every call; ours' nothing is ``pooled_cells``' check)."""
+    pooled_cells(DRAFT_DUMMY_V1)
+    cells = results(DRAFT_DUMMY_V1.pooled())["pairs"][DRAFT_DUMMY_V1.pair][DRAFT_DUMMY_V1.mode]["cells"]
+    itl = {v: [c["p99_itl_ms"]["median"] for c in cells[v].values()] for v in ("ours", "upstream_v1")}
+    compiles = {len(results(r)["variants"]["upstream_v1"]["jit_after_boot"]) for r in DRAFT_DUMMY_V1.call_reports()}
+    assert len(compiles) == 1 and len(itl["ours"]) == len(itl["upstream_v1"]) == 8, (compiles, itl)
+    assert list(m.groups()) == span(itl["ours"], 1) + span(itl["upstream_v1"], 1) + [str(compiles.pop())]
+    return 5
+
+
 def check_draft_mrv2_table(m: re.Match) -> int:
-    """README's 0.33.0 draft-model table: each measured cell's ratio of medians and paired interval, with "(n rounds)"
-    where the paired interval has fewer than three rounds; a cell not measured reads "–"."""
-    found, compared = draft_mrv2_cells(), 0
+    """README's 0.33.0 draft-model table (``check_input_grid``)."""
+    return check_input_grid(m, draft_mrv2_cells())
+
+
+def check_input_grid(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
+    """A README table of input lengths by c = 1, 2, 8, 32: each measured cell's ratio of medians and paired interval,
+    with "(n rounds)" where the paired interval has fewer than three rounds (one round: the ratio and "(1 round)",
+    its interval being the one value); a cell not measured reads "–"; every cell of ``found`` compared once."""
+    compared = 0
     for row in _DRAFT_MRV2_ROW.finditer(m.group(0)):
         for c in (1, 2, 8, 32):
             cell = found.get((int(row.group(1)), c))
@@ -295,8 +321,12 @@ def check_draft_mrv2_table(m: re.Match) -> int:
                 continue
             paired = cell["paired_output_tok_s"]
             low, high = paired["interval"]
-            rounds = "" if paired["passes"] >= 3 else f" ({paired['passes']} rounds)"
-            assert row[f"c{c}"] == f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]{rounds}", row.group(0)
+            if paired["passes"] == 1:
+                expect = f"{cell['output_tok_s']:.2f} (1 round)"
+            else:
+                rounds = "" if paired["passes"] >= 3 else f" ({paired['passes']} rounds)"
+                expect = f"{cell['output_tok_s']:.2f} [{low:.2f}, {high:.2f}]{rounds}"
+            assert row[f"c{c}"] == expect, (row.group(0), expect)
             compared += 1
     assert compared == len(found), compared
     return compared
@@ -452,6 +482,15 @@ CLAIMS = (
           lambda m: ratio_range(m, draft_async_cells())),
     Claim("README.md", r"^  \| vLLM 0\.33\.0, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n", check_draft_mrv2_table,
           multiline=True),
+    Claim("README.md", r"^  \| dummy weights, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
+          lambda m: check_input_grid(m, pooled_cells(DRAFT_DUMMY_V1)), multiline=True),
+    Claim("README.md", r"Ours' p99 ITL was (\S+)–(\S+)\s+ms against upstream's (\S+)–(\S+) ms; ours compiled nothing "
+                       r"after boot, upstream compiled (\d+) kernels\s+\(\[results\]\(bench/results/2026-11-29-h200-session32/",
+          check_dummy_v1_itl),
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with dummy weights",
+          lambda m: ratio_range(m, {k: v for k, v in pooled_cells(DRAFT_DUMMY_V1).items() if k[1] <= 2})),
+    Claim("docs/platforms.md", r"with dummy weights \(acceptance length 1\.00\) (\S+)–(\S+) at c = 1, 2",
+          lambda m: ratio_range(m, {k: v for k, v in pooled_cells(DRAFT_DUMMY_V1).items() if k[1] <= 2})),
     Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform on the same pair at inputs 256 and 1024, c = 1–32",
           lambda m: ratio_range(m, draft_mrv2_cells())),
     Claim("README.md", r"at 1024 in, (\S+) ms of wall per step against (\S+) ms of kernels, \*\*(\S+)×\*\* \(the host "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from results_readback import jit_compiles, load, pooled_row, table
+from results_readback import ResultsFolder, jit_compiles, pooled_row, table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200-session31"
@@ -18,20 +18,8 @@ COMMIT = "0164ce2"
 CALLS = ("call1", "call2", "call3")
 
 
-def readme() -> str:
-    return (RUN / "README.md").read_text()
-
-
-def folded() -> str:
-    return " ".join(readme().split())
-
-
-def call_report(folder: str) -> dict:
-    return load(DM / folder / "serve-bench" / "serve_bench.json")
-
-
-def summary() -> dict:
-    return load(DM / "pooled" / "serve_bench_summary.json")
+FOLDER = ResultsFolder(RUN, DM)
+readme, folded, call_report, summary = FOLDER.readme, FOLDER.folded, FOLDER.call_report, FOLDER.summary
 
 
 def test_every_call_ran_this_sessions_code_on_vllm_0_33_mrv2_with_async_scheduling():
@@ -48,10 +36,7 @@ def test_every_call_ran_this_sessions_code_on_vllm_0_33_mrv2_with_async_scheduli
 
 
 def test_the_table_prints_the_pooled_numbers_with_the_rounds_each_cell_has():
-    s = summary()
-    entry = s["pairs"][PAIR][MODE]
-    assert entry["vllm"] == ["0.33.0"] and entry["tensor_parallel_size"] == 1
-    assert [Path(p).parts[-2] for p in entry["sources"]] == list(CALLS)
+    s, entry = FOLDER.pooled_entry(PAIR, MODE, "0.33.0", CALLS)
     cells, ratios = entry["cells"], s["ours_mrv2_over_mrv2"][PAIR][MODE]
     rows = table(readme(), "| c | MRV2 | ours |")
     assert sorted(rows, key=int) == [str(c) for c in CONCURRENCY]

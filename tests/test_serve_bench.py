@@ -12,12 +12,13 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from portable_spec.errors import PortableSpecError
-from portable_spec_harness.serve_bench import (client, combine, driver, memory, pairs, plan, worker_extension, report, servers,
-                                                 stats)
+from portable_spec_harness.serve_bench import (client, combine, driver, kept_servers, memory, pairs, plan, worker_extension,
+                                                 report, servers, stats)
 from portable_spec_harness import plotting
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
@@ -1118,6 +1119,10 @@ def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
      "ours and ours@async are the same server under --async-scheduling on: drop one"),
     (["--variants", "upstream_v1,sglang@async"], "use some of upstream_v1, ours, mrv2, ours_mrv2, each with an "
                                                  "optional @async or @sync"),
+    (["--keep-servers", "kept.json"], "the phase clock's profiler pass can slow a server afterwards: add "
+                                      "--no-phase-clock"),
+    (["--keep-servers", "kept.json", "--no-phase-clock", "--placement", "in_turn"],
+     "--placement in_turn stops each after its round: drop one"),
 ])
 def test_bad_axis_or_variant_input_exits_2_with_one_line(argv, fragment, tmp_path, capsys):
     from portable_spec_harness.serve_bench import __main__ as cli
@@ -1129,6 +1134,88 @@ def test_bad_axis_or_variant_input_exits_2_with_one_line(argv, fragment, tmp_pat
     assert captured.out == "" and not (tmp_path / "o").exists()
 
 
+# ------------------------------------------------------------------------------------------------ kept servers
+def test_kept_servers_stand_in_for_the_next_calls_boots_and_one_that_differs_boots_again(zoo_pair, tmp_path):
+    """Call 1 keeps its three servers running; call 2 (the next round) uses two of them with no boot, stops the
+    third, whose registry entry no longer matches the server call 2 would boot, boots that one, and keeps all three;
+    call 3 runs two variants on call 1's servers, stops the third (nothing else would) and keeps nothing, so every
+    server ends stopped. Each call's folder has every server's whole log and its JIT verdict."""
+    launched: list[tuple[str, int, Any]] = []
+    fake = fake_launcher()
+
+    def launch(spec, port, log):
+        launched.append((spec.variant, port, fake(spec, port, log)))
+        return launched[-1][2]
+
+    def adopt(entry):
+        return next((h for _, port, h in launched if port == entry["port"] and h.alive()), None)
+
+    hooks = replace(cpu_hooks(launch), adopt=adopt)
+    registry = tmp_path / "kept.json"
+    one = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, phase_clock=False,
+                                                    keep_servers=str(registry)), tmp_path / "call1", hooks)
+    assert one["status"] == "complete", one["problems"]
+    assert len(launched) == 3 and all(h.alive() for *_, h in launched)  # left running
+    kept = json.loads(registry.read_text())
+    assert kept["kind"] == kept_servers.KIND and sorted(kept["servers"]) == ["mrv2", "ours", "upstream_v1"]
+    assert one["kept_servers"] == {"registry": str(registry), "variants": ["mrv2", "ours", "upstream_v1"]}
+    kept["servers"]["mrv2"]["fingerprint"]["serve_args"].append("--enforce-eager")  # no longer call 2's server
+    registry.write_text(json.dumps(kept))
+    stale = adopt(kept["servers"]["mrv2"])
+    again = tmp_path / "kept2.json"
+    two = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, first_round=1, phase_clock=False,
+                                                    reuse_servers=str(registry), keep_servers=str(again)),
+                                 tmp_path / "call2", hooks)
+    assert two["status"] == "complete", two["problems"]
+    assert [v for v, *_ in launched] == ["upstream_v1", "ours", "mrv2", "mrv2"] and not stale.alive()
+    assert sum(h.alive() for *_, h in launched) == 3 and "kept_servers_stopped" not in two
+    three = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, first_round=2, phase_clock=False,
+                                                      variants=("upstream_v1", "ours"), reuse_servers=str(again)),
+                                   tmp_path / "call3", hooks)
+    assert three["status"] == "complete", three["problems"]
+    assert len(launched) == 4 and three["kept_servers_stopped"] == ["mrv2"]  # call 3 runs no mrv2: stopped
+    for variant in ("upstream_v1", "ours"):
+        (boot,) = two["variants"][variant]["boots"]
+        assert boot["ready"] and boot["seconds"] == 0.0 and boot["reused"]["registry"] == str(registry)
+        assert boot["reused"]["first_boot"] == one["variants"][variant]["boots"][0]
+        assert "not_reused" not in two["variants"][variant]
+    assert two["variants"]["mrv2"]["not_reused"] == "its vllm serve arguments differ"
+    assert "reused" not in two["variants"]["mrv2"]["boots"][0]
+    assert [b["reused"]["first_boot"] for b in (three["variants"][v]["boots"][0] for v in ("upstream_v1", "ours"))] \
+        == [one["variants"][v]["boots"][0] for v in ("upstream_v1", "ours")]  # the first boot, kept through call 2
+    assert not any(h.alive() for *_, h in launched) and "kept_servers" not in three
+    for out, report_ in ((tmp_path / "call1", one), (tmp_path / "call2", two)):
+        for variant in ("upstream_v1", "ours", "mrv2"):
+            log = (out / f"server_{variant}.log").read_text()
+            assert MONITOR_LINE in log and report_["variants"][variant]["jit_after_boot"] == []
+    assert all(two["cells"][v][C1]["runs"] == 1 for v in ("upstream_v1", "ours", "mrv2"))
+
+
+def test_a_kept_server_is_matched_on_code_and_environment_and_adopted_only_while_alive(tmp_path, zoo_pair):
+    """The fingerprint's parts each refuse a stand-in; a kept process that ended is not adopted; an adopted one is
+    stopped through its process group."""
+    server = servers.BenchServer("ours", zoo_pair, 512, 2, 1 << 20, "default", driver.Parallel())
+    wanted = kept_servers.fingerprint(server, "code-a")
+    assert kept_servers.mismatch({"fingerprint": wanted}, wanted) is None
+    assert kept_servers.mismatch({"fingerprint": {**wanted, "code": "code-b"}}, wanted) == \
+        "the code changed since it booted"
+    other_env = {**wanted, "env": {**wanted["env"], "VLLM_PLATFORM": "elsewhere"}}
+    assert kept_servers.mismatch({"fingerprint": other_env}, wanted) == "its environment differs (VLLM_PLATFORM)"
+    assert kept_servers.mismatch({}, wanted) == "the code changed since it booted"
+    assert "SERVE_BENCH_FIRST_ROUND" not in wanted["env"] and "OUT" not in wanted["env"]
+    done = subprocess.Popen(["true"])
+    done.wait()
+    assert kept_servers.adopt({"pid": done.pid}) is None and kept_servers.adopt({}) is None
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    adopted = kept_servers.adopt({"pid": sleeper.pid})
+    assert adopted is not None and adopted.alive()
+    adopted.stop()
+    assert sleeper.wait(10) is not None and not adopted.alive()
+    assert kept_servers.read(tmp_path / "missing.json") == {}
+    (tmp_path / "other.json").write_text('{"kind": "something else", "servers": {"ours": {}}}')
+    assert kept_servers.read(tmp_path / "other.json") == {}
+
+
 # ------------------------------------------------------------------------------------------------ combine
 def test_a_call_short_of_rounds_is_made_up_only_by_the_rounds_pooled_with_it(clean_run):
     """One benchmark split over calls: the first ran 1 of the 3 rounds it asked for, the second the other 2. Pooled,
@@ -1136,6 +1223,7 @@ def test_a_call_short_of_rounds_is_made_up_only_by_the_rounds_pooled_with_it(cle
     result, _ = clean_run
     first, second = json.loads(json.dumps(result)), json.loads(json.dumps(result))
     first.update(rounds_asked=3, rounds_done=1, stopped_because="--budget-s 520 would be passed")
+    first["runs"] = [r for r in first["runs"] if r["round"] == 0]
     first["problems"] = [report.rounds_short(first), "a failed run"]
     first["settings"]["first_round"] = 0
     second.update(rounds_asked=2, rounds_done=2, problems=[])
@@ -1148,9 +1236,44 @@ def test_a_call_short_of_rounds_is_made_up_only_by_the_rounds_pooled_with_it(cle
     alone = combine.combine([first], ["call1"])
     assert alone["made_up"] == [] and "llama_eagle (zoo-perfect) 1 of 3 rounds ran" in alone["problems"][0]
     second["rounds_done"] = 1
+    second["runs"] = [r for r in second["runs"] if r["round"] == 0]
     second["problems"] = [report.rounds_short(second)]
     short = combine.combine([first, second], ["call1", "call2"])
     assert short["made_up"] == [] and len(short["problems"]) == 3  # 2 of the 3 rounds: nothing made up
+
+
+def _only(result: dict, concurrency: int, rounds: tuple[int, ...] = (0, 1)) -> dict:
+    """A copy of a bench report as if its call had run one concurrency (and only the given rounds)."""
+    part = json.loads(json.dumps(result))
+    key = f"in16/greedy/c{concurrency}"
+    part["workload"].update(concurrency=[concurrency], cells=[key], max_num_seqs=concurrency,
+                            num_prompts={key: part["workload"]["num_prompts"][key]})
+    part["runs"] = [r for r in part["runs"] if r["concurrency"] == concurrency and r["round"] in rounds]
+    part["cells"] = {v: {key: cells[key]} for v, cells in part["cells"].items()}
+    return part
+
+
+def test_calls_split_by_concurrency_pool_every_cell_and_a_short_call_is_made_up_only_by_its_own_cells(clean_run):
+    """One benchmark split as a lease allows: calls 1-2 run c=1 (1 round, then 2 more), call 3 runs c=2 and stops
+    after 1 of its 2 rounds. Pooled, c=2 is kept (it was dropped when the first call's cells alone were pooled), and
+    call 3's shortfall stays a problem: the rounds at c=1 do not make up c=2's."""
+    result, _ = clean_run
+    call1, call2, call3 = _only(result, 1, (0,)), _only(result, 1), _only(result, 2, (0,))
+    call1.update(rounds_asked=3, rounds_done=1, stopped_because="--budget-s 545 would be passed")
+    call1["problems"] = [report.rounds_short(call1)]
+    call2.update(rounds_asked=2, rounds_done=2, problems=[])
+    call2["settings"]["first_round"] = 1
+    call3.update(rounds_asked=2, rounds_done=1, stopped_because="--budget-s 555 would be passed")
+    call3["problems"] = [report.rounds_short(call3)]
+    pooled = combine.combine([call1, call2, call3], ["call1", "call2", "call3"])
+    entry = pooled["pairs"]["llama_eagle"]["zoo-perfect"]
+    assert [entry["cells"]["ours"][c]["runs"] for c in (C1, C2)] == [3, 1]
+    assert set(pooled["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"]) == {C1, C2}
+    assert entry["workload"]["concurrency"] == [1, 2] and entry["workload"]["cells"] == [C1, C2]
+    assert entry["workload"]["max_num_seqs"] == 2 and set(entry["workload"]["num_prompts"]) == {C1, C2}
+    assert pooled["made_up"] == ["llama_eagle (zoo-perfect) call1: 1 of 3 rounds ran (--budget-s 545 would be "
+                                 "passed); pooled: 3 rounds"]
+    assert pooled["problems"] == ["llama_eagle (zoo-perfect) 1 of 2 rounds ran (--budget-s 555 would be passed)"]
 
 
 def test_the_summary_pools_rounds_of_one_workload_and_refuses_to_mix_workloads(clean_run, tmp_path):

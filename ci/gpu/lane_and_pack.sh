@@ -6,11 +6,18 @@ set -uo pipefail
 name="$1"; limit="$2"; shift 2
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work="/tmp/lane-$name"; mkdir -p "$work"
+# FlashInfer's JIT cache from an earlier lease, where a call carries it (carry: [".gpu-wheels/jit-cache"]); the lane's
+# console log says what was restored (ci/gpu-host/jit_cache.sh says why).
+jit="$root/.gpu-wheels/jit-cache"
+[[ -d "$jit" ]] && bash "$root/ci/gpu-host/jit_cache.sh" restore "$jit" > "$work/jit_cache.log" 2>&1
 timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log" 2>&1
 rc=$?
 echo "lane exit $rc" >> "$work/console.log"
+[[ -f "$work/jit_cache.log" ]] && cat "$work/jit_cache.log" >> "$work/console.log"
+# what this host built and no carried cache held comes back beside the archive, for the next lease
+bash "$root/ci/gpu-host/jit_cache.sh" save "${OUT:-}" "$jit" >> "$work/console.log" 2>&1
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
-grep -E "^=== |^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe|^sampling sweep" "$work/console.log" \
+grep -E "^=== |^jit cache|^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe|^sampling sweep" "$work/console.log" \
   | cut -c1-400 | tail -60
 # the bench's per-step breakdown table, when it printed one
 sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | cut -c1-200

@@ -135,6 +135,14 @@ VARIABLES: tuple[LaneVar, ...] = (
           "An earlier call's `serve_bench.json` (or its folder) of the same benchmark, carried in the tree: the cells "
           "it sized keep its prompts and run one warm pass instead of two (`--sizing-from`); another pair, weights, "
           "output length or sizing setting is refused in one line.", SERVE_BENCH),
+    _knob("SERVE_BENCH_KEEP_SERVERS", "",
+          "A registry file (e.g. `/tmp/serve_bench_kept.json`): leave this call's servers running for the next call "
+          "of the same benchmark on a host that stays up (`--keep-servers`; needs `SERVE_BENCH_NO_PHASE_CLOCK`).",
+          SERVE_BENCH),
+    _knob("SERVE_BENCH_REUSE_SERVERS", "",
+          "An earlier call's `SERVE_BENCH_KEEP_SERVERS` registry: its servers that are the same servers (arguments "
+          "but the port, environment, code), alive and healthy, stand in for this call's boots; the rest boot, each "
+          "with its reason in the report (`--reuse-servers`).", SERVE_BENCH),
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "

@@ -123,6 +123,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sizing-from", type=Path, default=None,
                    help="an earlier call of this benchmark (its folder or serve_bench.json): the cells it sized keep "
                         "its prompts and run one warm pass instead of two (a benchmark split over several calls)")
+    p.add_argument("--keep-servers", type=Path, default=None,
+                   help="leave the servers running when this call ends and write their registry to this file, for "
+                        "the next call's --reuse-servers (a benchmark split over calls on a host that stays up; "
+                        "needs --no-phase-clock)")
+    p.add_argument("--reuse-servers", type=Path, default=None,
+                   help="an earlier call's --keep-servers registry: each of its servers that is the same server "
+                        "this call would boot, alive and healthy, is used instead of a boot (the rest boot)")
     p.add_argument("--budget-s", type=float, default=None,
                    help="stop starting rounds when the next would end past this many seconds")
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/portable_spec_zoo"),
@@ -156,6 +163,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
     parallel = Parallel.from_args(args)
     if parallel.problem():
         raise PortableSpecError(parallel.problem())
+    if args.keep_servers is not None and not args.no_phase_clock:
+        raise PortableSpecError("--keep-servers leaves the servers for a later call's timed runs, and the phase "
+                                "clock's profiler pass can slow a server afterwards: add --no-phase-clock")
+    if args.keep_servers is not None and args.placement == "in_turn":
+        raise PortableSpecError("--keep-servers keeps servers that stay up for every round; --placement in_turn "
+                                "stops each after its round: drop one")
     return Settings(variants=variants, concurrency=_ints("--concurrency", args.concurrency, 1), rounds=args.rounds,
                     first_round=args.first_round, input_lens=_ints("--input-len", args.input_len, 1),
                     sampling=_sampling(args.sampling), output_len=args.output_len,
@@ -163,7 +176,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
-                    async_scheduling=args.async_scheduling, parallel=parallel)
+                    async_scheduling=args.async_scheduling, parallel=parallel,
+                    keep_servers=str(args.keep_servers) if args.keep_servers is not None else None,
+                    reuse_servers=str(args.reuse_servers) if args.reuse_servers is not None else None)
 
 
 SIZED_BY = ("output_len", "min_run_s", "prompts_per_slot", "max_prompts", "run_timeout_s")

@@ -27,8 +27,8 @@ from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size
-from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, cell_of, kind_of, legacy_sampling,
-                                                    ratio_pairs, workload_cells)
+from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, Cell, cell_of, kind_of,
+                                                    legacy_sampling, ratio_pairs, workload_cells)
 from portable_spec_harness.plotting import legend, wrapped_title
 
 
@@ -45,6 +45,14 @@ def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None)
     if not workload.get("min_run_s"):
         same["num_prompts"] = workload.get("num_prompts")
     return same
+
+
+def _same(key: str, mine: Any, theirs: Any) -> bool:
+    """Whether two calls agree on one ``comparable`` item; fixed prompts per cell are compared on the cells both
+    ran (a call split by concurrency shares no cell with the call before it)."""
+    if key == "num_prompts" and isinstance(mine, dict) and isinstance(theirs, dict):
+        return all(mine[c] == theirs[c] for c in mine.keys() & theirs.keys())
+    return mine == theirs
 
 
 def pooled_runs(members: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
@@ -77,6 +85,45 @@ def load(folder: Path) -> dict[str, Any]:
         raise PortableSpecError(f"{path} is missing or not JSON: pass folders a serve bench wrote") from None
 
 
+def pooled_cells(members: list[tuple[dict[str, Any], str]]) -> list[Cell]:
+    """Every cell any call ran, in the report's reading order: calls of one benchmark may split it by concurrency
+    (one call c = 1, 2, the next c = 8, 32), and a cell only a later call ran is pooled too, never dropped. The
+    calls share their input lengths and sampling (``comparable``)."""
+    ran = {cell for rep, _ in members for cell in workload_cells(rep["workload"])}
+    lens = list(dict.fromkeys(c.input_len for rep, _ in members for c in workload_cells(rep["workload"])))
+    modes = list(dict.fromkeys(c.sampling for rep, _ in members for c in workload_cells(rep["workload"])))
+    return sorted(ran, key=lambda c: (lens.index(c.input_len), modes.index(c.sampling), c.concurrency))
+
+
+def pooled_workload(members: list[tuple[dict[str, Any], str]], cells: list[Cell]) -> dict[str, Any]:
+    """The first call's workload over every pooled cell: its concurrencies and cells the union of the calls', each
+    sized cell's prompts per run as the first call that ran it sized them (each call's own report keeps its own),
+    ``max_num_seqs`` the largest any call's servers had (each call sets it to its own largest concurrency)."""
+    workload = {**members[0][0]["workload"], "concurrency": sorted({c.concurrency for c in cells})}
+    if "cells" in workload:
+        workload["cells"] = [c.key for c in cells]
+    sized = [rep["workload"]["num_prompts"] for rep, _ in members if isinstance(rep["workload"].get("num_prompts"), dict)]
+    if sized:
+        workload["num_prompts"] = {c.key: n for c in cells
+                                   for n in [next((s[c.key] for s in sized if c.key in s), None)] if n is not None}
+    seqs = [rep["workload"]["max_num_seqs"] for rep, _ in members if "max_num_seqs" in rep["workload"]]
+    if seqs:
+        workload["max_num_seqs"] = max(seqs)
+    return workload
+
+
+def round_goals(members: list[tuple[dict[str, Any], str]]) -> dict[str, int]:
+    """Per cell, the rounds one benchmark split over calls asked for in all: up to the furthest last round of the
+    calls that ran that cell (``SERVE_BENCH_FIRST_ROUND`` + rounds asked). A call short of rounds is made up only
+    when every cell it ran reaches its goal in the pool (a call at c = 8, 32 is not made up by rounds at c = 1, 2)."""
+    goals: dict[str, int] = {}
+    for rep, _ in members:
+        last = (rep.get("settings") or {}).get("first_round", 0) + rep.get("rounds_asked", 0)
+        for cell in workload_cells(rep["workload"]):
+            goals[cell.key] = max(goals.get(cell.key, 0), last)
+    return goals
+
+
 def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
     groups: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = {}
     for rep, source in zip(reports, sources):
@@ -88,18 +135,18 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
         for rep, source in members[1:]:
             mine = comparable(rep["workload"], rep.get("settings"))
             theirs = comparable(first["workload"], first.get("settings"))
-            differs = [k for k in {**mine, **theirs} if mine.get(k) != theirs.get(k)]
+            differs = [k for k in {**mine, **theirs} if not _same(k, mine.get(k), theirs.get(k))]
             if differs or rep["pair"]["k"] != first["pair"]["k"]:
                 raise PortableSpecError(f"{source}: {pair} ({mode}) ran another workload ({', '.join(differs) or 'K'})"
                                         " than the first: combine runs of one workload")
         variants = list(dict.fromkeys(v for rep, _ in members for v in rep["cells"]))
-        cells = workload_cells(first["workload"])
+        cells = pooled_cells(members)
         runs = pooled_runs(members)
         table = stats.cells(runs, variants, cells, first["workload"])
         entry: dict[str, Any] = {
             "sources": [s for _, s in members], "device": sorted({str(rep.get("device")) for rep, _ in members}),
             "vllm": sorted({str(rep.get("vllm")) for rep, _ in members}), "shapes": first["pair"].get("shapes"),
-            "k": first["pair"]["k"], "workload": first["workload"],
+            "k": first["pair"]["k"], "workload": pooled_workload(members, cells),
             "tensor_parallel_size": tensor_parallel_size(first),
             "rounds": sum(rep.get("rounds_done", 0) for rep, _ in members), "cells": table,
             "phase_clock_c1": {v: r.get("split") for rep, _ in members
@@ -109,13 +156,15 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             summary.setdefault(key, {}).setdefault(pair, {})[mode] = entry[key]
             summary["problems"] += [f"{pair} ({mode}) {key} {c}: {r['error']}" for c, r in entry[key].items()
                                     if "error" in r]
-        # One benchmark split over calls asks, in all, for the rounds up to the furthest call's last one.
-        goal = max((rep.get("settings") or {}).get("first_round", 0) + rep.get("rounds_asked", 0) for rep, _ in members)
+        goals = round_goals(members)
         for rep, source in members:
             short = rounds_short(rep)
-            made_up = short is not None and short in rep.get("problems", []) and entry["rounds"] >= goal
+            mine = [c.key for c in workload_cells(rep["workload"])]
+            pooled = min(table[v][key]["runs"] for v in rep["cells"] for key in mine)
+            made_up = short is not None and short in rep.get("problems", []) and \
+                all(table[v][key]["runs"] >= goals[key] for v in rep["cells"] for key in mine)
             if made_up:
-                summary["made_up"].append(f"{pair} ({mode}) {source}: {short}; pooled: {entry['rounds']} rounds")
+                summary["made_up"].append(f"{pair} ({mode}) {source}: {short}; pooled: {pooled} rounds")
             summary["problems"] += [f"{pair} ({mode}) {p}" for p in rep.get("problems", [])
                                     if not (made_up and p == short)]
         summary["pairs"].setdefault(pair, {})[mode] = entry

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import signal
 import threading
 import time
@@ -37,7 +38,7 @@ from portable_spec_harness.e2e.interleave import rotation
 from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench import client as client_mod
 from portable_spec_harness import jit_judge
-from portable_spec_harness.serve_bench import memory, plan, report, servers
+from portable_spec_harness.serve_bench import kept_servers, memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
 from portable_spec_harness.serve_bench.servers import BenchServer
 
@@ -89,6 +90,10 @@ class Settings:
     """Tensor parallelism of every server (``parallel.Parallel``)."""
     sizing_from: str | None = None
     """An earlier call's report of this benchmark (``--sizing-from``), whose sizing ``earlier_sizing`` holds."""
+    keep_servers: str | None = None
+    """Where to leave a registry of this call's servers, left running for the next call (``kept_servers``)."""
+    reuse_servers: str | None = None
+    """An earlier call's registry: its servers stand in for this call's where they are the same (``kept_servers``)."""
     earlier_sizing: dict[str, Any] = field(default_factory=dict)
     """Cell key -> the sizing an earlier call of this benchmark fixed (``--sizing-from``): such a cell keeps its
     prompts and runs one warm pass, not ``plan.WARM_PASSES``: a benchmark split over several calls spent ~20% of each
@@ -113,6 +118,7 @@ class Hooks:
     """What the CPU tests replace: the server launcher, the client, the device query and the console."""
 
     launch: Callable[[BenchServer, int, Path], Any] = servers.launch
+    adopt: Callable[[dict[str, Any]], Any] = kept_servers.adopt
     client: Callable[[list[str], Path, float], dict[str, Any]] = client_mod.run_client
     device: Callable[[], dict[str, Any]] = memory.device_memory
     say: Callable[[str], None] = print
@@ -135,6 +141,7 @@ class Bench:
             "phase_clock_c1": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
             "phases_s": {}, "sizing": {}, **({"phase_clock_skipped": PHASE_CLOCK_NEEDS_TP1} if clock_skipped else {})}
         self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
+        self.code = kept_servers.code_hash() if settings.keep_servers or settings.reuse_servers else ""
 
     # ---------------------------------------------------------------------------------------------- planning
     def plan_servers(self) -> dict[str, BenchServer]:
@@ -173,22 +180,75 @@ class Bench:
 
     # ---------------------------------------------------------------------------------------------- servers
     def boot(self, specs: list[BenchServer]) -> list[Live]:
-        lives = [Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
-                 for spec in specs]
-        for live in lives:
-            live.handle = self.hooks.launch(live.server, live.port, live.log)
+        kept = kept_servers.read(Path(self.settings.reuse_servers)) if self.settings.reuse_servers else {}
+        lives, booting = [], []
+        for spec in specs:
+            live = self.adopt(spec, kept.get(spec.variant)) if self.settings.reuse_servers else None
+            if live is None:
+                live = Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
+                live.handle = self.hooks.launch(live.server, live.port, live.log)
+                booting.append(live)
+            lives.append(live)
+        self.stop_leftovers(kept, {spec.variant for spec in specs})
         deadline = time.monotonic() + self.settings.boot_s
 
         async def all_ready() -> list[dict[str, Any]]:
             return await asyncio.gather(*(vllm_serve.wait_healthy(live.handle, HOST, live.port, live.log.name,
-                                                                  deadline) for live in lives))
-        for live, boot in zip(lives, asyncio.run(all_ready())):
+                                                                  deadline) for live in booting))
+        for live, boot in zip(booting, asyncio.run(all_ready()) if booting else []):
             live.boot = boot
             self.variant_entry(live.server)["boots"].append(boot)
             self.hooks.say(f"[serve-bench] boot {live.server.variant}: "
                            f"{'ready' if boot['ready'] else boot['error']} after {boot['seconds']} s")
             self.bar.update(1)
         return lives
+
+    def adopt(self, spec: BenchServer, entry: dict[str, Any] | None) -> Live | None:
+        """An earlier call's kept server for ``spec`` where it is the same server, alive and healthy (its boot record
+        says ``reused``), else None; a kept server that cannot stand in is stopped first, and the variant's
+        ``not_reused`` says why (``kept_servers``)."""
+        why, handle = "the registry holds no server of this variant", None
+        if entry is not None:
+            why = kept_servers.mismatch(entry, kept_servers.fingerprint(spec, self.code))
+            handle = self.hooks.adopt(entry)
+            if why is None and handle is None:
+                why = "its process is gone"
+            elif why is None and not asyncio.run(vllm_serve.health(HOST, entry["port"], timeout_s=5.0)):
+                why = "it does not answer /health"
+        if why is not None:
+            if handle is not None:
+                handle.stop()
+            self.variant_entry(spec)["not_reused"] = why
+            self.hooks.say(f"[serve-bench] {spec.variant}: no kept server reused ({why}): booting one")
+            return None
+        self.ports.add(entry["port"])
+        boot = {"ready": True, "seconds": 0.0, "port": entry["port"], "log": Path(entry["log"]).name,
+                "reused": {"registry": self.settings.reuse_servers, "first_boot": entry.get("boot")}}
+        self.variant_entry(spec)["boots"].append(boot)
+        self.hooks.say(f"[serve-bench] {spec.variant}: kept server on port {entry['port']} reused (no boot)")
+        self.bar.update(1)
+        return Live(spec, entry["port"], Path(entry["log"]), handle, boot)
+
+    def stop_leftovers(self, kept: dict[str, dict[str, Any]], wanted: set[str]) -> None:
+        """Stops the kept servers of variants this call does not run: nothing else would, and they hold memory."""
+        for variant, entry in sorted(kept.items()):
+            handle = self.hooks.adopt(entry) if variant not in wanted else None
+            if handle is not None:
+                handle.stop()
+                self.record.setdefault("kept_servers_stopped", []).append(variant)
+
+    def keep(self, lives: list[Live]) -> None:
+        """Leaves the ready servers running and writes their registry (``--keep-servers``)."""
+        ready = [live for live in lives if live.boot.get("ready") and live.handle is not None]
+        entries = {live.server.variant: {
+            "fingerprint": kept_servers.fingerprint(live.server, self.code), "port": live.port,
+            "pid": kept_servers.pid_of(live.handle), "log": str(live.log),
+            "boot": live.boot.get("reused", {}).get("first_boot") or live.boot} for live in ready}
+        kept_servers.write(Path(self.settings.keep_servers), entries)
+        self.record["kept_servers"] = {"registry": self.settings.keep_servers, "variants": sorted(entries)}
+        for live in ready:
+            self.judge_jit(live)
+        self.stop([live for live in lives if live not in ready])
 
     def variant_entry(self, server: BenchServer) -> dict[str, Any]:
         return self.record["variants"].setdefault(server.variant, {
@@ -211,9 +271,21 @@ class Bench:
         for live in started:
             self.judge_jit(live)
 
+    def release(self, lives: list[Live], keep: bool) -> None:
+        """Stops the servers, or with ``--keep-servers`` (and ``keep``: the run went on with them) leaves the ready
+        ones running for the next call."""
+        if keep and self.settings.keep_servers:
+            self.keep(lives)
+        else:
+            self.stop(lives)
+
     def judge_jit(self, live: Live) -> None:
-        """Records what vLLM's JIT monitor said in a stopped server's log (every boot's compiles; the monitor armed
-        in every boot that got ready) and judges it (``jit_judge``, which leaves a boot that never got ready alone)."""
+        """Records what vLLM's JIT monitor said in a server's log (every boot's compiles; the monitor armed in every
+        boot that got ready) and judges it (``jit_judge``, which leaves a boot that never got ready alone). A kept
+        server's log, from its boot on, is copied into this call's folder first, beside the servers booted here."""
+        own = self.outdir / f"server_{live.server.variant}.log"
+        if live.log != own and live.log.exists():
+            shutil.copyfile(live.log, own)
         jit, ready = jit_judge.read(live.log), bool(live.boot.get("ready"))
         entry = self.variant_entry(live.server)
         entry.setdefault(jit_judge.COMPILES_KEY, []).extend(jit.compiles)
@@ -326,11 +398,13 @@ class Bench:
         t = time.monotonic()
         lives = self.boot(list(specs.values()))
         self.record["phases_s"]["boot_s"] = round(time.monotonic() - t, 1)
+        fits = True
         try:
             failed = [live for live in lives if not live.boot.get("ready")]
             if failed and any(OOM.search(_tail(live.log)) for live in failed):
                 self.record["problems"].append("together: " + ", ".join(
                     f"{live.server.variant} did not fit ({live.boot.get('error')})" for live in failed))
+                fits = False
                 return False
             self.record["problems"] += [f"{live.server.variant}: {live.boot.get('error')}, see {live.log.name}"
                                         for live in failed]
@@ -350,7 +424,7 @@ class Bench:
             for live in up.values():
                 self.facts(live, "after")
         finally:
-            self.stop(lives)
+            self.release(lives, keep=fits)
         return True
 
     def prepare(self, lives: list[Live]) -> None:
