@@ -1159,6 +1159,17 @@ def test_kept_servers_stand_in_for_the_next_calls_boots_and_one_that_differs_boo
     kept = json.loads(registry.read_text())
     assert kept["kind"] == kept_servers.KIND and sorted(kept["servers"]) == ["mrv2", "ours", "upstream_v1"]
     assert one["kept_servers"] == {"registry": str(registry), "variants": ["mrv2", "ours", "upstream_v1"]}
+    # The device reading counts the kept servers' memory as taken: the placement counts it free again.
+    settings = Settings(**{**FAST, "rounds": 1}, phase_clock=False, reuse_servers=str(registry))
+    per = driver.Bench(zoo_pair, settings, tmp_path / "plan0", hooks)
+    per.plan_servers()
+    gib = per.record["placement"]["per_server_gib"] * memory.GIB
+    tight = replace(hooks, device=lambda: {"name": "cpu-test", "free_bytes": int(1.5 * gib)})
+    for reuse, mode in ((None, "in_turn"), (str(registry), "together")):
+        bench = driver.Bench(zoo_pair, replace(settings, reuse_servers=reuse), tmp_path / f"plan-{mode}", tight)
+        bench.plan_servers()
+        assert bench.record["placement"]["mode"] == mode, bench.record["placement"]
+    assert bench.record["placement"]["kept_servers_counted_free"] == 3
     kept["servers"]["mrv2"]["fingerprint"]["serve_args"].append("--enforce-eager")  # no longer call 2's server
     registry.write_text(json.dumps(kept))
     stale = adopt(kept["servers"]["mrv2"])

@@ -160,8 +160,13 @@ class Bench:
         per_server = memory.server_bytes(w_target + w_draft, kv, tp)
         self.record["device_memory"] = device
         self.record["tensor_parallel"] = s.parallel.as_json()
+        free = memory.free_on(device, tp)
+        kept_up = self.kept_alive()
+        if free is not None and kept_up:  # kept servers of this benchmark hold what they will use again
+            free += kept_up * per_server
         self.record["placement"] = {
-            **memory.placement(len(self.variants), per_server, memory.free_on(device, tp), s.placement, tp),
+            **memory.placement(len(self.variants), per_server, free, s.placement, tp),
+            **({"kept_servers_counted_free": kept_up} if kept_up else {}),
             "weights_gib": {"target": round(w_target / memory.GIB, 2), "draft": round(w_draft / memory.GIB, 2),
                             "from": {"target": src_target, "draft": src_draft}},
             "kv_cache_gib": round(kv / memory.GIB, 3)}
@@ -228,6 +233,14 @@ class Bench:
         self.hooks.say(f"[serve-bench] {spec.variant}: kept server on port {entry['port']} reused (no boot)")
         self.bar.update(1)
         return Live(spec, entry["port"], Path(entry["log"]), handle, boot)
+
+    def kept_alive(self) -> int:
+        """How many of the variants' kept servers (``--reuse-servers``) are still running: the device reading counts
+        their memory as taken, and the placement counts it free again, as if the same servers were to boot."""
+        if not self.settings.reuse_servers:
+            return 0
+        kept = kept_servers.read(Path(self.settings.reuse_servers))
+        return sum(1 for v in self.variants if v in kept and self.hooks.adopt(kept[v]) is not None)
 
     def stop_leftovers(self, kept: dict[str, dict[str, Any]], wanted: set[str]) -> None:
         """Stops the kept servers of variants this call does not run: nothing else would, and they hold memory."""
