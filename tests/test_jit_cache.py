@@ -40,7 +40,15 @@ def test_a_saved_cache_restores_on_a_fresh_host_and_keeps_what_is_there(tmp_path
     assert saved.stdout.strip() == f"jit cache: saved FlashInfer 0.6.14 as {out}/flashinfer-jit-0.6.14.tgz"
     with tarfile.open(out / "flashinfer-jit-0.6.14.tgz") as tgz:
         names = tgz.getnames()
-    assert str(SO.relative_to(".cache")) in names and not any(n.endswith(".lock") for n in names), names
+    assert str(SO.relative_to(".cache")) in names and not any(n.endswith((".lock", ".jit_cache_saved"))
+                                                              for n in names), names
+    again = tmp_path / "again"
+    again.mkdir()
+    unchanged = run(tmp_path / "built", "save", str(again))  # a later call of the same lease, nothing new built
+    assert "unchanged since this host saved it" in unchanged.stdout and list(again.iterdir()) == []
+    (tmp_path / "built" / SO).with_name("more.so").write_bytes(b"built later")
+    assert "saved FlashInfer 0.6.14" in run(tmp_path / "built", "save", str(again)).stdout
+    assert [p.name for p in again.iterdir()] == ["flashinfer-jit-0.6.14.tgz"]
     fresh = tmp_path / "fresh"
     restored = run(fresh, "restore", str(out))
     assert restored.returncode == 0, restored.stderr

@@ -3,7 +3,8 @@
 #   ci/gpu-host/jit_cache.sh restore DIR        unpack every DIR/flashinfer-jit-<version>.tgz into ~/.cache (files
 #                                               already there are kept)
 #   ci/gpu-host/jit_cache.sh save OUT [SKIP]    pack each ~/.cache/flashinfer/<version> into OUT/flashinfer-jit-
-#                                               <version>.tgz, but not a version SKIP/ already holds a tgz of
+#                                               <version>.tgz, but not a version SKIP/ already holds a tgz of,
+#                                               nor one unchanged since this host last saved it
 # Why: vLLM's V1 sampler uses FlashInfer's top-k/top-p sampling on CUDA (VLLM_USE_FLASHINFER_SAMPLER defaults on), and
 # without flashinfer-cubin FlashInfer builds that module with nvcc at its first use: in the engine's profile run, 99 s
 # on a fresh H200 (0.2 s once cached; bench/results/2026-11-29-h200-session32/README.md). Every engine booting at
@@ -34,7 +35,15 @@ case "${1:-}" in
       if [[ -n "$skip" && -e "$skip/flashinfer-jit-$version.tgz" ]]; then
         echo "jit cache: FlashInfer $version came carried; not saved again"; continue
       fi
-      tar czf "$out/flashinfer-jit-$version.tgz" -C "$cache" --exclude='*.lock' "flashinfer/$version"
+      # what is there now; a later call of the same lease that built nothing new brings back nothing again
+      stamp=$(find "$version_dir" -type f ! -name '*.lock' ! -name .jit_cache_saved -printf '%P %s\n' | sort \
+        | sha256sum | cut -c1-16)
+      if [[ "$(cat "$version_dir/.jit_cache_saved" 2>/dev/null)" == "$stamp" ]]; then
+        echo "jit cache: FlashInfer $version unchanged since this host saved it; not saved again"; continue
+      fi
+      tar czf "$out/flashinfer-jit-$version.tgz" -C "$cache" --exclude='*.lock' --exclude=.jit_cache_saved \
+        "flashinfer/$version"
+      echo "$stamp" > "$version_dir/.jit_cache_saved"
       echo "jit cache: saved FlashInfer $version as $out/flashinfer-jit-$version.tgz"
     done
     ;;
