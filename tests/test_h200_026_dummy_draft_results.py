@@ -5,9 +5,11 @@ number in the README or in a JSON fails."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
-from results_readback import ResultsFolder, jit_compiles, pooled_rows_by_round, pooled_table
+from results_readback import ResultsFolder, compile_to_kv_gap, jit_compiles, pooled_rows_by_round, pooled_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-29-h200-session32"
@@ -122,11 +124,6 @@ def test_the_stall_totals_the_readme_names():
 
 
 def test_the_first_boots_gap_and_the_flashinfer_build_that_explains_it():
-    import gzip
-    import json
-
-    from results_readback import compile_to_kv_gap
-
     gaps = {}
     for folder in CALLS:
         for variant in ("upstream_v1", "ours"):

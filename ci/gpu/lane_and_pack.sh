@@ -8,12 +8,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work="/tmp/lane-$name"; mkdir -p "$work"
 # FlashInfer's JIT cache from an earlier lease, where a call carries it (carry: [".gpu-wheels/jit-cache"]); the lane's
 # console log says what was restored (ci/gpu-host/jit_cache.sh says why).
-jit="$root/.gpu-wheels/jit-cache"
-[[ -d "$jit" ]] && bash "$root/ci/gpu-host/jit_cache.sh" restore "$jit" > "$work/jit_cache.log" 2>&1
+jit="$root/.gpu-wheels/jit-cache"; restored=""
+[[ -d "$jit" ]] && restored=$(bash "$root/ci/gpu-host/jit_cache.sh" restore "$jit" 2>&1)
 timeout "$limit" bash "$root/ci/lanes/cuda.sh" "$work" "$@" > "$work/console.log" 2>&1
 rc=$?
 echo "lane exit $rc" >> "$work/console.log"
-[[ -f "$work/jit_cache.log" ]] && cat "$work/jit_cache.log" >> "$work/console.log"
+[[ -n "$restored" ]] && echo "$restored" >> "$work/console.log"
 # what this host built and no carried cache held comes back beside the archive, for the next lease
 bash "$root/ci/gpu-host/jit_cache.sh" save "${OUT:-}" "$jit" >> "$work/console.log" 2>&1
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"

@@ -89,9 +89,9 @@ def pooled_cells(members: list[tuple[dict[str, Any], str]]) -> list[Cell]:
     """Every cell any call ran, in the report's reading order: calls of one benchmark may split it by concurrency
     (one call c = 1, 2, the next c = 8, 32), and a cell only a later call ran is pooled too, never dropped. The
     calls share their input lengths and sampling (``comparable``)."""
-    ran = {cell for rep, _ in members for cell in workload_cells(rep["workload"])}
-    lens = list(dict.fromkeys(c.input_len for rep, _ in members for c in workload_cells(rep["workload"])))
-    modes = list(dict.fromkeys(c.sampling for rep, _ in members for c in workload_cells(rep["workload"])))
+    ran = list(dict.fromkeys(cell for rep, _ in members for cell in workload_cells(rep["workload"])))
+    lens = list(dict.fromkeys(c.input_len for c in ran))
+    modes = list(dict.fromkeys(c.sampling for c in ran))
     return sorted(ran, key=lambda c: (lens.index(c.input_len), modes.index(c.sampling), c.concurrency))
 
 
@@ -102,10 +102,13 @@ def pooled_workload(members: list[tuple[dict[str, Any], str]], cells: list[Cell]
     workload = {**members[0][0]["workload"], "concurrency": sorted({c.concurrency for c in cells})}
     if "cells" in workload:
         workload["cells"] = [c.key for c in cells]
-    sized = [rep["workload"]["num_prompts"] for rep, _ in members if isinstance(rep["workload"].get("num_prompts"), dict)]
-    if sized:
-        workload["num_prompts"] = {c.key: n for c in cells
-                                   for n in [next((s[c.key] for s in sized if c.key in s), None)] if n is not None}
+    prompts: dict[str, int] = {}
+    for rep, _ in members:
+        sized = rep["workload"].get("num_prompts")  # an int in reports whose prompts were fixed, not sized per cell
+        for key, n in sized.items() if isinstance(sized, dict) else ():
+            prompts.setdefault(key, n)
+    if prompts:
+        workload["num_prompts"] = {c.key: prompts[c.key] for c in cells if c.key in prompts}
     seqs = [rep["workload"]["max_num_seqs"] for rep, _ in members if "max_num_seqs" in rep["workload"]]
     if seqs:
         workload["max_num_seqs"] = max(seqs)
@@ -159,12 +162,12 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
         goals = round_goals(members)
         for rep, source in members:
             short = rounds_short(rep)
-            mine = [c.key for c in workload_cells(rep["workload"])]
-            pooled = min(table[v][key]["runs"] for v in rep["cells"] for key in mine)
+            pooled = {c.key: min(table[v][c.key]["runs"] for v in rep["cells"])
+                      for c in workload_cells(rep["workload"])}
             made_up = short is not None and short in rep.get("problems", []) and \
-                all(table[v][key]["runs"] >= goals[key] for v in rep["cells"] for key in mine)
+                all(runs >= goals[key] for key, runs in pooled.items())
             if made_up:
-                summary["made_up"].append(f"{pair} ({mode}) {source}: {short}; pooled: {pooled} rounds")
+                summary["made_up"].append(f"{pair} ({mode}) {source}: {short}; pooled: {min(pooled.values())} rounds")
             summary["problems"] += [f"{pair} ({mode}) {p}" for p in rep.get("problems", [])
                                     if not (made_up and p == short)]
         summary["pairs"].setdefault(pair, {})[mode] = entry

@@ -142,6 +142,8 @@ class Bench:
             "phases_s": {}, "sizing": {}, **({"phase_clock_skipped": PHASE_CLOCK_NEEDS_TP1} if clock_skipped else {})}
         self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
         self.code = kept_servers.code_hash() if settings.keep_servers or settings.reuse_servers else ""
+        # An earlier call's kept servers (--reuse-servers), read once: the placement and every boot ask it.
+        self.kept = kept_servers.read(Path(settings.reuse_servers)) if settings.reuse_servers else {}
 
     # ---------------------------------------------------------------------------------------------- planning
     def plan_servers(self) -> dict[str, BenchServer]:
@@ -185,16 +187,15 @@ class Bench:
 
     # ---------------------------------------------------------------------------------------------- servers
     def boot(self, specs: list[BenchServer]) -> list[Live]:
-        kept = kept_servers.read(Path(self.settings.reuse_servers)) if self.settings.reuse_servers else {}
         lives, booting = [], []
         for spec in specs:
-            live = self.adopt(spec, kept.get(spec.variant)) if self.settings.reuse_servers else None
+            live = self.adopt(spec, self.kept.get(spec.variant)) if self.settings.reuse_servers else None
             if live is None:
                 live = Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
                 live.handle = self.hooks.launch(live.server, live.port, live.log)
                 booting.append(live)
             lives.append(live)
-        self.stop_leftovers(kept, {spec.variant for spec in specs})
+        self.stop_leftovers({spec.variant for spec in specs})
         deadline = time.monotonic() + self.settings.boot_s
 
         async def all_ready() -> list[dict[str, Any]]:
@@ -237,14 +238,11 @@ class Bench:
     def kept_alive(self) -> int:
         """How many of the variants' kept servers (``--reuse-servers``) are still running: the device reading counts
         their memory as taken, and the placement counts it free again, as if the same servers were to boot."""
-        if not self.settings.reuse_servers:
-            return 0
-        kept = kept_servers.read(Path(self.settings.reuse_servers))
-        return sum(1 for v in self.variants if v in kept and self.hooks.adopt(kept[v]) is not None)
+        return sum(1 for v in self.variants if v in self.kept and self.hooks.adopt(self.kept[v]) is not None)
 
-    def stop_leftovers(self, kept: dict[str, dict[str, Any]], wanted: set[str]) -> None:
+    def stop_leftovers(self, wanted: set[str]) -> None:
         """Stops the kept servers of variants this call does not run: nothing else would, and they hold memory."""
-        for variant, entry in sorted(kept.items()):
+        for variant, entry in sorted(self.kept.items()):
             handle = self.hooks.adopt(entry) if variant not in wanted else None
             if handle is not None:
                 handle.stop()

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from portable_spec_harness import vllm_serve
 from portable_spec_harness.serve_bench import servers
 from portable_spec_harness.serve_bench.servers import BenchServer
 
@@ -86,7 +87,7 @@ class AdoptedProcess:
     """A kept ``vllm serve`` another call started: alive while its pid is, stopped through its process group (the
     engine core included), as ``vllm_serve.ServerProcess`` stops its own."""
 
-    def __init__(self, pid: int, grace_s: float = 20.0) -> None:
+    def __init__(self, pid: int, grace_s: float = vllm_serve.STOP_GRACE_S) -> None:
         self.pid, self.grace_s = pid, grace_s
 
     def alive(self) -> bool:
@@ -128,6 +129,6 @@ def adopt(entry: dict[str, Any]) -> AdoptedProcess | None:
 
 def pid_of(handle: Any) -> int | None:
     """A launched or adopted server's pid (``ServerProcess.proc.pid``, ``AdoptedProcess.pid``); None for a handle
-    with neither (the CPU tests' in-process servers give theirs through ``pid``)."""
+    with neither (the CPU tests' in-process servers, which their tests adopt by port)."""
     proc = getattr(handle, "proc", None)
     return getattr(proc, "pid", None) or getattr(handle, "pid", None)
