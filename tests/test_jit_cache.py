@@ -59,6 +59,33 @@ def test_a_saved_cache_restores_on_a_fresh_host_and_keeps_what_is_there(tmp_path
     assert (fresh / SO).read_bytes() == b"built here"  # a file already there is kept
 
 
+def test_a_restored_cache_is_not_saved_again_until_this_host_builds_more(tmp_path):
+    """A later call of the lease that does not carry the cache (no SKIP) brings back nothing of what the first call
+    restored; a file the host builds after the restore makes the version worth saving again."""
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    assert run(built_host(tmp_path), "save", str(carried)).returncode == 0
+    host, later = tmp_path / "host", tmp_path / "later"
+    later.mkdir()
+    assert run(host, "restore", str(carried)).returncode == 0
+    unchanged = run(host, "save", str(later))
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert unchanged.stdout.strip() == ("jit cache: FlashInfer 0.6.14 unchanged since this host saved it or restored "
+                                        "it; not saved again") and list(later.iterdir()) == []
+    (host / SO).with_name("more.so").write_bytes(b"built after the restore")
+    saved = run(host, "save", str(later))
+    assert saved.stdout.strip() == f"jit cache: saved FlashInfer 0.6.14 as {later}/flashinfer-jit-0.6.14.tgz"
+    with tarfile.open(later / "flashinfer-jit-0.6.14.tgz") as tgz:
+        assert str(SO.relative_to(".cache").with_name("more.so")) in tgz.getnames()
+    # a host that built its own module before the restore (kept, unlike the carried one) still saves it
+    own, again = tmp_path / "own", tmp_path / "again"
+    again.mkdir()
+    (own / SO).parent.mkdir(parents=True)
+    (own / SO).write_bytes(b"built on this host")
+    assert run(own, "restore", str(carried)).returncode == 0
+    assert "saved FlashInfer 0.6.14" in run(own, "save", str(again)).stdout
+
+
 def test_a_carried_version_is_not_saved_again_and_an_empty_host_saves_nothing(tmp_path):
     carried, out = tmp_path / "carried", tmp_path / "out"
     carried.mkdir()
@@ -118,3 +145,55 @@ def test_the_lane_wrapper_restores_a_carried_cache_before_the_lane_and_saves_wha
     assert "jit cache: restored FlashInfer 0.6.14" in second.stdout  # the call's tail shows it
     for name in (one, two):  # the wrapper works in /tmp/lane-NAME, as on the GPU host
         shutil.rmtree(f"/tmp/lane-{name}", ignore_errors=True)
+
+
+def fake_gpu(tmp_path: Path, cap: str | None) -> dict:
+    """PATH with an ``nvidia-smi`` that names one GPU of compute capability ``cap`` (None: no GPU seen)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + (f"echo {cap}\n" if cap else "exit 9\n"))
+    smi.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def staged_site(tmp_path: Path, version: str) -> Path:
+    site = tmp_path / "site"
+    (site / "flashinfer").mkdir(parents=True)
+    (site / "flashinfer" / "_build_meta.py").write_text(f'"""Build metadata."""\n__version__ = "{version}"\n')
+    return site
+
+
+def test_restore_places_this_gpus_modules_where_flashinfer_loads_them_without_ninja(tmp_path):
+    """With SITE, each cached ``<name>/<name>.so`` of this GPU's architecture lands in SITE's
+    ``flashinfer/data/aot/<name>/<name>.so`` (FlashInfer's ahead-of-time path, loaded without running ninja, whose
+    log on a fresh host always asks for a rebuild); not for another FlashInfer version, another architecture or no
+    GPU, and a module SITE already has is kept."""
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    home = built_host(tmp_path)
+    other_arch = home / ".cache/flashinfer/0.6.14/100a/cached_ops/norm/norm.so"
+    other_arch.parent.mkdir(parents=True)
+    other_arch.write_bytes(b"sm_100a")
+    assert run(home, "save", str(carried)).returncode == 0
+    aot = Path("flashinfer/data/aot/sampling/sampling.so")
+
+    site = staged_site(tmp_path, "0.6.14")
+    placed = run(tmp_path / "h1", "restore", str(carried), str(site), env=fake_gpu(tmp_path, "9.0"))
+    assert placed.returncode == 0, placed.stderr
+    assert placed.stdout.strip().splitlines()[-1] == (
+        f"jit cache: placed 1 FlashInfer 0.6.14 module(s) of sm_90 as ahead-of-time builds in {site}/flashinfer/data/aot")
+    assert (site / aot).read_bytes() == b"\x7fELF sampling"
+    assert sorted(p.name for p in (site / "flashinfer/data/aot").iterdir()) == ["sampling"]  # not sm_100a's norm
+    (site / aot).write_bytes(b"already here")
+    assert run(tmp_path / "h2", "restore", str(carried), str(site), env=fake_gpu(tmp_path, "9.0")).returncode == 0
+    assert (site / aot).read_bytes() == b"already here"
+
+    for version, cap, why in (("0.6.16", "9.0", "holds FlashInfer 0.6.16, not 0.6.14"),
+                              ("0.6.14", None, "nvidia-smi names no GPU")):
+        other = staged_site(tmp_path / f"{version}-{cap}", version)
+        done = run(tmp_path / f"h-{version}-{cap}", "restore", str(carried), str(other), env=fake_gpu(tmp_path, cap))
+        assert done.returncode == 0 and why in done.stdout, done.stdout
+        assert not (other / "flashinfer/data/aot").exists()
+    without = run(tmp_path / "h3", "restore", str(carried))  # no SITE: the cache alone, as before
+    assert without.stdout.strip() == f"jit cache: restored FlashInfer 0.6.14 into {tmp_path}/h3/.cache/flashinfer"

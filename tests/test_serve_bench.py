@@ -19,7 +19,8 @@ import pytest
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness.serve_bench import (client, combine, driver, kept_servers, memory, pairs, plan, worker_extension,
                                                  report, servers, stats)
-from portable_spec_harness import plotting
+from portable_spec_harness import plotting, vllm_serve
+from portable_spec_harness.serve_bench.__main__ import earlier_sizing
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
 from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, fake_launcher, ticking_clock
@@ -202,6 +203,49 @@ def test_a_budget_stops_rounds_and_says_so(zoo_pair, tmp_path):
     result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
     assert result["rounds_done"] < 3 and result["status"] == "incomplete"
     assert any("rounds ran" in p for p in result["problems"])
+
+
+# The budget starts no timed round it cannot finish: the first round is predicted (an earlier call's timed runs of
+# the same prompts, else the warm waves), not taken as free; a device call killed at its limit mid-round loses it.
+def test_the_first_round_is_predicted_from_the_warm_waves(clean_run):
+    result, _ = clean_run
+    assert result["status"] == "complete" and result["rounds_done"] == 2, result["problems"]
+    expected, compared = 0.0, 0
+    for key, sizing in result["sizing"].items():
+        cell = next(c for c in plan.workload_cells(result["workload"]) if c.key == key)
+        for variant in result["variants"]:
+            warm = [r["duration_s"] for r in result["warm_runs"] if r["variant"] == variant
+                    and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
+            expected += warm[-1] * sizing["num_prompts"] / cell.concurrency * driver.WARM_SLACK + driver.RUN_OVERHEAD_S
+            compared += 1
+    assert compared == 2 * 3
+    assert result["phases_s"]["round_estimate_s"] == pytest.approx(expected, abs=0.051)
+
+
+def test_a_first_round_that_cannot_fit_does_not_start(zoo_pair, clean_run, tmp_path):
+    """An earlier call's runs say a round takes minutes; the budget has one: no timed run starts (before, the first
+    round always started, as if it cost nothing)."""
+    first, out = clean_run
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2,
+                                          "budget_s": driver.ROUND_RESERVE_S + 60.0, "phase_clock": False}), zoo_pair, out)
+    slow = {key: {v: 60.0 for v in by} for key, by in settings.earlier_durations.items()}
+    result = driver.run_serve_bench(zoo_pair, replace(settings, earlier_durations=slow), tmp_path, cpu_hooks())
+    assert result["runs"] == [] and result["rounds_done"] == 0
+    assert result["phases_s"]["round_estimate_s"] == pytest.approx(6 * (60.0 + driver.RUN_OVERHEAD_S), abs=0.051)
+    assert result["stopped_because"] == f"--budget-s {driver.ROUND_RESERVE_S + 60.0:g} would be passed"
+
+
+def test_sizing_from_carries_the_earlier_calls_run_times(zoo_pair, clean_run):
+    first, out = clean_run
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2}), zoo_pair, out)
+    compared = 0
+    for key, by_variant in settings.earlier_durations.items():
+        for variant, seconds in by_variant.items():
+            runs = sorted(r["duration_s"] for r in first["runs"] if r["variant"] == variant
+                          and plan.cell_of(r, first["workload"]).key == key)
+            assert len(runs) == 2 and seconds == pytest.approx(sum(runs) / 2)
+            compared += 1
+    assert compared == 2 * 3
 
 
 def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_path):
@@ -1227,6 +1271,83 @@ def test_a_kept_server_is_matched_on_code_and_environment_and_adopted_only_while
     assert kept_servers.read(tmp_path / "other.json") == {}
 
 
+def test_a_servers_environment_is_the_one_the_bench_started_with_so_a_kept_ones_fingerprint_holds(zoo_pair,
+                                                                                                 monkeypatch):
+    """The GPU host's refusal ("its environment differs (PYTORCH_NVML_BASED_CUDA_CHECK, TORCHINDUCTOR_CACHE_DIR,
+    ...)"): importing vLLM / torch in the bench process writes such variables into its ``os.environ``, call 1 took its
+    registry's fingerprint at its end (after those imports) and call 2 at its boot (before). A server's environment,
+    launched and fingerprinted alike, is the one the bench process was started with: what it set since is gone, what
+    it changed or dropped since has its value at start back."""
+    started = vllm_serve.start_environ()
+    if started is None:
+        pytest.skip("no /proc/self/environ: the start environment is unknown and the live one is used, as before")
+    server = servers.BenchServer("ours", zoo_pair, 512, 2, 1 << 20, "default", driver.Parallel())
+    at_boot, env_at_boot = kept_servers.fingerprint(server, "code-a"), servers.server_env(server)
+    inherited = next(k for k in ("PYTHONPATH", "PATH", "HOME") if k in started)  # run with PYTHONPATH=... at start
+    for key, value in (("TORCHINDUCTOR_COMPILE_THREADS", "5"), ("TRITON_CACHE_AUTOTUNING", "5"),
+                       ("PORTABLE_SPEC_SET_SINCE_START", "1"), (inherited, "/set/since/start")):
+        monkeypatch.setenv(key, value)
+    at_end = kept_servers.fingerprint(server, "code-a")
+    assert at_end == at_boot and kept_servers.mismatch({"fingerprint": at_boot}, at_end) is None
+    env = servers.server_env(server)
+    assert env == env_at_boot and env[inherited] == started[inherited] and "PORTABLE_SPEC_SET_SINCE_START" not in env
+    assert all(env.get(k) == started.get(k) for k in ("TORCHINDUCTOR_COMPILE_THREADS", "TRITON_CACHE_AUTOTUNING"))
+    monkeypatch.delenv(inherited)
+    assert servers.server_env(server) == env_at_boot
+
+
+def test_the_harness_explicit_server_env_stays_whatever_the_bench_set_since_it_started(zoo_pair, monkeypatch):
+    """``without_drift`` undoes only what a server inherited: the compile cache of its own, dev mode (the live value
+    equal to the harness's own), the pair's environment, a variant's switch and the ones it drops stay as the harness
+    makes them."""
+    pair = replace(zoo_pair, env={"PORTABLE_SPEC_PAIR_SWITCH": "on"})
+    server = servers.BenchServer("ours", pair, 512, 2, 1 << 20, "default", driver.Parallel())
+    for key, value in (("VLLM_CACHE_ROOT", "/set/since/start"), ("VLLM_SERVER_DEV_MODE", "1"),
+                       ("PORTABLE_SPEC_PAIR_SWITCH", "on"), ("VLLM_PLATFORM", "elsewhere"),
+                       ("VLLM_ENABLE_V1_MULTIPROCESSING", "0")):
+        monkeypatch.setenv(key, value)
+    env = servers.server_env(server)
+    assert env["VLLM_CACHE_ROOT"] == "/tmp/portable_spec_vllm_cache/serve-bench-ours"
+    assert (env["VLLM_SERVER_DEV_MODE"], env["PORTABLE_SPEC_PAIR_SWITCH"], env["VLLM_PLATFORM"]) == ("1", "on", "cuda")
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in env
+    assert "VLLM_PLATFORM" not in servers.server_env(replace(server, variant="upstream_v1"))  # dropped on purpose
+
+
+_START_PROBE = """
+import json, os, sys
+from portable_spec_harness import vllm_serve
+if sys.argv[1] == "title":  # a process title overwrites the exec-time block (and the command line) before the read
+    import setproctitle
+    setproctitle.setproctitle("VLLM::EngineCore")
+os.environ.update(SET_SINCE="1", AT_START="changed")
+del os.environ["GONE"]
+env = {"KEEP": "1", "SET_SINCE": "1", "AT_START": "changed"}
+print(json.dumps([vllm_serve.start_environ() is not None, vllm_serve.environ_drift(), vllm_serve.without_drift(env)]))
+"""
+
+
+@pytest.mark.parametrize("title", [False, True])
+def test_the_start_environment_is_the_exec_time_block_and_unknown_once_a_process_title_overwrote_it(title):
+    """A fresh interpreter started with a known environment: what it set, changed and dropped since is its drift,
+    undone in a server's environment; once a process title (``setproctitle``, as vLLM titles its processes) has
+    overwritten the exec-time block, the start is unknown and the environment stays as today (the live one)."""
+    if title:
+        pytest.importorskip("setproctitle")
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("no /proc/self/environ")
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "harness")]),
+           "AT_START": "1", "GONE": "1"}
+    out = subprocess.run([sys.executable, "-c", _START_PROBE, "title" if title else "plain"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    known, drift, served = json.loads(out.splitlines()[-1])
+    if title:
+        assert (known, drift, served) == (False, {}, {"KEEP": "1", "SET_SINCE": "1", "AT_START": "changed"})
+    else:
+        assert known and {k: drift.get(k, "-") for k in ("SET_SINCE", "AT_START", "GONE")} == \
+            {"SET_SINCE": None, "AT_START": "1", "GONE": "1"}
+        assert served == {"KEEP": "1", "AT_START": "1", "GONE": "1"}
+
+
 # ------------------------------------------------------------------------------------------------ combine
 def test_a_call_short_of_rounds_is_made_up_only_by_the_rounds_pooled_with_it(clean_run):
     """One benchmark split over calls: the first ran 1 of the 3 rounds it asked for, the second the other 2. Pooled,
@@ -1485,8 +1606,6 @@ def test_a_call_sized_from_an_earlier_one_keeps_its_prompts_and_runs_one_warm_pa
     ({"concurrency": (8,)}, "it sized none of this bench's cells"),
 ])
 def test_sizing_from_another_workload_is_one_line_naming_the_fix(clean_run, zoo_pair, change, phrase):
-    from portable_spec_harness.serve_bench.__main__ import earlier_sizing
-
     _, out = clean_run
     with pytest.raises(PortableSpecError, match="drop --sizing-from") as err:
         earlier_sizing(Settings(**{**FAST, **change}), zoo_pair, out)

@@ -81,7 +81,8 @@ VARIABLES: tuple[LaneVar, ...] = (
     # -- the cuda lane (ci/lanes/cuda.sh's header has each stage)
     _knob("VLLM_SITE", "/tmp/site",
           "The folder holding the staged vLLM, put first on `PYTHONPATH` (`/tmp/site-<version>` for another vLLM of "
-          "the span); named but missing is an error."),
+          "the span); named but missing is an error. `ci/gpu/lane_and_pack.sh` places a carried FlashInfer cache's "
+          "modules in it as ahead-of-time builds.", CUDA, "ci/gpu/lane_and_pack.sh"),
     _knob("E2E_PARTS", "",
           "The e2e stage's parts of `ci/gpu/v1_drafter_matrix.py`, comma-separated (`mrv2`: the Model Runner V2 "
           "parts; `bugs`: the injected-bug parts). Unset: every V1 part."),
@@ -199,6 +200,10 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("OUT", "",
           "The folder the project's device tool brings back from the GPU host (the tool sets it): "
           "`ci/gpu/lane_and_pack.sh` packs a lane's output there; unset is an error.", "ci/gpu/lane_and_pack.sh"),
+    _knob("LANE_STOP_GRACE_S", "45",
+          "Seconds `ci/gpu/lane_and_pack.sh` gives the lane's processes after its limit's SIGTERM to end (the serving "
+          "benchmark writes its final report on the way out) before it kills what is left and packs; keep the limit "
+          "plus this inside the device call's timeout.", "ci/gpu/lane_and_pack.sh"),
 )
 BY_NAME: dict[str, LaneVar] = {var.name: var for var in VARIABLES}
 

@@ -1,6 +1,7 @@
 """``vllm serve`` processes for the harness (the serving soak and the serving benchmark): a free port, the command as
-this interpreter runs it, an e2e variant's environment for a server, the process in a group of its own, its health,
-and stopping it.
+this interpreter runs it, an e2e variant's environment for a server (and the environment this process was started
+with, before its own imports wrote into it: ``without_drift``), the process in a group of its own, its health, and
+stopping it.
 
 Why one module: both drivers boot real servers on one GPU side by side and must stop every process they started,
 engine cores included, whatever happens; the rules for that (ports below the ephemeral range, SIGTERM then SIGKILL
@@ -64,6 +65,77 @@ def server_env(variant: str, runner: str, cache_name: str) -> dict[str, str]:
 
     env = {**variant_env(variant, runner), **own_compile_cache(cache_name), **DEV_MODE_ENV, **PLAIN_LOG_ENV}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    return env
+
+
+def harness_env_keys(cache_name: str) -> frozenset[str]:
+    """The keys ``server_env`` sets or drops on purpose, whatever this process's environment holds: every variant's
+    switches (each variant's own, the others' dropped), the injected bug (dropped), isolation, the compile cache, dev
+    mode and plain logs. ``without_drift`` leaves them as ``server_env`` made them."""
+    from portable_spec.envs import INJECT_BUG_ENV
+    from portable_spec_harness.e2e.configs import VARIANTS
+    from portable_spec_harness.e2e.parent import ISOLATION_ENV, own_compile_cache
+
+    return frozenset({INJECT_BUG_ENV, *(key for v in VARIANTS.values() for key in v.env), *ISOLATION_ENV,
+                      *own_compile_cache(cache_name), *DEV_MODE_ENV, *PLAIN_LOG_ENV})
+
+
+_started: dict[str, str] | None = None
+
+
+def start_environ() -> dict[str, str] | None:
+    """The environment this process was started with: Linux's ``/proc/self/environ``, the block ``exec`` handed it,
+    which no ``os.environ`` / ``putenv`` change since reaches. None where it cannot be read (no procfs: not Linux) or
+    can no longer be trusted: a process title set since (``setproctitle``, as vLLM sets its own processes' titles)
+    overwrites that block together with the command line, so the command line must still read as the one this
+    interpreter was started with (``sys.orig_argv``). Read once: a title set later leaves the first reading good."""
+    global _started
+    if _started is None:
+        try:
+            block = Path("/proc/self/environ").read_bytes()
+            cmdline = Path("/proc/self/cmdline").read_bytes()
+        except OSError:
+            return None
+        if cmdline.split(b"\0")[:-1] != [os.fsencode(arg) for arg in sys.orig_argv]:
+            return None
+        started: dict[str, str] = {}
+        for entry in block.split(b"\0"):
+            key, eq, value = entry.partition(b"=")
+            if eq and key:
+                started.setdefault(os.fsdecode(key), os.fsdecode(value))  # the first of two, as os.environ reads
+        _started = started
+    return dict(_started)
+
+
+def environ_drift() -> dict[str, str | None]:
+    """The keys of ``os.environ`` this process changed since it started, each with its value at start (None: it had
+    none); empty where the start is unknown (``start_environ``).
+
+    Why: importing vLLM and torch writes into ``os.environ`` (vLLM's environment overrides set
+    ``TORCHINDUCTOR_COMPILE_THREADS``, ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_AUTOTUNING``,
+    ``PYTORCH_NVML_BASED_CUDA_CHECK``, ...). A server that copied the live environment would boot with whatever this
+    process happened to import before its launch, and a kept server's environment (``serve_bench.kept_servers``,
+    taken at one call's end, after those imports) would never equal the next call's (taken at its boot, before)."""
+    started = start_environ()
+    if started is None:
+        return {}
+    live = dict(os.environ)
+    return {key: started.get(key) for key in sorted(started.keys() | live.keys()) if started.get(key) != live.get(key)}
+
+
+def without_drift(env: dict[str, str], explicit: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
+    """``env`` (built from ``os.environ`` plus explicit settings) with what this process changed in its own
+    environment since it started (``environ_drift``) undone: each such key ``env`` inherited (its value there is the
+    live one) gets its value at start back, or goes where it had none. Keys in ``explicit`` (set or dropped on
+    purpose) stay as ``env`` has them. Where the start is unknown, ``env`` as it is."""
+    env, live = dict(env), dict(os.environ)
+    for key, started in environ_drift().items():
+        if key in explicit or env.get(key) != live.get(key):
+            continue
+        if started is None:
+            env.pop(key, None)
+        else:
+            env[key] = started
     return env
 
 

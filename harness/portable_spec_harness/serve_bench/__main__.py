@@ -23,6 +23,7 @@ import contextlib
 import importlib.util
 import json
 import math
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -211,7 +212,13 @@ def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
     shared = {k: v for k, v in report["sizing"].items() if k in keys}
     if not shared:
         raise PortableSpecError(f"--sizing-from {source}: it sized none of this bench's cells: {fix}")
-    return replace(settings, sizing_from=str(source), earlier_sizing=shared)
+    durations: dict[str, dict[str, list[float]]] = {}
+    for run in report.get("runs", []):
+        cell = plan.cell_of(run, report["workload"])
+        if cell.key in shared and run.get("duration_s"):
+            durations.setdefault(cell.key, {}).setdefault(run["variant"], []).append(run["duration_s"])
+    medians = {key: {v: statistics.median(d) for v, d in by.items()} for key, by in durations.items()}
+    return replace(settings, sizing_from=str(source), earlier_sizing=shared, earlier_durations=medians)
 
 
 def host_problem() -> str | None:

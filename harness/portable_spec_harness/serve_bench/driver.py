@@ -48,6 +48,11 @@ OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA err
 """What a server's log says when it did not fit beside the others (torch, CUDA, vLLM's start-up memory check)."""
 ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
+RUN_OVERHEAD_S = 4.0
+"""A client run's cost beside its timed part (``vllm bench serve`` starting, its tokenizer, its result file)."""
+WARM_SLACK = 1.25
+"""A timed run predicted from the last warm wave alone: that many times waves x the wave (a timed run's waves come
+slower than the warm one on a host-bound server, whose speed follows the host's)."""
 PHASE_CLOCK_RESERVE_S = 40.0
 """Kept back from ``--budget-s`` per variant for its phase clock after the timed rounds (two short runs)."""
 PHASE_CLOCK_NEEDS_TP1 = ("the phase clock times the engine core's busy loop, where the worker runs only at TP=1 "
@@ -98,6 +103,9 @@ class Settings:
     """Cell key -> the sizing an earlier call of this benchmark fixed (``--sizing-from``): such a cell keeps its
     prompts and runs one warm pass, not ``plan.WARM_PASSES``: a benchmark split over several calls spent ~20% of each
     later call on warm runs, half of them only to size again, and its calls' runs now share their prompts."""
+    earlier_durations: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Cell key -> variant -> the median seconds of that earlier call's timed runs: what ``round_estimate_s``
+    expects a round of the same prompts to take."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v.as_json() if isinstance(v, Parallel) else v)
@@ -297,12 +305,8 @@ class Bench:
         own = self.outdir / f"server_{live.server.variant}.log"
         if live.log != own and live.log.exists():
             shutil.copyfile(live.log, own)
-        jit, ready = jit_judge.read(live.log), bool(live.boot.get("ready"))
-        entry = self.variant_entry(live.server)
-        entry.setdefault(jit_judge.COMPILES_KEY, []).extend(jit.compiles)
-        if ready:
-            entry[jit_judge.MONITOR_KEY] = bool(entry.get(jit_judge.MONITOR_KEY, True) and jit.monitor_active)
-        self.record["problems"] += jit_judge.problems(live.server.variant, jit, see=live.log.name, ready=ready)
+        judge_log(self.record, self.variant_entry(live.server), live.server.variant, live.log,
+                  bool(live.boot.get("ready")))
 
     # ---------------------------------------------------------------------------------------------- client runs
     def client_run(self, live: Live, kind: str, rnd: int, cell: plan.Cell, prompts: int, output_len: int,
@@ -422,7 +426,8 @@ class Bench:
             up = {live.server.variant: live for live in lives if live.boot.get("ready")}
             self.prepare(list(up.values()))
             rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
-            last_round_s = 0.0
+            last_round_s = self.round_estimate_s([v for v in self.variants if v in up])
+            self.record["phases_s"]["round_estimate_s"] = round(last_round_s, 1)
             for rnd in rounds:
                 if not self.budget_left(last_round_s + self.clock_reserve_s(len(up))):
                     self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
@@ -437,6 +442,23 @@ class Bench:
         finally:
             self.release(lives, keep=fits)
         return True
+
+    def round_estimate_s(self, variants: list[str]) -> float:
+        """What the first timed round should take, so the budget starts no round it cannot finish (a call killed at
+        its limit mid-round loses that round and its report): per variant and cell, an earlier call's timed run of
+        the same prompts (``--sizing-from``), else the last warm wave x the waves x ``WARM_SLACK``, plus
+        ``RUN_OVERHEAD_S``. 0 (start, as before) where a variant has neither."""
+        total = 0.0
+        for cell in self.cells:
+            waves = self.size(cell) / cell.concurrency
+            for variant in variants:
+                known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
+                warm = [r["duration_s"] for r in self.record["warm_runs"] if r.get("variant") == variant
+                        and "duration_s" in r and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
+                if not known and not warm:
+                    return 0.0
+                total += (known or warm[-1] * waves * WARM_SLACK) + RUN_OVERHEAD_S
+        return total
 
     def prepare(self, lives: list[Live]) -> None:
         """Facts before and the warm-up in every cell."""
@@ -529,6 +551,16 @@ class Bench:
 
     def write_partial(self) -> None:
         (self.outdir / "serve_bench.partial.json").write_text(json.dumps(self.record, default=str))
+
+
+def judge_log(record: dict[str, Any], entry: dict[str, Any], variant: str, log: Path, ready: bool) -> None:
+    """One server log's JIT verdict into the report: its compiles into the variant's ``entry``, the monitor armed
+    where the boot got ready, and the judge's problems into ``record`` (a finished call, and ``finalize``'s)."""
+    jit = jit_judge.read(log)
+    entry.setdefault(jit_judge.COMPILES_KEY, []).extend(jit.compiles)
+    if ready:
+        entry[jit_judge.MONITOR_KEY] = bool(entry.get(jit_judge.MONITOR_KEY, True) and jit.monitor_active)
+    record["problems"] += jit_judge.problems(variant, jit, see=log.name, ready=ready)
 
 
 def _tail(log: Path, size: int = 20000) -> str:

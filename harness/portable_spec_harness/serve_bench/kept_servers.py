@@ -7,7 +7,10 @@ call. ``vllm serve`` runs in a process session of its own (``vllm_serve.ServerPr
 that started it on a host that stays up between calls. A kept server is adopted only where the next call would boot
 the same server (``fingerprint``: the same ``vllm serve`` arguments but the port, the same environment switches, the
 same code) and it is alive and answers ``/health``; otherwise it is stopped and a fresh one boots, and the report says
-why (``reused`` / ``not_reused`` in the variant's boot record). A server that ran the phase clock is never kept (its
+why (``reused`` / ``not_reused`` in the variant's boot record). The environment compared is the one the server
+is launched with (``servers.server_env``): built over the environment the benchmark process was started with, not
+what its own imports (vLLM's, torch's) wrote into ``os.environ`` later, so a fingerprint taken at one call's end
+equals the one the next call takes at its boot. A server that ran the phase clock is never kept (its
 profiler pass can leave it slower afterwards): ``--keep-servers`` needs ``--no-phase-clock``. Rounds still pair
 within a call; ``combine`` pools the calls as before; each call's report copies the whole server log, boot included,
 so the JIT judge reads every compile since boot.

@@ -78,9 +78,14 @@ def serve_args(server: BenchServer, port: int) -> list[str]:
 
 
 def server_env(server: BenchServer) -> dict[str, str]:
-    env = vllm_serve.server_env(server.e2e_variant, server.pair.runner, f"serve-bench-{server.variant}")
+    """The variant's server environment (``vllm_serve.server_env``) and the pair's, over the environment this process
+    was started with, not the one its own imports (vLLM's, torch's) have written since (``vllm_serve.without_drift``):
+    a server boots the same whatever this process imported before its launch, and a kept server's fingerprint taken
+    at one call's end equals the one the next call takes at its boot (``kept_servers.fingerprint``)."""
+    cache_name = f"serve-bench-{server.variant}"
+    env = vllm_serve.server_env(server.e2e_variant, server.pair.runner, cache_name)
     env.update(server.pair.env)
-    return env
+    return vllm_serve.without_drift(env, vllm_serve.harness_env_keys(cache_name) | set(server.pair.env))
 
 
 def launch(server: BenchServer, port: int, log: Path) -> vllm_serve.ServerProcess:
