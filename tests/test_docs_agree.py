@@ -275,13 +275,20 @@ DRAFT_MRV2_1024 = PooledBench("bench/results/2026-11-29-h200-session31/dm1k033",
                               rows="input")
 """The draft model on vLLM 0.33.0's Model Runner V2 at 1024 in, greedy, c = 1 .. 32: three calls pooled, c = 8, 32
 three rounds and c = 1, 2 two (the lease ran out)."""
-DRAFT_DUMMY_V1 = PooledBench("bench/results/2026-11-29-h200-session32/dmd026", ("call1", "call2", "call3"), "0.26.0",
-                             "llama8b_draft1b", 4, V1_PAIR, (256, 1024), ("greedy",), (1, 2, 8, 32), rows="input",
-                             mode="dummy")
+DRAFT_DUMMY_V1 = PooledBench("bench/results/2026-11-30-h200-session33/dmd026",
+                             tuple(f"../../2026-11-29-h200-session32/dmd026/call{i}" for i in (1, 2, 3))
+                             + ("call4", "call5"), "0.26.0", "llama8b_draft1b", 6, V1_PAIR, (256, 1024), ("greedy",),
+                             (1, 2, 8, 32), rows="input", mode="dummy")
 """The draft model with dummy weights on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024 in, greedy:
-three calls pooled, c = 1, 2 three rounds and c = 8, 32 one (four rounds run over the calls)."""
+session 32's three calls and session 33's two pooled, three rounds in every cell (six rounds run over the calls)."""
+DRAFT_PERFECT_V1 = PooledBench("bench/results/2026-11-30-h200-session33/dmp026", ("call1", "call2"), "0.26.0",
+                               "llama8b_draft1b", 2, V1_PAIR, (256, 1024), ("greedy",), (1, 2), rows="input",
+                               mode="designed-perfect")
+"""The draft model with the perfect designed draft on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024
+in, greedy, c = 1, 2: two calls pooled (the second killed at its limit and assembled by ``serve_bench.finalize``), so
+whole rounds count 2 while three cells hold 3."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
-                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1)
+                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
                              re.MULTILINE)
 
@@ -301,6 +308,20 @@ def check_dummy_v1_itl(m: re.Match) -> int:
     assert len(compiles) == 1 and len(itl["ours"]) == len(itl["upstream_v1"]) == 8, (compiles, itl)
     assert list(m.groups()) == span(itl["ours"], 1) + span(itl["upstream_v1"], 1) + [str(compiles.pop())]
     return 5
+
+
+def check_perfect_v1_step(m: re.Match) -> int:
+    """The perfect draft's bullet: ours' step (median ITL, one step of four tokens) with every draft token accepted
+    and the dummy weights' one-token step (median TPOT) at c = 1, 2, one span over both."""
+    pooled_cells(DRAFT_PERFECT_V1)
+    pooled_cells(DRAFT_DUMMY_V1)
+    perfect = results(DRAFT_PERFECT_V1.pooled())["pairs"][DRAFT_PERFECT_V1.pair][DRAFT_PERFECT_V1.mode]["cells"]["ours"]
+    dummy = results(DRAFT_DUMMY_V1.pooled())["pairs"][DRAFT_DUMMY_V1.pair][DRAFT_DUMMY_V1.mode]["cells"]["ours"]
+    steps = [cell["median_itl_ms"]["median"] for cell in perfect.values()] + \
+        [cell["median_tpot_ms"]["median"] for key, cell in dummy.items() if key.endswith(("/c1", "/c2"))]
+    assert len(steps) == 8, steps
+    assert list(m.groups()) == span(steps, 1)
+    return 2
 
 
 def check_draft_mrv2_table(m: re.Match) -> int:
@@ -485,12 +506,19 @@ CLAIMS = (
     Claim("README.md", r"^  \| dummy weights, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
           lambda m: check_input_grid(m, pooled_cells(DRAFT_DUMMY_V1)), multiline=True),
     Claim("README.md", r"Ours' p99 ITL was (\S+)–(\S+)\s+ms against upstream's (\S+)–(\S+) ms; ours compiled nothing "
-                       r"after boot, upstream compiled (\d+) kernels\s+\(\[results\]\(bench/results/2026-11-29-h200-session32/",
+                       r"after boot, upstream compiled (\d+) kernels\s+\(\[results\]\(bench/results/2026-11-30-h200-session33/",
           check_dummy_v1_itl),
-    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with dummy weights",
-          lambda m: ratio_range(m, {k: v for k, v in pooled_cells(DRAFT_DUMMY_V1).items() if k[1] <= 2})),
-    Claim("docs/platforms.md", r"with dummy weights \(acceptance length 1\.00\) (\S+)–(\S+) at c = 1, 2",
-          lambda m: ratio_range(m, {k: v for k, v in pooled_cells(DRAFT_DUMMY_V1).items() if k[1] <= 2})),
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1–32 with\s+dummy weights",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_DUMMY_V1))),
+    Claim("docs/platforms.md", r"with dummy weights \(acceptance length 1\.00\) (\S+)–(\S+) at c = 1–32",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_DUMMY_V1))),
+    Claim("README.md", r"^  \| perfect draft, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
+          lambda m: check_input_grid(m, pooled_cells(DRAFT_PERFECT_V1)), multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with a perfect draft",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_V1))),
+    Claim("docs/platforms.md", r"with the perfect draft \(acceptance length 4\.00\) (\S+)–(\S+) at c = 1, 2",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_V1))),
+    Claim("README.md", r"with every draft token accepted as with none, (\S+)–(\S+) ms at c = 1, 2", check_perfect_v1_step),
     Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform on the same pair at inputs 256 and 1024, c = 1–32",
           lambda m: ratio_range(m, draft_mrv2_cells())),
     Claim("README.md", r"at 1024 in, (\S+) ms of wall per step against (\S+) ms of kernels, \*\*(\S+)×\*\* \(the host "
