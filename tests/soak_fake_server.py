@@ -2,7 +2,7 @@
 the soak uses (``/health``, ``/metrics``, ``/collective_rpc``, ``/v1/completions`` with and without streaming) the way
 vLLM 0.26.0 shapes them, from a made-up model whose output is a function of the request. It can also misbehave on
 purpose (``Misbehave``): a wrong token, a 500, an error event inside a stream, a dropped connection, a hang, a metric
-missing, no preemption counted, a request that never leaves the running gauge."""
+missing, no preemption counted, a request that never leaves the running gauge, or one variant's engine slower."""
 
 from __future__ import annotations
 
@@ -120,6 +120,9 @@ class Misbehave:
     """The running gauge never returns to 0."""
     only_variant: str = "full_drafter"
     """Misbehave only on this variant (``""``: every server)."""
+    chunk_s: dict[str, float] = field(default_factory=dict)
+    """Server variant -> seconds per engine step instead of ``SLEEP_PER_CHUNK_S``: a slower engine (the serve bench's
+    sizing per variant); ``only_variant`` does not apply."""
 
 
 @dataclass
@@ -198,6 +201,10 @@ class FakeVllm:
     def _mine(self) -> bool:
         """Whether this server is the one that misbehaves."""
         return not self.misbehave.only_variant or self.spec.variant == self.misbehave.only_variant
+
+    def _step_s(self) -> float:
+        """One made-up engine step on this server (``Misbehave.chunk_s``)."""
+        return self.misbehave.chunk_s.get(self.spec.variant, SLEEP_PER_CHUNK_S)
 
     def _bad(self, field_name: str, rid: str) -> bool:
         needle = getattr(self.misbehave, field_name)
@@ -318,7 +325,7 @@ class FakeVllm:
                      "completion_tokens": sum(len(c["token_ids"]) for c in choices)}
             if not body.get("stream"):
                 steps = sum(1 + math.ceil(max(len(c["token_ids"]) - 1, 0) / self.step) for c in choices)
-                await asyncio.sleep(min(SLEEP_PER_CHUNK_S * steps, NON_STREAMED_MAX_S))
+                await asyncio.sleep(min(self._step_s() * steps, NON_STREAMED_MAX_S))
                 payload = {"id": "cmpl-x", "object": "text_completion", "model": body["model"], "usage": usage,
                            "choices": [{"index": i, **c} for i, c in enumerate(choices)]}
                 await self._send(writer, 200, json.dumps(payload).encode())
@@ -345,7 +352,7 @@ class FakeVllm:
                     if self._bad("drop", rid):
                         writer.transport.abort()
                         return
-                    await asyncio.sleep(SLEEP_PER_CHUNK_S)
+                    await asyncio.sleep(self._step_s())
             await self._chunk(writer, json.dumps({"id": "cmpl-x", "choices": [], "usage": usage}))
             await self._chunk(writer, "[DONE]")
             writer.write(b"0\r\n\r\n")

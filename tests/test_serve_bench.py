@@ -23,7 +23,7 @@ from portable_spec_harness import plotting, vllm_serve
 from portable_spec_harness.serve_bench.__main__ import earlier_sizing
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
-from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, fake_launcher, ticking_clock
+from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, Misbehave, fake_launcher, ticking_clock
 from shared_zoo import shared_zoo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -358,6 +358,7 @@ def test_each_cells_prompts_come_from_its_warm_runs_and_are_the_same_for_every_v
         assert sized["per_slot"] == want["per_slot"] > AXES["prompts_per_slot"]
         timed = {r["num_prompts"] for r in result["runs"] if plan.cell_of(r, result["workload"]) == cell}
         assert timed == {sized["num_prompts"]} == {result["workload"]["num_prompts"][cell.key]}
+    assert "sized_per_variant" not in result["workload"] and result["settings"]["size_per_variant"] is False
 
 
 def test_every_cell_reports_throughput_latency_percentiles_stalls_and_paired_ratios(axes_run):
@@ -405,6 +406,156 @@ def test_a_run_shorter_than_min_run_s_is_flagged_in_the_json_the_table_and_its_l
     lines = (tmp_path / "serve_bench.txt").read_text().splitlines()
     assert "short runs: 2 of 2 timed runs measured under --min-run-s 30 s (see sizing in the JSON):" in lines
     assert lines[-1] == "serve bench: complete; 2 of 2 timed runs under --min-run-s 30 s"
+
+
+# ------------------------------------------------------------------------------------------------ sizing per variant
+SLOW_STEP_S = 0.1
+"""The slow variant's engine step in the fake (ten times the others'), as an eager baseline beside ours."""
+PER_VARIANT = {**FAST, "variants": ("upstream_v1", "ours"), "phase_clock": False, "min_run_s": 0.4,
+               "size_per_variant": True}
+"""FAST's two cells, upstream V1 slow, each variant's runs sized to 0.4 s from its own warm run."""
+
+
+def slow_upstream() -> Hooks:
+    return cpu_hooks(fake_launcher(Misbehave(chunk_s={"upstream_v1": SLOW_STEP_S})))
+
+
+@pytest.fixture(scope="module")
+def per_variant_run(zoo_pair, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("serve_bench_per_variant")
+    return driver.run_serve_bench(zoo_pair, Settings(**PER_VARIANT), out, slow_upstream()), out
+
+
+@pytest.fixture(scope="module")
+def sized_once_run(zoo_pair, tmp_path_factory) -> tuple[dict, Path]:
+    """The same slow upstream V1, sized the default way (once per cell), at c = 1 and one round."""
+    out = tmp_path_factory.mktemp("serve_bench_sized_once")
+    settings = Settings(**{**PER_VARIANT, "size_per_variant": False, "concurrency": (1,), "rounds": 1})
+    return driver.run_serve_bench(zoo_pair, settings, out, slow_upstream()), out
+
+
+def sizing_warm_s(result: dict, cell: plan.Cell, variant: str) -> list[float]:
+    """``variant``'s warm runs in ``cell`` that size its timed runs (round ``plan.SIZING_ROUND``)."""
+    return [r["duration_s"] for r in result["warm_runs"] if r["variant"] == variant
+            and r["round"] == plan.SIZING_ROUND and plan.cell_of(r, result["workload"]) == cell]
+
+
+def test_sized_per_variant_a_slow_variant_runs_fewer_prompts_each_from_its_own_warm_run(per_variant_run):
+    """``size_per_variant``: each variant's runs in a cell are sized from its own warm run (``plan.sized_per_slot``),
+    so the slow baseline runs fewer prompts than ours, not ours' for several times as long; the rounds still pair
+    into ratios, the first round is predicted from each variant's own prompts, and the table shows each one's."""
+    result, out = per_variant_run
+    s = Settings(**PER_VARIANT)
+    assert result["status"] == "complete", result["problems"]
+    assert result["workload"]["sized_per_variant"] is True
+    text = (out / "serve_bench.txt").read_text().splitlines()
+    estimate = 0.0
+    for cell in plan.cells([16], ["greedy"], [1, 2]):
+        prompts = {}
+        for variant in s.variants:
+            warm = sizing_warm_s(result, cell, variant)
+            want = plan.sized_per_slot(min(warm), s.min_run_s, s.prompts_per_slot, cell.concurrency, s.max_prompts,
+                                       s.run_timeout_s)
+            sized = result["sizing"][cell.key]["per_variant"][variant]
+            assert (sized["per_slot"], sized["warm_s"], sized["warm_runs"]) == (want["per_slot"], want["warm_s"], 1)
+            prompts[variant] = plan.num_prompts(cell.concurrency, want["per_slot"])
+            assert sized["num_prompts"] == prompts[variant]
+            assert {r["num_prompts"] for r in result["runs"] if r["variant"] == variant
+                    and plan.cell_of(r, result["workload"]) == cell} == {prompts[variant]}
+            row = next(line.split() for line in text if line.split()[:2] == [str(cell.concurrency), variant])
+            assert row[-2] == str(prompts[variant])
+            last_warm = [r["duration_s"] for r in result["warm_runs"] if r["variant"] == variant
+                         and plan.cell_of(r, result["workload"]) == cell][-1]
+            estimate += (last_warm * prompts[variant] / cell.concurrency * driver.WARM_SLACK
+                         + driver.RUN_OVERHEAD_S)
+        assert result["workload"]["num_prompts"][cell.key] == prompts
+        assert prompts["upstream_v1"] < prompts["ours"]
+        ratio = result["ours_over_upstream_v1"][cell.key]
+        assert ratio["output_tok_s"] > 1 and ratio["paired_output_tok_s"]["passes"] == 2
+    assert result["phases_s"]["round_estimate_s"] == pytest.approx(estimate, abs=0.051)
+    assert "prompts sized per variant (--size-per-variant): each variant's runs from its own warm run" in text
+
+
+def test_by_default_a_slow_variant_runs_the_prompts_the_fastest_warm_run_sized(sized_once_run):
+    """Without ``size_per_variant`` (the default, every committed report): one size per cell, from the fastest
+    variant's warm run, for every variant."""
+    result, _ = sized_once_run
+    assert result["status"] == "complete", result["problems"]
+    assert "sized_per_variant" not in result["workload"] and result["settings"]["size_per_variant"] is False
+    cell = plan.Cell(16, "greedy", 1)
+    ours, upstream = (min(sizing_warm_s(result, cell, v)) for v in ("ours", "upstream_v1"))
+    sized = result["sizing"][C1]
+    assert ours < upstream and sized["warm_s"] == round(ours, 3) and sized["warm_runs"] == 2
+    assert {r["num_prompts"] for r in result["runs"]} == {sized["num_prompts"]} == \
+        {result["workload"]["num_prompts"][C1]}
+    assert {r["variant"] for r in result["runs"]} == {"ours", "upstream_v1"}
+
+
+def test_a_call_sized_per_variant_from_an_earlier_one_keeps_each_variants_prompts(per_variant_run, zoo_pair,
+                                                                                  tmp_path):
+    first, out = per_variant_run
+    settings = earlier_sizing(Settings(**{**PER_VARIANT, "rounds": 1, "first_round": 2}), zoo_pair, out)
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, slow_upstream())
+    assert result["status"] == "complete", result["problems"]
+    assert result["workload"]["num_prompts"] == first["workload"]["num_prompts"]
+    for key in (C1, C2):
+        for variant in PER_VARIANT["variants"]:
+            earlier = first["sizing"][key]["per_variant"][variant]
+            assert result["sizing"][key]["per_variant"][variant] == {**earlier, "warm_runs": 0, "from": str(out)}
+            assert {r["num_prompts"] for r in result["runs"] if r["variant"] == variant
+                    and plan.cell_of(r, result["workload"]).key == key} == {earlier["num_prompts"]}
+            assert [r["round"] for r in result["warm_runs"] if r["variant"] == variant
+                    and plan.cell_of(r, result["workload"]).key == key] == [plan.SIZING_ROUND - plan.WARM_PASSES + 1]
+
+
+def test_sizing_from_a_call_sized_the_other_way_is_one_line_exit_2(per_variant_run, sized_once_run, clean_run,
+                                                                    zoo_pair, tmp_path, tmp_path_factory, capsys,
+                                                                    monkeypatch):
+    """A call sized per variant keeps no prompts for a call sized once per cell, nor the other way round (a report
+    written before the option was sized once per cell)."""
+    from portable_spec_harness.serve_bench import __main__ as cli
+
+    (_, per), (_, once), (old, old_out) = per_variant_run, sized_once_run, clean_run
+    with pytest.raises(PortableSpecError, match="its size_per_variant was True, this bench's is False: .*drop "
+                                                "--sizing-from$"):
+        earlier_sizing(Settings(**{**PER_VARIANT, "size_per_variant": False}), zoo_pair, per)
+    with pytest.raises(PortableSpecError, match="its size_per_variant was False, this bench's is True"):
+        earlier_sizing(Settings(**{**PER_VARIANT, "concurrency": (1,)}), zoo_pair, once)
+    before = json.loads(json.dumps(old))
+    del before["settings"]["size_per_variant"]
+    (tmp_path / "before.json").write_text(json.dumps(before))
+    assert earlier_sizing(Settings(**FAST), zoo_pair, tmp_path / "before.json").earlier_sizing.keys() == {C1, C2}
+    with pytest.raises(PortableSpecError, match="its size_per_variant was False, this bench's is True"):
+        earlier_sizing(Settings(**{**FAST, "size_per_variant": True}), zoo_pair, tmp_path / "before.json")
+    monkeypatch.setattr(cli, "HOOKS", lambda say: slow_upstream())
+    argv = ["--pair", "llama_eagle", "--work-dir", str(shared_zoo(tmp_path_factory)), "--out", str(tmp_path / "o"),
+            "--concurrency", "1,2", "--input-len", "16", "--output-len", "12", "--prompts-per-slot", "1",
+            "--min-run-s", "0.4", "--run-timeout", "60", "--variants", "upstream_v1,ours", "--sizing-from", str(per)]
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("portable-spec: error: --sizing-from") and \
+        "its size_per_variant was True, this bench's is False" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_summary_pools_calls_sized_per_variant_and_refuses_to_mix_the_two_sizings(per_variant_run, sized_once_run,
+                                                                                      tmp_path, capsys):
+    (per, per_out), (once, once_out) = per_variant_run, sized_once_run
+    pooled = combine.combine([per, per], ["a", "b"])
+    entry = pooled["pairs"]["llama_eagle"]["zoo-perfect"]
+    assert entry["workload"]["sized_per_variant"] and entry["workload"]["num_prompts"] == per["workload"]["num_prompts"]
+    assert all(r["paired_output_tok_s"]["passes"] == 4
+               for r in pooled["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"].values())
+    fix = "pool calls of one sizing (run them all with or all without --size-per-variant)"
+    for members, sources in (([per, once], ["call-a", "call-b"]), ([once, per], ["call-b", "call-a"])):
+        with pytest.raises(PortableSpecError) as err:
+            combine.combine(members, sources)
+        assert str(err.value) == f"call-a sized its runs per variant (--size-per-variant), call-b once per cell: {fix}"
+    capsys.readouterr()
+    assert combine.main([str(per_out), str(once_out), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(fix)
 
 
 # ------------------------------------------------------------------------------------------------ order

@@ -17,6 +17,7 @@ mkdir -p "$out"
   --sampling "${SERVE_BENCH_SAMPLING:-greedy}" --min-run-s "${SERVE_BENCH_MIN_RUN_S:-10}" \
   --prompts-per-slot "${SERVE_BENCH_PROMPTS_PER_SLOT:-2}" --placement "${SERVE_BENCH_PLACEMENT:-auto}" \
   ${SERVE_BENCH_SIZING_FROM:+--sizing-from "$SERVE_BENCH_SIZING_FROM"} \
+  ${SERVE_BENCH_SIZE_PER_VARIANT:+--size-per-variant} \
   ${SERVE_BENCH_KEEP_SERVERS:+--keep-servers "$SERVE_BENCH_KEEP_SERVERS"} \
   ${SERVE_BENCH_REUSE_SERVERS:+--reuse-servers "$SERVE_BENCH_REUSE_SERVERS"} \
   --budget-s "${SERVE_BENCH_BUDGET:-480}" $(tp_flags "${SERVE_BENCH_TP:-1}") 2>&1 | tee "$out/serve_bench.log"

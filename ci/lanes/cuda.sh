@@ -36,7 +36,8 @@
 #   SERVE_BENCH_CONCURRENCY (default 1,2,8,32), SERVE_BENCH_ROUNDS (default 3),
 #   SERVE_BENCH_FIRST_ROUND (rotation offset when one benchmark is split over calls; pool them with python -m
 #   portable_spec_harness.serve_bench.combine; SERVE_BENCH_SIZING_FROM, an earlier call's serve_bench.json carried
-#   in the tree, keeps its prompts and one warm pass per cell; SERVE_BENCH_KEEP_SERVERS=FILE leaves the servers up for
+#   in the tree, keeps its prompts and one warm pass per cell; SERVE_BENCH_SIZE_PER_VARIANT (non-empty) sizes each
+#   variant's runs from its own warm run, not the fastest one's; SERVE_BENCH_KEEP_SERVERS=FILE leaves the servers up for
 #   the next call, whose SERVE_BENCH_REUSE_SERVERS=FILE uses them instead of booting), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the c=1
 #   phase clock, which otherwise runs after the timed rounds), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, on every variant
 #   without a suffix),

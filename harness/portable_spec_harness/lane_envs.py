@@ -136,6 +136,11 @@ VARIABLES: tuple[LaneVar, ...] = (
           "An earlier call's `serve_bench.json` (or its folder) of the same benchmark, carried in the tree: the cells "
           "it sized keep its prompts and run one warm pass instead of two (`--sizing-from`); another pair, weights, "
           "output length or sizing setting is refused in one line.", SERVE_BENCH),
+    _knob("SERVE_BENCH_SIZE_PER_VARIANT", "",
+          "Non-empty: size each variant's timed runs in a cell from its own warm run (`--size-per-variant`), so a "
+          "slow baseline's runs last about as long as the others' instead of running the fastest variant's prompts "
+          "for several times as long; unset: one size per cell for every variant. `SERVE_BENCH_SIZING_FROM` must "
+          "name a call sized the same way.", SERVE_BENCH),
     _knob("SERVE_BENCH_KEEP_SERVERS", "",
           "A registry file (e.g. `/tmp/serve_bench_kept.json`): leave this call's servers running for the next call "
           "of the same benchmark on a host that stays up (`--keep-servers`; needs `SERVE_BENCH_NO_PHASE_CLOCK`).",

@@ -124,6 +124,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sizing-from", type=Path, default=None,
                    help="an earlier call of this benchmark (its folder or serve_bench.json): the cells it sized keep "
                         "its prompts and run one warm pass instead of two (a benchmark split over several calls)")
+    p.add_argument("--size-per-variant", action="store_true",
+                   help="size each variant's timed runs in a cell from its own warm run (default: every variant runs "
+                        "the prompts sized from the fastest one's, so a slow baseline's runs last several times "
+                        "--min-run-s)")
     p.add_argument("--keep-servers", type=Path, default=None,
                    help="leave the servers running when this call ends and write their registry to this file, for "
                         "the next call's --reuse-servers (a benchmark split over calls on a host that stays up; "
@@ -174,7 +178,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     first_round=args.first_round, input_lens=_ints("--input-len", args.input_len, 1),
                     sampling=_sampling(args.sampling), output_len=args.output_len,
                     prompts_per_slot=args.prompts_per_slot, min_run_s=args.min_run_s, max_prompts=args.max_prompts,
-                    seed=args.seed,
+                    size_per_variant=args.size_per_variant, seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
                     async_scheduling=args.async_scheduling, parallel=parallel,
@@ -182,9 +186,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     reuse_servers=str(args.reuse_servers) if args.reuse_servers is not None else None)
 
 
-SIZED_BY = ("output_len", "min_run_s", "prompts_per_slot", "max_prompts", "run_timeout_s")
+SIZED_BY = ("output_len", "min_run_s", "prompts_per_slot", "max_prompts", "run_timeout_s", "size_per_variant")
 """The settings a cell's sizing follows from besides its cell and pair: an earlier call's sizing is reused only where
-they are the same."""
+they are the same (``size_per_variant``: a cell sized once for every variant, or once per variant)."""
+SIZED_BY_BEFORE = {"size_per_variant": False}
+"""What a report written before one of ``SIZED_BY`` existed ran with."""
 
 
 def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
@@ -203,8 +209,9 @@ def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
                                 f"{pair.name} ({pair.mode}): {fix}")
     earlier = report.get("settings") or {}
     for key in SIZED_BY:
-        if earlier.get(key) != getattr(settings, key):
-            raise PortableSpecError(f"--sizing-from {source}: its {key} was {earlier.get(key)}, this bench's is "
+        theirs_ran = earlier.get(key, SIZED_BY_BEFORE.get(key))
+        if theirs_ran != getattr(settings, key):
+            raise PortableSpecError(f"--sizing-from {source}: its {key} was {theirs_ran}, this bench's is "
                                     f"{getattr(settings, key)}: {fix}")
     if (earlier.get("parallel") or {}).get("tensor_parallel_size", 1) != settings.parallel.tp:
         raise PortableSpecError(f"--sizing-from {source}: another tensor parallel size: {fix}")

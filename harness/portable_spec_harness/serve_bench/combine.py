@@ -49,10 +49,27 @@ def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None)
 
 def _same(key: str, mine: Any, theirs: Any) -> bool:
     """Whether two calls agree on one ``comparable`` item; fixed prompts per cell are compared on the cells both
-    ran (a call split by concurrency shares no cell with the call before it)."""
+    ran (a call split by concurrency shares no cell with the call before it), and where sized per variant on the
+    variants both ran."""
     if key == "num_prompts" and isinstance(mine, dict) and isinstance(theirs, dict):
-        return all(mine[c] == theirs[c] for c in mine.keys() & theirs.keys())
+        return all(_same(key, mine[c], theirs[c]) for c in mine.keys() & theirs.keys())
     return mine == theirs
+
+
+def sized_per_variant(report: dict[str, Any]) -> bool:
+    """Whether a call sized each variant's runs from its own warm runs (``--size-per-variant``) rather than one size
+    per cell for every variant (every report written before the option)."""
+    return bool(report["workload"].get("sized_per_variant"))
+
+
+def refuse_mixed_sizing(first: dict[str, Any], first_source: str, rep: dict[str, Any], source: str) -> None:
+    """One line naming the fix where two pooled calls sized their runs differently: the pooled workload keeps one
+    prompts table (per cell, or per cell and variant), and a call sized per variant ran its slow variant with fewer
+    prompts than its fast one."""
+    if sized_per_variant(rep) != sized_per_variant(first):
+        per, once = (source, first_source) if sized_per_variant(rep) else (first_source, source)
+        raise PortableSpecError(f"{per} sized its runs per variant (--size-per-variant), {once} once per cell: "
+                                "pool calls of one sizing (run them all with or all without --size-per-variant)")
 
 
 def pooled_runs(members: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any]]:
@@ -97,12 +114,13 @@ def pooled_cells(members: list[tuple[dict[str, Any], str]]) -> list[Cell]:
 
 def pooled_workload(members: list[tuple[dict[str, Any], str]], cells: list[Cell]) -> dict[str, Any]:
     """The first call's workload over every pooled cell: its concurrencies and cells the union of the calls', each
-    sized cell's prompts per run as the first call that ran it sized them (each call's own report keeps its own),
+    sized cell's prompts per run as the first call that ran it sized them (each call's own report keeps its own;
+    per variant where the calls sized per variant, ``refuse_mixed_sizing``),
     ``max_num_seqs`` the largest any call's servers had (each call sets it to its own largest concurrency)."""
     workload = {**members[0][0]["workload"], "concurrency": sorted({c.concurrency for c in cells})}
     if "cells" in workload:
         workload["cells"] = [c.key for c in cells]
-    prompts: dict[str, int] = {}
+    prompts: dict[str, Any] = {}
     for rep, _ in members:
         sized = rep["workload"].get("num_prompts")  # an int in reports whose prompts were fixed, not sized per cell
         for key, n in sized.items() if isinstance(sized, dict) else ():
@@ -136,6 +154,7 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
     for (pair, mode), members in sorted(groups.items()):
         first = members[0][0]
         for rep, source in members[1:]:
+            refuse_mixed_sizing(first, members[0][1], rep, source)
             mine = comparable(rep["workload"], rep.get("settings"))
             theirs = comparable(first["workload"], first.get("settings"))
             differs = [k for k in {**mine, **theirs} if not _same(k, mine.get(k), theirs.get(k))]

@@ -79,6 +79,12 @@ class Settings:
     a shorter timed run is flagged in the report."""
     max_prompts: int = 1024
     """The most prompts one sized run gets (a fast warm run cannot size a run that never ends)."""
+    size_per_variant: bool = False
+    """Size each (cell, variant) from that variant's own warm runs (``--size-per-variant``) instead of one size per
+    cell from the fastest variant's: a slow baseline then runs the fast one's prompts for several times as long
+    (vLLM 0.33.0's eager MRV2 draft-model speculator beside ours: most of a device session). Output tok/s at a fixed
+    output length (``ignore_eos``, whole waves) does not depend on how many waves a run has, so each variant's runs
+    need only reach ``min_run_s`` on their own; the rounds still pair run by run."""
     seed: int = 0
     placement: str = "auto"
     phase_clock: bool = True
@@ -187,6 +193,7 @@ class Bench:
             "ignore_eos": True, "request_rate": "inf", "concurrency": list(s.concurrency),
             "cells": [cell.key for cell in self.cells], "min_run_s": s.min_run_s,
             "prompts_per_slot_floor": s.prompts_per_slot, "max_prompts": s.max_prompts,
+            **({"sized_per_variant": True} if s.size_per_variant else {}),
             "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
                                               "(vllm bench serve --save-detailed), summed per run",
             "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
@@ -343,33 +350,48 @@ class Bench:
         first connections); the last one's duration sizes the cell's timed runs (``size``)."""
         for cell in self.cells:
             first = plan.SIZING_ROUND - plan.WARM_PASSES + 1
-            last = first if cell.key in self.settings.earlier_sizing else plan.SIZING_ROUND
+            last = first if self.earlier(cell, live.server.variant) is not None else plan.SIZING_ROUND
             for rnd in range(first, last + 1):
                 seed = self.settings.seed + 900_000 + 100_000 * (rnd - plan.SIZING_ROUND) + cell.concurrency
                 self.record["warm_runs"].append(self.client_run(live, "warm", rnd, cell, cell.concurrency,
                                                                 self.settings.output_len, seed))
 
-    def size(self, cell: plan.Cell) -> int:
-        """Prompts of every timed run of ``cell``, fixed at its first timed run from the warm runs done by then (the
-        fastest variant's, so the fastest one's runs still reach ``--min-run-s``; under ``in_turn`` only the first
-        variant to run has warmed) and the same for every variant and round after, so each comparison is paired; a
-        cell an earlier call sized (``--sizing-from``) keeps that call's prompts."""
-        if cell.key not in self.record["sizing"] and cell.key in self.settings.earlier_sizing:
-            earlier = self.settings.earlier_sizing[cell.key]
-            self.record["sizing"][cell.key] = {**earlier, "warm_runs": 0, "from": self.settings.sizing_from}
-            self.record["workload"]["num_prompts"][cell.key] = earlier["num_prompts"]
-        if cell.key not in self.record["sizing"]:
-            s = self.settings
-            warm = [r["duration_s"] for r in self.record["warm_runs"]
-                    if "duration_s" in r and r["round"] == plan.SIZING_ROUND
-                    and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
-            sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
-                                        cell.concurrency, s.max_prompts, s.run_timeout_s)
-            sized["num_prompts"] = plan.num_prompts(cell.concurrency, sized["per_slot"])
-            sized["warm_runs"] = len(warm)
-            self.record["sizing"][cell.key] = sized
-            self.record["workload"]["num_prompts"][cell.key] = sized["num_prompts"]
-        return self.record["sizing"][cell.key]["num_prompts"]
+    def size(self, cell: plan.Cell, variant: str) -> int:
+        """Prompts of ``variant``'s timed runs in ``cell``, fixed at its first timed run from the warm runs done by
+        then and the same for every round after, so each round's runs are paired. By default one size for every
+        variant: the fastest one's warm runs (so its runs still reach ``--min-run-s``; under ``in_turn`` only the
+        first variant to run has warmed). With ``size_per_variant`` each variant's own warm runs size its runs
+        (``record["sizing"][cell]["per_variant"][variant]``), so a slow baseline no longer runs the fast one's
+        prompts for minutes. A cell an earlier call sized (``--sizing-from``) keeps that call's prompts."""
+        per_variant = self.settings.size_per_variant
+        sizing, prompts, key = self.record["sizing"], self.record["workload"]["num_prompts"], cell.key
+        if per_variant:
+            sizing, prompts = sizing.setdefault(key, {"per_variant": {}})["per_variant"], prompts.setdefault(key, {})
+            key = variant
+        if key not in sizing:
+            earlier, s = self.earlier(cell, variant), self.settings
+            if earlier is not None:
+                sized = {**earlier, "warm_runs": 0, "from": s.sizing_from}
+            else:
+                warm = [r["duration_s"] for r in self.record["warm_runs"]
+                        if "duration_s" in r and r["round"] == plan.SIZING_ROUND
+                        and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell
+                        and (not per_variant or r["variant"] == variant)]
+                sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
+                                            cell.concurrency, s.max_prompts, s.run_timeout_s)
+                sized["num_prompts"] = plan.num_prompts(cell.concurrency, sized["per_slot"])
+                sized["warm_runs"] = len(warm)
+            sizing[key] = sized
+            prompts[key] = sized["num_prompts"]
+        return sizing[key]["num_prompts"]
+
+    def earlier(self, cell: plan.Cell, variant: str) -> dict[str, Any] | None:
+        """The sizing an earlier call fixed for ``variant``'s runs in ``cell`` (``--sizing-from``; that call sized
+        per variant exactly when this one does, ``earlier_sizing`` in ``__main__``), or None."""
+        entry = self.settings.earlier_sizing.get(cell.key)
+        if entry is not None and self.settings.size_per_variant:
+            return (entry.get("per_variant") or {}).get(variant)
+        return entry
 
     def phase_clock(self, live: Live) -> None:
         """At concurrency 1 in the first input length and sampling: a run under the phase clock (real host time per
@@ -395,7 +417,7 @@ class Bench:
     def timed(self, lives: dict[str, Live], order: list[plan.Run]) -> None:
         for run in order:
             s = self.settings
-            row = self.client_run(lives[run.variant], "timed", run.round, run.cell, self.size(run.cell),
+            row = self.client_run(lives[run.variant], "timed", run.round, run.cell, self.size(run.cell, run.variant),
                                   s.output_len, s.seed + 1000 * run.round + run.cell.concurrency)
             self.record["runs"].append(row)
             self.record["order"].append(run.as_json())
@@ -447,11 +469,12 @@ class Bench:
         """What the first timed round should take, so the budget starts no round it cannot finish (a call killed at
         its limit mid-round loses that round and its report): per variant and cell, an earlier call's timed run of
         the same prompts (``--sizing-from``), else the last warm wave x the waves x ``WARM_SLACK``, plus
-        ``RUN_OVERHEAD_S``. 0 (start, as before) where a variant has neither."""
+        ``RUN_OVERHEAD_S``, the waves each variant's own prompts (``size``). 0 (start, as before) where a variant has
+        neither."""
         total = 0.0
         for cell in self.cells:
-            waves = self.size(cell) / cell.concurrency
             for variant in variants:
+                waves = self.size(cell, variant) / cell.concurrency
                 known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
                 warm = [r["duration_s"] for r in self.record["warm_runs"] if r.get("variant") == variant
                         and "duration_s" in r and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]

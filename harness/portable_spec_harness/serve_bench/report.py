@@ -192,6 +192,8 @@ def table(report: dict[str, Any]) -> str:
     lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
              f"in/out {','.join(map(str, w['input_lens']))}/{w['output_len']}, sampling {','.join(w['sampling'])}, "
              f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {where(report)}"]
+    if w.get("sized_per_variant"):
+        lines.append("prompts sized per variant (--size-per-variant): each variant's runs from its own warm run")
     ran = (report.get("async_scheduling") or {}).get("per_variant") or {}
     if ran:
         lines.append(f"async scheduling ({report['async_scheduling']['asked']}): {_on_off(ran)}")
@@ -250,6 +252,8 @@ def _row(report: dict[str, Any], cell: Cell, variant: str) -> str:
     def m(key: str, digits: int = 2) -> str:
         return _num(entry.get(key, {}).get("median"), digits)
     prompts = report["workload"]["num_prompts"].get(cell.key, "-")
+    if isinstance(prompts, dict):  # sized per variant (``--size-per-variant``)
+        prompts = prompts.get(variant, "-")
     return (f"{cell.concurrency:>5} {variant:<{NAME_WIDTH}} {m('output_throughput', 1):>10} "
             f"{m('median_tpot_ms'):>9} {m('p99_tpot_ms'):>9} {m('median_itl_ms'):>8} {m('p99_itl_ms'):>8} "
             f"{m('median_ttft_ms'):>9} {m('p99_ttft_ms'):>9} {m('stall_total_ms', 1):>9} "
