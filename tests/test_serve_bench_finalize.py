@@ -15,6 +15,7 @@ import pytest
 
 from portable_spec_harness.serve_bench import combine, driver, finalize, pairs
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
+from portable_spec_harness.soak.report import ENVIRONMENT_KEYS, environment
 
 from shared_zoo import shared_zoo
 from soak_fake_server import COMPILE_LINE, fake_launcher
@@ -64,6 +65,8 @@ def test_a_killed_call_keeps_its_whole_pairs_and_drops_the_unpaired_runs(finishe
     assert result["rounds_done"] == 1 and result["status"] == "incomplete"
     assert any(p.startswith("1 of 2 rounds ran (killed at the call's time limit") for p in result["problems"])
     assert result["vllm"] == whole["vllm"] and result["commit"] == whole["commit"]
+    assert set(environment()) <= set(ENVIRONMENT_KEYS)  # every host fact a finished report has, and no other
+    assert all(result[key] == whole[key] for key in ENVIRONMENT_KEYS if key in whole)
     assert result["finalized"]["environment_from"] == str(finished / "serve_bench.json")
     assert set(result["finalized"]["server_logs"]) == set(VARIANTS)
     assert json.loads((folder / "serve_bench.json").read_text())["runs"] == result["runs"]

@@ -373,10 +373,7 @@ class Bench:
             if earlier is not None:
                 sized = {**earlier, "warm_runs": 0, "from": s.sizing_from}
             else:
-                warm = [r["duration_s"] for r in self.record["warm_runs"]
-                        if "duration_s" in r and r["round"] == plan.SIZING_ROUND
-                        and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell
-                        and (not per_variant or r["variant"] == variant)]
+                warm = self.warm_seconds(cell, variant if per_variant else None, plan.SIZING_ROUND)
                 sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
                                             cell.concurrency, s.max_prompts, s.run_timeout_s)
                 sized["num_prompts"] = plan.num_prompts(cell.concurrency, sized["per_slot"])
@@ -384,6 +381,13 @@ class Bench:
             sizing[key] = sized
             prompts[key] = sized["num_prompts"]
         return sizing[key]["num_prompts"]
+
+    def warm_seconds(self, cell: plan.Cell, variant: str | None = None, rnd: int | None = None) -> list[float]:
+        """The durations of the warm runs that finished in ``cell`` (of ``variant`` and round ``rnd`` where given), in
+        the order they ran: what ``size`` sizes from and ``round_estimate_s`` predicts from."""
+        return [r["duration_s"] for r in self.record["warm_runs"] if "duration_s" in r
+                and plan.cell_of(r, self.record["workload"]) == cell
+                and variant in (None, r["variant"]) and rnd in (None, r["round"])]
 
     def earlier(self, cell: plan.Cell, variant: str) -> dict[str, Any] | None:
         """The sizing an earlier call fixed for ``variant``'s runs in ``cell`` (``--sizing-from``; that call sized
@@ -476,8 +480,7 @@ class Bench:
             for variant in variants:
                 waves = self.size(cell, variant) / cell.concurrency
                 known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
-                warm = [r["duration_s"] for r in self.record["warm_runs"] if r.get("variant") == variant
-                        and "duration_s" in r and plan.Cell(r["input_len"], r["sampling"], r["concurrency"]) == cell]
+                warm = self.warm_seconds(cell, variant)
                 if not known and not warm:
                     return 0.0
                 total += (known or warm[-1] * waves * WARM_SLACK) + RUN_OVERHEAD_S

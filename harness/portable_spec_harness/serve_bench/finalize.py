@@ -29,11 +29,9 @@ from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import driver, report
 from portable_spec_harness.serve_bench.combine import load
 from portable_spec_harness.serve_bench.plan import cell_of, workload_cells
+from portable_spec_harness.soak.report import ENVIRONMENT_KEYS
 
 PARTIAL = "serve_bench.partial.json"
-ENVIRONMENT_KEYS = ("date", "python", "vllm", "torch", "triton", "xgrammar", "device", "device_count", "cuda", "commit",
-                    "tree_changes")
-"""What ``soak.report.environment()`` adds to a finished report, taken here from the lease's finished call."""
 
 
 def variants_of(record: dict[str, Any]) -> list[str]:

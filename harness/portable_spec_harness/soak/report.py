@@ -27,6 +27,12 @@ def _version(name: str) -> str | None:
         return None
 
 
+ENVIRONMENT_KEYS = ("date", "python", "vllm", "torch", "triton", "xgrammar", "device", "device_count", "cuda", "commit",
+                    "tree_changes")
+"""What ``environment`` gives a report (``device_count`` and ``cuda`` where torch imports): a report assembled on
+another machine (``serve_bench.finalize``) takes these from one written on the host."""
+
+
 def environment() -> dict[str, Any]:
     """Device, versions and commit, as the other ``bench/results`` JSON carry them."""
     info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
