@@ -33,6 +33,13 @@ class ResultsFolder:
     def folded(self) -> str:
         return " ".join(self.readme().split())
 
+    def section(self, title: str) -> str:
+        """The README from ``title`` to the next second-level heading."""
+        text = self.readme()
+        start = text.index(title)
+        end = text.find("\n## ", start + 1)
+        return text[start:] if end < 0 else text[start:end]
+
     def call_report(self, folder: str) -> dict:
         return load(self.bench / folder / "serve-bench" / "serve_bench.json")
 
@@ -47,6 +54,37 @@ class ResultsFolder:
         assert entry["vllm"] == [vllm] and entry["tensor_parallel_size"] == tp, (entry["vllm"], entry.get("tp"))
         assert [Path(p).parts[-2] for p in entry["sources"]] == list(calls), entry["sources"]
         return summary, entry
+
+
+DRAFTERS = {"ours": "portable_spec.vllm_adapter.spec_decode.draft_model.FullGraphDraftModelProposer",
+            "upstream_v1": "vllm.v1.spec_decode.draft_model.DraftModelProposer"}
+"""The drafter each variant's server must report for ``draft_model`` on the V1 runner."""
+
+
+def check_draft_v1_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0) -> int:
+    """One serving-bench call of the draft model on vLLM 0.26.0's V1 runner (one H200): ``commit``'s code, both
+    servers on the V1 runner with async scheduling read back on, each reporting its drafter (``DRAFTERS``); returns
+    the servers checked."""
+    assert report["vllm"] == "0.26.0" and report["commit"].startswith(commit), call
+    assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
+    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(DRAFTERS), call
+    assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
+    assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}, call
+    for variant, info in report["variants"].items():
+        assert info["facts"] and all(f["runner_kind"] == "v1" for f in info["facts"]), (call, variant)
+        assert {f["drafter"] for f in info["facts"]} == {DRAFTERS[variant]}, (call, variant)
+    return len(report["variants"])
+
+
+def upstream_compiles_ours_none(report: dict, logs: Path) -> list[str]:
+    """A call's JIT verdicts: ours compiled nothing after boot with vLLM's JIT monitor armed (in the report and in its
+    committed server log under ``logs``); returns the kernels upstream V1's server log says it compiled, the first
+    of vLLM's draft path first."""
+    assert report["variants"]["ours"]["jit_after_boot"] == [] and report["variants"]["ours"]["jit_monitor_active"]
+    assert jit_compiles(logs / "server_ours.log.gz") == []
+    upstream = jit_compiles(logs / "server_upstream_v1.log.gz")
+    assert upstream and upstream[0] == "_compute_slot_mapping_kernel", upstream
+    return upstream
 
 
 def table(text: str, header: str) -> dict[str, list[str]]:

@@ -258,10 +258,12 @@ SESSION25 = "bench/results/2026-11-29-h200-session25"
 EAGLE3_V1_C2 = PooledBench(f"{SESSION25}/e3c2026", (".",), "0.26.0", "llama8b_eagle3", 3, V1_PAIR, 1024,
                            ("greedy", "sampled"), (2,))
 """vLLM 0.26.0 on the V1 runner (H200): the 8B + EAGLE-3 pair at 1024 in, c=2, one call of three rounds."""
-DRAFT_ASYNC_HIGH_C = PooledBench(f"{SESSION25}/dm832026", ("call1", "call2"), "0.26.0", "llama8b_draft1b", 2,
-                                 V1_PAIR, 1024, ("greedy", "sampled"), (8, 32))
-"""vLLM 0.26.0 on the V1 runner: the draft model at c = 8, 32 with async scheduling on both, two rounds over two
-calls."""
+DRAFT_ASYNC_HIGH_C = PooledBench("bench/results/2026-11-30-h200-session34/dm832026",
+                                 ("../../2026-11-29-h200-session25/dm832026/call1",
+                                  "../../2026-11-29-h200-session25/dm832026/call2", "call4"), "0.26.0",
+                                 "llama8b_draft1b", 3, V1_PAIR, 1024, ("greedy", "sampled"), (8, 32))
+"""vLLM 0.26.0 on the V1 runner: the draft model at c = 8, 32 with async scheduling on both, three rounds over three
+calls (session 25's two and session 34's)."""
 EAGLE3_V1_TP2 = PooledBench("bench/results/2026-11-29-h200x2-session27/tp2e3", ("call1", "call2"), "0.28.0",
                             "llama8b_eagle3", 3, V1_PAIR, 1024, ("greedy",), (1, 2, 8, 32), rows="input")
 """vLLM 0.28.0 at TP=2 on the V1 runner (H200x2): the 8B + EAGLE-3 pair at 1024 in, greedy, c = 1 .. 32, three
@@ -281,12 +283,14 @@ DRAFT_DUMMY_V1 = PooledBench("bench/results/2026-11-30-h200-session33/dmd026",
                              (1, 2, 8, 32), rows="input", mode="dummy")
 """The draft model with dummy weights on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024 in, greedy:
 session 32's three calls and session 33's two pooled, three rounds in every cell (six rounds run over the calls)."""
-DRAFT_PERFECT_V1 = PooledBench("bench/results/2026-11-30-h200-session33/dmp026", ("call1", "call2"), "0.26.0",
-                               "llama8b_draft1b", 2, V1_PAIR, (256, 1024), ("greedy",), (1, 2), rows="input",
+DRAFT_PERFECT_V1 = PooledBench("bench/results/2026-11-30-h200-session34/dmp026",
+                               ("../../2026-11-30-h200-session33/dmp026/call1",
+                                "../../2026-11-30-h200-session33/dmp026/call2", "call3", "call4"), "0.26.0",
+                               "llama8b_draft1b", 5, V1_PAIR, (256, 1024), ("greedy",), (1, 2, 8, 32), rows="input",
                                mode="designed-perfect")
 """The draft model with the perfect designed draft on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024
-in, greedy, c = 1, 2: two calls pooled (the second killed at its limit and assembled by ``serve_bench.finalize``), so
-whole rounds count 2 while three cells hold 3."""
+in, greedy: session 33's two calls at c = 1, 2 (the second killed at its limit and assembled by
+``serve_bench.finalize``, so 1024 in at c=2 holds 2 rounds) and session 34's two at c = 8, 32 (three rounds)."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
                   DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
@@ -310,6 +314,18 @@ def check_dummy_v1_itl(m: re.Match) -> int:
     return 5
 
 
+def check_draft_high_c_itl(m: re.Match) -> int:
+    """The c = 8, 32 bullet's p99 ITL: ours within 10% of upstream's (each server's median per cell) in every pooled
+    cell, and the greedy c=8 pair it prints."""
+    pooled_cells(DRAFT_ASYNC_HIGH_C)
+    cells = results(DRAFT_ASYNC_HIGH_C.pooled())["pairs"][DRAFT_ASYNC_HIGH_C.pair][DRAFT_ASYNC_HIGH_C.mode]["cells"]
+    itl = {key: (cells["ours"][key]["p99_itl_ms"]["median"], cells["upstream_v1"][key]["p99_itl_ms"]["median"])
+           for key in cells["ours"]}
+    assert len(itl) == 4 and all(ours <= 1.10 * up for ours, up in itl.values()), itl
+    assert list(m.groups()) == [f"{v:.1f}" for v in itl["in1024/greedy/c8"]]
+    return len(itl)
+
+
 def check_perfect_v1_step(m: re.Match) -> int:
     """The perfect draft's bullet: ours' step (median ITL, one step of four tokens) with every draft token accepted
     and the dummy weights' one-token step (median TPOT) at c = 1, 2, one span over both."""
@@ -317,8 +333,9 @@ def check_perfect_v1_step(m: re.Match) -> int:
     pooled_cells(DRAFT_DUMMY_V1)
     perfect = results(DRAFT_PERFECT_V1.pooled())["pairs"][DRAFT_PERFECT_V1.pair][DRAFT_PERFECT_V1.mode]["cells"]["ours"]
     dummy = results(DRAFT_DUMMY_V1.pooled())["pairs"][DRAFT_DUMMY_V1.pair][DRAFT_DUMMY_V1.mode]["cells"]["ours"]
-    steps = [cell["median_itl_ms"]["median"] for cell in perfect.values()] + \
-        [cell["median_tpot_ms"]["median"] for key, cell in dummy.items() if key.endswith(("/c1", "/c2"))]
+    low_c = ("/c1", "/c2")
+    steps = [cell["median_itl_ms"]["median"] for key, cell in perfect.items() if key.endswith(low_c)] + \
+        [cell["median_tpot_ms"]["median"] for key, cell in dummy.items() if key.endswith(low_c)]
     assert len(steps) == 8, steps
     assert list(m.groups()) == span(steps, 1)
     return 2
@@ -514,9 +531,9 @@ CLAIMS = (
           lambda m: ratio_range(m, pooled_cells(DRAFT_DUMMY_V1))),
     Claim("README.md", r"^  \| perfect draft, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
           lambda m: check_input_grid(m, pooled_cells(DRAFT_PERFECT_V1)), multiline=True),
-    Claim("README.md", r"(\S+)–(\S+)× at c = 1, 2 with a perfect draft",
+    Claim("README.md", r"(\S+)–(\S+)× at c = 1–32 with a perfect draft",
           lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_V1))),
-    Claim("docs/platforms.md", r"with the perfect draft \(acceptance length 4\.00\) (\S+)–(\S+) at c = 1, 2",
+    Claim("docs/platforms.md", r"with the perfect draft \(acceptance length 4\.00\) (\S+)–(\S+) at c = 1–32",
           lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_V1))),
     Claim("README.md", r"with every draft token accepted as with none, (\S+)–(\S+) ms at c = 1, 2", check_perfect_v1_step),
     Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform on the same pair at inputs 256 and 1024, c = 1–32",
@@ -532,6 +549,10 @@ CLAIMS = (
           lambda m: ratio_table(m, pooled_cells(DRAFT_ASYNC_HIGH_C), _SAMPLING_ROW, (8, 32), str), multiline=True),
     Claim("README.md", r"and (\S+)–(\S+)× at c = 8, 32 with `--async-scheduling` on both",
           lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
+    Claim("docs/platforms.md", r"1\.45–1\.72 at c = 1, 2 and (\S+)–(\S+) at c = 8, 32 \(1024 in, greedy and sampled\)",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
+    Claim("README.md", r"Ours' p99 ITL was within 10% of\s+upstream's \((\S+) / (\S+) ms greedy at c=8\)",
+          check_draft_high_c_itl),
     Claim("README.md", r"ours / upstream V1 on output tok/s (\S+) \(c=1\), (\S+) \(c=2\), (\S+) \(c=8\), (\S+) \(c=32, "
                        r"paired (\S+) \[(\S+), (\S+)\]\); p99 ITL no worse in any cell", check_eagle3_v1_tp2),
     Claim("README.md", r"MoE pair with dummy weights at TP=2 \(same settings, (\d+) rounds\): (\S+), (\S+), "

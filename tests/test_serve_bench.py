@@ -248,6 +248,140 @@ def test_sizing_from_carries_the_earlier_calls_run_times(zoo_pair, clean_run):
     assert compared == 2 * 3
 
 
+# A call whose budget cannot hold its servers' boot and one round is refused before it boots anything: such a call
+# booted, warmed, and then started no round (minutes of device time for an empty report).
+EARLIER_BOOT_S, EARLIER_RUN_S = 100.0, 10.0
+"""What ``slow_report`` says the earlier call took: its together boot and each timed run. One round of FAST's two
+cells x three variants then takes 6 x (10 + ``RUN_OVERHEAD_S``) = 84 s, and with the boot and ``ROUND_RESERVE_S``
+(no phase clock) a call needs 229 s."""
+NEEDS_S = 229
+
+
+def slow_report(clean_run, folder: Path, **change: Any) -> Path:
+    """``clean_run``'s report with a real server's boot and timed-run seconds (and ``change``'s top-level keys)."""
+    first, _ = clean_run
+    assert first["placement"]["mode"] == "together"
+    earlier = json.loads(json.dumps(first))
+    earlier["phases_s"]["boot_s"] = EARLIER_BOOT_S
+    for run in earlier["runs"]:
+        run["duration_s"] = EARLIER_RUN_S
+    earlier.update(change)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "serve_bench.json").write_text(json.dumps(earlier))
+    return folder / "serve_bench.json"
+
+
+def recording_launcher() -> tuple[list[tuple[str, int, Any]], Any]:
+    """A fake launcher that lists (variant, port, handle) per server it starts."""
+    launched: list[tuple[str, int, Any]] = []
+    fake = fake_launcher()
+
+    def launch(spec, port, log):
+        launched.append((spec.variant, port, fake(spec, port, log)))
+        return launched[-1][2]
+    return launched, launch
+
+
+def adopting_hooks() -> tuple[list[tuple[str, int, Any]], Hooks]:
+    """CPU hooks whose launcher lists the servers it starts (``recording_launcher``) and whose ``adopt`` finds a kept
+    one among them by port while it is alive: a chain of calls sharing kept servers."""
+    launched, launch = recording_launcher()
+
+    def adopt(entry):
+        return next((h for _, port, h in launched if port == entry["port"] and h.alive()), None)
+
+    return launched, replace(cpu_hooks(launch), adopt=adopt)
+
+
+def budget_argv(tmp_path_factory, earlier: Path, out: Path, budget_s: float) -> list[str]:
+    """The CLI for one round of FAST's cells after the earlier call (the settings its sizing needs)."""
+    return ["--pair", "llama_eagle", "--work-dir", str(shared_zoo(tmp_path_factory)), "--out", str(out),
+            "--concurrency", "1,2", "--rounds", "1", "--first-round", "2", "--input-len", "16", "--output-len", "12",
+            "--prompts-per-slot", "1", "--min-run-s", "0", "--run-timeout", "60", "--boot-timeout", "20",
+            "--no-phase-clock", "--sizing-from", str(earlier), "--budget-s", f"{budget_s:g}"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_budget_that_cannot_hold_the_boot_and_one_round_is_refused_before_any_boot(clean_run, tmp_path,
+                                                                                    tmp_path_factory, monkeypatch,
+                                                                                    capsys, as_json):
+    from portable_spec_harness.serve_bench import __main__ as cli
+
+    launched, launch = recording_launcher()
+    monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks(launch))
+    earlier, out = slow_report(clean_run, tmp_path / "earlier"), tmp_path / "o"
+    rc = cli.main(budget_argv(tmp_path_factory, earlier, out, NEEDS_S - 1) + (["--json"] if as_json else []))
+    captured = capsys.readouterr()
+    assert rc == 2 and launched == []
+    if as_json:
+        (line,) = captured.out.strip().splitlines()
+        assert json.loads(line)["exit"] == 2
+        line = json.loads(line)["error"]
+    else:
+        (line,) = captured.err.strip().splitlines()
+        assert line.startswith("portable-spec: error: ") and captured.out == ""
+    assert f"--budget-s {NEEDS_S - 1} cannot hold one round" in line and f"booted in {EARLIER_BOOT_S:.1f} s" in line
+    assert f"timed runs in {6 * (EARLIER_RUN_S + driver.RUN_OVERHEAD_S):.1f} s" in line
+    assert f"(SERVE_BENCH_BUDGET) to {NEEDS_S} or more" in line and "--reuse-servers" in line
+    assert not (out / "serve_bench.json").exists() and not (out / "serve_bench.partial.json").exists()
+
+
+def test_the_same_call_with_a_budget_that_holds_a_round_boots_and_runs_it(clean_run, tmp_path, tmp_path_factory,
+                                                                          monkeypatch, capsys):
+    from portable_spec_harness.serve_bench import __main__ as cli
+
+    launched, launch = recording_launcher()
+    monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks(launch))
+    earlier = slow_report(clean_run, tmp_path / "earlier")
+    rc = cli.main(budget_argv(tmp_path_factory, earlier, tmp_path / "o", NEEDS_S) + ["--json"])
+    headline = json.loads(capsys.readouterr().out)
+    assert rc == 0 and headline["status"] == "complete" and headline["rounds_done"] == 1, headline["problems"]
+    assert sorted(v for v, *_ in launched) == ["mrv2", "ours", "upstream_v1"]
+    assert headline["settings"]["earlier_boot_s"] == EARLIER_BOOT_S
+
+
+def test_a_call_whose_every_server_is_a_kept_one_is_not_refused(zoo_pair, clean_run, tmp_path):
+    """No boot, so the earlier call's boot does not count; one kept server that differs boots again, and counts."""
+    launched, hooks = adopting_hooks()
+    registry = tmp_path / "kept.json"
+    one = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, phase_clock=False,
+                                                    keep_servers=str(registry)), tmp_path / "call1", hooks)
+    assert one["status"] == "complete" and len(launched) == 3, one["problems"]
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1}, first_round=1, phase_clock=False,
+                                       budget_s=NEEDS_S - 1.0), zoo_pair, slow_report(clean_run, tmp_path / "earlier"))
+    kept = json.loads(registry.read_text())
+    kept["servers"]["mrv2"]["fingerprint"]["serve_args"].append("--enforce-eager")
+    (tmp_path / "stale.json").write_text(json.dumps(kept))
+    with pytest.raises(PortableSpecError, match=r"raise --budget-s \(SERVE_BENCH_BUDGET\)"):
+        driver.run_serve_bench(zoo_pair, replace(settings, reuse_servers=str(tmp_path / "stale.json")),
+                               tmp_path / "refused", hooks)
+    assert len(launched) == 3 and all(h.alive() for *_, h in launched)  # nothing booted, nothing stopped
+    two = driver.run_serve_bench(zoo_pair, replace(settings, reuse_servers=str(registry)), tmp_path / "call2", hooks)
+    assert two["status"] == "complete" and two["rounds_done"] == 1, two["problems"]
+    assert len(launched) == 3 and not any(h.alive() for *_, h in launched)
+
+
+def test_an_earlier_report_that_cannot_tell_the_boot_or_a_cells_runs_is_not_refused(zoo_pair, clean_run, tmp_path):
+    """No boot seconds (none recorded, every server a kept one, another placement), or a cell the earlier call did
+    not run: the call goes on, and the budget stops rounds as before. The preflight sized nothing: the new cell's
+    prompts come from its own warm runs."""
+    base = Settings(**{**FAST, "rounds": 1}, first_round=2, phase_clock=False, budget_s=NEEDS_S - 1.0)
+    first, _ = clean_run
+    assert earlier_sizing(base, zoo_pair, slow_report(clean_run, tmp_path / "slow")).earlier_boot_s == EARLIER_BOOT_S
+    for name, change in (("none", {"phases_s": {}}), ("kept", {"phases_s": {"boot_s": 0.0}}),
+                         ("in_turn", {"placement": {**first["placement"], "mode": "in_turn"}})):
+        settings = earlier_sizing(base, zoo_pair, slow_report(clean_run, tmp_path / name, **change))
+        assert settings.earlier_boot_s is None and settings.earlier_durations, name
+    launched, launch = recording_launcher()
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path / "no_boot", cpu_hooks(launch))
+    assert result["status"] == "complete" and result["rounds_done"] == 1 and len(launched) == 3, result["problems"]
+    settings = earlier_sizing(replace(base, concurrency=(1, 2, 4)), zoo_pair, tmp_path / "slow")
+    assert settings.earlier_boot_s == EARLIER_BOOT_S and "in16/greedy/c4" not in settings.earlier_durations
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path / "new_cell", cpu_hooks(launch))
+    assert result["status"] == "complete" and result["rounds_done"] == 1 and len(launched) == 6, result["problems"]
+    assert result["sizing"]["in16/greedy/c4"]["warm_runs"] == 3
+
+
 def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_path):
     import os
     import signal
@@ -1335,17 +1469,7 @@ def test_kept_servers_stand_in_for_the_next_calls_boots_and_one_that_differs_boo
     third, whose registry entry no longer matches the server call 2 would boot, boots that one, and keeps all three;
     call 3 runs two variants on call 1's servers, stops the third (nothing else would) and keeps nothing, so every
     server ends stopped. Each call's folder has every server's whole log and its JIT verdict."""
-    launched: list[tuple[str, int, Any]] = []
-    fake = fake_launcher()
-
-    def launch(spec, port, log):
-        launched.append((spec.variant, port, fake(spec, port, log)))
-        return launched[-1][2]
-
-    def adopt(entry):
-        return next((h for _, port, h in launched if port == entry["port"] and h.alive()), None)
-
-    hooks = replace(cpu_hooks(launch), adopt=adopt)
+    launched, hooks = adopting_hooks()
     registry = tmp_path / "kept.json"
     one = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, phase_clock=False,
                                                     keep_servers=str(registry)), tmp_path / "call1", hooks)
@@ -1367,7 +1491,7 @@ def test_kept_servers_stand_in_for_the_next_calls_boots_and_one_that_differs_boo
     assert bench.record["placement"]["kept_servers_counted_free"] == 3
     kept["servers"]["mrv2"]["fingerprint"]["serve_args"].append("--enforce-eager")  # no longer call 2's server
     registry.write_text(json.dumps(kept))
-    stale = adopt(kept["servers"]["mrv2"])
+    stale = hooks.adopt(kept["servers"]["mrv2"])
     again = tmp_path / "kept2.json"
     two = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, first_round=1, phase_clock=False,
                                                     reuse_servers=str(registry), keep_servers=str(again)),

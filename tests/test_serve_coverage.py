@@ -272,16 +272,21 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
     the coverage lists it and reads the same rounds repooled without it; a fabricated summary with such a file gives
     no measurement, and without it its cell is read."""
     report = coverage.coverage(coverage.ISSUE_39, RESULTS, ROOT)
-    aside, superseded = report["set_aside"]
+    aside, *superseded = report["set_aside"]
     assert aside["summary"] == "bench/results/2026-11-28-h200-session19/in256_pooled/serve_bench_summary.json.gz"
     assert "profiler" in aside["why"]
-    # session 32's dummy-weights pool: session 33 pooled the same three calls with two more
-    assert superseded["summary"] == "bench/results/2026-11-29-h200-session32/dmd026/pooled/serve_bench_summary.json"
-    assert superseded["why"].startswith("superseded by bench/results/2026-11-30-h200-session33/dmd026/pooled")
     read = {m["summary"] for c in report["cells"] for m in c["measurements"]}
     assert aside["summary"] not in read and any("repooled/s19-dm256b" in s for s in read)
-    assert superseded["summary"] not in read and any("session33/dmd026/pooled" in s for s in read)
-    for one in (aside, superseded):
+    # pools a later pool of the same calls and more replaced: (the set-aside pool, the one read instead)
+    replaced = [("2026-11-29-h200-session25/dm832026", "2026-11-30-h200-session34/dm832026"),
+                ("2026-11-29-h200-session32/dmd026", "2026-11-30-h200-session33/dmd026"),
+                ("2026-11-30-h200-session33/dmp026", "2026-11-30-h200-session34/dmp026")]
+    assert [one["summary"] for one in superseded] == [
+        f"bench/results/{old}/pooled/serve_bench_summary.json" for old, _ in replaced]
+    for one, (_, new) in zip(superseded, replaced):
+        assert one["why"].startswith(f"superseded by bench/results/{new}/pooled")
+        assert one["summary"] not in read and any(f"{new}/pooled" in s for s in read)
+    for one in (aside, *superseded):
         assert f"set aside: {one['summary']}: {one['why']}" in coverage.text(report, coverage.ISSUE_39)
     path = write_summary(tmp_path / "a", {"in128/greedy/c1": {"output_tok_s": 1.2}})
     (path.parent / coverage.SET_ASIDE).write_text("a round followed the profiler\n")

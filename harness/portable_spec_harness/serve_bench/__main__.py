@@ -136,7 +136,8 @@ def parser() -> argparse.ArgumentParser:
                    help="an earlier call's --keep-servers registry: each of its servers that is the same server "
                         "this call would boot, alive and healthy, is used instead of a boot (the rest boot)")
     p.add_argument("--budget-s", type=float, default=None,
-                   help="stop starting rounds when the next would end past this many seconds")
+                   help="stop starting rounds when the next would end past this many seconds; with --sizing-from, "
+                        "a call that would boot and could not finish one round in it is refused before booting")
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/portable_spec_zoo"),
                    help="where zoo / real-shape pairs are built")
     p.add_argument("--out", type=Path, required=True, help="output folder")
@@ -195,8 +196,8 @@ SIZED_BY_BEFORE = {"size_per_variant": False}
 
 def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
     """``settings`` with the sizing an earlier call of the same benchmark fixed (``--sizing-from``), for the cells it
-    shares with this one: the same pair and weights, the same ``SIZED_BY`` settings and TP, else one line naming the
-    fix."""
+    shares with this one, and the seconds its timed runs and its boot took (what the budget reckons with): the same
+    pair and weights, the same ``SIZED_BY`` settings and TP, else one line naming the fix."""
     from portable_spec_harness.serve_bench.combine import load
 
     report = load(source)
@@ -225,7 +226,16 @@ def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
         if cell.key in shared and run.get("duration_s"):
             durations.setdefault(cell.key, {}).setdefault(run["variant"], []).append(run["duration_s"])
     medians = {key: {v: statistics.median(d) for v, d in by.items()} for key, by in durations.items()}
-    return replace(settings, sizing_from=str(source), earlier_sizing=shared, earlier_durations=medians)
+    return replace(settings, sizing_from=str(source), earlier_sizing=shared, earlier_durations=medians,
+                   earlier_boot_s=_together_boot_s(report))
+
+
+def _together_boot_s(report: dict[str, Any]) -> float | None:
+    """The seconds an earlier call took to boot its servers together, or None where it tells nothing: another
+    placement (or a fall-back from ``together``), or every server a kept one (its boot recorded as 0)."""
+    boot_s = (report.get("phases_s") or {}).get("boot_s")
+    together = (report.get("placement") or {}).get("mode") == "together"
+    return float(boot_s) if together and isinstance(boot_s, (int, float)) and boot_s > 0 else None
 
 
 def host_problem() -> str | None:
@@ -260,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             result = driver.run_serve_bench(pair, settings, args.out, HOOKS(say=say))
-    except PortableSpecError as exc:  # found before any server started (e.g. fewer GPUs than --tp)
+    except PortableSpecError as exc:  # found before any server started (fewer GPUs than --tp, a budget too short)
         return emit_error(str(exc), exc.exit_code, as_json)
     if as_json:
         print(json.dumps(_headline(result)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import shutil
 import signal
@@ -112,6 +113,9 @@ class Settings:
     earlier_durations: dict[str, dict[str, float]] = field(default_factory=dict)
     """Cell key -> variant -> the median seconds of that earlier call's timed runs: what ``round_estimate_s``
     expects a round of the same prompts to take."""
+    earlier_boot_s: float | None = None
+    """How long that earlier call's ``together`` boot took (``phases_s["boot_s"]``), where it booted: what
+    ``preflight`` expects this call's boot to take at least."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v.as_json() if isinstance(v, Parallel) else v)
@@ -452,7 +456,7 @@ class Bench:
             up = {live.server.variant: live for live in lives if live.boot.get("ready")}
             self.prepare(list(up.values()))
             rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
-            last_round_s = self.round_estimate_s([v for v in self.variants if v in up])
+            last_round_s = self.round_estimate_s([v for v in self.variants if v in up]) or 0.0
             self.record["phases_s"]["round_estimate_s"] = round(last_round_s, 1)
             for rnd in rounds:
                 if not self.budget_left(last_round_s + self.clock_reserve_s(len(up))):
@@ -469,22 +473,64 @@ class Bench:
             self.release(lives, keep=fits)
         return True
 
-    def round_estimate_s(self, variants: list[str]) -> float:
+    def round_estimate_s(self, variants: list[str], warm_too: bool = True) -> float | None:
         """What the first timed round should take, so the budget starts no round it cannot finish (a call killed at
-        its limit mid-round loses that round and its report): per variant and cell, an earlier call's timed run of
-        the same prompts (``--sizing-from``), else the last warm wave x the waves x ``WARM_SLACK``, plus
-        ``RUN_OVERHEAD_S``, the waves each variant's own prompts (``size``). 0 (start, as before) where a variant has
-        neither."""
+        its limit mid-round loses that round and its report): the sum of ``run_estimate_s`` over the cells and
+        ``variants``; None where a run has no estimate (``together`` then starts, as before)."""
         total = 0.0
         for cell in self.cells:
             for variant in variants:
-                waves = self.size(cell, variant) / cell.concurrency
-                known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
-                warm = self.warm_seconds(cell, variant)
-                if not known and not warm:
-                    return 0.0
-                total += (known or warm[-1] * waves * WARM_SLACK) + RUN_OVERHEAD_S
+                run = self.run_estimate_s(cell, variant, warm_too)
+                if run is None:
+                    return None
+                total += run
         return total
+
+    def run_estimate_s(self, cell: plan.Cell, variant: str, warm_too: bool = True) -> float | None:
+        """What one timed run of ``variant`` in ``cell`` should take: an earlier call's timed run of the same prompts
+        (``--sizing-from``), else (``warm_too``) the last warm wave x the waves of its prompts (``size``) x
+        ``WARM_SLACK``; plus ``RUN_OVERHEAD_S``. None where neither is known. ``warm_too`` fixes the cell's prompts
+        as its first timed run would; without it nothing is sized: ``preflight`` asks before any warm run, and a cell
+        sized then would keep a size no warm run informed."""
+        waves = self.size(cell, variant) / cell.concurrency if warm_too else 0.0
+        known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
+        warm = self.warm_seconds(cell, variant) if warm_too else []
+        if not known and not warm:
+            return None
+        return (known or warm[-1] * waves * WARM_SLACK) + RUN_OVERHEAD_S
+
+    def preflight(self, specs: dict[str, BenchServer]) -> None:
+        """Refuses a ``together`` call, before it boots anything, whose ``--budget-s`` cannot hold one round: the
+        earlier call's boot (``--sizing-from``) + its timed runs of every cell and variant of this call + the
+        reserves ``together`` keeps back. Such a call used to boot, warm, and then start no round: minutes of device
+        time for an empty report. A lower bound: the warm-up is not counted, so it refuses only a call that could not
+        have finished a round had its boot been as fast as the earlier call's. It asks only where every number is
+        known, and not where every server would be a kept one (no boot)."""
+        s = self.settings
+        if self.record["placement"]["mode"] != "together" or s.budget_s is None or not s.earlier_boot_s:
+            return
+        if not any(self.would_boot(spec) for spec in specs.values()):
+            return
+        round_s = self.round_estimate_s(list(self.variants), warm_too=False)
+        if round_s is None:
+            return
+        clock_s = self.clock_reserve_s(len(self.variants))
+        need = s.earlier_boot_s + round_s + ROUND_RESERVE_S + clock_s
+        if need > s.budget_s:
+            clock = f" and {clock_s:g} s for the phase clocks" if clock_s else ""
+            raise PortableSpecError(
+                f"--budget-s {s.budget_s:g} cannot hold one round: the call --sizing-from names booted in "
+                f"{s.earlier_boot_s:.1f} s and ran these cells' timed runs in {round_s:.1f} s, plus "
+                f"{ROUND_RESERVE_S:g} s to stop and report{clock} = {need:.1f} s; raise --budget-s "
+                f"(SERVE_BENCH_BUDGET) to {math.ceil(need)} or more, or reuse kept servers (--reuse-servers)")
+
+    def would_boot(self, spec: BenchServer) -> bool:
+        """Whether ``boot`` would start ``spec``'s server: no kept server (``--reuse-servers``) of the same
+        fingerprint still runs. ``adopt``'s checks without its side effects (stopping, recording) and without its
+        health call, which the boot still makes."""
+        entry = self.kept.get(spec.variant)
+        return (entry is None or kept_servers.mismatch(entry, kept_servers.fingerprint(spec, self.code)) is not None
+                or self.hooks.adopt(entry) is None)
 
     def prepare(self, lives: list[Live]) -> None:
         """Facts before and the warm-up in every cell."""
@@ -538,6 +584,7 @@ class Bench:
         if not self.variants:
             raise ValueError("no variant left to run")
         specs = self.plan_servers()
+        self.preflight(specs)
         s = self.settings
         per_round = len(self.variants) * len(self.cells)
         boots = len(self.variants) * (s.rounds if self.record["placement"]["mode"] == "in_turn" else 1)
