@@ -175,3 +175,24 @@ def test_the_calls_that_ran_no_round_and_what_the_lease_showed():
     assert len(set(gaps.values())) == 1 and gaps["ours"] <= 15, gaps
     assert f"first boot on the fresh host took {round(first['phases_s']['boot_s'])} s" in folded()
     assert f"both servers waited {gaps['ours']} s between the end of torch.compile and the KV-cache sizing" in folded()
+
+
+def test_ours_boot_warm_up_on_the_draft_model_pair():
+    def logged(path: Path, pattern: str) -> float:
+        return float(re.search(pattern, gzip.open(path, "rt").read()).group(1))
+
+    boots = (PERFECT / "call3", PARTIAL / "call3", PARTIAL / "call4")
+    init = {v: [logged(b / "serve-bench" / f"server_{v}.log.gz", r"init engine \(profile, create kv cache, warmup "
+                       r"model\) took ([\d.]+) s") for b in boots] for v in ("ours", "upstream_v1")}
+    warm = r"kernel warm-up: 19 steps \(9 rounds[^)]*\) in ([\d.]+) s; 12 Triton compiles"
+    warmups = [logged(b / "serve-bench" / "server_ours.log.gz", warm) for b in boots]
+    small = logged(PERFECT / "call5" / "serve-bench" / "server_ours.log.gz", r"kernel warm-up: 9 steps .*? in ([\d.]+) s")
+    eagle3 = logged(RESULTS / "2026-11-29-h200-session28" / "e3g4k028" / "call3" / "serve-bench" / "server_ours.log.gz",
+                    r"kernel warm-up: 19 steps \(9 rounds[^)]*\) in ([\d.]+) s; 7 Triton compiles")
+    assert all(o - u > 20 for o, u in zip(init["ours"], init["upstream_v1"])) and min(warmups) > 20 > eagle3 * 10
+    assert (f"Ours' engine init took {init['ours'][0]:.1f}, {init['ours'][1]:.1f} and {init['ours'][2]:.1f} s in the "
+            f"three boots at `--max-num-seqs 32` (`dmp026/call3`, `dm832026/call3`, `dm832026/call4`), upstream V1's "
+            f"{init['upstream_v1'][0]:.1f}, {init['upstream_v1'][1]:.1f} and {init['upstream_v1'][2]:.1f} s") in folded()
+    assert (f"{warmups[0]:.2f}, {warmups[1]:.2f} and {warmups[2]:.2f} s, the third boot of the same server on this host "
+            f"included, and {small:.2f} s at `--max-num-seqs 2`") in folded()
+    assert f"same 19-step plan took {eagle3:.2f} s once Triton's cache held its kernels" in folded()

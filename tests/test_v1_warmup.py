@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import time
 import types
 from math import ceil
 
@@ -267,14 +268,14 @@ def engines(tmp_path_factory):
     return out
 
 
-def recording_runner(engines, name="llama_eagle", num_blocks=4096, **kv):
+def recording_runner(engines, name="llama_eagle", num_blocks=4096, cls=RecordingRunner, **kv):
     cfg, drafter = engines[name]
     drafter.graph_runner = DraftGraphRunner(CpuPort(), DraftDispatcher({FIRST: StepPlan(4, (4, 8), "FULL")}, 64),
                                             drafter)
     for name_ in ("_first_pass_cad", "_first_pass_token_indices"):
         vars(drafter).pop(name_, None)
     drafter.num_speculative_tokens = drafter.graph_k
-    return RecordingRunner(cfg, drafter, kv_cache_config(num_blocks, **kv))
+    return cls(cfg, drafter, kv_cache_config(num_blocks, **kv))
 
 
 @pytest.fixture(autouse=True)
@@ -318,6 +319,52 @@ def test_warm_up_runs_valid_steps_and_leaves_boot_state(vllm_platform, engines, 
     assert drafter.num_speculative_tokens == drafter.graph_k and "_first_pass_cad" not in vars(drafter)
     assert not drafter.graph_runner.replays and drafter.graph_runner.pointer_mismatches == 0
     assert (runner.seq_lens == 0).all() and runner.warmup_stats is stats
+
+
+class SlowStepRunner(RecordingRunner):
+    """A recording runner whose steps take time where serving's may: the step where a sampled request joins greedy
+    ones verifying (the mixed round's verify step) sleeps longest and compiles one Triton kernel, the first step
+    (a greedy prefill) sleeps less and compiles none."""
+
+    def execute_model(self, so):
+        from triton import knobs
+
+        if so.scheduled_spec_decode_tokens and any(n.sampling_params.temperature for n in so.scheduled_new_reqs):
+            knobs.runtime.jit_post_compile_hook(fn=types.SimpleNamespace(name="fake_kernel"), key=None)
+            time.sleep(1.0)
+        elif not self.outputs:
+            time.sleep(0.6)
+        return super().execute_model(so)
+
+
+def test_the_log_line_names_the_slowest_steps_with_what_they_held(vllm_platform, engines, caplog):
+    """Each step is timed to its device sync: the statistics hold one time and one compile count per step, and the
+    log line names the slowest steps first, each with its requests, tokens, sampled or greedy and compiles."""
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, sampled_steps, warm_up_kernels
+
+    pytest.importorskip("triton")  # the slow step compiles through Triton's post-compile hook
+    runner = recording_runner(engines, cls=SlowStepRunner)
+    with caplog.at_level(logging.INFO, logger="portable_spec"):
+        stats = warm_up_kernels(runner)
+    outputs = runner.outputs
+    assert len(stats["step_seconds"]) == len(stats["step_triton_compiles"]) == stats["steps"] == len(outputs)
+    mixed = next(i for i, o in enumerate(outputs) if o.scheduled_spec_decode_tokens and o.scheduled_new_reqs
+                 and any(n.sampling_params.temperature for n in o.scheduled_new_reqs))
+    assert stats["step_seconds"][mixed] >= 1.0 and stats["step_seconds"][0] >= 0.6
+    assert sorted(stats["step_seconds"], reverse=True)[:2] == [stats["step_seconds"][mixed], stats["step_seconds"][0]]
+    assert stats["step_triton_compiles"][mixed] == 1 and sum(stats["step_triton_compiles"]) == 1
+    # Sampled is what a step's requests are: the mixed round's prefill (the step before) holds greedy ones only.
+    sampled = sampled_steps(outputs)
+    assert not outputs[mixed - 1].scheduled_spec_decode_tokens and outputs[mixed - 1].scheduled_new_reqs
+    assert sampled[mixed] and not sampled[mixed - 1] and not sampled[0] and not sampled[-1]
+    slow = outputs[mixed]
+    line = next(r.getMessage() for r in caplog.records if LOG_PREFIX in r.getMessage())
+    first = outputs[0]
+    assert len(first.num_scheduled_tokens) == 1 < len(slow.num_scheduled_tokens)
+    assert (f"; slowest steps: {mixed + 1} ({len(slow.num_scheduled_tokens)} requests, "
+            f"{slow.total_num_scheduled_tokens:,} tokens, sampled, compiles 1) {stats['step_seconds'][mixed]:.2f} s, "
+            f"1 (1 request, {first.total_num_scheduled_tokens:,} tokens, greedy, "
+            f"compiles 0) {stats['step_seconds'][0]:.2f} s, ") in line, line
 
 
 def test_dflash_warm_up_reaches_every_block_bucket(vllm_platform, engines):

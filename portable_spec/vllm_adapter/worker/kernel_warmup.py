@@ -14,7 +14,8 @@ the scheduler has not handed out, and its prefix cache knows none of them. After
 (the last drafts, sampled-token handles, the drafter's per-step state and replay counters, ``seq_lens``) is put back
 as boot left it. Every tensor-parallel rank plans and runs the same steps. Pipeline/data parallel, KV/EC transfer,
 EPLB, first-forward KV scales and non-attention KV groups skip the warm-up (one log line says why);
-``PORTABLE_SPEC_WARMUP=off`` turns it off.
+``PORTABLE_SPEC_WARMUP=off`` turns it off. Its log line names the slowest steps (requests, tokens, sampled or greedy,
+Triton compiles, seconds), so that where a boot's warm-up time goes reads from the server log alone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from math import ceil
 from typing import Any
 
 import torch
-from vllm.sampling_params import SamplingParams
+from vllm.sampling_params import SamplingParams, SamplingType
 from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from vllm.v1.kv_cache_interface import (
     ChunkedLocalAttentionSpec, FullAttentionSpec, HiddenStateCacheSpec, SinkFullAttentionSpec, SlidingWindowSpec,
@@ -287,26 +288,72 @@ def compile_summary(counts: Counter | dict) -> str:
 
 
 def run_steps(outputs: list[SchedulerOutput], execute_model: Callable[[Any], Any],
-              sample_tokens: Callable[[Any], Any], log_prefix: str = LOG_PREFIX) -> None:
+              sample_tokens: Callable[[Any], Any], log_prefix: str = LOG_PREFIX,
+              after_step: Callable[[], Any] | None = None) -> list[float]:
     """Each output through the step functions as the engine core sends it: ``execute_model``, then
     ``sample_tokens`` when it returned None for a step with tokens (on the last pipeline rank; Model Runner V2
-    returns None for a step without tokens too, and has nothing to sample then); then waits for the device. The
-    outputs (async ones copy to the host on a side stream) are kept until then. A failing step logs one line naming
-    it and the switch that boots without the warm-up, then raises. The V1 runner passes its own step functions,
-    Model Runner V2 its worker's."""
-    results = []
+    returns None for a step without tokens too, and has nothing to sample then); then waits for the device, and
+    calls ``after_step`` (where given). Returns each step's wall seconds, the device's work for it included.
+    The wait is per step, not once at the end, so that what a step costs (compiles, first launches, lazy
+    allocations) is its own and not the next step's: this runs at boot only, where attributing time is worth more
+    than overlapping steps. A step's output (async ones copy to the host on a side stream) is kept until that wait.
+    A failing step logs one line naming it and the switch that boots without the warm-up, then raises. The V1
+    runner passes its own step functions, Model Runner V2 its worker's."""
+    seconds = []
     for index, output in enumerate(outputs):
+        started = time.perf_counter()
         try:
             result = execute_model(output)
             if result is None and output.total_num_scheduled_tokens:
                 result = sample_tokens(None)
-            results.append(result)
+            _synchronize()
         except Exception:
             logger.error("%s failed at step %d of %d; %s=off boots without it", log_prefix, index + 1, len(outputs),
                          WARMUP_ENV)
             raise
+        seconds.append(time.perf_counter() - started)
+        if after_step is not None:
+            after_step()
+    return seconds
+
+
+def _synchronize() -> None:
     if torch.accelerator.is_available():
         torch.accelerator.synchronize()
+
+
+def sampled_steps(outputs: list[SchedulerOutput]) -> list[bool]:
+    """Per output: does it schedule a request vLLM samples (``SamplingParams.sampling_type`` not greedy)? Read from
+    the requests themselves, as a mixed round's prefill holds greedy requests only and its verify step a sampled
+    one that joins. A request's params come with its first step (``scheduled_new_reqs``); later steps name it. A
+    request with no params seen counts as greedy: a log label must never stop a boot."""
+    params: dict[str, SamplingParams] = {}
+    sampled = []
+    for output in outputs:
+        params.update((new.req_id, new.sampling_params) for new in output.scheduled_new_reqs)
+        sampled.append(any(params[r].sampling_type != SamplingType.GREEDY
+                           for r in output.num_scheduled_tokens if params.get(r) is not None))
+    return sampled
+
+
+def per_step(totals: list[int]) -> list[int]:
+    """Per-step counts from the running totals taken after each step."""
+    return [after - before for before, after in zip([0] + totals, totals)]
+
+
+def slowest_steps(outputs: list[SchedulerOutput], seconds: list[float], compiles: list[int], count: int = 3) -> str:
+    """The ``count`` slowest steps, slowest first, for the log line: "7 (16 requests, 2,048 tokens, sampled,
+    compiles 2) 9.84 s, ..." (1-based step index), so a slow warm-up says which step costs and whether compiling."""
+    sampled = sampled_steps(outputs)
+    order = sorted(range(len(outputs)), key=lambda i: -seconds[i])[:count]
+    return ", ".join(f"{i + 1} ({_step_label(outputs[i], sampled[i])}, compiles {compiles[i]}) {seconds[i]:.2f} s"
+                     for i in order)
+
+
+def _step_label(output: SchedulerOutput, sampled: bool) -> str:
+    reqs = len(output.num_scheduled_tokens)
+    return (f"{reqs} request{'' if reqs == 1 else 's'}, {output.total_num_scheduled_tokens:,} tokens, "
+            f"{'sampled' if sampled else 'greedy'}")
 
 
 @torch.inference_mode()
@@ -332,9 +379,12 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
     outputs = warmup_schedule(rounds, limits, runner.model_config.get_vocab_size(), sampling.logprobs)
     state = StepState(runner)
     started = time.perf_counter()
+    compile_totals: list[int] = []
     with counted_triton_compiles() as compiles:
-        run_steps(outputs, runner.execute_model, runner.sample_tokens)
+        step_seconds = run_steps(outputs, runner.execute_model, runner.sample_tokens,
+                                 after_step=lambda: compile_totals.append(sum(compiles.values())))
     seconds = time.perf_counter() - started
+    step_compiles = per_step(compile_totals)
     batch_change = warm_batch_change(runner, getattr(runner, "valid_sampled_token_count_gpu", None))
     batch_change_s = time.perf_counter() - started - seconds
     state.restore()
@@ -349,15 +399,17 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
     stats = {"steps": len(outputs), "rounds": len(rounds), "sampled_rounds": [r.profile for r in sampled],
              "num_reqs": num_reqs, "k": limits.k,
              "batch_agnostic": sorted(limits.batch_agnostic),
-             "seconds": round(seconds, 3), "triton_compiles": dict(compiles), "drafter_replays": replays,
+             "seconds": round(seconds, 3), "step_seconds": [round(t, 3) for t in step_seconds],
+             "triton_compiles": dict(compiles), "step_triton_compiles": step_compiles, "drafter_replays": replays,
              "batch_change_pairs": [list(p) for p in batch_change], "batch_change_seconds": round(batch_change_s, 3),
              "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
     level = logging.WARNING if uncovered or mismatches else logging.INFO
     logger.log(level, "%s: %d steps (%d rounds, %d of them sampled, batches of %s requests, K=%d) in %.2f s; "
                "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches; vLLM's batch-change correction "
-               "compiled for %d (requests, previous requests) classes in %.2f s%s", LOG_PREFIX, len(outputs),
-               len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds, sum(compiles.values()),
-               compile_summary(compiles), replays, mismatches, len(batch_change), batch_change_s, left)
+               "compiled for %d (requests, previous requests) classes in %.2f s; slowest steps: %s%s", LOG_PREFIX,
+               len(outputs), len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds,
+               sum(compiles.values()), compile_summary(compiles), replays, mismatches, len(batch_change),
+               batch_change_s, slowest_steps(outputs, step_seconds, step_compiles), left)
     runner.warmup_stats = stats
     return stats
 
