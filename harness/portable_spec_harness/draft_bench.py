@@ -28,7 +28,7 @@ from portable_spec_harness.synthetic.proposer import SyntheticProposer
 from portable_spec_harness.synthetic.steps import SyntheticDraftConfig, build_synthetic
 from portable_spec.errors import PortableSpecError
 from portable_spec.ports.interface import DevicePort
-from portable_spec_harness.plotting import legend
+from portable_spec_harness.plotting import legend, save_png
 
 RATIO_LIMIT = 1.15
 RATIO_STRETCH = 1.10
@@ -283,6 +283,6 @@ def write_plot(report: dict[str, Any], path: str) -> str | None:
     ax2.set_title(f"{report['device']} ({report['platform']})")
     legend(ax2, fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_png(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -15,7 +15,7 @@ from portable_spec.capture_sizes import METHODS
 from portable_spec_harness.e2e.configs import BOUNDS, RATIOS
 from portable_spec_harness.e2e.paired import LEVEL, paired_cell
 from portable_spec_harness.e2e.parent import log_excerpt
-from portable_spec_harness.plotting import legend
+from portable_spec_harness.plotting import legend, save_png
 
 DEFAULT_VARIANTS = ("nospec", "upstream_v1", "full_drafter", "mrv2")
 CHECKPOINT_METHODS = METHODS
@@ -237,5 +237,5 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.suptitle(f"{pair_label(report)}, K={report['k']}, "
                  f"TP={report.get('tensor_parallel_size', 1)}, {report['device']}, vLLM {report['vllm']}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)

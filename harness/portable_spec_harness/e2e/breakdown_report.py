@@ -10,7 +10,7 @@ from typing import Any
 from portable_spec_harness.e2e.configs import OURS
 from portable_spec_harness.e2e.step_breakdown import PHASE_LABELS, PHASES, UNATTRIBUTED
 from portable_spec_harness.e2e.step_attribution import GAP_NAMES
-from portable_spec_harness.plotting import legend
+from portable_spec_harness.plotting import legend, save_png
 
 REFERENCE = "mrv2"
 WIDTH = 19
@@ -174,6 +174,6 @@ def write_png(breakdowns: dict[str, dict[str, Any]], path: str | Path, title: st
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return str(path)

@@ -17,6 +17,7 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec_harness.e2e.configs import BOUNDS, RATIOS
 from portable_spec_harness.e2e.paired import LEVEL, paired_from_ratios, per_pass_ratios, per_pass_step_ratios
+from portable_spec_harness.plotting import save_png
 
 SAME = ("pair", "model_variant", "k", "bench_tokens")
 """What every pooled report must share: the same models, K and output length, or their passes measure other work."""
@@ -221,6 +222,6 @@ def plot_pool(pooled: dict[str, Any], path: str | Path) -> str | None:
         legend.update(zip(*reversed(ax.get_legend_handles_labels())))
     fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(len(legend), 3), fontsize=8)
     fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(legend) + 2) // 3), 1, 1))
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return str(path)

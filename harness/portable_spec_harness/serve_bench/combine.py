@@ -29,7 +29,7 @@ from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size
 from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, Cell, cell_of, kind_of,
                                                     legacy_sampling, ratio_pairs, workload_cells)
-from portable_spec_harness.plotting import legend, wrapped_title
+from portable_spec_harness.plotting import legend, save_png, wrapped_title
 
 
 def comparable(workload: dict[str, Any], settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def plot(summary: dict[str, Any], path: Path) -> str | None:
         legend(ax, fontsize=8)
     fig.suptitle(wrapped_title(title(summary), 7 * len(bases)), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return str(path)
 

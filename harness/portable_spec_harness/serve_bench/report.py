@@ -16,7 +16,7 @@ from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE
 from portable_spec_harness.serve_bench.plan import (OURS, OURS_KINDS, TARGET_LINES, VARIANTS, Cell, kind_of,
                                                     ratio_pairs, scheduling_of)
-from portable_spec_harness.plotting import legend, wrapped_title
+from portable_spec_harness.plotting import legend, save_png, wrapped_title
 
 
 def split(clock: dict[str, Any] | None, profile: dict[str, Any] | None) -> dict[str, Any]:
@@ -321,7 +321,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
     fig.suptitle(wrapped_title(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, "
                                f"output {w['output_len']} tokens, {where(report)}, vLLM {report.get('vllm')}", width))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, dpi=110)
     plt.close(fig)
     return str(path)
 
