@@ -151,6 +151,13 @@ def test_the_calls_that_ran_no_round_and_what_the_lease_showed():
     assert c2["rounds_done"] == 0 and c2["runs"] == [] and c2["stopped_because"] == "--budget-s 150 would be passed"
     assert c2["workload"]["max_num_seqs"] == 2 and PERFECT_FOLDER.call_report("call4")["workload"]["max_num_seqs"] == 32
     assert {v["not_reused"] for v in c2["variants"].values()} == {"its vllm serve arguments differ"}
+    # and its round would not have pooled with session 33's calls: other input lengths
+    from portable_spec_harness.serve_bench.combine import workload_differences
+
+    s33 = ResultsFolder(RESULTS / "2026-11-30-h200-session33", RESULTS / "2026-11-30-h200-session33" / "dmp026")
+    assert workload_differences(c2, s33.call_report("call1")) == ["input_lens"]
+    assert c2["workload"]["input_lens"] == [1024] and s33.call_report("call1")["workload"]["input_lens"] == [256, 1024]
+    assert "it ran 1024 in alone, session 33's calls 256 and 1024" in folded()
     assert f"Both\n    booted again ({round(c2['phases_s']['boot_s'])} s), and the one round " \
            f"({round(c2['phases_s']['round_estimate_s'])} s predicted)" in readme()
     late = PARTIAL_FOLDER.call_report("call3")

@@ -382,6 +382,30 @@ def test_an_earlier_report_that_cannot_tell_the_boot_or_a_cells_runs_is_not_refu
     assert result["sizing"]["in16/greedy/c4"]["warm_runs"] == 3
 
 
+def test_a_call_sized_from_one_it_cannot_pool_with_says_so_before_booting(zoo_pair, clean_run, tmp_path):
+    """Rounds meant to join an earlier call's must run its workload: a call sized from one of other input lengths is
+    told, before any boot, that ``combine`` will not pool the two (and why), and the report keeps it; the same
+    workload says nothing and pools."""
+    first, out = clean_run
+    said: list[str] = []
+    hooks = replace(cpu_hooks(), say=said.append)
+    base = Settings(**{**FAST, "rounds": 1}, first_round=2, phase_clock=False)
+    other = earlier_sizing(replace(base, input_lens=(16, 24)), zoo_pair, out)
+    apart = driver.run_serve_bench(zoo_pair, other, tmp_path / "apart", hooks)
+    assert apart["sizing_from_pools"] == {"pools": False, "differs": ["input_lens", "max_model_len"]}
+    warned = [line for line in said if "will not pool" in line]
+    assert warned == [f"[serve-bench] warning: --sizing-from {out} ran another workload (input_lens, max_model_len): "
+                      "combine will not pool this call with it"]
+    assert said.index(warned[0]) < min(i for i, line in enumerate(said) if "boot" in line)
+    with pytest.raises(PortableSpecError, match=r"another workload \(input_lens, max_model_len\)"):
+        combine.combine([first, apart], [str(out), str(tmp_path / "apart")])
+    said.clear()
+    same = driver.run_serve_bench(zoo_pair, earlier_sizing(base, zoo_pair, out), tmp_path / "same", hooks)
+    assert same["sizing_from_pools"] == {"pools": True, "differs": []}
+    assert not any("will not pool" in line for line in said)
+    assert combine.combine([first, same], [str(out), str(tmp_path / "same")])["pairs"]
+
+
 def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_path):
     import os
     import signal

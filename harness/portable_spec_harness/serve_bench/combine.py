@@ -56,6 +56,14 @@ def _same(key: str, mine: Any, theirs: Any) -> bool:
     return mine == theirs
 
 
+def workload_differences(report: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """What keeps two calls' reports (``pair``, ``workload``, ``settings``) from pooling: the ``comparable`` items
+    they disagree on, and ``K`` where the speculative depth differs; empty where ``combine`` pools them."""
+    mine, theirs = (comparable(r["workload"], r.get("settings")) for r in (report, other))
+    differs = [k for k in {**mine, **theirs} if not _same(k, mine.get(k), theirs.get(k))]
+    return differs + (["K"] if report["pair"]["k"] != other["pair"]["k"] else [])
+
+
 def sized_per_variant(report: dict[str, Any]) -> bool:
     """Whether a call sized each variant's runs from its own warm runs (``--size-per-variant``) rather than one size
     per cell for every variant (every report written before the option)."""
@@ -155,11 +163,9 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
         first = members[0][0]
         for rep, source in members[1:]:
             refuse_mixed_sizing(first, members[0][1], rep, source)
-            mine = comparable(rep["workload"], rep.get("settings"))
-            theirs = comparable(first["workload"], first.get("settings"))
-            differs = [k for k in {**mine, **theirs} if not _same(k, mine.get(k), theirs.get(k))]
-            if differs or rep["pair"]["k"] != first["pair"]["k"]:
-                raise PortableSpecError(f"{source}: {pair} ({mode}) ran another workload ({', '.join(differs) or 'K'})"
+            differs = workload_differences(rep, first)
+            if differs:
+                raise PortableSpecError(f"{source}: {pair} ({mode}) ran another workload ({', '.join(differs)})"
                                         " than the first: combine runs of one workload")
         variants = list(dict.fromkeys(v for rep, _ in members for v in rep["cells"]))
         cells = pooled_cells(members)

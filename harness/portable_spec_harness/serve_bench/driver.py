@@ -524,6 +524,22 @@ class Bench:
                 f"{ROUND_RESERVE_S:g} s to stop and report{clock} = {need:.1f} s; raise --budget-s "
                 f"(SERVE_BENCH_BUDGET) to {math.ceil(need)} or more, or reuse kept servers (--reuse-servers)")
 
+    def check_pools_with_sizing_call(self) -> None:
+        """Says, before any boot, when the call ``--sizing-from`` names ran another workload than this one (other input
+        lengths, sampling, output length, ``max_model_len``, scheduling, TP or K): ``combine`` refuses to pool the two,
+        so rounds meant to join that call's would stand alone. A call sized from one of another workload is allowed
+        (its shared cells keep their prompts), so this is a warning, kept in the report as ``sizing_from_pools``."""
+        from portable_spec_harness.serve_bench.combine import load, workload_differences
+
+        if not self.settings.sizing_from:
+            return
+        mine = {"pair": self.record["pair"], "workload": self.record["workload"], "settings": self.record["settings"]}
+        differs = workload_differences(mine, load(Path(self.settings.sizing_from)))
+        self.record["sizing_from_pools"] = {"pools": not differs, "differs": differs}
+        if differs:
+            self.hooks.say(f"[serve-bench] warning: --sizing-from {self.settings.sizing_from} ran another workload "
+                           f"({', '.join(differs)}): combine will not pool this call with it")
+
     def would_boot(self, spec: BenchServer) -> bool:
         """Whether ``boot`` would start ``spec``'s server: no kept server (``--reuse-servers``) of the same
         fingerprint still runs. ``adopt``'s checks without its side effects (stopping, recording) and without its
@@ -585,6 +601,7 @@ class Bench:
             raise ValueError("no variant left to run")
         specs = self.plan_servers()
         self.preflight(specs)
+        self.check_pools_with_sizing_call()
         s = self.settings
         per_round = len(self.variants) * len(self.cells)
         boots = len(self.variants) * (s.rounds if self.record["placement"]["mode"] == "in_turn" else 1)
