@@ -875,6 +875,26 @@ def test_triton_compile_counting_chains_and_restores_the_hook():
         knobs.runtime.jit_post_compile_hook = previous
 
 
+def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
+    knobs = import_triton().knobs
+    from portable_spec.vllm_adapter.worker.kernel_warmup import builds_summary, counted_triton_builds
+
+    seen = []
+    previous = knobs.compilation.listener
+    knobs.compilation.listener = lambda **kw: seen.append(kw["cache_hit"])
+    try:
+        with counted_triton_builds() as builds:
+            for hit in (False, True, True):
+                knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=hit)
+        assert builds == {"compiled": 1, "from_disk": 2, "cache_dir": str(knobs.cache.dir)} and seen == [False, True, True]
+        assert builds_summary(builds) == f"; Triton builds: 1 compiled, 2 from the disk cache {knobs.cache.dir}"
+        knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=False)
+        assert builds["compiled"] == 1 and len(seen) == 4
+    finally:
+        knobs.compilation.listener = previous
+    assert knobs.compilation.listener is previous
+
+
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
 def _resolve(ref: str):
     import importlib

@@ -428,6 +428,16 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_triton_compile_counting_chains_and_restores_the_hook",),
         requires="v1_full_drafter"),
     Divergence(
+        "Triton build counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_builds",
+        ("triton.knobs:compilation.listener",),
+        what="Counts the Triton kernels the warm-up builds, compiled or loaded from Triton's disk cache (chaining any "
+             "listener already set).",
+        why="The warm-up's log line says whether a slow warm-up compiled or found its kernels on disk, and in which "
+            "cache directory.",
+        undone="Restored when the warm-up ends.", upstream="Triton's documented compilation listener.",
+        pinned_by=("test_triton_build_counting_tells_compiled_from_disk_chains_and_restores",),
+        requires="v1_full_drafter"),
+    Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",
          "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",

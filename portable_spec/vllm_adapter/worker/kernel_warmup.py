@@ -282,6 +282,41 @@ def counted_triton_compiles() -> Iterator[Counter]:
         yield counts
 
 
+@contextlib.contextmanager
+def counted_triton_builds() -> Iterator[dict[str, Any]]:
+    """Every Triton kernel build while the block runs, compiled or loaded from Triton's disk cache (Triton's
+    compilation listener, chained to any listener already set and restored after), and the cache directory in use
+    at the start: ``{"compiled": n, "from_disk": m, "cache_dir": dir}``. The JIT hook ``counted_triton_compiles``
+    chains fires for both alike, so only this says whether a slow warm-up compiled or found its kernels on disk
+    (inductor's Triton kernels, which bypass the JIT hook, are counted here too). Empty where this Triton has no
+    listener."""
+    builds: dict[str, Any] = {}
+    try:
+        from triton import knobs
+
+        compilation = knobs.compilation
+        previous = compilation.listener
+        builds.update(compiled=0, from_disk=0, cache_dir=str(knobs.cache.dir))
+    except (ImportError, AttributeError):
+        yield builds
+        return
+
+    def listener(**kwargs: Any) -> Any:
+        builds["from_disk" if kwargs.get("cache_hit") else "compiled"] += 1
+        return previous(**kwargs) if previous is not None else None
+
+    with overridden(compilation, "listener", listener):
+        yield builds
+
+
+def builds_summary(builds: dict[str, Any]) -> str:
+    """The log line's part for ``counted_triton_builds``: "; Triton builds: 5 compiled, 7 from the disk cache DIR"."""
+    if not builds:
+        return ""
+    return (f"; Triton builds: {builds['compiled']} compiled, {builds['from_disk']} from the disk cache "
+            f"{builds['cache_dir']}")
+
+
 def compile_summary(counts: Counter | dict) -> str:
     """The one-line form every warm-up log gives counts by kernel name: "name xN, ..." in name order, or "none"."""
     return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items())) or "none"
@@ -380,7 +415,7 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
     state = StepState(runner)
     started = time.perf_counter()
     compile_totals: list[int] = []
-    with counted_triton_compiles() as compiles:
+    with counted_triton_compiles() as compiles, counted_triton_builds() as builds:
         step_seconds = run_steps(outputs, runner.execute_model, runner.sample_tokens,
                                  after_step=lambda: compile_totals.append(sum(compiles.values())))
     seconds = time.perf_counter() - started
@@ -400,16 +435,17 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
              "num_reqs": num_reqs, "k": limits.k,
              "batch_agnostic": sorted(limits.batch_agnostic),
              "seconds": round(seconds, 3), "step_seconds": [round(t, 3) for t in step_seconds],
-             "triton_compiles": dict(compiles), "step_triton_compiles": step_compiles, "drafter_replays": replays,
+             "triton_compiles": dict(compiles), "step_triton_compiles": step_compiles, "triton_builds": dict(builds),
+             "drafter_replays": replays,
              "batch_change_pairs": [list(p) for p in batch_change], "batch_change_seconds": round(batch_change_s, 3),
              "pointer_mismatches": mismatches, "uncovered": sorted(map(str, uncovered))}
     level = logging.WARNING if uncovered or mismatches else logging.INFO
     logger.log(level, "%s: %d steps (%d rounds, %d of them sampled, batches of %s requests, K=%d) in %.2f s; "
-               "%d Triton compiles (%s); drafter replays %s, %d pointer mismatches; vLLM's batch-change correction "
-               "compiled for %d (requests, previous requests) classes in %.2f s; slowest steps: %s%s", LOG_PREFIX,
-               len(outputs), len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds,
-               sum(compiles.values()), compile_summary(compiles), replays, mismatches, len(batch_change),
-               batch_change_s, slowest_steps(outputs, step_seconds, step_compiles), left)
+               "%d Triton compiles (%s)%s; drafter replays %s, %d pointer mismatches; vLLM's batch-change "
+               "correction compiled for %d (requests, previous requests) classes in %.2f s; slowest steps: %s%s",
+               LOG_PREFIX, len(outputs), len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds,
+               sum(compiles.values()), compile_summary(compiles), builds_summary(builds), replays, mismatches,
+               len(batch_change), batch_change_s, slowest_steps(outputs, step_seconds, step_compiles), left)
     runner.warmup_stats = stats
     return stats
 
