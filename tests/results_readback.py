@@ -167,6 +167,20 @@ def pooled_row(upstream: dict, ours: dict, ratio: dict) -> list[str]:
             f"{med(upstream, 'median_tpot_ms'):.2f} / {med(ours, 'median_tpot_ms'):.2f}"]
 
 
+def checked_pooled_cell(cells: dict, ratios: dict, key: str, row: list[str], rounds: int) -> tuple[dict, dict, list]:
+    """One row of a pooled table (``row``: its cells after ``c``, the last one the rounds) against the pooled cell
+    ``key``: the printed cells are ``pooled_row``'s, both variants ran ``rounds`` rounds, as the row says, and their
+    acceptance lengths were equal round by round. Returns upstream V1's and ours' cells and ours over upstream's
+    output tok/s per round."""
+    up, ours = cells["upstream_v1"][key], cells["ours"][key]
+    assert row[:-1] == pooled_row(up, ours, ratios[key]), key
+    assert up["runs"] == ours["runs"] == int(row[-1]) == rounds, key
+    assert up["spec_decode_acceptance_length"]["all"] == ours["spec_decode_acceptance_length"]["all"], key
+    per_round = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
+    assert len(per_round) == rounds, key
+    return up, ours, per_round
+
+
 def pooled_table(summary: dict, pair: str, mode: str, readme: str, header: str,
                  concurrencies: tuple[int, ...]) -> tuple[dict, dict, dict[str, list[str]]]:
     """A pooled summary's cells and ours-over-upstream-V1 ratios for ``pair``/``mode``, and the README table under
