@@ -167,12 +167,13 @@ def pooled_row(upstream: dict, ours: dict, ratio: dict) -> list[str]:
             f"{med(upstream, 'median_tpot_ms'):.2f} / {med(ours, 'median_tpot_ms'):.2f}"]
 
 
-def checked_pooled_cell(cells: dict, ratios: dict, key: str, row: list[str], rounds: int) -> tuple[dict, dict, list]:
+def checked_pooled_cell(cells: dict, ratios: dict, key: str, row: list[str], rounds: int,
+                        variants: tuple[str, str] = ("upstream_v1", "ours")) -> tuple[dict, dict, list]:
     """One row of a pooled table (``row``: its cells after ``c``, the last one the rounds) against the pooled cell
     ``key``: the printed cells are ``pooled_row``'s, both variants ran ``rounds`` rounds, as the row says, and their
-    acceptance lengths were equal round by round. Returns upstream V1's and ours' cells and ours over upstream's
-    output tok/s per round."""
-    up, ours = cells["upstream_v1"][key], cells["ours"][key]
+    acceptance lengths were equal round by round. Returns the baseline's and ours' cells (``variants``: upstream V1
+    and ours unless named) and ours over the baseline's output tok/s per round."""
+    up, ours = cells[variants[0]][key], cells[variants[1]][key]
     assert row[:-1] == pooled_row(up, ours, ratios[key]), key
     assert up["runs"] == ours["runs"] == int(row[-1]) == rounds, key
     assert up["spec_decode_acceptance_length"]["all"] == ours["spec_decode_acceptance_length"]["all"], key

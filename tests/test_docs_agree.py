@@ -291,8 +291,13 @@ DRAFT_PERFECT_V1 = PooledBench("bench/results/2026-11-30-h200-session34/dmp026",
 """The draft model with the perfect designed draft on vLLM 0.26.0's V1 runner, async scheduling on both, 256 and 1024
 in, greedy: session 33's two calls at c = 1, 2 (the second killed at its limit and assembled by
 ``serve_bench.finalize``, so 1024 in at c=2 holds 2 rounds) and session 34's two at c = 8, 32 (three rounds)."""
+DRAFT_PERFECT_MRV2 = PooledBench("bench/results/2026-11-30-h200-session35/dmp033", ("call2", "call3", "call4"),
+                                 "0.33.0", "llama8b_draft1b", 3, MRV2_PAIR, (256, 1024), ("greedy",), (1, 2, 8, 32),
+                                 rows="input", mode="designed-perfect")
+"""The draft model with the perfect designed draft on vLLM 0.33.0's Model Runner V2, 256 and 1024 in, greedy,
+c = 1 .. 32: one round in each of three calls on the same kept servers, pooled."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
-                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1)
+                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1, DRAFT_PERFECT_MRV2)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
                              re.MULTILINE)
 
@@ -339,6 +344,24 @@ def check_perfect_v1_step(m: re.Match) -> int:
     assert len(steps) == 8, steps
     assert list(m.groups()) == span(steps, 1)
     return 2
+
+
+def check_perfect_mrv2_runs(m: re.Match) -> int:
+    """The perfect draft's MRV2 bullet: both servers' median TPOT over the cells at c <= 8, MRV2's widest move
+    between rounds in a cell, and its short runs (timed runs under the calls' --min-run-s) with their span."""
+    pooled_cells(DRAFT_PERFECT_MRV2)
+    cells = results(DRAFT_PERFECT_MRV2.pooled())["pairs"][DRAFT_PERFECT_MRV2.pair][DRAFT_PERFECT_MRV2.mode]["cells"]
+    tpot = {v: [c["median_tpot_ms"]["median"] for k, c in cells[v].items() if not k.endswith("/c32")]
+            for v in ("ours_mrv2", "mrv2")}
+    move = max(max(c["output_throughput"]["all"]) / min(c["output_throughput"]["all"]) for c in cells["mrv2"].values())
+    reports = [results(r) for r in DRAFT_PERFECT_MRV2.call_reports()]
+    short = [r["duration_s"] for report in reports for r in report["short_runs"] if r["variant"] == "mrv2"]
+    runs = [r for report in reports for r in report["runs"] if r["variant"] == "mrv2"]
+    assert len(tpot["ours_mrv2"]) == len(tpot["mrv2"]) == 6 and short, (tpot, short)
+    expect = span(tpot["ours_mrv2"], 2) + span(tpot["mrv2"], 2) + [f"{move:.1f}", str(len(short)), str(len(runs))] + \
+        span(short, 1)
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    return len(expect)
 
 
 def check_draft_mrv2_table(m: re.Match) -> int:
@@ -538,6 +561,13 @@ CLAIMS = (
     Claim("README.md", r"with every draft token accepted as with none, (\S+)–(\S+) ms at c = 1, 2", check_perfect_v1_step),
     Claim("README.md", r"(\S+)–(\S+)× MRV2 on vLLM's platform on the same pair at inputs 256 and 1024, c = 1–32",
           lambda m: ratio_range(m, draft_mrv2_cells())),
+    Claim("README.md", r"(\S+)–(\S+)× with the perfect draft on MRV2",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_MRV2))),
+    Claim("README.md", r"^  \| vLLM 0\.33\.0, perfect draft, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
+          lambda m: check_input_grid(m, pooled_cells(DRAFT_PERFECT_MRV2)), multiline=True),
+    Claim("README.md", r"its median TPOT (\S+)–(\S+) ms at c ≤ 8 against MRV2's\s+(\S+)–(\S+) ms\. MRV2's eager "
+                       r"speculator is host-bound and its column moved by up to (\S+)× between rounds, so (\d+) of "
+                       r"its\s+(\d+) timed runs ended at (\S+)–(\S+) s", check_perfect_mrv2_runs),
     Claim("README.md", r"at 1024 in, (\S+) ms of wall per step against (\S+) ms of kernels, \*\*(\S+)×\*\* \(the host "
                        r"waits .{0,60}?MRV2's eager speculator: (\S+) ms against (\S+) ms, (\d+) launches per step to "
                        r"ours' (\d+)\)", check_draft_mrv2_step),

@@ -295,3 +295,36 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
     assert fabricated["measurements_read"] == 0
     (path.parent / coverage.SET_ASIDE).unlink()
     assert coverage.coverage(coverage.ISSUE_41, tmp_path)["measurements_read"] == 1
+
+
+def test_counted_cells_with_a_run_under_its_calls_min_run_s_are_named_in_the_text_and_json(tmp_path):
+    """Each pooled call's report lists its runs under its own ``--min-run-s`` (``short_runs``): the coverage names
+    the counted cells holding one (cell, variant, seconds, that call's floor) and still counts them; a short run of a
+    cell with too few rounds, or of a server the cell does not compare, is not named."""
+    session = tmp_path / "session"
+    shorts = {"call1": (10.0, [("ours", "in1024/greedy/c1", 8.5), ("mrv2", "in1024/greedy/c2", 7.0),
+                               ("upstream_v1", "in1024/greedy/c8", 6.0)]),
+              "call2": (12.0, [("upstream_v1", "in1024/greedy/c1", 11.0)])}
+    for call, (floor, runs) in shorts.items():
+        (session / call).mkdir(parents=True)
+        (session / call / "serve_bench.json").write_text(json.dumps({"workload": {"min_run_s": floor}, "short_runs": [
+            {"variant": v, "cell": key, "round": 0, "duration_s": s, "num_prompts": 4} for v, key, s in runs]}))
+    rounds = {"in1024/greedy/c1": 3, "in1024/greedy/c2": 3, "in1024/greedy/c8": 2}
+    cells = {v: {k: {"runs": n} for k, n in rounds.items()} for v in ("ours", "upstream_v1")}
+    path = write_summary(session / "pooled", {k: {"output_tok_s": 1.2} for k in rounds}, cells=cells)
+    summary = json.loads(path.read_text())
+    summary["pairs"]["qwen3moe30b_eagle3"]["dummy"]["sources"] = ["call1", "call2"]
+    path.write_text(json.dumps(summary))
+    report = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    assert report["counted"] == 2  # short runs do not change which cells count
+    assert report["counted_with_short_runs"] == [
+        {"pair": "qwen3moe30b_eagle3", "mode": "dummy", "baseline": "upstream_v1", "cell": "in1024/greedy/c1",
+         "short_runs": [{"variant": "ours", "duration_s": 8.5, "round": 0, "min_run_s": 10.0},
+                        {"variant": "upstream_v1", "duration_s": 11.0, "round": 0, "min_run_s": 12.0}]}]
+    assert coverage.text(report, coverage.ISSUE_41).splitlines()[1] == (
+        "short runs: 1 of 2 counted cells hold a timed run under its call's --min-run-s: qwen3moe30b_eagle3 dummy "
+        "in1024/greedy/c1 vs upstream_v1: ours 8.50 s (< 10), upstream_v1 11.00 s (< 12)")
+    (session / "call1" / "serve_bench.json").unlink()
+    (session / "call2" / "serve_bench.json").unlink()
+    assert coverage.text(coverage.coverage(coverage.ISSUE_41, tmp_path), coverage.ISSUE_41).splitlines()[1] == \
+        "short runs: 0 of 2 counted cells hold a timed run under its call's --min-run-s"

@@ -197,6 +197,17 @@ def scheduling(reports: list[dict[str, Any] | None], ours: str, base: str) -> st
     return SCHEDULING[seen.pop()] if len(seen) == 1 else ("mixed" if seen else "default")
 
 
+def short_runs(reports: list[dict[str, Any] | None], cell: Cell, variants: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The timed runs of ``variants`` in ``cell`` that a pooled call's report lists as under that call's
+    ``--min-run-s`` (its ``short_runs``; a call whose report is missing, or ran with no ``--min-run-s``, lists none):
+    a counted cell may still rest on runs too short for a steady number, and a reader of the coverage should see
+    which."""
+    return [{"variant": s["variant"], "duration_s": s["duration_s"], "round": s["round"],
+             "min_run_s": report["workload"]["min_run_s"]}
+            for report in reports if report for s in report.get("short_runs") or []
+            if s["cell"] == cell.key and s["variant"] in variants]
+
+
 def cell_rounds(cells: dict[str, Any], ours: str, base: str, key: str, rounds: int | None) -> int | None:
     """The rounds behind one cell's ratio: the fewer of its two servers' runs in the pooled cells, else (a summary
     written before the cells) the summary's rounds."""
@@ -228,6 +239,7 @@ def measurements(path: Path, root: Path) -> list[dict[str, Any]]:
                         out.append({"pair": pair, "mode": mode, "baseline": base, "cell": cell.key, "ours": ours,
                                     **where, "rounds": cell_rounds(cells, ours, base, cell_key, where["rounds"]),
                                     "scheduling": scheduled, "compiles_after_boot": compiles,
+                                    "short_runs": short_runs(reports, cell, (ours, base)),
                                     **_ratios(ratio, cells, ours, base, cell_key)})
     return out
 
@@ -289,7 +301,30 @@ def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str,
             "set_aside": [{"summary": _relative(p, root), "why": why} for p, why in aside],
             "cells": cells, "cells_in_table": len(cells), "counted": len(counted),
             "meeting_every_target": sum(c["meets"] for c in counted),
+            "counted_with_short_runs": counted_short(counted),
             "missing": [f"{c['pair']} {c['mode']} vs {c['baseline']} {c['cell']}" for c in cells if not c["counted"]]}
+
+
+def counted_short(counted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The counted cells whose counted measurements hold a timed run under its call's ``--min-run-s``, each with those
+    runs: they count (the rounds are there), but a reader should know which numbers rest on short runs. A baseline's
+    run is listed once where two numerators' measurements of one summary share it (ours and ours_mrv2 over MRV2)."""
+    out = []
+    for c in counted:
+        runs = list({(m["summary"], r["variant"], r["round"], r["duration_s"]): r for m in c["measurements"]
+                     if m["counted"] for r in m.get("short_runs") or []}.values())
+        if runs:
+            out.append({**{k: c[k] for k in ("pair", "mode", "baseline", "cell")}, "short_runs": runs})
+    return out
+
+
+def short_line(report: dict[str, Any]) -> str:
+    """``text``'s line on ``counted_with_short_runs``: how many counted cells, and each one's short runs."""
+    short = report.get("counted_with_short_runs") or []
+    named = "; ".join(f"{c['pair']} {c['mode']} {c['cell']} vs {c['baseline']}: " + ", ".join(
+        f"{r['variant']} {r['duration_s']:.2f} s (< {r['min_run_s']:g})" for r in c["short_runs"]) for c in short)
+    return (f"short runs: {len(short)} of {report['counted']} counted cells hold a timed run under its call's "
+            f"--min-run-s" + (f": {named}" if named else ""))
 
 
 def text(report: dict[str, Any], table: Table) -> str:
@@ -299,6 +334,7 @@ def text(report: dict[str, Any], table: Table) -> str:
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
+    lines += [short_line(report)]
     lines += [f"set aside: {a['summary']}: {a['why']}" for a in report.get("set_aside", [])]
     for row, base, ours, lines_of_cells in grids(report, table):
         lines.append(f"\n{row.pair} {row.mode}, {numerator_name(ours)} / {base} output tok/s (c = "
