@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import math
 import os
 import subprocess
 import sys
@@ -1919,3 +1920,252 @@ def test_sizing_from_another_workload_is_one_line_naming_the_fix(clean_run, zoo_
     with pytest.raises(PortableSpecError, match="missing or not JSON"):
         earlier_sizing(Settings(**FAST), zoo_pair, out / "runs")
     assert earlier_sizing(Settings(**FAST), zoo_pair, out).earlier_sizing.keys() == {C1, C2}
+
+
+# ------------------------------------------------------------------------------------------------ short earlier runs
+# vLLM's eager MRV2 baseline is host-bound and varies up to 1.7x between rounds: a call that kept an earlier call's
+# prompts (``--sizing-from``) repeated the short runs that call's report already listed. Its cells grow from them.
+SHORT_MIN_RUN_S, LONG_RUN_S = 10.0, 12.0
+
+
+def short_report(clean_run, folder: Path, short: dict[tuple[str, int], float]) -> Path:
+    """``clean_run``'s report (one prompt per slot) as a call under ``--min-run-s`` ``SHORT_MIN_RUN_S`` that booted in
+    ``EARLIER_BOOT_S`` and whose timed runs took ``LONG_RUN_S``, but those ``short`` names in C1 ((variant, round) ->
+    seconds), which its ``short_runs`` list."""
+    first, _ = clean_run
+    earlier = json.loads(json.dumps(first))
+    earlier["settings"]["min_run_s"] = earlier["workload"]["min_run_s"] = SHORT_MIN_RUN_S
+    earlier["phases_s"]["boot_s"] = EARLIER_BOOT_S
+    for run in earlier["runs"]:
+        in_c1 = plan.cell_of(run, earlier["workload"]).key == C1
+        run["duration_s"] = short.get((run["variant"], run["round"]), LONG_RUN_S) if in_c1 else LONG_RUN_S
+    earlier["short_runs"] = report.short_runs(earlier["runs"], SHORT_MIN_RUN_S)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "serve_bench.json").write_text(json.dumps(earlier))
+    return folder / "serve_bench.json"
+
+
+SHORT = {("upstream_v1", 0): 6.0, ("ours", 1): 9.0}
+"""C1's short runs in ``short_report``: the shortest, 6 s of one prompt, sizes 1.5 x 10 s / 6 s -> 3 per slot."""
+SHORT_FROM = {**FAST, "min_run_s": SHORT_MIN_RUN_S, "first_round": 2, "phase_clock": False}
+
+
+def test_prompts_grow_from_an_earlier_calls_shortest_run_within_the_caps():
+    grown = plan.resized_from_short(10, 8.8, 10, 2, 1024, 300)
+    assert grown["per_slot"] == 18 and grown["projected_s"] == 15.84  # ceil(10 x 1.5 x 10 / 8.8), 0.88 s a wave
+    assert grown["resized_from_short"] == {"shortest_s": 8.8, "earlier_per_slot": 10}
+    assert "came in at 8.80 s, under --min-run-s 10" in grown["why"] and "capped" not in grown["why"]
+    assert plan.resized_from_short(10, 8.8, 10, 2, 30, 300)["per_slot"] == 15  # --max-prompts 30 at c=2
+    timeout = plan.resized_from_short(10, 8.8, 10, 1, 1024, 30)  # half of a 30 s timeout: 17 waves of 0.88 s
+    assert timeout["per_slot"] == 17 and timeout["why"].endswith("(capped)")
+    assert plan.resized_from_short(10, 8.8, 10, 2, 20, 300) is None  # the caps leave it at the earlier count
+    assert plan.resized_from_short(10, 10.0, 10, 2, 1024, 300) is None  # not short
+    assert plan.resized_from_short(10, 8.8, 0, 2, 1024, 300) is None  # no --min-run-s
+
+
+def test_a_cell_whose_earlier_runs_came_in_short_grows_from_the_shortest_for_every_round(zoo_pair, clean_run, tmp_path):
+    """Sized once per cell: the shortest run of any variant in C1 (upstream V1's 6 s) sizes every variant's runs
+    there, in both rounds; the JSON says so, one console line says so, and the first round is predicted with C1's
+    earlier seconds x 3. C2, no short run, keeps its prompts. A call sized from this one keeps the larger count."""
+    first, _ = clean_run
+    earlier = short_report(clean_run, tmp_path / "a", SHORT)
+    said: list[str] = []
+    settings = earlier_sizing(Settings(**SHORT_FROM), zoo_pair, earlier)
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path / "b", replace(cpu_hooks(), say=said.append))
+    assert result["status"] == "complete", result["problems"]
+    sized = result["sizing"][C1]
+    assert (sized["per_slot"], sized["num_prompts"], sized["from"]) == (3, 3, str(earlier))
+    assert sized["resized_from_short"] == {"shortest_s": 6.0, "earlier_per_slot": 1, "short_in": str(earlier)}
+    assert "came in at 6.00 s, under --min-run-s 10" in sized["why"]
+    c1 = [r for r in result["runs"] if plan.cell_of(r, result["workload"]).key == C1]
+    assert {r["round"] for r in c1} == {2, 3} and {r["num_prompts"] for r in c1} == {3}
+    assert result["workload"]["num_prompts"][C1] == 3
+    assert result["sizing"][C2] == {**first["sizing"][C2], "warm_runs": 0, "from": str(earlier)}
+    assert [line for line in said if "prompts per slot" in line] == [
+        "[serve-bench] in16/greedy/c1: --sizing-from's runs came in at 6.00 s, under --min-run-s 10: 1 -> 3 prompts "
+        "per slot"]
+    c1_medians = (6.0 + LONG_RUN_S) / 2 + (LONG_RUN_S + 9.0) / 2 + LONG_RUN_S  # upstream V1, ours, MRV2
+    expected = 3 * c1_medians + 3 * LONG_RUN_S + 6 * driver.RUN_OVERHEAD_S
+    assert result["phases_s"]["round_estimate_s"] == pytest.approx(expected, abs=0.051)
+    # the chain: a call sized from this one reads its grown sizing; with no short run there it keeps 3 per slot, and
+    # this call's own short runs (fake servers: milliseconds) grow it from 3
+    chain = earlier_sizing(Settings(**SHORT_FROM), zoo_pair, tmp_path / "b")
+    assert chain.earlier_sizing[C1]["num_prompts"] == 3
+    cell = plan.Cell(16, "greedy", 1)
+    kept = driver.Bench(zoo_pair, replace(chain, earlier_short_s={}), tmp_path / "c", cpu_hooks())
+    assert kept.earlier(cell, "ours")["num_prompts"] == 3 and kept.prompt_growth(cell, "ours") == 1.0
+    again = driver.Bench(zoo_pair, chain, tmp_path / "c", cpu_hooks()).earlier(cell, "ours")
+    assert again["per_slot"] > 3 and again["resized_from_short"]["earlier_per_slot"] == 3
+    assert again["resized_from_short"]["short_in"] == str(tmp_path / "b")
+
+
+def test_the_preflight_predicts_a_grown_cell_by_its_prompt_ratio(zoo_pair, clean_run, tmp_path):
+    """A cell grown x3 runs about 3 times the earlier call's seconds: the budget preflight counts them so, and
+    refuses a budget that holds the earlier call's seconds but not these."""
+    settings = earlier_sizing(Settings(**{**SHORT_FROM, "rounds": 1}), zoo_pair,
+                              short_report(clean_run, tmp_path / "a", SHORT))
+    c1_medians = (6.0 + LONG_RUN_S) / 2 + (LONG_RUN_S + 9.0) / 2 + LONG_RUN_S
+    round_s = 3 * c1_medians + 3 * LONG_RUN_S + 6 * driver.RUN_OVERHEAD_S
+    need = EARLIER_BOOT_S + round_s + driver.ROUND_RESERVE_S
+    launched, launch = recording_launcher()
+    with pytest.raises(PortableSpecError, match=rf"ran these cells' timed runs in {round_s:.1f} s"):
+        driver.run_serve_bench(zoo_pair, replace(settings, budget_s=need - 1), tmp_path / "o", cpu_hooks(launch))
+    assert launched == []
+
+
+def test_sized_per_variant_only_the_variant_whose_earlier_runs_came_in_short_grows(per_variant_run, zoo_pair,
+                                                                                  tmp_path):
+    first, _ = per_variant_run
+    earlier = json.loads(json.dumps(first))
+    upstream = first["sizing"][C1]["per_variant"]["upstream_v1"]["per_slot"]
+    earlier["short_runs"] = [{"variant": "upstream_v1", "cell": C1, "round": 0, "duration_s": 0.25,
+                              "num_prompts": upstream}]
+    (tmp_path / "serve_bench.json").write_text(json.dumps(earlier))
+    settings = earlier_sizing(Settings(**PER_VARIANT), zoo_pair, tmp_path / "serve_bench.json")
+    bench, cell = driver.Bench(zoo_pair, settings, tmp_path / "o", slow_upstream()), plan.Cell(16, "greedy", 1)
+    grown = math.ceil(upstream * 1.5 * 0.4 / 0.25)  # 1.5 x --min-run-s 0.4 over the 0.25 s run
+    assert bench.earlier(cell, "upstream_v1")["per_slot"] == grown > upstream
+    assert bench.prompt_growth(cell, "upstream_v1") == grown / upstream
+    assert bench.earlier(cell, "ours") == first["sizing"][C1]["per_variant"]["ours"]
+    assert bench.earlier(plan.Cell(16, "greedy", 2), "upstream_v1") == first["sizing"][C2]["per_variant"]["upstream_v1"]
+
+
+# ------------------------------------------------------------------------------------------------ one server shape
+# A chain of calls sharing kept servers ran each subset of its cells on servers shaped by that subset (--max-num-seqs
+# the call's highest concurrency, --max-model-len its longest input): a call of c=2 alone after c=1,2,8,32 booted
+# again. ``--server-max-num-seqs`` / ``--server-max-input-len`` name the chain's widest shape on every call.
+WIDE = {**FAST, "rounds": 1, "phase_clock": False, "variants": ("upstream_v1", "ours"), "input_lens": (16, 40)}
+"""A call of c = 1, 2 x 16, 40 in: servers of max_num_seqs 2 fitting 40-token prompts."""
+
+
+def test_a_call_of_fewer_cells_reuses_a_wider_calls_servers_where_it_names_their_shape(zoo_pair, tmp_path,
+                                                                                      monkeypatch):
+    """Call 2 runs c = 1 at 16 in alone: its own servers would differ from call 1's (another --max-num-seqs,
+    --max-model-len and KV cache), so it would boot both again; with --server-max-num-seqs 2 --server-max-input-len 40
+    its servers' arguments are call 1's, it boots nothing, its KV cache is sized for that shape (the zoo pair's cache
+    is the floor either way, so the sizing's arguments are read) and its workload records the servers' shape."""
+    sized_for: list[tuple[int, int]] = []
+    kv_cache_bytes = memory.kv_cache_bytes
+    monkeypatch.setattr(memory, "kv_cache_bytes", lambda target, draft, max_len, seqs, tp: sized_for.append(
+        (max_len, seqs)) or kv_cache_bytes(target, draft, max_len, seqs, tp))
+    launched, hooks = adopting_hooks()
+    registry = tmp_path / "kept.json"
+    one = driver.run_serve_bench(zoo_pair, Settings(**WIDE, keep_servers=str(registry)), tmp_path / "call1", hooks)
+    assert one["status"] == "complete" and len(launched) == 2, one["problems"]
+    narrow = Settings(**{**WIDE, "concurrency": (1,), "input_lens": (16,)}, first_round=1,
+                      reuse_servers=str(registry))
+    own = driver.Bench(zoo_pair, narrow, tmp_path / "own", hooks).plan_servers()["ours"]
+    assert kept_servers.mismatch(kept_servers.read(registry)["ours"], kept_servers.fingerprint(
+        own, kept_servers.code_hash())) == "its vllm serve arguments differ"
+    two = driver.run_serve_bench(zoo_pair, replace(narrow, server_max_num_seqs=2, server_max_input_len=40),
+                                 tmp_path / "call2", hooks)
+    assert two["status"] == "complete", two["problems"]
+    assert len(launched) == 2 and not any(h.alive() for *_, h in launched)  # nothing booted; call 2 kept none
+    shape = {"max_num_seqs": 2, "max_model_len": plan.max_model_len(40, FAST["output_len"], zoo_pair.k)}
+    for result in (one, two):
+        assert {k: result["workload"][k] for k in shape} == shape
+    assert two["workload"]["concurrency"] == [1] and two["workload"]["input_lens"] == [16]
+    assert (two["settings"]["server_max_num_seqs"], two["settings"]["server_max_input_len"]) == (2, 40)
+    for variant in WIDE["variants"]:
+        assert two["variants"][variant]["boots"][0]["reused"]["registry"] == str(registry)
+        assert two["variants"][variant]["serve_args"] == one["variants"][variant]["serve_args"]  # the KV cache too
+    wide = (shape["max_model_len"], 2)
+    assert sized_for == [wide, (plan.max_model_len(16, FAST["output_len"], zoo_pair.k), 1), wide]  # calls 1, own, 2
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--concurrency", "1,2,8", "--server-max-num-seqs", "4"],
+     "--server-max-num-seqs 4 is below the largest --concurrency, 8: pass 8 or more, or drop --server-max-num-seqs"),
+    (["--input-len", "16,40", "--server-max-input-len", "20"],
+     "--server-max-input-len 20 is below the longest --input-len, 40: pass 40 or more, or drop "
+     "--server-max-input-len"),
+])
+def test_a_server_shape_below_the_cells_exits_2_with_one_line_and_boots_nothing(argv, fragment, zoo_pair, tmp_path,
+                                                                                 tmp_path_factory, monkeypatch,
+                                                                                 capsys):
+    """Refused before the pair is built or ``--out`` made; the rest of the command line is a short benchmark, so a
+    call that is not refused ends soon and fails here instead of running the defaults' minutes."""
+    from portable_spec_harness.serve_bench import __main__ as cli
+
+    launched, launch = recording_launcher()
+    monkeypatch.setattr(cli, "HOOKS", lambda say: cpu_hooks(launch))
+    short = ["--work-dir", str(shared_zoo(tmp_path_factory)), "--variants", "ours", "--rounds", "1", "--min-run-s", "0",
+             "--output-len", "8", "--prompts-per-slot", "1", "--no-phase-clock"]
+    for as_json in (False, True):
+        rc = cli.main(["--pair", "llama_eagle", "--out", str(tmp_path / "o"), *short, *argv] + ["--json"] * as_json)
+        captured = capsys.readouterr()
+        assert rc == 2, captured.err[-1000:]
+        (line,) = (captured.out if as_json else captured.err).strip().splitlines()
+        assert fragment in (json.loads(line)["error"] if as_json else line), line
+    assert launched == [] and not (tmp_path / "o").exists()
+    flag = argv[2].lstrip("-").replace("-", "_")
+    bad = Settings(**{**FAST, flag: 1, "input_lens": (16, 40)})  # the driver, called directly, refuses it too
+    with pytest.raises(PortableSpecError, match=f"--{argv[2].lstrip('-')} 1 is below"):
+        driver.run_serve_bench(zoo_pair, bad, tmp_path / "d", cpu_hooks(launch))
+    assert launched == []
+
+
+def test_the_lane_knobs_reach_the_server_shape_flags(tmp_path):
+    from portable_spec_harness.serve_bench.__main__ import parser, settings_from
+    from test_tp2_stage import module_args, recorded
+
+    module = "portable_spec_harness.serve_bench"
+    plain = settings_from(parser().parse_args(module_args(recorded(tmp_path / "plain", "ci/gpu/serve_bench.sh"),
+                                                          module)))
+    assert (plain.server_max_num_seqs, plain.server_max_input_len) == (None, None)
+    shaped = settings_from(parser().parse_args(module_args(recorded(
+        tmp_path / "shaped", "ci/gpu/serve_bench.sh", SERVE_BENCH_CONCURRENCY="2", SERVE_BENCH_INPUT_LEN="1024",
+        SERVE_BENCH_SERVER_MAX_NUM_SEQS="32", SERVE_BENCH_SERVER_MAX_INPUT_LEN="4096"), module)))
+    assert (shaped.server_max_num_seqs, shaped.server_max_input_len) == (32, 4096)
+
+
+# ------------------------------------------------------------------------------------------------ kept servers' warm runs
+class CountingBar:
+    """A progress bar that keeps its total and the steps it was given."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n = total, 0
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_reused_server_sized_by_an_earlier_call_warms_its_first_cell_only(zoo_pair, tmp_path, monkeypatch):
+    """Call 2 reuses call 1's upstream V1 and ours servers, which served both cells, and is sized from call 1
+    (``--sizing-from``): each runs one warm run, in its first cell (C1), and the report names the skipped C2 per
+    variant; mrv2, whose kept server no longer matches and boots afresh, still warms both cells. The round estimate
+    (from call 1's timed runs), the sizing (call 1's) and the progress bar (every planned step counted) hold."""
+    bars: list[CountingBar] = []
+    monkeypatch.setattr(driver, "progress_bar", lambda total, desc: bars.append(CountingBar(total)) or bars[-1])
+    launched, hooks = adopting_hooks()
+    registry = tmp_path / "kept.json"
+    one = driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "rounds": 1}, phase_clock=False,
+                                                    keep_servers=str(registry)), tmp_path / "call1", hooks)
+    assert one["status"] == "complete" and len(launched) == 3, one["problems"]
+    kept = json.loads(registry.read_text())
+    assert {v: e["served_cells"] for v, e in kept["servers"].items()} == {v: [C1, C2] for v in one["variants"]}
+    kept["servers"]["mrv2"]["fingerprint"]["serve_args"].append("--enforce-eager")  # no longer call 2's server
+    registry.write_text(json.dumps(kept))
+    said: list[str] = []
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1}, first_round=1, phase_clock=False,
+                                       reuse_servers=str(registry)), zoo_pair, tmp_path / "call1")
+    two = driver.run_serve_bench(zoo_pair, settings, tmp_path / "call2", replace(hooks, say=said.append))
+    assert two["status"] == "complete" and two["rounds_done"] == 1, two["problems"]
+    assert [v for v, *_ in launched] == ["upstream_v1", "ours", "mrv2", "mrv2"]
+    one_pass = plan.SIZING_ROUND - plan.WARM_PASSES + 1
+    warmed = {v: [(plan.cell_of(r, two["workload"]).key, r["round"]) for r in two["warm_runs"] if r["variant"] == v]
+              for v in two["variants"]}
+    assert warmed == {"upstream_v1": [(C1, one_pass)], "ours": [(C1, one_pass)],
+                      "mrv2": [(C1, one_pass), (C2, one_pass)]}
+    assert two["warm_skipped"] == [{"variant": v, "cell": C2, "why": driver.WARM_SKIPPED}
+                                   for v in ("upstream_v1", "ours")]
+    assert [line for line in said if "warm runs skipped" in line] == [
+        f"[serve-bench] {v}: reused server, 1 of 2 cells' warm runs skipped (sized by --sizing-from, served by this "
+        "server before)" for v in ("upstream_v1", "ours")]
+    assert two["sizing"][C2] == {**one["sizing"][C2], "warm_runs": 0, "from": str(tmp_path / "call1")}
+    expected = sum(s + driver.RUN_OVERHEAD_S for by in settings.earlier_durations.values() for s in by.values())
+    assert two["phases_s"]["round_estimate_s"] == pytest.approx(expected, abs=0.051)
+    assert len(bars) == 2 and all(bar.n == bar.total for bar in bars), [(b.n, b.total) for b in bars]

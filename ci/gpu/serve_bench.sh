@@ -20,5 +20,7 @@ mkdir -p "$out"
   ${SERVE_BENCH_SIZE_PER_VARIANT:+--size-per-variant} \
   ${SERVE_BENCH_KEEP_SERVERS:+--keep-servers "$SERVE_BENCH_KEEP_SERVERS"} \
   ${SERVE_BENCH_REUSE_SERVERS:+--reuse-servers "$SERVE_BENCH_REUSE_SERVERS"} \
+  ${SERVE_BENCH_SERVER_MAX_NUM_SEQS:+--server-max-num-seqs "$SERVE_BENCH_SERVER_MAX_NUM_SEQS"} \
+  ${SERVE_BENCH_SERVER_MAX_INPUT_LEN:+--server-max-input-len "$SERVE_BENCH_SERVER_MAX_INPUT_LEN"} \
   --budget-s "${SERVE_BENCH_BUDGET:-480}" $(tp_flags "${SERVE_BENCH_TP:-1}") 2>&1 | tee "$out/serve_bench.log"
 exit "${PIPESTATUS[0]}"

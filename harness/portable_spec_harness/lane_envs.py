@@ -149,6 +149,13 @@ VARIABLES: tuple[LaneVar, ...] = (
           "An earlier call's `SERVE_BENCH_KEEP_SERVERS` registry: its servers that are the same servers (arguments "
           "but the port, environment, code), alive and healthy, stand in for this call's boots; the rest boot, each "
           "with its reason in the report (`--reuse-servers`).", SERVE_BENCH),
+    _knob("SERVE_BENCH_SERVER_MAX_NUM_SEQS", "the highest of `SERVE_BENCH_CONCURRENCY`",
+          "The servers' `--max-num-seqs` (`--server-max-num-seqs`): a chained call of fewer concurrencies names the "
+          "chain's highest, so its `vllm serve` arguments match the kept servers' and it reuses them; below the "
+          "call's highest concurrency is refused in one line.", SERVE_BENCH),
+    _knob("SERVE_BENCH_SERVER_MAX_INPUT_LEN", "the longest of `SERVE_BENCH_INPUT_LEN`",
+          "The input length the servers' `--max-model-len` and KV cache fit (`--server-max-input-len`), for the same "
+          "reason; below the call's longest input is refused in one line.", SERVE_BENCH),
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "

@@ -134,7 +134,14 @@ def parser() -> argparse.ArgumentParser:
                         "needs --no-phase-clock)")
     p.add_argument("--reuse-servers", type=Path, default=None,
                    help="an earlier call's --keep-servers registry: each of its servers that is the same server "
-                        "this call would boot, alive and healthy, is used instead of a boot (the rest boot)")
+                        "this call would boot, alive and healthy, is used instead of a boot (the rest boot); with "
+                        "--sizing-from, such a server runs no warm run in the cells it served before, but the first")
+    p.add_argument("--server-max-num-seqs", type=int, default=None,
+                   help="the servers' --max-num-seqs (default: the largest --concurrency); a chained call of fewer "
+                        "concurrencies names the chain's largest, so it reuses the kept servers instead of booting")
+    p.add_argument("--server-max-input-len", type=int, default=None,
+                   help="the input length the servers' --max-model-len and KV cache fit (default: the longest "
+                        "--input-len); a chained call of shorter inputs names the chain's longest, for the same reason")
     p.add_argument("--budget-s", type=float, default=None,
                    help="stop starting rounds when the next would end past this many seconds; with --sizing-from, "
                         "a call that would boot and could not finish one round in it is refused before booting")
@@ -175,14 +182,18 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.keep_servers is not None and args.placement == "in_turn":
         raise PortableSpecError("--keep-servers keeps servers that stay up for every round; --placement in_turn "
                                 "stops each after its round: drop one")
-    return Settings(variants=variants, concurrency=_ints("--concurrency", args.concurrency, 1), rounds=args.rounds,
-                    first_round=args.first_round, input_lens=_ints("--input-len", args.input_len, 1),
+    concurrency, input_lens = _ints("--concurrency", args.concurrency, 1), _ints("--input-len", args.input_len, 1)
+    # a server shape below the cells is refused here, before the pair is built or --out made
+    plan.server_shape(concurrency, input_lens, args.server_max_num_seqs, args.server_max_input_len)
+    return Settings(variants=variants, concurrency=concurrency, rounds=args.rounds,
+                    first_round=args.first_round, input_lens=input_lens,
                     sampling=_sampling(args.sampling), output_len=args.output_len,
                     prompts_per_slot=args.prompts_per_slot, min_run_s=args.min_run_s, max_prompts=args.max_prompts,
                     size_per_variant=args.size_per_variant, seed=args.seed,
                     placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
                     async_scheduling=args.async_scheduling, parallel=parallel,
+                    server_max_num_seqs=args.server_max_num_seqs, server_max_input_len=args.server_max_input_len,
                     keep_servers=str(args.keep_servers) if args.keep_servers is not None else None,
                     reuse_servers=str(args.reuse_servers) if args.reuse_servers is not None else None)
 
@@ -196,7 +207,8 @@ SIZED_BY_BEFORE = {"size_per_variant": False}
 
 def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
     """``settings`` with the sizing an earlier call of the same benchmark fixed (``--sizing-from``), for the cells it
-    shares with this one, and the seconds its timed runs and its boot took (what the budget reckons with): the same
+    shares with this one, its short runs there (what those cells' prompts grow from, ``Bench.earlier``), and the
+    seconds its timed runs and its boot took (what the budget reckons with): the same
     pair and weights, the same ``SIZED_BY`` settings and TP, else one line naming the fix."""
     from portable_spec_harness.serve_bench.combine import load
 
@@ -227,7 +239,19 @@ def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
             durations.setdefault(cell.key, {}).setdefault(run["variant"], []).append(run["duration_s"])
     medians = {key: {v: statistics.median(d) for v, d in by.items()} for key, by in durations.items()}
     return replace(settings, sizing_from=str(source), earlier_sizing=shared, earlier_durations=medians,
+                   earlier_short_s=_shortest(report.get("short_runs") or [], shared),
                    earlier_boot_s=_together_boot_s(report))
+
+
+def _shortest(short_runs: list[dict[str, Any]], cells: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Cell key -> variant -> the shortest of an earlier call's timed runs under its ``--min-run-s`` (the report's
+    ``short_runs``, ``report.short_runs``), in ``cells``: what a cell's prompts grow from (``Bench.earlier``)."""
+    out: dict[str, dict[str, float]] = {}
+    for run in short_runs:
+        if run["cell"] in cells:
+            by = out.setdefault(run["cell"], {})
+            by[run["variant"]] = min(run["duration_s"], by.get(run["variant"], run["duration_s"]))
+    return out
 
 
 def _together_boot_s(report: dict[str, Any]) -> float | None:

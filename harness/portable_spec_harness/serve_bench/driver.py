@@ -7,7 +7,9 @@ slower per kernel launch afterwards, which would slow a launch-heavy variant's t
 
 ``together``: every variant's server boots once and stays up for every cell; the client runs rotate across them
 (``plan.order``). ``in_turn``: one server at a time; per round each variant boots, warms and runs every cell, then
-stops. The cells never add a boot: one server, sized for the longest input, serves them all.
+stops. The cells never add a boot: one server, sized for the longest input (or ``--server-max-input-len`` and
+``--server-max-num-seqs``: a chain's widest, so its kept servers are reused), serves them all. A kept server
+(``--reuse-servers``) runs no warm run in a cell it served before and ``--sizing-from`` sized (``Bench.warm_skip``).
 A ``together`` boot that fails for memory with ``--placement auto`` falls back to ``in_turn``.
 
 Servers are started through ``launch(server, port, log)`` (``servers.launch``: ``vllm serve`` processes) and the
@@ -56,6 +58,9 @@ WARM_SLACK = 1.25
 slower than the warm one on a host-bound server, whose speed follows the host's)."""
 PHASE_CLOCK_RESERVE_S = 40.0
 """Kept back from ``--budget-s`` per variant for its phase clock after the timed rounds (two short runs)."""
+WARM_SKIPPED = ("a reused kept server that served this cell before; its prompts and run time come from "
+                "--sizing-from")
+"""Why a cell's warm run was left out (``Bench.warm_skip``, ``record["warm_skipped"]``)."""
 PHASE_CLOCK_NEEDS_TP1 = ("the phase clock times the engine core's busy loop, where the worker runs only at TP=1 "
                          "(vLLM's single-process executor); at TP >= 2 the workers are processes of their own")
 """Why ``--tp`` >= 2 runs without the phase clock (recorded as ``phase_clock_skipped``)."""
@@ -95,6 +100,13 @@ class Settings:
     run_timeout_s: float = 300.0
     budget_s: float | None = None
     kv_cache_gib: float | None = None
+    server_max_num_seqs: int | None = None
+    """The servers' ``--max-num-seqs`` (``--server-max-num-seqs``; None: the highest concurrency): a chained call of
+    fewer concurrencies names the chain's widest, so its kept servers' arguments stay the same and are reused
+    (``plan.server_shape``)."""
+    server_max_input_len: int | None = None
+    """The input length the servers' ``--max-model-len`` and KV cache fit (``--server-max-input-len``; None: the
+    longest input), for the same reason."""
     async_scheduling: str = "default"
     """``servers.ASYNC_SCHEDULING``: vLLM's default, or on / off for every variant without a scheduling suffix
     (``ours@async`` asks its own server, ``plan.scheduling_of``)."""
@@ -113,6 +125,9 @@ class Settings:
     earlier_durations: dict[str, dict[str, float]] = field(default_factory=dict)
     """Cell key -> variant -> the median seconds of that earlier call's timed runs: what ``round_estimate_s``
     expects a round of the same prompts to take."""
+    earlier_short_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Cell key -> variant -> the shortest of that earlier call's timed runs under ``min_run_s`` (its report's
+    ``short_runs``): such a cell's prompts grow from it (``Bench.earlier``, ``plan.resized_from_short``)."""
     earlier_boot_s: float | None = None
     """How long that earlier call's ``together`` boot took (``phases_s["boot_s"]``), where it booted: what
     ``preflight`` expects this call's boot to take at least."""
@@ -129,6 +144,9 @@ class Live:
     log: Path
     handle: Any = None
     boot: dict[str, Any] = field(default_factory=dict)
+    served: frozenset[str] = frozenset()
+    """The cell keys a kept server (``--reuse-servers``) served in the calls before this one (its registry's
+    ``served_cells``): where ``warm_skip`` may leave out a cell's warm run."""
 
 
 @dataclass
@@ -167,10 +185,11 @@ class Bench:
     def plan_servers(self) -> dict[str, BenchServer]:
         s = self.settings
         target, draft = read_config(self.pair.target), read_config(self.pair.draft)
-        max_len = plan.max_model_len(max(s.input_lens), s.output_len, self.pair.k)
+        seqs, longest = plan.server_shape(s.concurrency, s.input_lens, s.server_max_num_seqs, s.server_max_input_len)
+        max_len = plan.max_model_len(longest, s.output_len, self.pair.k)
         tp = s.parallel.tp
         kv = int(s.kv_cache_gib * memory.GIB) if s.kv_cache_gib else memory.kv_cache_bytes(
-            target, draft, max_len, max(s.concurrency), tp)
+            target, draft, max_len, seqs, tp)
         (w_target, src_target), (w_draft, src_draft) = (memory.weights_bytes(self.pair.target, target),
                                                         memory.weights_bytes(self.pair.draft, draft))
         device = self.hooks.device()
@@ -200,8 +219,8 @@ class Bench:
             **({"sized_per_variant": True} if s.size_per_variant else {}),
             "num_prompts": {}, "stall_rule": f"ITL gaps >= {client_mod.STALL_THRESHOLD_MS:g} ms of every request "
                                               "(vllm bench serve --save-detailed), summed per run",
-            "max_model_len": max_len, "max_num_seqs": max(s.concurrency)}
-        return {v: BenchServer(v, self.pair, max_len, max(s.concurrency), kv,
+            "max_model_len": max_len, "max_num_seqs": seqs}
+        return {v: BenchServer(v, self.pair, max_len, seqs, kv,
                                plan.scheduling_of(v, s.async_scheduling), s.parallel) for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers
@@ -252,7 +271,7 @@ class Bench:
         self.variant_entry(spec)["boots"].append(boot)
         self.hooks.say(f"[serve-bench] {spec.variant}: kept server on port {entry['port']} reused (no boot)")
         self.bar.update(1)
-        return Live(spec, entry["port"], Path(entry["log"]), handle, boot)
+        return Live(spec, entry["port"], Path(entry["log"]), handle, boot, frozenset(entry.get("served_cells") or ()))
 
     def kept_alive(self) -> int:
         """How many of the variants' kept servers (``--reuse-servers``) are still running: the device reading counts
@@ -272,13 +291,20 @@ class Bench:
         ready = [live for live in lives if live.boot.get("ready") and live.handle is not None]
         entries = {live.server.variant: {
             "fingerprint": kept_servers.fingerprint(live.server, self.code), "port": live.port,
-            "pid": kept_servers.pid_of(live.handle), "log": str(live.log),
+            "pid": kept_servers.pid_of(live.handle), "log": str(live.log), "served_cells": self.served_cells(live),
             "boot": live.boot.get("reused", {}).get("first_boot") or live.boot} for live in ready}
         kept_servers.write(Path(self.settings.keep_servers), entries)
         self.record["kept_servers"] = {"registry": self.settings.keep_servers, "variants": sorted(entries)}
         for live in ready:
             self.judge_jit(live)
         self.stop([live for live in lives if live not in ready])
+
+    def served_cells(self, live: Live) -> list[str]:
+        """The cells ``live``'s server has served since its boot: those of earlier calls (``Live.served``) and those
+        of this call's warm and timed runs that finished. What the next call's ``warm_skip`` trusts."""
+        done = {plan.cell_of(r, self.record["workload"]).key for r in self.record["warm_runs"] + self.record["runs"]
+                if r["variant"] == live.server.variant and "error" not in r}
+        return sorted(live.served | done)
 
     def variant_entry(self, server: BenchServer) -> dict[str, Any]:
         return self.record["variants"].setdefault(server.variant, {
@@ -350,15 +376,44 @@ class Bench:
         return row
 
     def warm(self, live: Live) -> None:
-        """``plan.WARM_PASSES`` untimed runs per cell, one prompt per slot (graph sizes, JIT kernels, the client's
-        first connections); the last one's duration sizes the cell's timed runs (``size``)."""
-        for cell in self.cells:
+        """``warm_passes`` untimed runs per cell, one prompt per slot (graph sizes, JIT kernels, the client's first
+        connections); the last one's duration sizes the cell's timed runs (``size``). A cell ``warm_skip`` names
+        runs none; each skipped one still counts as a step of the progress bar, which planned it."""
+        variant, skipped = live.server.variant, []
+        for i, cell in enumerate(self.cells):
+            why = self.warm_skip(live, cell, i)
+            if why is not None:
+                skipped.append({"variant": variant, "cell": cell.key, "why": why})
+                self.bar.update(self.warm_passes(cell, variant))
+                continue
             first = plan.SIZING_ROUND - plan.WARM_PASSES + 1
-            last = first if self.earlier(cell, live.server.variant) is not None else plan.SIZING_ROUND
-            for rnd in range(first, last + 1):
+            for rnd in range(first, first + self.warm_passes(cell, variant)):
                 seed = self.settings.seed + 900_000 + 100_000 * (rnd - plan.SIZING_ROUND) + cell.concurrency
                 self.record["warm_runs"].append(self.client_run(live, "warm", rnd, cell, cell.concurrency,
                                                                 self.settings.output_len, seed))
+        if skipped:
+            self.record.setdefault("warm_skipped", []).extend(skipped)
+            self.hooks.say(f"[serve-bench] {variant}: reused server, {len(skipped)} of {len(self.cells)} cells' warm "
+                           "runs skipped (sized by --sizing-from, served by this server before)")
+
+    def warm_passes(self, cell: plan.Cell, variant: str) -> int:
+        """Warm runs of ``variant`` in ``cell``: ``plan.WARM_PASSES``, or one where an earlier call fixed its sizing
+        (``--sizing-from``: none is needed to size, only to warm)."""
+        return 1 if self.earlier(cell, variant) is not None else plan.WARM_PASSES
+
+    def warm_skip(self, live: Live, cell: plan.Cell, index: int) -> str | None:
+        """Why ``live`` runs no warm run in ``cell`` (``index`` in this call's cells), or None: its server is a kept
+        one (``--reuse-servers``) that served the cell in an earlier call (``Live.served``: its graphs, kernels and
+        the client's connections are warm), and nothing else here reads such a run: ``--sizing-from`` fixed the
+        cell's prompts (``size``) and timed this variant there (``run_estimate_s``). Why: a chained call re-ran every
+        cell's warm runs on servers that had just served them. The first cell keeps its warm run,
+        so the first timed run does not follow a server idle since the last call."""
+        variant = live.server.variant
+        if (index == 0 or not live.boot.get("reused") or cell.key not in live.served
+                or self.earlier(cell, variant) is None
+                or not (self.settings.earlier_durations.get(cell.key) or {}).get(variant)):
+            return None
+        return WARM_SKIPPED
 
     def size(self, cell: plan.Cell, variant: str) -> int:
         """Prompts of ``variant``'s timed runs in ``cell``, fixed at its first timed run from the warm runs done by
@@ -366,7 +421,8 @@ class Bench:
         variant: the fastest one's warm runs (so its runs still reach ``--min-run-s``; under ``in_turn`` only the
         first variant to run has warmed). With ``size_per_variant`` each variant's own warm runs size its runs
         (``record["sizing"][cell]["per_variant"][variant]``), so a slow baseline no longer runs the fast one's
-        prompts for minutes. A cell an earlier call sized (``--sizing-from``) keeps that call's prompts."""
+        prompts for minutes. A cell an earlier call sized (``--sizing-from``) keeps that call's prompts, grown where
+        its runs came in short (``earlier``)."""
         per_variant = self.settings.size_per_variant
         sizing, prompts, key = self.record["sizing"], self.record["workload"]["num_prompts"], cell.key
         if per_variant:
@@ -376,6 +432,12 @@ class Bench:
             earlier, s = self.earlier(cell, variant), self.settings
             if earlier is not None:
                 sized = {**earlier, "warm_runs": 0, "from": s.sizing_from}
+                if self.prompt_growth(cell, variant) != 1.0:
+                    grown = sized["resized_from_short"]
+                    self.hooks.say(f"[serve-bench] {cell.key}{' ' + variant if per_variant else ''}: --sizing-from's "
+                                   f"runs came in at {grown['shortest_s']:.2f} s, under --min-run-s "
+                                   f"{s.min_run_s:g}: {grown['earlier_per_slot']} -> {sized['per_slot']} prompts "
+                                   "per slot")
             else:
                 warm = self.warm_seconds(cell, variant if per_variant else None, plan.SIZING_ROUND)
                 sized = plan.sized_per_slot(min(warm) if warm else None, s.min_run_s, s.prompts_per_slot,
@@ -393,13 +455,38 @@ class Bench:
                 and plan.cell_of(r, self.record["workload"]) == cell
                 and variant in (None, r["variant"]) and rnd in (None, r["round"])]
 
-    def earlier(self, cell: plan.Cell, variant: str) -> dict[str, Any] | None:
+    def earlier_fixed(self, cell: plan.Cell, variant: str) -> dict[str, Any] | None:
         """The sizing an earlier call fixed for ``variant``'s runs in ``cell`` (``--sizing-from``; that call sized
-        per variant exactly when this one does, ``earlier_sizing`` in ``__main__``), or None."""
+        per variant exactly when this one does, ``earlier_sizing`` in ``__main__``), as it recorded it, or None."""
         entry = self.settings.earlier_sizing.get(cell.key)
         if entry is not None and self.settings.size_per_variant:
             return (entry.get("per_variant") or {}).get(variant)
         return entry
+
+    def earlier(self, cell: plan.Cell, variant: str) -> dict[str, Any] | None:
+        """``earlier_fixed``, grown where that call had a timed run in ``cell`` under ``--min-run-s`` (of ``variant``
+        where sized per variant, of any variant where one size served all): from the shortest of them,
+        ``plan.resized_from_short``, so a call does not repeat the short runs the earlier report listed. What this
+        call's sizing records (``resized_from_short``, naming the report whose runs came in short), so a call sized
+        from this one keeps the larger count."""
+        entry, s = self.earlier_fixed(cell, variant), self.settings
+        short = [d for v, d in (s.earlier_short_s.get(cell.key) or {}).items()
+                 if v == variant or not s.size_per_variant]
+        if entry is None or not short:
+            return entry
+        per_slot = entry.get("per_slot") or entry["num_prompts"] // cell.concurrency
+        grown = plan.resized_from_short(per_slot, min(short), s.min_run_s, cell.concurrency, s.max_prompts,
+                                        s.run_timeout_s)
+        if grown is None:
+            return entry
+        return {**entry, **grown, "num_prompts": plan.num_prompts(cell.concurrency, grown["per_slot"]),
+                "resized_from_short": {**grown["resized_from_short"], "short_in": s.sizing_from}}
+
+    def prompt_growth(self, cell: plan.Cell, variant: str) -> float:
+        """This call's prompts over the earlier call's in ``cell`` (1.0 unless ``earlier`` grew them): what the
+        earlier call's run seconds scale by in ``run_estimate_s``."""
+        fixed, mine = self.earlier_fixed(cell, variant), self.earlier(cell, variant)
+        return mine["num_prompts"] / fixed["num_prompts"] if fixed and mine else 1.0
 
     def phase_clock(self, live: Live) -> None:
         """At concurrency 1 in the first input length and sampling: a run under the phase clock (real host time per
@@ -488,7 +575,8 @@ class Bench:
 
     def run_estimate_s(self, cell: plan.Cell, variant: str, warm_too: bool = True) -> float | None:
         """What one timed run of ``variant`` in ``cell`` should take: an earlier call's timed run of the same prompts
-        (``--sizing-from``), else (``warm_too``) the last warm wave x the waves of its prompts (``size``) x
+        (``--sizing-from``; x ``prompt_growth`` where this call grew them from its short runs, so the budget does
+        not under-predict), else (``warm_too``) the last warm wave x the waves of its prompts (``size``) x
         ``WARM_SLACK``; plus ``RUN_OVERHEAD_S``. None where neither is known. ``warm_too`` fixes the cell's prompts
         as its first timed run would; without it nothing is sized: ``preflight`` asks before any warm run, and a cell
         sized then would keep a size no warm run informed."""
@@ -497,7 +585,9 @@ class Bench:
         warm = self.warm_seconds(cell, variant) if warm_too else []
         if not known and not warm:
             return None
-        return (known or warm[-1] * waves * WARM_SLACK) + RUN_OVERHEAD_S
+        if known:  # a cell grown from the earlier call's short runs runs that much longer
+            return known * self.prompt_growth(cell, variant) + RUN_OVERHEAD_S
+        return warm[-1] * waves * WARM_SLACK + RUN_OVERHEAD_S
 
     def preflight(self, specs: dict[str, BenchServer]) -> None:
         """Refuses a ``together`` call, before it boots anything, whose ``--budget-s`` cannot hold one round: the
@@ -604,8 +694,10 @@ class Bench:
         self.check_pools_with_sizing_call()
         s = self.settings
         per_round = len(self.variants) * len(self.cells)
-        boots = len(self.variants) * (s.rounds if self.record["placement"]["mode"] == "in_turn" else 1)
-        self.bar = progress_bar(boots + per_round * (s.rounds + 1) + (2 * len(self.variants) if s.phase_clock else 0),
+        in_turn = self.record["placement"]["mode"] == "in_turn"
+        boots = len(self.variants) * (s.rounds if in_turn else 1)
+        warm = sum(self.warm_passes(c, v) for c in self.cells for v in self.variants) * (s.rounds if in_turn else 1)
+        self.bar = progress_bar(boots + warm + per_round * s.rounds + (2 * len(self.variants) if s.phase_clock else 0),
                                 desc="serve bench")
         self.hooks.say(f"[serve-bench] {self.pair.name} ({self.pair.mode}): {', '.join(self.variants)}; placement "
                        f"{self.record['placement']['mode']}: {self.record['placement']['reason']}")

@@ -198,6 +198,27 @@ def sized_per_slot(warm_s: float | None, min_run_s: float, floor: int, concurren
             "why": why}
 
 
+def resized_from_short(per_slot: int, shortest_s: float, min_run_s: float, concurrency: int, max_prompts: int,
+                       run_timeout_s: float) -> dict | None:
+    """Prompts per slot for a cell whose earlier call (``--sizing-from``) ran ``per_slot`` per slot and had a timed
+    run come in under ``min_run_s``, the shortest at ``shortest_s``; None where none came in short or the caps leave
+    ``per_slot`` as it was. Why: the earlier call's sizing came from one warm run, and a host-bound baseline (vLLM's
+    eager MRV2) can run much faster in a later round than in that warm run, so keeping its prompts unchanged repeats
+    in every later call the short runs the earlier report already lists. Sized as ``sized_per_slot`` sizes from a warm wave, the wave being
+    the shortest run's per slot and ``per_slot`` the floor: ``ceil(per_slot x HEADROOM x min_run_s / shortest_s)``,
+    within the same caps (``--max-prompts``, ``RUN_TIMEOUT_SHARE`` of the run timeout)."""
+    if not (min_run_s > 0 and 0 < shortest_s < min_run_s):
+        return None
+    sized = sized_per_slot(shortest_s / per_slot, min_run_s, per_slot, concurrency, max_prompts, run_timeout_s)
+    if sized["per_slot"] <= per_slot:
+        return None
+    capped = " (capped)" if sized["why"].startswith("capped") else ""
+    return {"per_slot": sized["per_slot"], "projected_s": sized["projected_s"],
+            "why": f"the earlier call's runs of {per_slot} per slot came in at {shortest_s:.2f} s, under --min-run-s "
+                   f"{min_run_s:g}: {HEADROOM:g} x --min-run-s from the shortest{capped}",
+            "resized_from_short": {"shortest_s": shortest_s, "earlier_per_slot": per_slot}}
+
+
 def interleaved(variants: list[str], cell_list: list[Cell], rounds: int, first_round: int = 0) -> list[Run]:
     """Servers up together: per round, per cell, every variant once, the first rotating by round."""
     return [Run(r, cell, v) for r in range(first_round, first_round + rounds) for cell in cell_list
@@ -217,7 +238,27 @@ def order(mode: str, variants: list[str], cell_list: list[Cell], rounds: int, fi
 
 def max_model_len(input_len: int, output_len: int, k: int) -> int:
     """Each request's prompt and output, the drafts past its end and 64 tokens of slack (the client re-encodes
-    its random prompts), rounded up to a KV block (16). The serve bench passes its longest input length: one
-    server serves every cell."""
+    its random prompts), rounded up to a KV block (16). The serve bench passes its longest input length (or
+    ``--server-max-input-len``, ``server_shape``): one server serves every cell."""
     need = input_len + output_len + k + 1 + 64
     return -(-need // 16) * 16
+
+
+def server_shape(concurrency: tuple[int, ...], input_lens: tuple[int, ...], max_num_seqs: int | None,
+                 max_input_len: int | None) -> tuple[int, int]:
+    """The servers' ``--max-num-seqs`` and the input length their ``--max-model-len`` fits (``max_model_len``): the
+    call's highest concurrency and longest input, or ``--server-max-num-seqs`` / ``--server-max-input-len`` where
+    given. Why the flags: a kept server is reused only where its ``vllm serve`` arguments are the same
+    (``kept_servers``), so a chained call running a subset of the cells (only c=2, only 1024 in) booted again
+    (2-4.5 minutes of a 10-minute device call); naming the widest call's shape on every call keeps one server shape
+    for the whole chain. A value below the cells is refused (``PortableSpecError``, one line naming the fix): a
+    server of fewer sequences would queue the client's requests, one of a shorter context would refuse its prompts."""
+    for flag, given, axis, need in (("--server-max-num-seqs", max_num_seqs, "the largest --concurrency",
+                                     max(concurrency)),
+                                    ("--server-max-input-len", max_input_len, "the longest --input-len",
+                                     max(input_lens))):
+        if given is not None and given < need:
+            raise PortableSpecError(f"{flag} {given} is below {axis}, {need}: pass {need} or more, or drop {flag} "
+                                    f"(default: {axis})")
+    return (max(concurrency) if max_num_seqs is None else max_num_seqs,
+            max(input_lens) if max_input_len is None else max_input_len)

@@ -64,7 +64,9 @@ class BenchServer:
 def serve_args(server: BenchServer, port: int) -> list[str]:
     """The arguments after ``vllm serve`` (parsed by vLLM's own parser in ``tests/test_serve_bench.py``). vLLM's
     defaults stay where a user would keep them (async scheduling, prefix caching, chunked prefill, the step's token
-    budget); ``--max-num-seqs`` is the highest concurrency, so no variant captures graphs it never replays."""
+    budget); ``--max-num-seqs`` is the highest concurrency, so no variant captures graphs it never replays, unless
+    ``--server-max-num-seqs`` names a chain's widest (``plan.server_shape``: the same arguments, so a kept server is
+    reused)."""
     args = [server.pair.target, "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
             "--max-model-len", str(server.max_model_len), "--max-num-seqs", str(server.max_num_seqs),
             "--kv-cache-memory-bytes", str(server.kv_cache_bytes),
