@@ -56,7 +56,8 @@ def fingerprint(server: BenchServer, code: str) -> dict[str, Any]:
 
 
 def write(path: Path, entries: dict[str, dict[str, Any]]) -> None:
-    """The registry of kept servers: variant -> fingerprint, port, pid, log, first boot."""
+    """The registry of kept servers: variant -> fingerprint, port, pid, log, first boot, and the cells the server has
+    served over the chain (``served_cells``: where the next call may skip a warm run, ``Bench.warm_skip``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"kind": KIND, "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                 "servers": entries}, indent=1))
