@@ -12,10 +12,12 @@ from pathlib import Path
 
 def load(path: Path) -> dict:
     """A committed JSON result; ``.gz`` ones are read through gzip (results over 1 KiB are stored compressed), by the
-    reader the serving bench's pooling and coverage use."""
+    reader the serving bench's pooling and coverage use. A ``NAME`` stored only as ``NAME.gz`` (a call's report,
+    compressed to keep the tree under its limit, as ``combine.load`` reads it) is read from there."""
     from portable_spec_harness.serve_bench.combine import read_json
 
-    return read_json(path)
+    packed = path.with_name(path.name + ".gz")
+    return read_json(packed if not path.exists() and packed.exists() else path)
 
 
 @dataclass(frozen=True)

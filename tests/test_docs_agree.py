@@ -204,7 +204,12 @@ class PooledBench:
     """The weights the pooled summary keys the pair by (``dummy``, ``designed-partial``)."""
 
     def call_reports(self) -> tuple[str, ...]:
-        return tuple(f"{self.folder}/{call}/serve-bench/serve_bench.json" for call in self.calls)
+        """Each call's report as committed: ``serve_bench.json``, or its ``.gz`` (``combine.REPORT_NAMES``)."""
+        from portable_spec_harness.serve_bench.combine import REPORT_NAMES
+
+        folders = [f"{self.folder}/{call}/serve-bench" for call in self.calls]
+        return tuple(next((f"{f}/{n}" for n in REPORT_NAMES if (ROOT / f / n).is_file()), f"{f}/{REPORT_NAMES[0]}")
+                     for f in folders)
 
     def pooled(self) -> str:
         return f"{self.folder}/pooled/serve_bench_summary.json"
