@@ -105,6 +105,17 @@ def table(text: str, header: str) -> dict[str, list[str]]:
     return rows
 
 
+def rows_by_c(text: str, first: str) -> dict[tuple[str, int], list[str]]:
+    """A README table's rows whose first column matches ``first`` (a pattern), keyed by (first column, c): the cells
+    after c."""
+    rows = {}
+    for line in text.splitlines():
+        found = re.match(rf"^\| ({first}) \| (\d+) \| (.*) \|$", line)
+        if found:
+            rows[found.group(1), int(found.group(2))] = [c.strip() for c in found.group(3).split("|")]
+    return rows
+
+
 def log_time(line: str) -> int:
     """A vLLM log line's time of day, in seconds."""
     h, m, s = map(int, re.search(r" (\d\d):(\d\d):(\d\d) ", line).groups())

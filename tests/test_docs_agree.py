@@ -205,11 +205,10 @@ class PooledBench:
 
     def call_reports(self) -> tuple[str, ...]:
         """Each call's report as committed: ``serve_bench.json``, or its ``.gz`` (``combine.REPORT_NAMES``)."""
-        from portable_spec_harness.serve_bench.combine import REPORT_NAMES
+        from portable_spec_harness.serve_bench.combine import report_path
 
-        folders = [f"{self.folder}/{call}/serve-bench" for call in self.calls]
-        return tuple(next((f"{f}/{n}" for n in REPORT_NAMES if (ROOT / f / n).is_file()), f"{f}/{REPORT_NAMES[0]}")
-                     for f in folders)
+        return tuple(str(report_path(ROOT / self.folder / call / "serve-bench").relative_to(ROOT))
+                     for call in self.calls)
 
     def pooled(self) -> str:
         return f"{self.folder}/pooled/serve_bench_summary.json"

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from results_readback import (ResultsFolder, check_draft_v1_call, checked_pooled_cell, compile_to_kv_gap,
-                              upstream_compiles_ours_none)
+                              rows_by_c, upstream_compiles_ours_none)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -28,16 +28,6 @@ readme, folded = PERFECT_FOLDER.readme, PERFECT_FOLDER.folded
 
 
 section = PERFECT_FOLDER.section
-
-
-def rows_of(text: str, first: str) -> dict[tuple[str, int], list[str]]:
-    """A README table's rows keyed by (first column, c): the cells after c."""
-    rows = {}
-    for line in text.splitlines():
-        found = re.match(rf"^\| ({first}) \| (\d+) \| (.*) \|$", line)
-        if found:
-            rows[found.group(1), int(found.group(2))] = [c.strip() for c in found.group(3).split("|")]
-    return rows
 
 
 def every_call():
@@ -66,7 +56,7 @@ def test_the_perfect_draft_table_its_rounds_and_the_prefill_at_1024_c32():
     assert (RESULTS / "2026-11-30-h200-session33" / "dmp026" / "pooled" / "SET_ASIDE").read_text().startswith(
         "superseded by bench/results/2026-11-30-h200-session34/dmp026/pooled")
     cells, ratios = entry["cells"], s["ours_over_upstream_v1"][PAIR]["designed-perfect"]
-    rows = rows_of(section("## The perfect draft at c = 8, 32"), "256|1024")
+    rows = rows_by_c(section("## The perfect draft at c = 8, 32"), "256|1024")
     assert sorted(rows) == [("1024", 8), ("1024", 32), ("256", 8), ("256", 32)]
     lines, lowest = {}, []
     for (length, c), row in rows.items():
@@ -103,7 +93,7 @@ def test_the_partial_drafts_third_round_and_its_pool():
     assert (RESULTS / "2026-11-29-h200-session25" / "dm832026" / "pooled" / "SET_ASIDE").read_text().startswith(
         "superseded by bench/results/2026-11-30-h200-session34/dm832026/pooled")
     cells, ratios = entry["cells"], s["ours_over_upstream_v1"][PAIR]["designed-partial"]
-    rows = rows_of(section("## The designed partial draft"), "greedy|sampled")
+    rows = rows_by_c(section("## The designed partial draft"), "greedy|sampled")
     assert len(rows) == 4
     this_round, itl = {}, []
     for (sampling, c), row in rows.items():

@@ -9,7 +9,7 @@ import gzip
 import re
 from pathlib import Path
 
-from results_readback import ResultsFolder, checked_pooled_cell, jit_compiles
+from results_readback import ResultsFolder, checked_pooled_cell, jit_compiles, rows_by_c
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-30-h200-session35"
@@ -27,12 +27,8 @@ readme, folded, call_report = FOLDER.readme, FOLDER.folded, FOLDER.call_report
 
 def table_rows() -> dict[tuple[int, int], list[str]]:
     """The README's pooled table keyed by (input, c): the cells after c."""
-    rows = {}
-    for line in FOLDER.section("## The perfect draft on MRV2").splitlines():
-        found = re.match(r"^\| (256|1024) \| (\d+) \| (.*) \|$", line)
-        if found:
-            rows[int(found.group(1)), int(found.group(2))] = [c.strip() for c in found.group(3).split("|")]
-    return rows
+    return {(int(n), c): row for (n, c), row in rows_by_c(FOLDER.section("## The perfect draft on MRV2"),
+                                                          "256|1024").items()}
 
 
 def timed_runs() -> list[dict]:

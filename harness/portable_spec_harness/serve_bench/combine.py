@@ -100,10 +100,14 @@ def read_json(path: Path) -> dict[str, Any]:
     return json.loads(gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text())
 
 
+def report_path(folder: Path) -> Path:
+    """The report a call's folder holds: the first of ``REPORT_NAMES`` there, else the first name (missing)."""
+    return next((folder / n for n in REPORT_NAMES if (folder / n).exists()), folder / REPORT_NAMES[0])
+
+
 def load(folder: Path) -> dict[str, Any]:
     """A call's report: a folder holding one of ``REPORT_NAMES``, or the file itself."""
-    path = next((folder / n for n in REPORT_NAMES if (folder / n).exists()), folder / REPORT_NAMES[0]) \
-        if folder.is_dir() else folder
+    path = report_path(folder) if folder.is_dir() else folder
     try:
         return read_json(path)
     except (OSError, ValueError):
