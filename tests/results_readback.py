@@ -78,6 +78,106 @@ def check_draft_v1_call(report: dict, call: str, commit: str, mode: str, tree_ch
     return len(report["variants"])
 
 
+SPECULATORS = {"mrv2": "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator",
+               "ours_mrv2": "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator"}
+"""The speculator each variant's server must report for ``draft_model`` on vLLM 0.33.0's Model Runner V2."""
+MRV2_VARIANTS = tuple(SPECULATORS)
+
+
+def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0) -> int:
+    """One serving-bench call of the draft model on vLLM 0.33.0's Model Runner V2 (one H200): ``commit``'s code,
+    prompts sized per variant, both servers on MRV2 with async scheduling read back on, each reporting its speculator
+    (``SPECULATORS``); returns the servers checked."""
+    assert report["vllm"] == "0.33.0" and report["commit"].startswith(commit), call
+    assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
+    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(SPECULATORS), call
+    assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
+    assert report["async_scheduling"]["per_variant"] == {v: True for v in SPECULATORS}, call
+    assert report["workload"]["sized_per_variant"] is True, call
+    for variant, info in report["variants"].items():
+        assert info["facts"] and all(f["runner_kind"] == "mrv2" for f in info["facts"]), (call, variant)
+        assert {f["speculator"] for f in info["facts"]} == {SPECULATORS[variant]}, (call, variant)
+    return len(report["variants"])
+
+
+def no_compile_after_boot(folder: ResultsFolder, calls: tuple[str, ...], variants: tuple[str, ...]) -> int:
+    """Every server of every call compiled nothing after boot with vLLM's JIT monitor armed, in the report and in its
+    committed log; returns the servers checked."""
+    compared = 0
+    for call in calls:
+        report = folder.call_report(call)
+        for variant in variants:
+            assert report["variants"][variant]["jit_after_boot"] == [], (call, variant)
+            assert report["variants"][variant]["jit_monitor_active"] is True, (call, variant)
+            log = folder.bench / call / "serve-bench" / f"server_{variant}.log.gz"
+            assert jit_compiles(log) == [], (call, variant)
+            compared += 1
+    return compared
+
+
+SPECULATOR_COUNTS = ("speculator_replays", "speculator_prefill_replays", "speculator_eager_prefills",
+                     "speculator_eager_loops")
+
+
+def speculator_counts(folder: ResultsFolder, calls: tuple[str, ...]) -> dict[str, int]:
+    """Ours' speculator over ``calls`` on one kept server (each call starts where the one before ended): the decode-
+    step and step-0 replays and eager step-0 passes between the first call's start and the last call's end, and its
+    eager decode loops then and at the end."""
+    def facts(call: str) -> dict:
+        return {f["when"]: f for f in folder.call_report(call)["variants"]["ours_mrv2"]["facts"]}
+
+    for call, then in zip(calls[1:], calls):
+        assert [facts(call)["before"][k] for k in SPECULATOR_COUNTS] == \
+            [facts(then)["after"][k] for k in SPECULATOR_COUNTS], call
+    before, after = facts(calls[0])["before"], facts(calls[-1])["after"]
+    counts = {"decode": sum(after["speculator_replays"].values()) - sum(before["speculator_replays"].values()),
+              "step0": sum(after["speculator_prefill_replays"].values())
+              - sum(before["speculator_prefill_replays"].values()),
+              "eager_step0": after["speculator_eager_prefills"] - before["speculator_eager_prefills"],
+              "loops_before": before["speculator_eager_loops"], "loops_after": after["speculator_eager_loops"]}
+    assert counts["decode"] > 0 and counts["step0"] > 0, counts
+    return counts
+
+
+def check_mrv2_moves_and_tpot(cells: dict, text: str, ours_under: int, widest: str) -> int:
+    """A session README's sentences on a pooled MRV2 draft-model table (``text`` folded): ours' output tok/s moved
+    by under ``ours_under`` % between rounds in every cell; MRV2's by up to its widest move, in cell ``widest`` with
+    that cell's rounds; both servers' median TPOT over the cells at c <= 8. Returns the cells compared."""
+    moves = {v: {k: max(c["output_throughput"]["all"]) / min(c["output_throughput"]["all"])
+                 for k, c in cells[v].items()} for v in MRV2_VARIANTS}
+    assert max(moves["ours_mrv2"].values()) < 1 + ours_under / 100, moves["ours_mrv2"]
+    assert f"ours' by under {ours_under}% in every cell" in text
+    worst = max(moves["mrv2"].values())
+    assert moves["mrv2"][widest] == worst, (widest, moves["mrv2"])
+    assert f"**MRV2's column moves by up to {worst:.1f}× between rounds**" in text
+    length, _, c = widest.split("/")
+    rounds = cells["mrv2"][widest]["output_throughput"]["all"]
+    assert (f"({length.removeprefix('in')} in, {c.replace('c', 'c=')}: " + ", ".join(f"{x:.1f}" for x in rounds[:-1])
+            + f" and {rounds[-1]:.1f} tok/s)") in text
+    tpot = {v: [cells[v][k]["median_tpot_ms"]["median"] for k in cells[v] if not k.endswith("/c32")]
+            for v in MRV2_VARIANTS}
+    assert (f"Ours' median TPOT is {min(tpot['ours_mrv2']):.2f}–{max(tpot['ours_mrv2']):.2f} ms at c ≤ 8 in every "
+            f"cell, against MRV2's {min(tpot['mrv2']):.2f}–{max(tpot['mrv2']):.2f} ms") in text
+    return len(moves["mrv2"])
+
+
+def prefill_waves_sentence(runs: list[dict]) -> str:
+    """A session README's sentence on the 1024-in, c=32 runs of a pooled MRV2 draft-model table (``runs``: every
+    timed run of its calls): each server's summed ITL gaps of 100 ms or more per run, and its prompts per run."""
+    runs = [r for r in runs if (r["input_len"], r["concurrency"]) == (1024, 32)]
+    stalls = {v: [r["result"]["stall_total_ms"] / 1000 for r in runs if r["variant"] == v] for v in MRV2_VARIANTS}
+    prompts = {v: {r["num_prompts"] for r in runs if r["variant"] == v} for v in MRV2_VARIANTS}
+    assert len(stalls["mrv2"]) == len(stalls["ours_mrv2"]) == 3 and all(len(p) == 1 for p in prompts.values())
+    return (f"summed ITL gaps of 100 ms or more of {min(stalls['mrv2']):.1f}–{max(stalls['mrv2']):.1f} s per run on "
+            f"MRV2, {min(stalls['ours_mrv2']):.1f}–{max(stalls['ours_mrv2']):.1f} s on ours, whose runs held "
+            f"{prompts['ours_mrv2'].pop()} prompts to MRV2's {prompts['mrv2'].pop()}")
+
+
+def mrv2_table_rows(folder: ResultsFolder, section: str) -> dict[tuple[int, int], list[str]]:
+    """A session README's pooled MRV2 table under ``section`` keyed by (input, c): the cells after c."""
+    return {(int(n), c): row for (n, c), row in rows_by_c(folder.section(section), "256|1024").items()}
+
+
 def upstream_compiles_ours_none(report: dict, logs: Path) -> list[str]:
     """A call's JIT verdicts: ours compiled nothing after boot with vLLM's JIT monitor armed (in the report and in its
     committed server log under ``logs``); returns the kernels upstream V1's server log says it compiled, the first

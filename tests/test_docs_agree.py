@@ -190,7 +190,7 @@ class PooledBench:
     vllm: str
     pair: str
     rounds: int
-    """Rounds over all calls, and in the pooled summary."""
+    """Rounds over all calls: the pooled summary's ``rounds_run`` (``rounds`` in summaries pooled before it)."""
     variants: tuple[tuple[str, str], tuple[str, str]]
     """(baseline, ours), each (variant, the runner its facts must name); the ratios are ``ours_over_baseline``."""
     length: int | tuple[int, ...]
@@ -237,7 +237,9 @@ def pooled_cells(bench: PooledBench) -> dict[tuple, dict]:
     assert sum(report["rounds_done"] for report in reports) == bench.rounds
     summary = results(bench.pooled())
     entry = summary["pairs"][bench.pair][bench.mode]
-    assert entry["rounds"] == bench.rounds and entry["vllm"] == [bench.vllm], (entry["rounds"], entry["vllm"])
+    assert entry.get("rounds_run", entry["rounds"]) == bench.rounds and entry["vllm"] == [bench.vllm], entry["vllm"]
+    if "rounds_run" in entry:  # pooled since combine records both: ``rounds`` is what every cell holds
+        assert entry["rounds"] == min(c["runs"] for cells in entry["cells"].values() for c in cells.values())
     ratios = summary[f"{ours}_over_{baseline}"][bench.pair][bench.mode]
     lengths = bench.length if isinstance(bench.length, tuple) else (bench.length,)
     want = {f"in{n}/{s}/c{c}" for n in lengths for s in bench.samplings for c in bench.concurrencies}
@@ -300,8 +302,13 @@ DRAFT_PERFECT_MRV2 = PooledBench("bench/results/2026-11-30-h200-session35/dmp033
                                  rows="input", mode="designed-perfect")
 """The draft model with the perfect designed draft on vLLM 0.33.0's Model Runner V2, 256 and 1024 in, greedy,
 c = 1 .. 32: one round in each of three calls on the same kept servers, pooled."""
+DRAFT_DUMMY_MRV2 = PooledBench("bench/results/2026-11-30-h200-session36/dmd033", ("call1", "call2", "call3", "call4"),
+                               "0.33.0", "llama8b_draft1b", 6, MRV2_PAIR, (256, 1024), ("greedy",), (1, 2, 8, 32),
+                               rows="input", mode="dummy")
+"""The draft model with dummy weights on vLLM 0.33.0's Model Runner V2, 256 and 1024 in, greedy, c = 1 .. 32: four
+calls on the same kept servers split by concurrency (c = 8, 32 and c = 1, 2 in turn), three rounds in every cell."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
-                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1, DRAFT_PERFECT_MRV2)
+                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1, DRAFT_PERFECT_MRV2, DRAFT_DUMMY_MRV2)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
                              re.MULTILINE)
 
@@ -364,6 +371,26 @@ def check_perfect_mrv2_runs(m: re.Match) -> int:
     assert len(tpot["ours_mrv2"]) == len(tpot["mrv2"]) == 6 and short, (tpot, short)
     expect = span(tpot["ours_mrv2"], 2) + span(tpot["mrv2"], 2) + [f"{move:.1f}", str(len(short)), str(len(runs))] + \
         span(short, 1)
+    assert list(m.groups()) == expect, (m.groups(), expect)
+    return len(expect)
+
+
+def check_dummy_mrv2(m: re.Match) -> int:
+    """The dummy-weights sentence on 0.33.0: the acceptance length of every pooled run on both servers there and on
+    0.26.0's dummy pool (one value each), and both servers' median TPOT over the cells at c <= 8."""
+    def acceptance(bench: PooledBench) -> set[float]:
+        pooled_cells(bench)
+        cells = results(bench.pooled())["pairs"][bench.pair][bench.mode]["cells"]
+        return {a for by_cell in cells.values() for cell in by_cell.values()
+                for a in cell["spec_decode_acceptance_length"]["all"]}
+
+    here, v1 = acceptance(DRAFT_DUMMY_MRV2), acceptance(DRAFT_DUMMY_V1)
+    assert len(here) == len(v1) == 1, (here, v1)
+    cells = results(DRAFT_DUMMY_MRV2.pooled())["pairs"][DRAFT_DUMMY_MRV2.pair][DRAFT_DUMMY_MRV2.mode]["cells"]
+    tpot = {v: [c["median_tpot_ms"]["median"] for k, c in cells[v].items() if not k.endswith("/c32")]
+            for v in ("ours_mrv2", "mrv2")}
+    assert len(tpot["ours_mrv2"]) == len(tpot["mrv2"]) == 6, tpot
+    expect = [f"{here.pop():.2f}", f"{v1.pop():.2f}"] + span(tpot["ours_mrv2"], 2) + span(tpot["mrv2"], 2)
     assert list(m.groups()) == expect, (m.groups(), expect)
     return len(expect)
 
@@ -569,6 +596,13 @@ CLAIMS = (
           lambda m: ratio_range(m, pooled_cells(DRAFT_PERFECT_MRV2))),
     Claim("README.md", r"^  \| vLLM 0\.33\.0, perfect draft, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
           lambda m: check_input_grid(m, pooled_cells(DRAFT_PERFECT_MRV2)), multiline=True),
+    Claim("README.md", r"(\S+)–(\S+)× with dummy weights on MRV2",
+          lambda m: ratio_range(m, pooled_cells(DRAFT_DUMMY_MRV2))),
+    Claim("README.md", r"^  \| vLLM 0\.33\.0, dummy weights, input \| c=1 \| c=2 \| c=8 \| c=32 \|\n.*?\n\n",
+          lambda m: check_input_grid(m, pooled_cells(DRAFT_DUMMY_MRV2)), multiline=True),
+    Claim("README.md", r"acceptance length (\S+) on both servers here, where 0\.26\.0's gave (\S+):.{0,700}?its "
+                       r"median TPOT (\S+)–(\S+) ms at c ≤ 8 against MRV2's (\S+)–(\S+) ms \(\[results\]"
+                       r"\(bench/results/2026-11-30-h200-session36/", check_dummy_mrv2),
     Claim("README.md", r"its median TPOT (\S+)–(\S+) ms at c ≤ 8 against MRV2's\s+(\S+)–(\S+) ms\. MRV2's eager "
                        r"speculator is host-bound and its column moved by up to (\S+)× between rounds, so (\d+) of "
                        r"its\s+(\d+) timed runs ended at (\S+)–(\S+) s", check_perfect_mrv2_runs),

@@ -9,7 +9,9 @@ import gzip
 import re
 from pathlib import Path
 
-from results_readback import ResultsFolder, checked_pooled_cell, jit_compiles, rows_by_c
+from results_readback import (MRV2_VARIANTS as VARIANTS, ResultsFolder, check_draft_mrv2_call, checked_pooled_cell,
+                              check_mrv2_moves_and_tpot,
+                              mrv2_table_rows, no_compile_after_boot, prefill_waves_sentence, speculator_counts)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-30-h200-session35"
@@ -17,18 +19,9 @@ DM = RUN / "dmp033"
 PAIR, MODE = "llama8b_draft1b", "designed-perfect"
 COMMIT = "56851fb"
 TIMED = ("call2", "call3", "call4")
-VARIANTS = ("mrv2", "ours_mrv2")
-SPECULATORS = {"mrv2": "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.StandaloneARSpeculator",
-               "ours_mrv2": "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator"}
 
 FOLDER = ResultsFolder(RUN, DM)
 readme, folded, call_report = FOLDER.readme, FOLDER.folded, FOLDER.call_report
-
-
-def table_rows() -> dict[tuple[int, int], list[str]]:
-    """The README's pooled table keyed by (input, c): the cells after c."""
-    return {(int(n), c): row for (n, c), row in rows_by_c(FOLDER.section("## The perfect draft on MRV2"),
-                                                          "256|1024").items()}
 
 
 def timed_runs() -> list[dict]:
@@ -36,18 +29,7 @@ def timed_runs() -> list[dict]:
 
 
 def test_every_call_ran_this_sessions_code_on_vllm_0_33_mrv2_with_async_scheduling():
-    seen = 0
-    for call in ("call1", *TIMED):
-        report = call_report(call)
-        assert report["vllm"] == "0.33.0" and report["commit"].startswith(COMMIT) and report["tree_changes"] == 0
-        assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == list(VARIANTS)
-        assert report["pair"]["mode"] == MODE and report["pair"]["k"] == 3
-        assert report["async_scheduling"]["per_variant"] == {"mrv2": True, "ours_mrv2": True}
-        assert report["workload"]["sized_per_variant"] is True, call
-        for variant, info in report["variants"].items():
-            assert info["facts"] and all(f["runner_kind"] == "mrv2" for f in info["facts"]), (call, variant)
-            assert {f["speculator"] for f in info["facts"]} == {SPECULATORS[variant]}, (call, variant)
-            seen += 1
+    seen = sum(check_draft_mrv2_call(call_report(call), call, COMMIT, MODE) for call in ("call1", *TIMED))
     assert seen == 8
     assert f"**Code:** `{COMMIT}`, `tree_changes` 0 in every call." in folded()
 
@@ -56,39 +38,23 @@ def test_the_table_prints_the_pooled_numbers_and_every_round_is_ours():
     s, entry = FOLDER.pooled_entry(PAIR, MODE, "0.33.0", TIMED)
     assert s["problems"] == [] and entry["rounds"] == 3
     cells, ratios = entry["cells"], s["ours_mrv2_over_mrv2"][PAIR][MODE]
-    rows = table_rows()
+    rows = mrv2_table_rows(FOLDER, "## The perfect draft on MRV2")
     assert sorted(rows) == [(n, c) for n in (256, 1024) for c in (1, 2, 8, 32)]
-    lines, lowest, spread = {}, [], []
+    lines, lowest = {}, []
     for (length, c), row in rows.items():
         key = f"in{length}/greedy/c{c}"
-        mrv2, ours, per_round = checked_pooled_cell(cells, ratios, key, row, 3, VARIANTS)
+        _, ours, per_round = checked_pooled_cell(cells, ratios, key, row, 3, VARIANTS)
         assert ours["spec_decode_acceptance_length"]["all"] == [4.0] * 3, key
         assert min(per_round) > (1.30 if c == 1 else 1.15 if c == 2 else 1.0), key  # issue 39's targets
         lowest += per_round
         lines.setdefault(length, []).append(f"c={c} " + ", ".join(f"{r:.3f}" for r in per_round))
-        spread.append({v: max(x["output_throughput"]["all"]) / min(x["output_throughput"]["all"])
-                       for v, x in (("mrv2", mrv2), ("ours", ours))})
     assert f"(lowest {min(lowest):.3f}, 1024 in at c=32)" in folded()
     assert f"256 in: {'; '.join(lines[256])}. 1024 in: {'; '.join(lines[1024])}." in folded()
-    assert max(s["ours"] for s in spread) < 1.04 and "ours' by under 4% in every cell" in folded()
-    worst = max(s["mrv2"] for s in spread)
-    assert f"**MRV2's column moves by up to {worst:.1f}× between rounds**" in folded()
-    c1 = cells["mrv2"]["in1024/greedy/c1"]["output_throughput"]["all"]
-    assert max(c1) / min(c1) == worst
-    assert "(1024 in, c=1: " + ", ".join(f"{x:.1f}" for x in c1[:2]) + f" and {c1[2]:.1f} tok/s)" in folded()
-    tpot = {v: [cells[v][k]["median_tpot_ms"]["median"] for k in cells[v] if not k.endswith("/c32")] for v in VARIANTS}
-    assert (f"Ours' median TPOT is {min(tpot['ours_mrv2']):.2f}–{max(tpot['ours_mrv2']):.2f} ms at c ≤ 8 in every "
-            f"cell, against MRV2's {min(tpot['mrv2']):.2f}–{max(tpot['mrv2']):.2f} ms") in folded()
+    assert check_mrv2_moves_and_tpot(cells, folded(), 4, "in1024/greedy/c1") == 8
 
 
 def test_the_prefill_waves_at_1024_c32():
-    runs = [r for r in timed_runs() if (r["input_len"], r["concurrency"]) == (1024, 32)]
-    stalls = {v: [r["result"]["stall_total_ms"] / 1000 for r in runs if r["variant"] == v] for v in VARIANTS}
-    prompts = {v: {r["num_prompts"] for r in runs if r["variant"] == v} for v in VARIANTS}
-    assert len(stalls["mrv2"]) == len(stalls["ours_mrv2"]) == 3
-    assert (f"summed ITL gaps of 100 ms or more of {min(stalls['mrv2']):.1f}–{max(stalls['mrv2']):.1f} s per run on "
-            f"MRV2, {min(stalls['ours_mrv2']):.1f}–{max(stalls['ours_mrv2']):.1f} s on ours, whose runs held "
-            f"{prompts['ours_mrv2'].pop()} prompts to MRV2's {prompts['mrv2'].pop()}") in folded()
+    assert prefill_waves_sentence(timed_runs()) in folded()
 
 
 def test_the_short_runs_are_the_ones_the_readme_names():
@@ -106,30 +72,13 @@ def test_the_short_runs_are_the_ones_the_readme_names():
 
 
 def test_no_compile_after_boot_and_ours_replayed_its_graphs():
-    compared = 0
-    for call in ("call1", *TIMED):
-        report = call_report(call)
-        for variant in VARIANTS:
-            assert report["variants"][variant]["jit_after_boot"] == [], (call, variant)
-            assert report["variants"][variant]["jit_monitor_active"] is True, (call, variant)
-            assert jit_compiles(DM / call / "serve-bench" / f"server_{variant}.log.gz") == [], (call, variant)
-            compared += 1
-    assert compared == 8
-
-    def facts(call: str) -> dict:
-        return {f["when"]: f for f in call_report(call)["variants"]["ours_mrv2"]["facts"]}
-
-    before, after = facts("call2")["before"], facts("call4")["after"]
-    counts = ("speculator_replays", "speculator_prefill_replays", "speculator_eager_prefills", "speculator_eager_loops")
-    for call, then in (("call2", "call1"), ("call3", "call2"), ("call4", "call3")):  # the same kept server throughout
-        assert [facts(call)["before"][k] for k in counts] == [facts(then)["after"][k] for k in counts], call
-    decode = sum(after["speculator_replays"].values()) - sum(before["speculator_replays"].values())
-    step0 = sum(after["speculator_prefill_replays"].values()) - sum(before["speculator_prefill_replays"].values())
-    eager = after["speculator_eager_prefills"] - before["speculator_eager_prefills"]
-    assert decode > 0 and step0 > 0 and after["speculator_eager_loops"] == before["speculator_eager_loops"]
-    assert (f"{decode:,} decode-step and {step0:,} step-0 replays, {eager:,} eager step-0 passes" in folded())
-    assert f"no eager decode loop after boot ({before['speculator_eager_loops']} at boot, " \
-           f"{after['speculator_eager_loops']} after call 4)" in folded()
+    assert no_compile_after_boot(FOLDER, ("call1", *TIMED), VARIANTS) == 8
+    speculator_counts(FOLDER, ("call1", *TIMED))  # the same kept server throughout: each call starts where one ended
+    n = speculator_counts(FOLDER, TIMED)
+    assert n["loops_after"] == n["loops_before"]
+    assert (f"{n['decode']:,} decode-step and {n['step0']:,} step-0 replays, {n['eager_step0']:,} eager step-0 passes"
+            in folded())
+    assert f"no eager decode loop after boot ({n['loops_before']} at boot, {n['loops_after']} after call 4)" in folded()
 
 
 def test_the_calls_stop_where_the_readme_says():

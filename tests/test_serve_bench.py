@@ -1703,6 +1703,7 @@ def test_calls_split_by_concurrency_pool_every_cell_and_a_short_call_is_made_up_
     pooled = combine.combine([call1, call2, call3], ["call1", "call2", "call3"])
     entry = pooled["pairs"]["llama_eagle"]["zoo-perfect"]
     assert [entry["cells"]["ours"][c]["runs"] for c in (C1, C2)] == [3, 1]
+    assert entry["rounds"] == 1 and entry["rounds_run"] == 4  # what every cell holds; what the calls ran
     assert set(pooled["ours_over_upstream_v1"]["llama_eagle"]["zoo-perfect"]) == {C1, C2}
     assert entry["workload"]["concurrency"] == [1, 2] and entry["workload"]["cells"] == [C1, C2]
     assert entry["workload"]["max_num_seqs"] == 2 and set(entry["workload"]["num_prompts"]) == {C1, C2}

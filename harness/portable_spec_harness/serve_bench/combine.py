@@ -157,6 +157,13 @@ def round_goals(members: list[tuple[dict[str, Any], str]]) -> dict[str, int]:
     return goals
 
 
+def fewest_rounds(table: dict[str, dict[str, Any]]) -> int:
+    """The rounds every pooled cell holds: the fewest runs of any variant in any cell. The calls' rounds summed are
+    ``rounds_run`` beside it (what summaries pooled before this held as ``rounds``): a chain split by concurrency
+    (c = 8, 32 in one call, c = 1, 2 in the next) runs more rounds between its calls than any one cell holds."""
+    return min((cell["runs"] for cells in table.values() for cell in cells.values()), default=0)
+
+
 def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
     groups: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = {}
     for rep, source in zip(reports, sources):
@@ -180,7 +187,8 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             "vllm": sorted({str(rep.get("vllm")) for rep, _ in members}), "shapes": first["pair"].get("shapes"),
             "k": first["pair"]["k"], "workload": pooled_workload(members, cells),
             "tensor_parallel_size": tensor_parallel_size(first),
-            "rounds": sum(rep.get("rounds_done", 0) for rep, _ in members), "cells": table,
+            "rounds": fewest_rounds(table), "rounds_run": sum(rep.get("rounds_done", 0) for rep, _ in members),
+            "cells": table,
             "phase_clock_c1": {v: r.get("split") for rep, _ in members
                                for v, r in (rep.get("phase_clock_c1") or {}).items() if r.get("split")}}
         for key, (variant, base) in ratio_pairs(variants).items():
