@@ -239,6 +239,28 @@ def test_a_first_round_that_cannot_fit_does_not_start(zoo_pair, clean_run, tmp_p
     assert result["stopped_because"] == f"--budget-s {driver.ROUND_RESERVE_S + 60.0:g} would be passed"
 
 
+def test_a_call_that_keeps_its_servers_keeps_back_less_of_its_budget(zoo_pair, clean_run, tmp_path):
+    """A call that leaves its servers running has none to stop after its last round: it keeps back
+    ``KEPT_ROUND_RESERVE_S`` of its budget, not ``ROUND_RESERVE_S``, so a round that fits in the difference runs
+    (session 36's chained calls each stopped one round early). The same call that stops its servers starts none."""
+    first, out = clean_run
+    run_s = 6.0
+    round_s = 6 * (run_s + driver.RUN_OVERHEAD_S)  # FAST's two cells x three variants, from the earlier call's runs
+    budget_s = driver.KEPT_ROUND_RESERVE_S + round_s + 25.0  # 25 s for the boot and warm-up of fake servers
+    assert budget_s - driver.ROUND_RESERVE_S < round_s
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2, "budget_s": budget_s,
+                                          "phase_clock": False}), zoo_pair, out)
+    settings = replace(settings, earlier_boot_s=None,
+                       earlier_durations={k: {v: run_s for v in by} for k, by in settings.earlier_durations.items()})
+    stopped = driver.run_serve_bench(zoo_pair, settings, tmp_path / "stops", cpu_hooks())
+    assert stopped["rounds_done"] == 0 and stopped["stopped_because"] == f"--budget-s {budget_s:g} would be passed"
+    _, hooks = adopting_hooks()
+    kept = driver.run_serve_bench(zoo_pair, replace(settings, keep_servers=str(tmp_path / "kept.json")),
+                                  tmp_path / "keeps", hooks)
+    assert kept["rounds_done"] == 1 and kept["status"] == "complete", kept["problems"]
+    assert kept["phases_s"]["round_estimate_s"] == pytest.approx(round_s, abs=0.051)
+
+
 def test_sizing_from_carries_the_earlier_calls_run_times(zoo_pair, clean_run):
     first, out = clean_run
     settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2}), zoo_pair, out)

@@ -51,6 +51,10 @@ OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA err
 """What a server's log says when it did not fit beside the others (torch, CUDA, vLLM's start-up memory check)."""
 ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
+KEPT_ROUND_RESERVE_S = 15.0
+"""Kept back instead by a call that leaves its servers running (``--keep-servers``, servers booted together): the
+report alone, with no server to stop (up to 20 s each, most of ``ROUND_RESERVE_S``). Session 36's chained calls
+each stopped a round early that would have fit by this difference."""
 RUN_OVERHEAD_S = 4.0
 """A client run's cost beside its timed part (``vllm bench serve`` starting, its tokenizer, its result file)."""
 WARM_SLACK = 1.25
@@ -521,8 +525,14 @@ class Bench:
     def budget_left(self, need_s: float) -> bool:
         if self.settings.budget_s is None:
             return True
-        left = self.settings.budget_s - (time.monotonic() - self.started) - ROUND_RESERVE_S
+        left = self.settings.budget_s - (time.monotonic() - self.started) - self.round_reserve_s()
         return left >= need_s
+
+    def round_reserve_s(self) -> float:
+        """What the budget keeps back after the last round: ``KEPT_ROUND_RESERVE_S`` where the call will leave its
+        servers running (``--keep-servers``, booted together), else ``ROUND_RESERVE_S`` to stop them too."""
+        keeps = bool(self.settings.keep_servers) and self.record["placement"]["mode"] == "together"
+        return KEPT_ROUND_RESERVE_S if keeps else ROUND_RESERVE_S
 
     # ---------------------------------------------------------------------------------------------- placements
     def together(self, specs: dict[str, BenchServer]) -> bool:
@@ -605,13 +615,15 @@ class Bench:
         if round_s is None:
             return
         clock_s = self.clock_reserve_s(len(self.variants))
-        need = s.earlier_boot_s + round_s + ROUND_RESERVE_S + clock_s
+        reserve = self.round_reserve_s()
+        need = s.earlier_boot_s + round_s + reserve + clock_s
         if need > s.budget_s:
             clock = f" and {clock_s:g} s for the phase clocks" if clock_s else ""
+            then = "report" if reserve == KEPT_ROUND_RESERVE_S else "stop and report"
             raise PortableSpecError(
                 f"--budget-s {s.budget_s:g} cannot hold one round: the call --sizing-from names booted in "
                 f"{s.earlier_boot_s:.1f} s and ran these cells' timed runs in {round_s:.1f} s, plus "
-                f"{ROUND_RESERVE_S:g} s to stop and report{clock} = {need:.1f} s; raise --budget-s "
+                f"{reserve:g} s to {then}{clock} = {need:.1f} s; raise --budget-s "
                 f"(SERVE_BENCH_BUDGET) to {math.ceil(need)} or more, or reuse kept servers (--reuse-servers)")
 
     def check_pools_with_sizing_call(self) -> None:
