@@ -241,8 +241,8 @@ def test_a_first_round_that_cannot_fit_does_not_start(zoo_pair, clean_run, tmp_p
 
 def test_a_call_that_keeps_its_servers_keeps_back_less_of_its_budget(zoo_pair, clean_run, tmp_path):
     """A call that leaves its servers running has none to stop after its last round: it keeps back
-    ``KEPT_ROUND_RESERVE_S`` of its budget, not ``ROUND_RESERVE_S``, so a round that fits in the difference runs
-    (session 36's chained calls each stopped one round early). The same call that stops its servers starts none."""
+    ``KEPT_ROUND_RESERVE_S`` of its budget, not ``ROUND_RESERVE_S``, so a round that fits in the difference runs.
+    The same call that stops its servers starts none."""
     first, out = clean_run
     run_s = 6.0
     round_s = 6 * (run_s + driver.RUN_OVERHEAD_S)  # FAST's two cells x three variants, from the earlier call's runs

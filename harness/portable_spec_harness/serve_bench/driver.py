@@ -53,8 +53,8 @@ ROUND_RESERVE_S = 45.0
 """Kept back from ``--budget-s`` for stopping the servers and writing the report."""
 KEPT_ROUND_RESERVE_S = 15.0
 """Kept back instead by a call that leaves its servers running (``--keep-servers``, servers booted together): the
-report alone, with no server to stop (up to 20 s each, most of ``ROUND_RESERVE_S``). Session 36's chained calls
-each stopped a round early that would have fit by this difference."""
+report alone, with no server to stop (up to 20 s each, most of ``ROUND_RESERVE_S``), so a chained call does not
+refuse a last round that fits."""
 RUN_OVERHEAD_S = 4.0
 """A client run's cost beside its timed part (``vllm bench serve`` starting, its tokenizer, its result file)."""
 WARM_SLACK = 1.25
