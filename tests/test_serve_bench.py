@@ -254,9 +254,12 @@ def test_a_call_that_keeps_its_servers_keeps_back_less_of_its_budget(zoo_pair, c
                        earlier_durations={k: {v: run_s for v in by} for k, by in settings.earlier_durations.items()})
     stopped = driver.run_serve_bench(zoo_pair, settings, tmp_path / "stops", cpu_hooks())
     assert stopped["rounds_done"] == 0 and stopped["stopped_because"] == f"--budget-s {budget_s:g} would be passed"
-    _, hooks = adopting_hooks()
+    launched, hooks = adopting_hooks()
     kept = driver.run_serve_bench(zoo_pair, replace(settings, keep_servers=str(tmp_path / "kept.json")),
                                   tmp_path / "keeps", hooks)
+    assert len(launched) == 3 and all(h.alive() for *_, h in launched)  # kept, as the reserve assumed
+    for *_, handle in launched:
+        handle.stop()
     assert kept["rounds_done"] == 1 and kept["status"] == "complete", kept["problems"]
     assert kept["phases_s"]["round_estimate_s"] == pytest.approx(round_s, abs=0.051)
 
