@@ -30,6 +30,7 @@ class FakeServer:
         self.k, self.head = spec["num_speculative_tokens"], Path(spec["model"]).name.removeprefix("draft_")
         _, self.design = D.read_marker(command[command.index("serve") + 1])
         self.counts = {"drafts": 0, "accepted": [0] * self.k}
+        self.counting = threading.Lock()  # requests arrive on the server's threads; a lost update skews acceptance
         lines = [] if misbehave == "no_loader_line" else [
             smoke.LOADER_LINE.format(role=role) + " (small)" for role in ("target", "eagle3")]
         if env.get("VLLM_PLATFORM") and misbehave != "not_fused":
@@ -59,19 +60,22 @@ class FakeServer:
             def do_GET(self):
                 if self.path == "/health":
                     return self._send(b"")
-                lines = [f'vllm:spec_decode_num_drafts_total{{engine="0"}} {fake.counts["drafts"]}',
-                         f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {sum(fake.counts["accepted"])}']
+                with fake.counting:
+                    drafts, accepted = fake.counts["drafts"], list(fake.counts["accepted"])
+                lines = [f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}',
+                         f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {sum(accepted)}']
                 lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{i}"}} {n}'
-                          for i, n in enumerate(fake.counts["accepted"])]
+                          for i, n in enumerate(accepted)]
                 self._send(("\n".join(lines) + "\n").encode(), "text/plain")
 
             def do_POST(self):
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 head = "perfect" if fake.misbehave == "perfect_acceptance" else fake.head
                 sim = D.simulate(fake.design, head, request["prompt"], request["max_tokens"], fake.k)
-                fake.counts["drafts"] += sim["num_drafts"]
-                fake.counts["accepted"] = [a + b for a, b in zip(fake.counts["accepted"],
-                                                                 sim["accepted_per_position"])]
+                with fake.counting:
+                    fake.counts["drafts"] += sim["num_drafts"]
+                    fake.counts["accepted"] = [a + b for a, b in zip(fake.counts["accepted"],
+                                                                     sim["accepted_per_position"])]
                 tokens = sim["output"]
                 if fake.misbehave == "wrong_tokens":
                     tokens = tokens[:-1] + [tokens[-1] + 1]
