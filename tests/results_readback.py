@@ -84,16 +84,18 @@ SPECULATORS = {"mrv2": "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.
 MRV2_VARIANTS = tuple(SPECULATORS)
 
 
-def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0) -> int:
+def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0,
+                          sized_per_variant: bool = True) -> int:
     """One serving-bench call of the draft model on vLLM 0.33.0's Model Runner V2 (one H200): ``commit``'s code,
-    prompts sized per variant, both servers on MRV2 with async scheduling read back on, each reporting its speculator
-    (``SPECULATORS``); returns the servers checked."""
+    prompts sized per variant (or, with ``sized_per_variant`` false, once per cell, as a chain begun before
+    ``--size-per-variant`` existed must go on), both servers on MRV2 with async scheduling read back on, each reporting
+    its speculator (``SPECULATORS``); returns the servers checked."""
     assert report["vllm"] == "0.33.0" and report["commit"].startswith(commit), call
     assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
     assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(SPECULATORS), call
     assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
     assert report["async_scheduling"]["per_variant"] == {v: True for v in SPECULATORS}, call
-    assert report["workload"]["sized_per_variant"] is True, call
+    assert bool(report["workload"].get("sized_per_variant")) is sized_per_variant, call
     for variant, info in report["variants"].items():
         assert info["facts"] and all(f["runner_kind"] == "mrv2" for f in info["facts"]), (call, variant)
         assert {f["speculator"] for f in info["facts"]} == {SPECULATORS[variant]}, (call, variant)
@@ -281,15 +283,19 @@ def pooled_row(upstream: dict, ours: dict, ratio: dict) -> list[str]:
 
 
 def checked_pooled_cell(cells: dict, ratios: dict, key: str, row: list[str], rounds: int,
-                        variants: tuple[str, str] = ("upstream_v1", "ours")) -> tuple[dict, dict, list]:
+                        variants: tuple[str, str] = ("upstream_v1", "ours"),
+                        same_prompts: bool = True) -> tuple[dict, dict, list]:
     """One row of a pooled table (``row``: its cells after ``c``, the last one the rounds) against the pooled cell
     ``key``: the printed cells are ``pooled_row``'s, both variants ran ``rounds`` rounds, as the row says, and their
-    acceptance lengths were equal round by round. Returns the baseline's and ours' cells (``variants``: upstream V1
-    and ours unless named) and ours over the baseline's output tok/s per round."""
+    acceptance lengths were equal round by round where both ran the same prompts (``same_prompts``: false where
+    each variant's prompts were sized to its own speed, so the lengths are of different prompt sets and the caller
+    judges them). Returns the baseline's and ours' cells (``variants``: upstream V1 and ours unless named) and ours
+    over the baseline's output tok/s per round."""
     up, ours = cells[variants[0]][key], cells[variants[1]][key]
     assert row[:-1] == pooled_row(up, ours, ratios[key]), key
     assert up["runs"] == ours["runs"] == int(row[-1]) == rounds, key
-    assert up["spec_decode_acceptance_length"]["all"] == ours["spec_decode_acceptance_length"]["all"], key
+    if same_prompts:
+        assert up["spec_decode_acceptance_length"]["all"] == ours["spec_decode_acceptance_length"]["all"], key
     per_round = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
     assert len(per_round) == rounds, key
     return up, ours, per_round

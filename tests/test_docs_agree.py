@@ -166,6 +166,13 @@ def ratio_table(m: re.Match, found: dict[tuple, dict], rows: re.Pattern = _ASYNC
     return compared
 
 
+def ratio_list(m: re.Match, found: dict[tuple, dict], keys: list[tuple]) -> int:
+    """Ratios of medians printed in the order of ``keys``, which must be every cell of ``found``."""
+    assert sorted(keys) == sorted(found), (keys, sorted(found))
+    assert list(m.groups()) == [f"{found[key]['output_tok_s']:.2f}" for key in keys]
+    return len(keys)
+
+
 def ratio_range(m: re.Match, found: dict[tuple[int, int], dict]) -> int:
     expect = span([cell["output_tok_s"] for cell in found.values()], 2)
     assert list(m.groups()) == expect
@@ -278,11 +285,20 @@ EAGLE3_V1_4096 = PooledBench("bench/results/2026-11-29-h200-session28/e3g4k028",
                              "0.28.0", "llama8b_eagle3", 3, V1_PAIR, 4096, ("greedy",), (1, 2, 8, 32), rows="input")
 """vLLM 0.28.0 on the V1 runner (one H200): the 8B + EAGLE-3 pair at 4096 in, greedy, c = 1 .. 32, three rounds over
 three calls pooled."""
-DRAFT_MRV2_1024 = PooledBench("bench/results/2026-11-29-h200-session31/dm1k033", ("call1", "call2", "call3"),
-                              "0.33.0", "llama8b_draft1b", 3, MRV2_PAIR, 1024, ("greedy",), (1, 2, 8, 32),
-                              rows="input")
-"""The draft model on vLLM 0.33.0's Model Runner V2 at 1024 in, greedy, c = 1 .. 32: three calls pooled, c = 8, 32
-three rounds and c = 1, 2 two (the lease ran out)."""
+DRAFT_MRV2_1024 = PooledBench("bench/results/2026-11-30-h200-session37/dm1k033",
+                              tuple(f"../../2026-11-29-h200-session31/dm1k033/call{i}" for i in (1, 2, 3))
+                              + ("call4",), "0.33.0", "llama8b_draft1b", 4, MRV2_PAIR, 1024, ("greedy",),
+                              (1, 2, 8, 32), rows="input")
+"""The draft model on vLLM 0.33.0's Model Runner V2 at 1024 in, greedy, c = 1 .. 32: session 31's three calls (c = 8,
+32 three rounds, c = 1, 2 two) and session 37's third round at c = 1, 2 pooled."""
+DRAFT_MRV2_256_HIGH_C = PooledBench("bench/results/2026-11-30-h200-session37/dm256033", ("call1",), "0.33.0",
+                                    "llama8b_draft1b", 3, MRV2_PAIR, 256, ("greedy",), (8, 32), rows="input")
+"""The draft model on vLLM 0.33.0's Model Runner V2 at 256 in, greedy, c = 8, 32: one call of three rounds."""
+DRAFT_ASYNC_256_HIGH_C = PooledBench("bench/results/2026-11-30-h200-session37/dm256v026", ("call1", "call2"),
+                                     "0.26.0", "llama8b_draft1b", 3, V1_PAIR, 256, ("greedy",), (8, 32),
+                                     rows="input")
+"""vLLM 0.26.0 on the V1 runner: the draft model at 256 in, c = 8, 32 with async scheduling on both, three rounds
+over two calls."""
 DRAFT_DUMMY_V1 = PooledBench("bench/results/2026-11-30-h200-session33/dmd026",
                              tuple(f"../../2026-11-29-h200-session32/dmd026/call{i}" for i in (1, 2, 3))
                              + ("call4", "call5"), "0.26.0", "llama8b_draft1b", 6, V1_PAIR, (256, 1024), ("greedy",),
@@ -308,14 +324,81 @@ DRAFT_DUMMY_MRV2 = PooledBench("bench/results/2026-11-30-h200-session36/dmd033",
 """The draft model with dummy weights on vLLM 0.33.0's Model Runner V2, 256 and 1024 in, greedy, c = 1 .. 32: four
 calls on the same kept servers split by concurrency (c = 8, 32 and c = 1, 2 in turn), three rounds in every cell."""
 POOLED_BENCHES = (DRAFT_MRV2, EAGLE3_MRV2_033, EAGLE3_V1_C2, DRAFT_ASYNC_HIGH_C, EAGLE3_V1_TP2, EAGLE3_V1_4096,
-                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1, DRAFT_PERFECT_MRV2, DRAFT_DUMMY_MRV2)
+                  DRAFT_MRV2_1024, DRAFT_DUMMY_V1, DRAFT_PERFECT_V1, DRAFT_PERFECT_MRV2, DRAFT_DUMMY_MRV2,
+                  DRAFT_MRV2_256_HIGH_C, DRAFT_ASYNC_256_HIGH_C)
 _DRAFT_MRV2_ROW = re.compile(r"^ *\| (\d+) \| (?P<c1>[^|]+?) \| (?P<c2>[^|]+?) \| (?P<c8>[^|]+?) \| (?P<c32>[^|]+?) \|$",
                              re.MULTILINE)
 
 
 def draft_mrv2_cells() -> dict[tuple[int, int], dict]:
-    """Every pooled cell of the draft model on vLLM 0.33.0's MRV2: 256 in (session 23) and 1024 in (session 31)."""
-    return {**pooled_cells(DRAFT_MRV2), **pooled_cells(DRAFT_MRV2_1024)}
+    """Every pooled cell of the draft model on vLLM 0.33.0's MRV2: 256 in (c = 1, 2 session 23's, c = 8, 32 session
+    37's) and 1024 in (session 31's calls and session 37's)."""
+    return {**pooled_cells(DRAFT_MRV2), **pooled_cells(DRAFT_MRV2_256_HIGH_C), **pooled_cells(DRAFT_MRV2_1024)}
+
+
+def draft_async_high_c_cells() -> dict[tuple, dict]:
+    """The draft model on the V1 runner at c = 8, 32 with async scheduling on both: 1024 in, greedy and sampled
+    (keyed by sampling), and 256 in, greedy (keyed by input length)."""
+    return {**pooled_cells(DRAFT_ASYNC_HIGH_C), **pooled_cells(DRAFT_ASYNC_256_HIGH_C)}
+
+
+def check_draft_256_high_c(m: re.Match) -> int:
+    """The 256-in, c = 8, 32 sentence: the shortest run (floored as printed), each cell's ratio of medians and paired
+    interval, ours ahead in every round, and the p99 ITL pairs (each server's median over the rounds) with upstream's
+    move between rounds at c=8."""
+    found = pooled_cells(DRAFT_ASYNC_256_HIGH_C)
+    reports = [results(path) for path in DRAFT_ASYNC_256_HIGH_C.call_reports()]
+    shortest = min(r["duration_s"] for report in reports for r in report["runs"])
+    assert m.group(1) == f"{int(shortest * 10) / 10:.1f}", (m.group(1), shortest)
+    printed = []
+    for c in (8, 32):
+        low, high = found[256, c]["paired_output_tok_s"]["interval"]
+        printed += [f"{found[256, c]['output_tok_s']:.2f}", f"{low:.2f}", f"{high:.2f}"]
+    cells = results(DRAFT_ASYNC_256_HIGH_C.pooled())["pairs"]["llama8b_draft1b"]["designed-partial"]["cells"]
+    for c in (8, 32):
+        ours, up = (cells[v][f"in256/greedy/c{c}"]["output_throughput"]["all"] for v in ("ours", "upstream_v1"))
+        assert len(ours) == 3 and all(o > u for o, u in zip(ours, up)), c
+    itl = {c: [f"{cells[v][f'in256/greedy/c{c}']['p99_itl_ms']['median']:.1f}" for v in ("ours", "upstream_v1")]
+           for c in (8, 32)}
+    rounds = [r["result"]["p99_itl_ms"] for report in reports for r in report["runs"]
+              if (r["variant"], r["concurrency"]) == ("upstream_v1", 8)]
+    assert len(rounds) == 3
+    assert list(m.groups()[1:]) == printed + itl[8] + [f"{max(rounds) / min(rounds):.1f}"] + itl[32]
+    return len(printed) + 5
+
+
+NUMBER_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def check_draft_set_aside(m: re.Match) -> int:
+    """The issue 39 coverage paragraph's count of set-aside pooled summaries: all of them, and those a later pool of
+    the same calls replaces (the rest being the early 256-token pool), as ``coverage`` lists them."""
+    from portable_spec_harness.serve_bench import coverage
+
+    aside = coverage.coverage(coverage.TABLES["issue39"], ROOT / "bench" / "results", ROOT)["set_aside"]
+    superseded = [a for a in aside if a["why"].startswith("superseded by ")]
+    assert len(aside) - len(superseded) == 1, aside
+    assert [m.group(1).lower(), m.group(2)] == [NUMBER_WORDS[len(aside)], NUMBER_WORDS[len(superseded)]]
+    return len(aside)
+
+
+def check_draft_mrv2_1024_sentence(m: re.Match) -> int:
+    """The 1024-in MRV2 sentence: both servers' median TPOT (2 decimals) and p99 ITL (1 decimal) over the pooled
+    cells, ours ahead in every round of every cell, and the lowest round at c=32."""
+    pooled_cells(DRAFT_MRV2_1024)
+    cells = results(DRAFT_MRV2_1024.pooled())["pairs"]["llama8b_draft1b"]["designed-partial"]["cells"]
+    values = {v: {f: [c[f]["median"] for c in cells[v].values()] for f in ("median_tpot_ms", "p99_itl_ms")}
+              for v in ("ours_mrv2", "mrv2")}
+    per_round = {key: [o / b for o, b in zip(cells["ours_mrv2"][key]["output_throughput"]["all"],
+                                             cells["mrv2"][key]["output_throughput"]["all"])] for key in cells["mrv2"]}
+    assert len(per_round) == 4 and all(len(r) == 3 for r in per_round.values())
+    lowest = min((r, key) for key, rounds in per_round.items() for r in rounds)
+    assert lowest[0] > 1.0 and lowest[1] == "in1024/greedy/c32", lowest
+    expect = (span(values["ours_mrv2"]["median_tpot_ms"], 2) + span(values["mrv2"]["median_tpot_ms"], 2)
+              + span(values["ours_mrv2"]["p99_itl_ms"], 1) + span(values["mrv2"]["p99_itl_ms"], 1)
+              + [f"{lowest[0]:.2f}"])
+    assert list(m.groups()) == expect
+    return len(expect)
 
 
 def check_dummy_v1_itl(m: re.Match) -> int:
@@ -616,7 +699,19 @@ CLAIMS = (
     Claim("README.md", r"^  \| sampling, input 1024 \| c=8 \| c=32 \|\n.*?\n\n",
           lambda m: ratio_table(m, pooled_cells(DRAFT_ASYNC_HIGH_C), _SAMPLING_ROW, (8, 32), str), multiline=True),
     Claim("README.md", r"and (\S+)–(\S+)× at c = 8, 32 with `--async-scheduling` on both",
-          lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
+          lambda m: ratio_range(m, draft_async_high_c_cells())),
+    Claim("docs/platforms.md", r"(\S+) / (\S+) at c = 8 / 32 \(256 in, greedy\)",
+          lambda m: ratio_list(m, pooled_cells(DRAFT_ASYNC_256_HIGH_C), [(256, 8), (256, 32)])),
+    Claim("README.md", r"At 256 in, greedy \(3 interleaved rounds over two calls, prompts sized per variant, every run "
+                       r"≥ (\S+) s\): (\S+)\s+\[(\S+), (\S+)\] at c=8 and (\S+) \[(\S+), (\S+)\] at c=32, ours ahead "
+                       r"in every round; ours' p99 ITL (\S+) against (\S+) ms\s+at c=8 \(upstream's moved (\S+)× between "
+                       r"rounds\), (\S+) against (\S+) ms at c=32", check_draft_256_high_c),
+    Claim("README.md", r"(\w+) pooled\s+summaries are set aside \(an early 256-token pool whose first round followed "
+                       r"the profiler, and (\w+) pools that a\s+later pool of the same calls and more replaces;",
+          check_draft_set_aside),
+    Claim("README.md", r"at 1024 in, (\S+)–(\S+) ms against (\S+)–(\S+) ms\s+TPOT, p99 ITL (\S+)–(\S+) ms against "
+                       r"(\S+)–(\S+) ms, ours ahead in every round of every cell \(lowest (\S+), c=32\)",
+          check_draft_mrv2_1024_sentence),
     Claim("docs/platforms.md", r"1\.45–1\.72 at c = 1, 2 and (\S+)–(\S+) at c = 8, 32 \(1024 in, greedy and sampled\)",
           lambda m: ratio_range(m, pooled_cells(DRAFT_ASYNC_HIGH_C))),
     Claim("README.md", r"Ours' p99 ITL was within 10% of\s+upstream's \((\S+) / (\S+) ms greedy at c=8\)",

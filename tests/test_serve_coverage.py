@@ -5,6 +5,7 @@ results (session 28's 4096-token row, session 27's TP=2 row) and over fabricated
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -208,11 +209,15 @@ def test_a_cell_counts_the_rounds_of_its_own_servers_not_the_summarys_most(tmp_p
     three = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c2")
     assert (two["measurements"][0]["rounds"], two["counted"]) == (2, False)
     assert (three["measurements"][0]["rounds"], three["counted"]) == (3, True)
-    committed = coverage.coverage(coverage.ISSUE_39, RESULTS, ROOT)
-    session31 = "bench/results/2026-11-29-h200-session31/dm1k033/pooled/serve_bench_summary.json"
+    # session 31's pool as committed (set aside since a later pool holds its calls and a third round at c = 1, 2),
+    # read alone: its summary and its calls' reports, which the coverage reads for the scheduling and short runs
+    session31 = ROOT / "bench/results/2026-11-29-h200-session31"
+    copy = tmp_path / "s31"
+    shutil.copytree(session31 / "dm1k033", copy / "dm1k033",
+                    ignore=shutil.ignore_patterns("SET_ASIDE", "runs", "*.log.gz", "phase_clock"))
+    alone = coverage.coverage(coverage.ISSUE_39, copy)
     for c, rounds in ((1, 2), (2, 2), (8, 3), (32, 3)):
-        (m,) = [m for m in cell(committed, "llama8b_draft1b", "designed-partial", "mrv2",
-                                f"in1024/greedy/c{c}")["measurements"] if m["summary"] == session31]
+        (m,) = cell(alone, "llama8b_draft1b", "designed-partial", "mrv2", f"in1024/greedy/c{c}")["measurements"]
         assert (m["rounds"], m["counted"]) == (rounds, rounds >= 3), c
 
 
@@ -279,6 +284,7 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
     assert aside["summary"] not in read and any("repooled/s19-dm256b" in s for s in read)
     # pools a later pool of the same calls and more replaced: (the set-aside pool, the one read instead)
     replaced = [("2026-11-29-h200-session25/dm832026", "2026-11-30-h200-session34/dm832026"),
+                ("2026-11-29-h200-session31/dm1k033", "2026-11-30-h200-session37/dm1k033"),
                 ("2026-11-29-h200-session32/dmd026", "2026-11-30-h200-session33/dmd026"),
                 ("2026-11-30-h200-session33/dmp026", "2026-11-30-h200-session34/dmp026")]
     assert [one["summary"] for one in superseded] == [
