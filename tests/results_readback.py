@@ -282,6 +282,12 @@ def pooled_row(upstream: dict, ours: dict, ratio: dict) -> list[str]:
             f"{med(upstream, 'median_tpot_ms'):.2f} / {med(ours, 'median_tpot_ms'):.2f}"]
 
 
+def acceptance_lengths(cells: dict[str, dict[str, dict]]) -> set[float]:
+    """Every acceptance length a pooled summary's cells (variant -> cell key -> cell) hold, over all their rounds."""
+    return {a for by_cell in cells.values() for cell in by_cell.values()
+            for a in cell["spec_decode_acceptance_length"]["all"]}
+
+
 def checked_pooled_cell(cells: dict, ratios: dict, key: str, row: list[str], rounds: int,
                         variants: tuple[str, str] = ("upstream_v1", "ours"),
                         same_prompts: bool = True) -> tuple[dict, dict, list]:

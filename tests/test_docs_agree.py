@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
-from results_readback import load
+from results_readback import acceptance_lengths, load
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "DEVELOPERS.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
@@ -221,6 +221,11 @@ class PooledBench:
         return f"{self.folder}/pooled/serve_bench_summary.json"
 
 
+def bench_cells(bench: PooledBench) -> dict[str, dict[str, dict]]:
+    """``bench``'s pooled summary's cells of its pair and weights: variant -> cell key -> the cell."""
+    return results(bench.pooled())["pairs"][bench.pair][bench.mode]["cells"]
+
+
 def pooled_cells(bench: PooledBench) -> dict[tuple, dict]:
     """(sampling or input length, concurrency) -> the pooled cell's ratios of ours over the baseline, after checking
     that each call ran ``bench.vllm``, both servers on their runner with async scheduling read back on, and ours
@@ -354,7 +359,7 @@ def check_draft_256_high_c(m: re.Match) -> int:
     for c in (8, 32):
         low, high = found[256, c]["paired_output_tok_s"]["interval"]
         printed += [f"{found[256, c]['output_tok_s']:.2f}", f"{low:.2f}", f"{high:.2f}"]
-    cells = results(DRAFT_ASYNC_256_HIGH_C.pooled())["pairs"]["llama8b_draft1b"]["designed-partial"]["cells"]
+    cells = bench_cells(DRAFT_ASYNC_256_HIGH_C)
     for c in (8, 32):
         ours, up = (cells[v][f"in256/greedy/c{c}"]["output_throughput"]["all"] for v in ("ours", "upstream_v1"))
         assert len(ours) == 3 and all(o > u for o, u in zip(ours, up)), c
@@ -386,7 +391,7 @@ def check_draft_mrv2_1024_sentence(m: re.Match) -> int:
     """The 1024-in MRV2 sentence: both servers' median TPOT (2 decimals) and p99 ITL (1 decimal) over the pooled
     cells, ours ahead in every round of every cell, and the lowest round at c=32."""
     pooled_cells(DRAFT_MRV2_1024)
-    cells = results(DRAFT_MRV2_1024.pooled())["pairs"]["llama8b_draft1b"]["designed-partial"]["cells"]
+    cells = bench_cells(DRAFT_MRV2_1024)
     values = {v: {f: [c[f]["median"] for c in cells[v].values()] for f in ("median_tpot_ms", "p99_itl_ms")}
               for v in ("ours_mrv2", "mrv2")}
     per_round = {key: [o / b for o, b in zip(cells["ours_mrv2"][key]["output_throughput"]["all"],
@@ -405,7 +410,7 @@ def check_dummy_v1_itl(m: re.Match) -> int:
     """The dummy-weights bullet's p99 ITL ranges (each server's median per cell, over every pooled cell) and the
     kernels upstream compiled after boot (the same count in every call; ours' nothing is ``pooled_cells``' check)."""
     pooled_cells(DRAFT_DUMMY_V1)
-    cells = results(DRAFT_DUMMY_V1.pooled())["pairs"][DRAFT_DUMMY_V1.pair][DRAFT_DUMMY_V1.mode]["cells"]
+    cells = bench_cells(DRAFT_DUMMY_V1)
     itl = {v: [c["p99_itl_ms"]["median"] for c in cells[v].values()] for v in ("ours", "upstream_v1")}
     compiles = {len(results(r)["variants"]["upstream_v1"]["jit_after_boot"]) for r in DRAFT_DUMMY_V1.call_reports()}
     assert len(compiles) == 1 and len(itl["ours"]) == len(itl["upstream_v1"]) == 8, (compiles, itl)
@@ -417,7 +422,7 @@ def check_draft_high_c_itl(m: re.Match) -> int:
     """The c = 8, 32 bullet's p99 ITL: ours within 10% of upstream's (each server's median per cell) in every pooled
     cell, and the greedy c=8 pair it prints."""
     pooled_cells(DRAFT_ASYNC_HIGH_C)
-    cells = results(DRAFT_ASYNC_HIGH_C.pooled())["pairs"][DRAFT_ASYNC_HIGH_C.pair][DRAFT_ASYNC_HIGH_C.mode]["cells"]
+    cells = bench_cells(DRAFT_ASYNC_HIGH_C)
     itl = {key: (cells["ours"][key]["p99_itl_ms"]["median"], cells["upstream_v1"][key]["p99_itl_ms"]["median"])
            for key in cells["ours"]}
     assert len(itl) == 4 and all(ours <= 1.10 * up for ours, up in itl.values()), itl
@@ -430,8 +435,8 @@ def check_perfect_v1_step(m: re.Match) -> int:
     and the dummy weights' one-token step (median TPOT) at c = 1, 2, one span over both."""
     pooled_cells(DRAFT_PERFECT_V1)
     pooled_cells(DRAFT_DUMMY_V1)
-    perfect = results(DRAFT_PERFECT_V1.pooled())["pairs"][DRAFT_PERFECT_V1.pair][DRAFT_PERFECT_V1.mode]["cells"]["ours"]
-    dummy = results(DRAFT_DUMMY_V1.pooled())["pairs"][DRAFT_DUMMY_V1.pair][DRAFT_DUMMY_V1.mode]["cells"]["ours"]
+    perfect = bench_cells(DRAFT_PERFECT_V1)["ours"]
+    dummy = bench_cells(DRAFT_DUMMY_V1)["ours"]
     low_c = ("/c1", "/c2")
     steps = [cell["median_itl_ms"]["median"] for key, cell in perfect.items() if key.endswith(low_c)] + \
         [cell["median_tpot_ms"]["median"] for key, cell in dummy.items() if key.endswith(low_c)]
@@ -444,7 +449,7 @@ def check_perfect_mrv2_runs(m: re.Match) -> int:
     """The perfect draft's MRV2 bullet: both servers' median TPOT over the cells at c <= 8, MRV2's widest move
     between rounds in a cell, and its short runs (timed runs under the calls' --min-run-s) with their span."""
     pooled_cells(DRAFT_PERFECT_MRV2)
-    cells = results(DRAFT_PERFECT_MRV2.pooled())["pairs"][DRAFT_PERFECT_MRV2.pair][DRAFT_PERFECT_MRV2.mode]["cells"]
+    cells = bench_cells(DRAFT_PERFECT_MRV2)
     tpot = {v: [c["median_tpot_ms"]["median"] for k, c in cells[v].items() if not k.endswith("/c32")]
             for v in ("ours_mrv2", "mrv2")}
     move = max(max(c["output_throughput"]["all"]) / min(c["output_throughput"]["all"]) for c in cells["mrv2"].values())
@@ -463,13 +468,11 @@ def check_dummy_mrv2(m: re.Match) -> int:
     0.26.0's dummy pool (one value each), and both servers' median TPOT over the cells at c <= 8."""
     def acceptance(bench: PooledBench) -> set[float]:
         pooled_cells(bench)
-        cells = results(bench.pooled())["pairs"][bench.pair][bench.mode]["cells"]
-        return {a for by_cell in cells.values() for cell in by_cell.values()
-                for a in cell["spec_decode_acceptance_length"]["all"]}
+        return acceptance_lengths(bench_cells(bench))
 
     here, v1 = acceptance(DRAFT_DUMMY_MRV2), acceptance(DRAFT_DUMMY_V1)
     assert len(here) == len(v1) == 1, (here, v1)
-    cells = results(DRAFT_DUMMY_MRV2.pooled())["pairs"][DRAFT_DUMMY_MRV2.pair][DRAFT_DUMMY_MRV2.mode]["cells"]
+    cells = bench_cells(DRAFT_DUMMY_MRV2)
     tpot = {v: [c["median_tpot_ms"]["median"] for k, c in cells[v].items() if not k.endswith("/c32")]
             for v in ("ours_mrv2", "mrv2")}
     assert len(tpot["ours_mrv2"]) == len(tpot["mrv2"]) == 6, tpot

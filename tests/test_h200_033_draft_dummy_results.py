@@ -8,9 +8,9 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from results_readback import (MRV2_VARIANTS as VARIANTS, ResultsFolder, check_draft_mrv2_call, checked_pooled_cell,
-                              check_mrv2_moves_and_tpot,
-                              load, mrv2_table_rows, no_compile_after_boot, prefill_waves_sentence, speculator_counts)
+from results_readback import (MRV2_VARIANTS as VARIANTS, ResultsFolder, acceptance_lengths, check_draft_mrv2_call,
+                              checked_pooled_cell, check_mrv2_moves_and_tpot, load, mrv2_table_rows,
+                              no_compile_after_boot, prefill_waves_sentence, speculator_counts)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-30-h200-session36"
@@ -67,8 +67,7 @@ def test_every_run_accepted_every_draft_token():
     assert len(runs) == 48 and {r["result"]["spec_decode_acceptance_length"] for r in runs} == {4.0}
     assert "**Acceptance length 4.00 on both servers in every run, with dummy weights.**" in folded()
     v1 = load(ROOT / "bench/results/2026-11-30-h200-session33/dmd026/pooled/serve_bench_summary.json")
-    lengths = {a for cells in v1["pairs"][PAIR][MODE]["cells"].values() for cell in cells.values()
-               for a in cell["spec_decode_acceptance_length"]["all"]}
+    lengths = acceptance_lengths(v1["pairs"][PAIR][MODE]["cells"])
     assert lengths == {1.0} and "the same pair's dummy\n  weights gave 1.00 (sessions 32–33" in readme()
 
 
