@@ -237,6 +237,18 @@ def test_the_warm_up_line_boots_and_warm_runs():
     assert folder.endswith("/inductor_cache/triton/0") and "/torch_compile_cache/torch_aot_compile/" in folder
     assert (f"`kernel warm-up: {steps} steps … in {seconds} s; {compiles} Triton compiles … Triton builds: {built} "
             f"compiled, {cached}\n  from the disk cache`") in readme()
+    # session 33's boots: a loading boot (vLLM's compiled model from its cache) of the 19-step plan still took as
+    # long; the 9-step plan's did not
+    s33 = ROOT / "bench" / "results" / "2026-11-30-h200-session33"
+    warm_ups = {}
+    for call in ("dmd026/call4", "dmd026/call5", "dmp026/call1", "dmp026/call2"):
+        log = gzip.open(s33 / call / "serve-bench" / "server_ours.log.gz", "rt").read()
+        (found,) = re.findall(r"kernel warm-up: (\d+) steps .*? in ([\d.]+) s", log)
+        warm_ups[call] = (int(found[0]), found[1], "Directly load AOT compilation" in log)
+    assert [(n, loaded) for n, _, loaded in warm_ups.values()] == [(19, False), (19, True), (9, False), (9, True)]
+    assert (f"the same 19-step warm-up took {warm_ups['dmd026/call5'][1]} s ({warm_ups['dmd026/call4'][1]} s in "
+            f"`call4`'s boot before it), while `dmp026/call2`, a loading boot with the 9-step plan of c ≤ 2, took "
+            f"{warm_ups['dmp026/call2'][1]} s against `call1`'s {warm_ups['dmp026/call1'][1]} s") in folded()
     upstream = gzip.open(RUN / V1_CALLS[0] / "serve-bench" / "server_upstream_v1.log.gz", "rt").read()
     (o_total, o_compile), (u_total, u_compile) = init_engine(ours), init_engine(upstream)
     assert (f"vLLM's \"init engine\" took {o_total} s on ours against {u_total} s on upstream in the same boot "
