@@ -105,7 +105,8 @@ def widest_gap(calls: tuple[str, ...], variants: tuple[str, str]) -> float:
     """The largest difference between the two servers' acceptance lengths in one cell's round."""
     by_run: dict[tuple, dict] = {}
     for r in runs(calls):
-        by_run.setdefault((r["input_len"], r["concurrency"], r["round"]), {})[r["variant"]] = r["result"]["spec_decode_acceptance_length"]
+        key = (r["input_len"], r["concurrency"], r["round"])
+        by_run.setdefault(key, {})[r["variant"]] = r["result"]["spec_decode_acceptance_length"]
     assert all(sorted(v) == sorted(variants) for v in by_run.values()) and len(by_run) == 6
     return max(abs(v[variants[0]] - v[variants[1]]) for v in by_run.values())
 
@@ -138,7 +139,8 @@ def test_acceptance_equal_on_the_same_prompts_close_on_others_and_alike_on_both_
              for v, calls in (("ours_mrv2", MRV2_CALLS[:1]), ("ours", V1_CALLS))}
     assert len(at_32["ours"]) == 3 and sorted(at_32["ours_mrv2"]) == sorted(at_32["ours"])
     assert {n for _, n, _ in at_32["ours"]} == {320}
-    printed = ", ".join(f"{a:.5f}" for _, _, a in sorted(at_32["ours"])[:-1]) + f" and {sorted(at_32['ours'])[-1][2]:.5f}"
+    lengths = [f"{a:.5f}" for _, _, a in sorted(at_32["ours"])]
+    printed = ", ".join(lengths[:-1]) + f" and {lengths[-1]}"
     assert f"320 prompts (below): {printed} in rounds 0, 1, 2." in folded()
 
 
