@@ -319,19 +319,29 @@ def pooled_table(summary: dict, pair: str, mode: str, readme: str, header: str,
 
 
 def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], length: int,
-                         concurrencies: tuple[int, ...]) -> tuple[dict[int, dict], str]:
+                         concurrencies: tuple[int, ...], variants: tuple[str, str] = ("upstream_v1", "ours"),
+                         rounds: int | None = None, same_prompts: bool = True,
+                         ours_ahead_every_round: bool = False) -> tuple[dict[int, dict], str]:
     """Checks each greedy row of a pooled table at ``length`` tokens (``pooled_row``); returns the ratios per
-    concurrency and the per-round line READMEs print ("c=1 1.675, 1.369, 1.781; c=2 ..."), ours over upstream V1 in
-    each round."""
+    concurrency and the per-round line READMEs print ("c=1 1.675, 1.369, 1.781; c=2 ..."), ours over the baseline
+    (``variants[0]``, upstream V1 unless named) in each round. Rows that end in their rounds column are checked
+    through ``checked_pooled_cell`` when ``rounds`` is given; ``ours_ahead_every_round`` asserts every round above
+    1 (issue 39's target for every cell)."""
     by_c, per_round = {}, []
     for c in concurrencies:
         key = f"in{length}/greedy/c{c}"
-        up, ours, ratio = cells["upstream_v1"][key], cells["ours"][key], ratios[key]
-        assert rows[str(c)] == pooled_row(up, ours, ratio), c
-        rounds = [o / u for o, u in zip(ours["output_throughput"]["all"], up["output_throughput"]["all"])]
-        assert rounds, (c, "no rounds")
-        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in rounds))
-        by_c[c] = ratio
+        if rounds is None:
+            up, ours = cells[variants[0]][key], cells[variants[1]][key]
+            assert rows[str(c)] == pooled_row(up, ours, ratios[key]), c
+            ratios_per_round = [o / u for o, u in zip(ours["output_throughput"]["all"],
+                                                      up["output_throughput"]["all"])]
+        else:
+            _, _, ratios_per_round = checked_pooled_cell(cells, ratios, key, rows[str(c)], rounds, variants,
+                                                         same_prompts)
+        assert ratios_per_round, (c, "no rounds")
+        assert not ours_ahead_every_round or min(ratios_per_round) > 1.0, (c, ratios_per_round)
+        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in ratios_per_round))
+        by_c[c] = ratios[key]
     return by_c, "; ".join(per_round)
 
 

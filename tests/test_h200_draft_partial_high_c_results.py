@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 from results_readback import (MRV2_VARIANTS, ResultsFolder, check_draft_mrv2_call, check_draft_v1_call,
-                              checked_pooled_cell, init_engine, jit_compiles, log_time, mrv2_table_rows, rows_by_c,
-                              speculator_counts, upstream_compiles_ours_none)
+                              init_engine, jit_compiles, log_time, mrv2_table_rows, pooled_rows_by_round,
+                              rows_by_c, speculator_counts, upstream_compiles_ours_none)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-11-30-h200-session37"
@@ -35,18 +35,13 @@ def runs(calls: tuple[str, ...]) -> list[dict]:
     return [r for call in calls for r in call_report(call)["runs"]]
 
 
-def per_round_line(cells: dict, ratios: dict, keys: list[str], variants: tuple[str, str], rows: dict,
-                   same_prompts: bool) -> str:
-    """The README's "c=8 3.109, 3.284, 3.943; c=32 ..." line for ``keys``, each row checked against its pooled cell
-    with three rounds and ours ahead in every round."""
-    line = []
-    for key in keys:
-        length, _, c = key.split("/")
-        row = rows[int(length.removeprefix("in")), int(c.removeprefix("c"))]
-        _, _, per_round = checked_pooled_cell(cells, ratios, key, row, 3, variants, same_prompts)
-        assert min(per_round) > 1.0, key  # issue 39's target for every cell
-        line.append(f"{c.replace('c', 'c=')} " + ", ".join(f"{r:.3f}" for r in per_round))
-    return "; ".join(line)
+def per_round_line(cells: dict, ratios: dict, length: int, concurrencies: tuple[int, ...], rows: dict,
+                   same_prompts: bool, variants: tuple[str, str] = MRV2_VARIANTS) -> str:
+    """The README's "c=8 3.109, 3.284, 3.943; c=32 ..." line at ``length``, each row checked against its pooled
+    cell with three rounds and ours ahead in every round."""
+    return pooled_rows_by_round(cells, ratios, {str(c): rows[length, c] for c in concurrencies}, length,
+                                concurrencies, variants, rounds=3, same_prompts=same_prompts,
+                                ours_ahead_every_round=True)[1]
 
 
 def test_every_call_ran_efcc859_on_its_runner_with_async_scheduling_on_servers_of_one_shape():
@@ -70,18 +65,16 @@ def test_the_mrv2_table_prints_both_pools_and_ours_leads_every_round():
     short = pooled("dm256033")
     entry = short["pairs"][PAIR][MODE]
     assert short["problems"] == [] and (entry["rounds"], entry.get("rounds_run")) == (3, 3)
-    line_256 = per_round_line(entry["cells"], short["ours_mrv2_over_mrv2"][PAIR][MODE],
-                              ["in256/greedy/c8", "in256/greedy/c32"], MRV2_VARIANTS, rows, same_prompts=False)
+    line_256 = per_round_line(entry["cells"], short["ours_mrv2_over_mrv2"][PAIR][MODE], 256, (8, 32), rows,
+                              same_prompts=False)
     long, long_entry = ResultsFolder(RUN, RUN / "dm1k033").pooled_entry(PAIR, MODE, "0.33.0",
                                                                          ("call1", "call2", "call3", "call4"))
     assert [Path(p).parts[-4] for p in long_entry["sources"]] == ["2026-11-29-h200-session31"] * 3 + \
         ["2026-11-30-h200-session37"]
     assert long["problems"] == [] and (long_entry["rounds"], long_entry["rounds_run"]) == (3, 4)
     long_ratios = long["ours_mrv2_over_mrv2"][PAIR][MODE]
-    line_1024 = per_round_line(long_entry["cells"], long_ratios, ["in1024/greedy/c1", "in1024/greedy/c2"],
-                               MRV2_VARIANTS, rows, same_prompts=True)
-    per_round_line(long_entry["cells"], long_ratios, ["in1024/greedy/c8", "in1024/greedy/c32"], MRV2_VARIANTS, rows,
-                   same_prompts=True)
+    line_1024 = per_round_line(long_entry["cells"], long_ratios, 1024, (1, 2), rows, same_prompts=True)
+    per_round_line(long_entry["cells"], long_ratios, 1024, (8, 32), rows, same_prompts=True)
     assert f"256 in: {line_256}. 1024 in, c = 1, 2 (rounds 0–1 session 31's, round 2 this session's): {line_1024}." \
         in folded()
     c1, c2 = long_ratios["in1024/greedy/c1"]["output_tok_s"], long_ratios["in1024/greedy/c2"]["output_tok_s"]
@@ -200,8 +193,8 @@ def test_the_v1_table_its_rounds_and_its_p99_itl():
     rows = {(int(n), c): row for (n, c), row in rows.items()}
     assert sorted(rows) == [(256, 8), (256, 32)]
     ratios = s["ours_over_upstream_v1"][PAIR][MODE]
-    line = per_round_line(entry["cells"], ratios, ["in256/greedy/c8", "in256/greedy/c32"], V1_VARIANTS, rows,
-                          same_prompts=False)
+    line = per_round_line(entry["cells"], ratios, 256, (8, 32), rows, same_prompts=False,
+                          variants=V1_VARIANTS)
     assert f"**Ours is ahead in every round:** {line}." in folded()
     c8, c32 = ratios["in256/greedy/c8"]["output_tok_s"], ratios["in256/greedy/c32"]["output_tok_s"]
     assert f"({c8:.2f}× at c=8, {c32:.2f}× at c=32;" in folded()
