@@ -895,6 +895,19 @@ def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
     assert knobs.compilation.listener is previous
 
 
+def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monkeypatch, tmp_path):
+    """What makes a compiling boot's warm-up build in the model's folder (worker/triton_cache.py): with
+    TRITON_CACHE_DIR unset, inductor's Triton folder is ``triton/<device>`` under its own cache folder (vLLM points
+    TORCHINDUCTOR_CACHE_DIR at the compiled model's), and a caller's TRITON_CACHE_DIR wins."""
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "hash" / "inductor_cache"))
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    assert triton_cache_dir(0) == str(tmp_path / "hash" / "inductor_cache" / "triton" / "0")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers"))
+    assert triton_cache_dir(0) == str(tmp_path / "callers")
+
+
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
 def _resolve(ref: str):
     import importlib

@@ -438,6 +438,19 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_triton_build_counting_tells_compiled_from_disk_chains_and_restores",),
         requires="v1_full_drafter"),
     Divergence(
+        "Triton cache folder of the boot warm-ups", "scoped override", f"{_A}.worker.triton_cache:triton_cache_as",
+        ("torch._inductor.runtime.cache_dir_utils:triton_cache_dir",),
+        what="While our V1 runner's warm-ups run (MoE sizes, kernel steps, structured output), TRITON_CACHE_DIR is "
+             "what the process had when the runner was built (unset: Triton's default folder), not the folder "
+             "inductor set it to while compiling the model.",
+        why="A boot that compiled the model built the warm-ups' kernels in that model's inductor folder; a boot that "
+            "loads it looked in Triton's default folder and compiled them all again (the first restart's warm-up "
+            "compiled 8 kernels in 22.66 s; the next boot found them on disk in 0.99 s).",
+        undone="The variable is put back when the warm-ups end, also when one raises.",
+        upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder).",
+        pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",),
+        requires="v1_full_drafter"),
+    Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",
          "vllm.v1.attention.ops.triton_unified_attention:kernel_unified_attention",

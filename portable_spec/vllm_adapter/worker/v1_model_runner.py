@@ -5,7 +5,8 @@ Three hooks: while vLLM's ``__init__`` runs (scoped), ``EagleProposer``, ``DFlas
 captures its graphs, at boot, never at request time, ``moe_size_warmup`` runs an MoE target at the token counts it runs
 eagerly (its fused-MoE kernel), and ``kernel_warmup`` runs real steps so that the drafter/verify-path Triton kernels
 compile then too, and ``structured_warmup`` compiles structured output's bitmask kernel (the worker
-activates vLLM's JIT monitor right after); and each step's drafting
+activates vLLM's JIT monitor right after), the three in the Triton cache folder the process had when the runner was
+built (``triton_cache``: a restart finds them there); and each step's drafting
 goes first to the drafter's ``propose_with_prep`` (the runner's draft prep inside the first pass's graph), which
 declines, leaving vLLM's ``propose_draft_token_ids`` to run, wherever that is not exact.
 """
@@ -24,10 +25,12 @@ from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, F
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 from portable_spec.vllm_adapter.worker.moe_size_warmup import warm_up_moe_sizes
 from portable_spec.vllm_adapter.worker.structured_warmup import warm_up_structured_output
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as, triton_cache_now
 
 
 class PortableV1ModelRunner(GPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
+        self.triton_cache_at_start = triton_cache_now()  # before the model compiles (triton_cache says why)
         with (overridden(v1_runner_module, "EagleProposer", FullGraphEagleProposer),
               overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer),
               overridden(v1_runner_module, "DraftModelProposer", FullGraphDraftModelProposer)):
@@ -54,7 +57,8 @@ class PortableV1ModelRunner(GPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DrafterGraphMixin):
             drafter.capture_graphs()  # logs one line: graphs, seconds, memory, sizes, failures
-        warm_up_moe_sizes(self)  # an MoE target's eager token counts; one line, never raises
-        warm_up_kernels(self)  # logs one line: steps, batch sizes, seconds, Triton compiles (or why it is skipped)
-        warm_up_structured_output(self)  # xgrammar's bitmask kernel for every row class; one line, never raises
+        with triton_cache_as(self.triton_cache_at_start):  # the folder a restart looks in (triton_cache)
+            warm_up_moe_sizes(self)  # an MoE target's eager token counts; one line, never raises
+            warm_up_kernels(self)  # one line: steps, batch sizes, seconds, Triton compiles (or why it is skipped)
+            warm_up_structured_output(self)  # xgrammar's bitmask kernel for every row class; one line, never raises
         return result

@@ -1,0 +1,51 @@
+"""The Triton cache folder our boot warm-ups build their kernels in: the one the engine's process had when our runner
+was built (the caller's ``TRITON_CACHE_DIR``, or Triton's own default where it was unset), not the one compiling the
+model left behind.
+
+Why: a boot that compiles the model leaves ``TRITON_CACHE_DIR`` pointing into that model's compile-cache folder
+(inductor sets it, where unset, as it builds its first kernel: ``cache_dir_utils.triton_cache_dir`` under the
+``inductor_cache`` vLLM points inductor at), so the warm-up's kernels were written there. A boot that loads the compiled
+model builds no inductor kernel; the variable stays unset and the same kernels were looked up in Triton's default
+folder, where the compiling boot had put none: the first restart compiled every one of them again (the warm-up's log
+line reads "N compiled, 0 from the disk cache" and names the folder). Building them in the folder the process started
+with gives the compiling boot and every loading boot one folder. The warm-ups run vLLM's fused-MoE, sampler, rejection
+and drafter-bookkeeping kernels; what compiling the model saved stays where vLLM and inductor put it (a kernel inductor
+builds during the warm-ups lands in the same folder, counted in the line), and the variable is put back when the
+warm-ups end. A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
+calls it a caller override).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
+
+
+def triton_cache_now() -> str | None:
+    """``TRITON_CACHE_DIR`` as the process has it now (None: unset, Triton's default folder)."""
+    return os.environ.get(TRITON_CACHE_ENV)
+
+
+@contextlib.contextmanager
+def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
+    """While the block runs, ``TRITON_CACHE_DIR`` is ``at_start`` (unset where None); what it was is put back after,
+    also when the block raises."""
+    before = triton_cache_now()
+    if before == at_start:
+        yield at_start
+        return
+    _set(at_start)
+    try:
+        yield at_start
+    finally:
+        _set(before)
+
+
+def _set(value: str | None) -> None:
+    if value is None:
+        os.environ.pop(TRITON_CACHE_ENV, None)
+    else:
+        os.environ[TRITON_CACHE_ENV] = value
