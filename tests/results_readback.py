@@ -63,18 +63,24 @@ DRAFTERS = {"ours": "portable_spec.vllm_adapter.spec_decode.draft_model.FullGrap
 """The drafter each variant's server must report for ``draft_model`` on the V1 runner."""
 
 
-def check_draft_v1_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0) -> int:
-    """One serving-bench call of the draft model on vLLM 0.26.0's V1 runner (one H200): ``commit``'s code, both
-    servers on the V1 runner with async scheduling read back on, each reporting its drafter (``DRAFTERS``); returns
-    the servers checked."""
+EAGLE_DRAFTERS = {"ours": "portable_spec.vllm_adapter.spec_decode.proposer.FullGraphEagleProposer",
+                  "upstream_v1": "vllm.v1.spec_decode.eagle.EagleProposer"}
+"""The drafter each variant's server must report for EAGLE and EAGLE-3 on the V1 runner."""
+
+
+def check_draft_v1_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0,
+                        drafters: dict[str, str] = DRAFTERS) -> int:
+    """One serving-bench call on vLLM 0.26.0's V1 runner (one H200), of the draft model unless ``drafters`` says
+    otherwise (``EAGLE_DRAFTERS``): ``commit``'s code, both servers on the V1 runner with async scheduling read back
+    on, each reporting its drafter; returns the servers checked."""
     assert report["vllm"] == "0.26.0" and report["commit"].startswith(commit), call
     assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
-    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(DRAFTERS), call
+    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(drafters), call
     assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
     assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}, call
     for variant, info in report["variants"].items():
         assert info["facts"] and all(f["runner_kind"] == "v1" for f in info["facts"]), (call, variant)
-        assert {f["drafter"] for f in info["facts"]} == {DRAFTERS[variant]}, (call, variant)
+        assert {f["drafter"] for f in info["facts"]} == {drafters[variant]}, (call, variant)
     return len(report["variants"])
 
 

@@ -286,11 +286,15 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
     replaced = [("2026-11-29-h200-session25/dm832026", "2026-11-30-h200-session34/dm832026"),
                 ("2026-11-29-h200-session31/dm1k033", "2026-11-30-h200-session37/dm1k033"),
                 ("2026-11-29-h200-session32/dmd026", "2026-11-30-h200-session33/dmd026"),
-                ("2026-11-30-h200-session33/dmp026", "2026-11-30-h200-session34/dmp026")]
+                ("2026-11-30-h200-session33/dmp026", "2026-11-30-h200-session34/dmp026"),
+                ("2026-11-30-h200-session34/dmp026", "2026-11-30-h200-session38/dmp026")]
     assert [one["summary"] for one in superseded] == [
         f"bench/results/{old}/pooled/serve_bench_summary.json" for old, _ in replaced]
+    newer = dict(replaced)
     for one, (_, new) in zip(superseded, replaced):
         assert one["why"].startswith(f"superseded by bench/results/{new}/pooled")
+        while new in newer:  # a replacement itself replaced: the last of the chain is read
+            new = newer[new]
         assert one["summary"] not in read and any(f"{new}/pooled" in s for s in read)
     for one in (aside, *superseded):
         assert f"set aside: {one['summary']}: {one['why']}" in coverage.text(report, coverage.ISSUE_39)
