@@ -79,6 +79,11 @@ PARTS: dict[str, list[str]] = {
     # the host prepares the next step while the GPU runs this one, from the valid counts left on the device.
     "ctx_draft_model_async": ["--pair", "llama_ctx_draft_model", "--variants", "nospec,eager_drafter,full_drafter",
                               "--async-scheduling"],
+    # Sampled drafts (issue 39 item 1): temperature 1 on the soft context target (logit 8, so samples leave the
+    # greedy path) with probabilistic draft sampling; per seed, ours' outputs and acceptance equal vLLM's eager drafter's.
+    "ctx_draft_model_probabilistic": ["--pair", "llama_ctx_draft_model", "--seeds", "0,1,2", "--temperature", "1.0",
+                                      "--draft-sample-method", "probabilistic", "--target-logit", "8",
+                                      "--variants", "eager_drafter,full_drafter"],
     # MTP on a DeepSeek-V3-shaped MLA target: vLLM picks an MLA backend whose graphs need uniform batches.
     "mla_mtp": ["--pair", "deepseek_mla_mtp", "--variants", "nospec,eager_drafter,full_drafter"],
     # MTP on standard attention (vLLM mimo_mtp): a MiMo-shaped Qwen2 target (q/k/v bias, GQA) and its one MTP layer,
