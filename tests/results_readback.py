@@ -327,15 +327,15 @@ def pooled_table(summary: dict, pair: str, mode: str, readme: str, header: str,
 def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], length: int,
                          concurrencies: tuple[int, ...], variants: tuple[str, str] = ("upstream_v1", "ours"),
                          rounds: int | None = None, same_prompts: bool = True,
-                         ours_ahead_every_round: bool = False) -> tuple[dict[int, dict], str]:
-    """Checks each greedy row of a pooled table at ``length`` tokens (``pooled_row``); returns the ratios per
+                         ours_ahead_every_round: bool = False, sampling: str = "greedy") -> tuple[dict[int, dict], str]:
+    """Checks each ``sampling`` row of a pooled table at ``length`` tokens (``pooled_row``); returns the ratios per
     concurrency and the per-round line READMEs print ("c=1 1.675, 1.369, 1.781; c=2 ..."), ours over the baseline
     (``variants[0]``, upstream V1 unless named) in each round. Rows that end in their rounds column are checked
     through ``checked_pooled_cell`` when ``rounds`` is given; ``ours_ahead_every_round`` asserts every round above
     1 (issue 39's target for every cell)."""
     by_c, per_round = {}, []
     for c in concurrencies:
-        key = f"in{length}/greedy/c{c}"
+        key = f"in{length}/{sampling}/c{c}"
         if rounds is None:
             up, ours = cells[variants[0]][key], cells[variants[1]][key]
             assert rows[str(c)] == pooled_row(up, ours, ratios[key]), c

@@ -88,11 +88,8 @@ def test_the_sampled_4096_row_its_rounds_acceptance_and_compiles():
     rows = {str(c): row for (_, c), row in rows_by_c(SAMPLED.section("## Issue 41"), "4096").items()}
     assert sorted(rows, key=int) == ["1", "2", "8", "32"]
     keys = [f"in4096/sampled/c{c}" for c in (1, 2, 8, 32)]
-    per_round = []
-    for key, c in zip(keys, (1, 2, 8, 32)):
-        _, _, rounds = checked_pooled_cell(cells, ratios, key, rows[str(c)], 3)
-        per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in rounds))
-    assert f"**Per round:** {'; '.join(per_round)}." in folded()
+    _, per_round = pooled_rows_by_round(cells, ratios, rows, 4096, (1, 2, 8, 32), rounds=3, sampling="sampled")
+    assert f"**Per round:** {per_round}." in folded()
     lengths = [a for v in cells.values() for key in keys for a in v[key]["spec_decode_acceptance_length"]["all"]]
     durations = [d for v in cells.values() for key in keys for d in v[key]["duration"]["all"]]
     assert len(lengths) == len(durations) == 24
