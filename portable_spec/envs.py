@@ -41,6 +41,7 @@ VLLM_MUSA_DFLASH_WRAP_ENV = "VLLM_MUSA_DFLASH_FULL_WRAP"
 VLLM_MUSA_EAGLE_RUNNER_ENV = "VLLM_MUSA_EAGLE_RUNNER"
 VLLM_BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 FLASHINFER_WORKSPACE_ENV = "FLASHINFER_WORKSPACE_BASE"
+TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(FLASHINFER_WORKSPACE_ENV, "/tmp/portable_spec_flashinfer",
            "FlashInfer's JIT workspace (read, not acted on): `probe --verify` sets this default when it is unset, so "
            "its compiled kernels are reused across runs, and copies the value into its report.", who="cli"),
+    EnvVar(TRITON_CACHE_ENV, "",
+           "Triton's own variable (read, and set for a while): where Triton keeps compiled kernels. Our V1 runner "
+           "reads it when it is built, before the model compiles, and runs its boot warm-ups with that value, then "
+           "puts back what it found: unset, the warm-ups use Triton's default folder (`~/.triton/cache`) instead of "
+           "the compiled model's inductor folder, which inductor sets while compiling, so a restart that loads the "
+           "compiled model finds their kernels on disk (`worker/triton_cache.py`). A value you set is used as "
+           "given."),
     EnvVar(STACK_EVERY_ENV, "0",
            "Harness (boot-time driver): sample every process's stacks every N seconds while an engine boots "
            "(0: off).", who="test"),
@@ -339,6 +347,19 @@ def vllm_musa_dflash_full_wrap() -> bool:
 def stack_sampling() -> tuple[float, str | None]:
     """``(every_s, directory)`` for the boot-time driver's stack samples (0: off)."""
     return float(raw(STACK_EVERY_ENV) or 0), raw(STACK_DIR_ENV) or None
+
+
+def triton_cache_dir() -> str | None:
+    """``TRITON_CACHE_DIR`` as the process has it now, as Triton reads it (None: unset, Triton's default folder)."""
+    return os.environ.get(TRITON_CACHE_ENV)
+
+
+def set_triton_cache_dir(value: str | None) -> None:
+    """Sets ``TRITON_CACHE_DIR`` (None: unsets it, leaving Triton its default folder)."""
+    if value is None:
+        os.environ.pop(TRITON_CACHE_ENV, None)
+    else:
+        os.environ[TRITON_CACHE_ENV] = value
 
 
 def recorded(names: tuple[str, ...]) -> dict[str, str | None]:

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from portable_spec.vllm_adapter.worker import v1_model_runner
-from portable_spec.vllm_adapter.worker.triton_cache import TRITON_CACHE_ENV, triton_cache_as, triton_cache_now
+from portable_spec.envs import TRITON_CACHE_ENV
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as, triton_cache_now
 from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
 triton = pytest.importorskip("triton")

@@ -18,34 +18,26 @@ calls it a caller override).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
-TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
+from portable_spec.envs import set_triton_cache_dir, triton_cache_dir
 
 
 def triton_cache_now() -> str | None:
     """``TRITON_CACHE_DIR`` as the process has it now (None: unset, Triton's default folder)."""
-    return os.environ.get(TRITON_CACHE_ENV)
+    return triton_cache_dir()
 
 
 @contextlib.contextmanager
 def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
     """While the block runs, ``TRITON_CACHE_DIR`` is ``at_start`` (unset where None); what it was is put back after,
     also when the block raises."""
-    before = triton_cache_now()
+    before = triton_cache_dir()
     if before == at_start:
         yield at_start
         return
-    _set(at_start)
+    set_triton_cache_dir(at_start)
     try:
         yield at_start
     finally:
-        _set(before)
-
-
-def _set(value: str | None) -> None:
-    if value is None:
-        os.environ.pop(TRITON_CACHE_ENV, None)
-    else:
-        os.environ[TRITON_CACHE_ENV] = value
+        set_triton_cache_dir(before)
