@@ -9,8 +9,8 @@ import os
 import pytest
 
 from portable_spec.vllm_adapter.worker import v1_model_runner
-from portable_spec.envs import TRITON_CACHE_ENV
-from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as, triton_cache_now
+from portable_spec.envs import TRITON_CACHE_ENV, triton_cache_dir
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
 from portable_spec.vllm_adapter.worker.v1_model_runner import PortableV1ModelRunner
 
 triton = pytest.importorskip("triton")
@@ -34,7 +34,7 @@ def test_unset_at_start_means_tritons_default_folder_then_inductors_again(monkey
     default = tritons_default(monkeypatch)
     assert default != inductors_folder
     with triton_cache_as(None):
-        assert triton_cache_now() is None and str(triton.knobs.cache.dir) == default
+        assert triton_cache_dir() is None and str(triton.knobs.cache.dir) == default
     assert os.environ[TRITON_CACHE_ENV] == inductors_folder == str(triton.knobs.cache.dir)
 
 
@@ -60,10 +60,10 @@ def test_the_runner_reads_the_folder_before_vllm_builds_it_and_warms_up_inside_i
     """Our runner's ``capture_model`` (vLLM's own capture stubbed: no GPU here) runs its three warm-ups with the
     folder its ``__init__`` read, and leaves inductor's folder set after; ``__init__`` reads it before vLLM's."""
     init = inspect.getsource(PortableV1ModelRunner.__init__)
-    assert init.index("triton_cache_now()") < init.index("super().__init__(")
+    assert init.index("triton_cache_dir()") < init.index("super().__init__(")
     seen = []
     for name in ("warm_up_moe_sizes", "warm_up_kernels", "warm_up_structured_output"):
-        monkeypatch.setattr(v1_model_runner, name, lambda runner, name=name: seen.append((name, triton_cache_now())))
+        monkeypatch.setattr(v1_model_runner, name, lambda runner, name=name: seen.append((name, triton_cache_dir())))
     monkeypatch.setattr(v1_model_runner.GPUModelRunner, "capture_model", lambda self: 7)
     runner = object.__new__(PortableV1ModelRunner)
     runner.triton_cache_at_start = None

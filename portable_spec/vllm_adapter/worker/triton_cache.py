@@ -23,11 +23,6 @@ from collections.abc import Iterator
 from portable_spec.envs import set_triton_cache_dir, triton_cache_dir
 
 
-def triton_cache_now() -> str | None:
-    """``TRITON_CACHE_DIR`` as the process has it now (None: unset, Triton's default folder)."""
-    return triton_cache_dir()
-
-
 @contextlib.contextmanager
 def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
     """While the block runs, ``TRITON_CACHE_DIR`` is ``at_start`` (unset where None); what it was is put back after,

@@ -18,6 +18,7 @@ from typing import Any
 import vllm.v1.worker.gpu_model_runner as v1_runner_module
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from portable_spec.envs import triton_cache_dir
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.draft_model import FullGraphDraftModelProposer
 from portable_spec.vllm_adapter.spec_decode.draft_prep import DraftPrepMixin
@@ -25,12 +26,12 @@ from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, F
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 from portable_spec.vllm_adapter.worker.moe_size_warmup import warm_up_moe_sizes
 from portable_spec.vllm_adapter.worker.structured_warmup import warm_up_structured_output
-from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as, triton_cache_now
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
 
 
 class PortableV1ModelRunner(GPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
-        self.triton_cache_at_start = triton_cache_now()  # before the model compiles (triton_cache says why)
+        self.triton_cache_at_start = triton_cache_dir()  # before the model compiles (triton_cache says why)
         with (overridden(v1_runner_module, "EagleProposer", FullGraphEagleProposer),
               overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer),
               overridden(v1_runner_module, "DraftModelProposer", FullGraphDraftModelProposer)):
