@@ -4,6 +4,7 @@ sampled 4096-token row (issue 41), the three boots' warm-up lines, and the call 
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
@@ -129,29 +130,28 @@ def test_the_c8_gap_table_reads_each_runs_long_gaps():
                              pair(lambda s, r: f"{r['result']['p99_itl_ms']:.1f}")], rnd
 
 
-def warm_up(folder: ResultsFolder, call: str) -> tuple[str, int, int, str]:
-    log = (folder.bench / call / "serve-bench" / "server_ours.log.gz")
-    import gzip
+def server_log(folder: ResultsFolder, call: str, variant: str) -> str:
+    return gzip.open(folder.bench / call / "serve-bench" / f"server_{variant}.log.gz", "rt").read()
 
-    found = WARM_UP.findall(gzip.open(log, "rt").read())
-    assert len(found) == 1, (call, found)
+
+def warm_up(log: str) -> tuple[str, int, int, str]:
+    """Ours' one warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
+    found = WARM_UP.findall(log)
+    assert len(found) == 1, found
     seconds, compiled, from_disk, where = found[0]
     return seconds, int(compiled), int(from_disk), where
 
 
 def test_the_three_boots_warm_up_lines_and_engine_inits():
-    import gzip
-
     rows = table(PERFECT.section("## What a restart's warm-up compiles"), "| boot |")
     boots = (("`e3s4k026/call1`", SAMPLED, "call1", False), ("`e3s4k026/call2`", SAMPLED, "call2", True),
              ("`e3g1k026/call1`", LONELY, "call1", True))
     assert sorted(rows) == sorted(b[0] for b in boots)
-    inits = {}
+    inits, warm_ups = {}, {}
     for name, folder, call, loads in boots:
-        logs = {v: gzip.open(folder.bench / call / "serve-bench" / f"server_{v}.log.gz", "rt").read()
-                for v in ("upstream_v1", "ours")}
+        logs = {v: server_log(folder, call, v) for v in ("upstream_v1", "ours")}
         assert all(("Directly load AOT compilation" in log) is loads for log in logs.values()), name
-        seconds, compiled, from_disk, where = warm_up(folder, call)
+        seconds, compiled, from_disk, where = warm_ups[name] = warm_up(logs["ours"])
         up, ours = init_engine(logs["upstream_v1"])[0], init_engine(logs["ours"])[0]
         inits[name] = float(ours) / float(up)
         cells = rows[name]
@@ -161,8 +161,8 @@ def test_the_three_boots_warm_up_lines_and_engine_inits():
             assert where == "/root/.triton/cache" and cells[2].endswith("in `/root/.triton/cache`"), name
         else:
             assert where.endswith("/inductor_cache/triton/0") and "/torch_aot_compile/72c72d" in where, where
-    assert warm_up(SAMPLED, "call2")[1:3] == (8, 0) and warm_up(LONELY, "call1")[1:3] == (0, 8)
-    assert (f"its warm-up took {warm_up(LONELY, 'call1')[0]} s and its engine init "
+    assert warm_ups["`e3s4k026/call2`"][1:3] == (8, 0) and warm_ups["`e3g1k026/call1`"][1:3] == (0, 8)
+    assert (f"its warm-up took {warm_ups['`e3g1k026/call1`'][0]} s and its engine init "
             f"{inits['`e3g1k026/call1`']:.2f}× upstream's, against {inits['`e3s4k026/call2`']:.1f}× on the first "
             "restart") in folded()
 
