@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+from pathlib import Path
 import types
 
 import pytest
@@ -886,8 +888,11 @@ def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
         with counted_triton_builds() as builds:
             for hit in (False, True, True):
                 knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=hit)
-        assert builds == {"compiled": 1, "from_disk": 2, "cache_dir": str(knobs.cache.dir)} and seen == [False, True, True]
-        assert builds_summary(builds) == f"; Triton builds: 1 compiled, 2 from the disk cache {knobs.cache.dir}"
+        ptxas = knobs.nvidia.ptxas.version
+        assert builds == {"compiled": 1, "from_disk": 2, "cache_dir": str(knobs.cache.dir), "ptxas": ptxas}
+        assert seen == [False, True, True]
+        assert builds_summary(builds) == (f"; Triton builds: 1 compiled, 2 from the disk cache {knobs.cache.dir}, "
+                                          f"ptxas {ptxas}")
         knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=False)
         assert builds["compiled"] == 1 and len(seen) == 4
     finally:
@@ -906,6 +911,47 @@ def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monke
     assert triton_cache_dir(0) == str(tmp_path / "hash" / "inductor_cache" / "triton" / "0")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers"))
     assert triton_cache_dir(0) == str(tmp_path / "callers")
+
+
+def fake_ptxas(folder, release: str):
+    """An executable that answers ``--version`` as NVIDIA's ptxas of ``release`` does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "ptxas"
+    tool.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
+                    f"echo 'Cuda compilation tools, release {release}, V{release}.88'\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def torch_folder_with_ptxas(tmp_path, release: str):
+    """A torch folder shipping ``ptxas`` where inductor looks for it: ``bin/`` (torch 2.11's wheels, where the GPU host
+    found it) and ``_inductor/bin/`` (where 2.13's function looks, two folders above its own file)."""
+    torch_dir = tmp_path / "torch"
+    for folder in (torch_dir / "bin", torch_dir / "_inductor" / "bin"):
+        fake_ptxas(folder, release)
+    return torch_dir
+
+
+def test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset(monkeypatch, tmp_path):
+    """What keys a compiling boot's kernels apart from a loading boot's (worker/triton_cache.py): inductor's
+    ``_set_triton_ptxas_path`` (what ``pin_inductors_ptxas`` calls) sets TRITON_PTXAS_PATH to the ``bin/ptxas`` of
+    torch's own folder where unset, and keeps a caller's; Triton's CUDA backend puts that ptxas's version into every
+    kernel's cache key."""
+    from torch._inductor.runtime import compile_tasks
+    from triton.backends.nvidia import compiler
+
+    torch_dir = torch_folder_with_ptxas(tmp_path, "13.0")
+    monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))
+    monkeypatch.delenv("TRITON_PTXAS_PATH", raising=False)
+    compile_tasks._set_triton_ptxas_path.__wrapped__()
+    assert Path(os.environ["TRITON_PTXAS_PATH"]).is_relative_to(torch_dir)
+    assert "release 13.0" in compiler.get_ptxas_version.__wrapped__(90)
+    assert "get_ptxas_version" in inspect.getsource(compiler.CUDABackend.hash)
+    callers = fake_ptxas(tmp_path / "callers", "12.8")
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(callers))
+    compile_tasks._set_triton_ptxas_path.__wrapped__()
+    assert os.environ["TRITON_PTXAS_PATH"] == str(callers)
+    assert "release 12.8" in compiler.get_ptxas_version.__wrapped__(90)
 
 
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
@@ -953,7 +999,8 @@ def test_census_moves_name_span_versions_and_listed_targets():
 
 
 def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
-    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry"}
+    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry",
+             "process setting"}
     assert len(CENSUS) >= 10 and len({d.name for d in CENSUS}) == len(CENSUS)
     for d in CENSUS:
         assert d.kind in kinds, d.name

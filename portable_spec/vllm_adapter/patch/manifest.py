@@ -15,6 +15,8 @@ Kinds:
 - ``kernel substitution``: module globals that hold a vLLM Triton kernel rebound to ours
   (``portable_spec/kernels/substitutions.py`` is the table, ``kernels/registry.py`` binds and unbinds).
 - ``table entry``: a key added to one of vLLM's registries.
+- ``process setting``: an environment variable the engine's process gets from us where unset, set the way vLLM or
+  torch would set it later anyway (kept for the process's life, as theirs is).
 """
 
 from __future__ import annotations
@@ -449,6 +451,20 @@ CENSUS: tuple[Divergence, ...] = (
         undone="The variable is put back when the warm-ups end, also when one raises.",
         upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder).",
         pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",),
+        requires="v1_full_drafter"),
+    Divergence(
+        "Triton's ptxas in every boot of a compiled model", "process setting",
+        f"{_A}.worker.triton_cache:pin_inductors_ptxas",
+        ("torch._inductor.runtime.compile_tasks:_set_triton_ptxas_path",),
+        what="When our V1 runner is built for a model inductor compiles, TRITON_PTXAS_PATH is set as inductor sets it "
+             "when it compiles (torch's own ptxas, where the wheel ships one and the variable is unset).",
+        why="Triton keys each kernel by its ptxas's version; a compiling boot assembled with torch's ptxas, a boot "
+            "that loads the compiled model with Triton's bundled one, so the restart compiled the warm-up's kernels "
+            "again although they were on disk.",
+        undone="Not undone within the process (inductor leaves it set the same way); a TRITON_PTXAS_PATH set by the "
+               "caller is kept, and an eagerly run model is not touched.",
+        upstream="Inductor sets TRITON_PTXAS_PATH only where unset, and only once it compiles a kernel.",
+        pinned_by=("test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset",),
         requires="v1_full_drafter"),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",

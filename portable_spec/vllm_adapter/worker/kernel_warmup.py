@@ -285,9 +285,9 @@ def counted_triton_compiles() -> Iterator[Counter]:
 @contextlib.contextmanager
 def counted_triton_builds() -> Iterator[dict[str, Any]]:
     """Every Triton kernel build while the block runs, compiled or loaded from Triton's disk cache (Triton's
-    compilation listener, chained to any listener already set and restored after), and the cache directory in use
-    at the start: ``{"compiled": n, "from_disk": m, "cache_dir": dir}``. The JIT hook ``counted_triton_compiles``
-    chains fires for both alike, so only this says whether a slow warm-up compiled or found its kernels on disk
+    compilation listener, chained to any listener already set and restored after), and the cache directory and
+    ``ptxas`` version in use at the start: ``{"compiled": n, "from_disk": m, "cache_dir": dir, "ptxas": version}``.
+    The JIT hook ``counted_triton_compiles`` chains fires for both alike, so only this says whether a slow warm-up compiled or found its kernels on disk
     (inductor's Triton kernels, which bypass the JIT hook, are counted here too). Empty where this Triton has no
     listener."""
     builds: dict[str, Any] = {}
@@ -296,7 +296,7 @@ def counted_triton_builds() -> Iterator[dict[str, Any]]:
 
         compilation = knobs.compilation
         previous = compilation.listener
-        builds.update(compiled=0, from_disk=0, cache_dir=str(knobs.cache.dir))
+        builds.update(compiled=0, from_disk=0, cache_dir=str(knobs.cache.dir), ptxas=ptxas_version(knobs))
     except (ImportError, AttributeError):
         yield builds
         return
@@ -309,12 +309,23 @@ def counted_triton_builds() -> Iterator[dict[str, Any]]:
         yield builds
 
 
+def ptxas_version(knobs: Any) -> str | None:
+    """The version of the ``ptxas`` Triton assembles with (part of every kernel's disk-cache key; ``triton_cache``
+    says why it is logged), or None where Triton finds none (a platform other than CUDA)."""
+    try:
+        return knobs.nvidia.ptxas.version
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def builds_summary(builds: dict[str, Any]) -> str:
-    """The log line's part for ``counted_triton_builds``: "; Triton builds: 5 compiled, 7 from the disk cache DIR"."""
+    """The log line's part for ``counted_triton_builds``: "; Triton builds: 5 compiled, 7 from the disk cache DIR,
+    ptxas 13.0" (no ptxas part where Triton has none)."""
     if not builds:
         return ""
+    ptxas = f", ptxas {builds['ptxas']}" if builds.get("ptxas") else ""
     return (f"; Triton builds: {builds['compiled']} compiled, {builds['from_disk']} from the disk cache "
-            f"{builds['cache_dir']}")
+            f"{builds['cache_dir']}{ptxas}")
 
 
 def compile_summary(counts: Counter | dict) -> str:

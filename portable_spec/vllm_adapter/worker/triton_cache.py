@@ -13,6 +13,13 @@ and drafter-bookkeeping kernels; what compiling the model saved stays where vLLM
 builds during the warm-ups lands in the same folder, counted in the line), and the variable is put back when the
 warm-ups end. A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
 calls it a caller override).
+
+The folder is not the whole key. Triton keys a kernel by its ``ptxas`` version too (the CUDA backend's ``hash``), and
+inductor, as it compiles, points ``TRITON_PTXAS_PATH`` at torch's own ``ptxas`` where unset
+(``compile_tasks._set_triton_ptxas_path``), which torch's CUDA wheels ship in another version than the one bundled with
+Triton. A loading boot compiles nothing in inductor, so its kernels were keyed with Triton's ``ptxas`` and missed the
+compiling boot's entries in the same folder. ``pin_inductors_ptxas`` makes that choice when our runner is built, for
+a model inductor compiles, so both kinds of boot assemble with one ``ptxas``: the one a compiling boot used anyway.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from portable_spec.envs import set_triton_cache_dir, triton_cache_dir
+from typing import Any
+
+from portable_spec.envs import set_triton_cache_dir, triton_cache_dir, triton_ptxas_path
 
 
 @contextlib.contextmanager
@@ -36,3 +45,24 @@ def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
         yield at_start
     finally:
         set_triton_cache_dir(before)
+
+
+def inductor_compiles(compilation_config: Any) -> bool:
+    """Whether vLLM compiles this model with inductor: a compilation mode other than none, and the inductor backend
+    ("" is vLLM's default, inductor on CUDA-alike platforms)."""
+    mode = getattr(compilation_config, "mode", None)
+    return mode is not None and int(mode) != 0 and getattr(compilation_config, "backend", "") in ("", "inductor")
+
+
+def pin_inductors_ptxas(compilation_config: Any) -> str | None:
+    """Where inductor compiles the model: ``TRITON_PTXAS_PATH`` set now as inductor sets it when it compiles (torch's
+    ``ptxas``, where the wheel ships one and the variable is unset; inductor's own later call then changes nothing).
+    Returns the variable as it stands after (None: unset, Triton's bundled ``ptxas``). A model run eagerly, or a torch
+    without the function, is left as vLLM leaves it."""
+    if inductor_compiles(compilation_config):
+        try:
+            from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
+        except ImportError:
+            return triton_ptxas_path()
+        _set_triton_ptxas_path()
+    return triton_ptxas_path()
