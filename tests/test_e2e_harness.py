@@ -247,7 +247,7 @@ def test_a_sampled_run_that_reproduces_greedy_output_fails_as_not_sampling():
     sampling, so it must fail ``sampled_off_greedy``; output off the greedy chain passes it."""
     e2e = load_e2e_script()
     greedy_outputs = {0: [[1, 2, 3]]}
-    sampled = [run("eager_drafter", outputs=((1, 9, 3),)), run("full_drafter", outputs=((5, 2, 3),), **GOOD_FULL)]
+    sampled = [run("eager_drafter", outputs=((1, 9, 3),)), run("full_drafter", outputs=((1, 9, 3),), **GOOD_FULL)]
     checks = e2e.checks_for(sampled, [0], greedy=False, perfect=True, greedy_continuations=greedy_outputs)
     assert checks["eager_drafter_s0_sampled_off_greedy"] and checks["full_drafter_s0_sampled_off_greedy"]
     assert all(checks.values()), checks
@@ -255,6 +255,33 @@ def test_a_sampled_run_that_reproduces_greedy_output_fails_as_not_sampling():
                                 perfect=True, greedy_continuations=greedy_outputs)
     assert degenerate["full_drafter_s0_sampled_off_greedy"] is False
     assert "full_drafter_s0_greedy_equals_nospec" not in degenerate
+
+
+def test_a_sampled_run_must_give_the_eager_drafters_tokens_and_counts_seed_by_seed():
+    """Sampled drafts are exact when ours gives, per seed, the tokens and acceptance counts vLLM's eager drafter gave;
+    one token off, other counts, or no eager run to compare with fails (and a greedy run has no such check)."""
+    e2e = load_e2e_script()
+    greedy_outputs = {0: [[1, 2, 3]], 1: [[1, 2, 3]]}
+    eager = [run("eager_drafter", seed=s, outputs=((1, 9, 3),)) for s in (0, 1)]
+    same = [run("full_drafter", seed=s, outputs=((1, 9, 3),), **GOOD_FULL) for s in (0, 1)]
+
+    def checks(rows):
+        return e2e.judge(rows, [0, 1], False, False, greedy_continuations=greedy_outputs)
+
+    good = checks(eager + same)
+    assert all(good.checks.values()), good.checks
+    assert good.evidence["full_drafter_s1_sampled_equals_eager"] == {"ok": True, "compared_tokens": 3}
+    moved = checks(eager + [same[0], run("full_drafter", seed=1, outputs=((1, 9, 4),), **GOOD_FULL)])
+    assert [n for n, ok in moved.checks.items() if not ok] == ["full_drafter_s1_sampled_equals_eager"]
+    assert "token 2: 4 vs 3 in the eager run" in moved.evidence["full_drafter_s1_sampled_equals_eager"]["detail"]
+    fewer = checks(eager + [same[0], run("full_drafter", seed=1, outputs=((1, 9, 3),), per_pos=(4, 4, 3),
+                                         **GOOD_FULL)])
+    assert [n for n, ok in fewer.checks.items() if not ok] == ["full_drafter_s1_acceptance_counts_equal_eager"]
+    alone = checks([eager[0]] + same)  # seed 1's eager run missing: nothing to compare with fails
+    assert alone.checks["full_drafter_s1_sampled_equals_eager"] is False
+    assert alone.checks["eager_drafter_s1_ran"] is False
+    greedy = e2e.checks_for([run("nospec")] + eager[:1] + same[:1], [0], greedy=True, perfect=False)
+    assert "full_drafter_s0_sampled_equals_eager" not in greedy
 
 
 def test_a_crashed_variant_fails_the_run():

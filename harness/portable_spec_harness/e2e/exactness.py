@@ -6,6 +6,10 @@ truncated as ``zip`` would), and says in ``detail`` where it failed; a verdict w
 Python: ``tests/test_e2e_exactness.py`` feeds each one missing, empty, unequal and one-token-off inputs.
 
 - ``greedy_equals_nospec``: per prompt, the output tokens equal the run without speculation (``compared_tokens``).
+- ``sampled_equals_eager``: a sampled run (seeded requests) gives, per prompt, the eager drafter's output tokens
+  (``compared_tokens``). The same seeds and the same draws in the same order give the same tokens; a drafter that
+  sampled from other probabilities, handed the rejection sampler other draft probabilities, or drew a different amount
+  of noise moves them (and usually the acceptance counts, compared beside it).
 - ``drafts_equal_per_step``: per prompt, the ordered ``[position, drafts]`` steps the drafter returned equal the
   eager drafter's, position and every draft token (``compared_drafts``); the position is where the step's first
   draft goes (``vllm_door.draft_recorder``), so a step that drafted for the wrong place fails even when its
@@ -27,13 +31,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 GREEDY = "greedy_equals_nospec"
+SAMPLED = "sampled_equals_eager"
 DRAFTS = "drafts_equal_eager_per_step"
 ACCEPTANCE = "acceptance_counts_equal_eager"
 EVERY_POSITION = "every_position_100pct"
 TOLERANCE = "full_vs_eager_acceptance_within_tolerance"
 DESIGN_GREEDY = "greedy_equals_design"
 DESIGN_ACCEPTANCE = "acceptance_as_designed"
-EXACTNESS_CHECKS = (GREEDY, DRAFTS, ACCEPTANCE, EVERY_POSITION, TOLERANCE, DESIGN_GREEDY, DESIGN_ACCEPTANCE)
+EXACTNESS_CHECKS = (GREEDY, SAMPLED, DRAFTS, ACCEPTANCE, EVERY_POSITION, TOLERANCE, DESIGN_GREEDY, DESIGN_ACCEPTANCE)
 """Check-name suffixes that judge exactness (the rest say the run was what it claims: ran, graphs, platform...)."""
 PRE_ORACLE_CHECKS = (GREEDY, ACCEPTANCE, EVERY_POSITION, TOLERANCE)
 """The exactness checks the matrix had before the per-step oracle (what "the old checks" caught)."""
@@ -103,6 +108,15 @@ def greedy_equals_nospec(outputs: Sequence[Sequence[int]] | None,
         return (1, "") if a == b else (0, f": {a} vs {b} without speculation")
 
     return _per_prompt(outputs, nospec, "compared_tokens", "tokens", "token", token)
+
+
+def sampled_equals_eager(outputs: Sequence[Sequence[int]] | None,
+                         eager: Sequence[Sequence[int]] | None) -> Verdict:
+    """Every prompt's sampled output tokens equal the eager drafter's run of the same seed."""
+    def token(a: int, b: int) -> tuple[int, str]:
+        return (1, "") if a == b else (0, f": {a} vs {b} in the eager run")
+
+    return _per_prompt(outputs, eager, "compared_tokens", "tokens", "token", token)
 
 
 def drafts_equal_per_step(steps: Sequence[Sequence[Any]] | None, eager: Sequence[Sequence[Any]] | None) -> Verdict:

@@ -5,7 +5,7 @@ result rows: pure Python, so every check is tested on fabricated rows (``tests/t
 Two kinds of checks. The run is what it claims (each variant ran, on the V1 runner; ours on our platform, graphs
 captured and replayed, no pointer mismatch, no JIT during inference, every rank agreeing); and it is exact
 (``exactness``: greedy output = no speculation, every step's drafts = the eager drafter's, acceptance counts = the
-eager drafter's, perfect heads at 100%). An exactness check exists when the variant it compares with was asked for
+eager drafter's, perfect heads at 100%; sampled output and acceptance counts = the eager drafter's, seed by seed). An exactness check exists when the variant it compares with was asked for
 (``--variants``); once it exists it fails on missing, empty or unequal-length input, never passing on nothing.
 """
 
@@ -130,6 +130,11 @@ def judge(results: list[dict], seeds: list[int], greedy: bool, perfect: bool, *,
                         r.get("draft_steps"), _field(eager, "draft_steps")))
                     judged.record(prefix + exactness.ACCEPTANCE, exactness.acceptance_counts_equal(
                         r.get("acceptance_counts"), _field(eager, "acceptance_counts")))
+            elif name != "eager_drafter" and "eager_drafter" in asked:
+                judged.record(prefix + exactness.SAMPLED, exactness.sampled_equals_eager(
+                    r.get("outputs"), _field(eager, "outputs")))
+                judged.record(prefix + exactness.ACCEPTANCE, exactness.acceptance_counts_equal(
+                    r.get("acceptance_counts"), _field(eager, "acceptance_counts")))
             if design is not None and name != "upstream_v1":
                 judged.record(prefix + exactness.DESIGN_ACCEPTANCE, exactness.acceptance_as_designed(
                     r.get("acceptance_counts"), design["acceptance"], len(r.get("outputs") or ())))
