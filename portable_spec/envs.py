@@ -171,7 +171,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "its compiled kernels are reused across runs, and copies the value into its report.", who="cli"),
     EnvVar(TRITON_CACHE_ENV, "",
            "Triton's own variable (read, and set for a while): where Triton keeps compiled kernels. Our V1 runner "
-           "reads it when it is built, before the model compiles, and runs its boot warm-ups with that value, then "
+           "(under Model Runner V2, our worker) reads it before the model compiles, and runs the boot warm-ups with "
+           "that value, then "
            "puts back what it found: unset, the warm-ups use Triton's default folder (`~/.triton/cache`) instead of "
            "the compiled model's inductor folder, which inductor sets while compiling, so a restart that loads the "
            "compiled model finds their kernels on disk (`worker/triton_cache.py`). A value you set is used as "
@@ -180,8 +181,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "Triton's own variable (read; set where unset when the model is compiled): the `ptxas` Triton assembles "
            "kernels with, whose version is part of each kernel's disk-cache key. Inductor sets it to torch's own "
            "`ptxas` when it compiles, so a boot that loads the compiled model used Triton's bundled one and found "
-           "none of the warm-up's kernels on disk; our V1 runner sets it as inductor would when it is built "
-           "(compiled models only), so every boot of a compiled model keys its kernels alike "
+           "none of the warm-up's kernels on disk; our V1 runner (under Model Runner V2, our worker) sets it as "
+           "inductor would before the model compiles (compiled models only), so every boot of a compiled model keys "
+           "its kernels alike "
            "(`worker/triton_cache.py`). A value you set is used as given."),
     EnvVar(STACK_EVERY_ENV, "0",
            "Harness (boot-time driver): sample every process's stacks every N seconds while an engine boots "

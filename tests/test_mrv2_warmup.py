@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import types
 
 import pytest
@@ -204,14 +205,21 @@ def _full_attention():
     return FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype=torch.float32)
 
 
-def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog):
+def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog, monkeypatch):
+    """Both warm-ups build in the Triton folder the worker started with (unset here), not the one compiling the
+    model left set, which is put back after (worker/triton_cache.py)."""
     runner, order = Mrv2Runner(), []
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/compiled-model/inductor_cache/triton/0")
+    folders = []
+    real_sample = runner.sample_tokens
+    runner.sample_tokens = lambda *a, **k: folders.append(os.environ.get("TRITON_CACHE_DIR")) or real_sample(*a, **k)
 
     def vllms_warmup(model_runner, execute, sample):
         order.append("vllm")
+        folders.append(os.environ.get("TRITON_CACHE_DIR"))
         assert not model_runner.req_states.req_id_to_index
 
-    hooked, zeroed = mrv2_warmup.with_sampled_rounds(vllms_warmup), []
+    hooked, zeroed = mrv2_warmup.with_sampled_rounds(vllms_warmup, None), []
     runner.kv_block_zeroer = types.SimpleNamespace(zero_block_ids=zeroed.append)  # vLLM 0.33's runner has one
     with caplog.at_level(logging.INFO, logger="portable_spec.vllm_adapter"):
         hooked(runner, runner.execute_model, runner.sample_tokens)
@@ -221,6 +229,8 @@ def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog):
     assert runner.sampled == sum(1 for s in runner.steps if s.total_num_scheduled_tokens)
     assert runner.req_states.req_id_to_index == {}
     assert runner.kv_connector.disabled == [True, False]
+    assert len(folders) > 2 and set(folders) == {None}
+    assert os.environ["TRITON_CACHE_DIR"] == "/compiled-model/inductor_cache/triton/0"
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(mrv2_warmup.LOG_PREFIX)]
     assert len(lines) == 1 and "rounds" in lines[0]
 
@@ -335,11 +345,36 @@ def test_the_worker_swaps_warmup_kernels_for_the_one_call_under_mrv2(monkeypatch
     monkeypatch.setattr(Worker, "compile_or_warm_up_model", fake_compile)
     worker = PortableWorker.__new__(PortableWorker)
     worker.vllm_config = types.SimpleNamespace(use_v2_model_runner=True)
+    worker.triton_cache_at_start = None
     assert worker.compile_or_warm_up_model() == "times"
     worker.vllm_config = types.SimpleNamespace(use_v2_model_runner=False)
     assert worker.compile_or_warm_up_model() == "times"
     assert seen[0] is not original and seen[0].__name__ == "warmup_kernels" and seen[1] is original
     assert module.warmup_kernels is original
+
+
+def test_under_mrv2_the_worker_reads_the_folder_and_pins_ptxas_before_vllm_builds_the_runner(monkeypatch):
+    """The MRV2 branch of ``init_device``: the Triton folder and inductor's ptxas are decided before vLLM's
+    ``init_device`` builds the runner (the model compiles after, in ``load_model``)."""
+    import contextlib
+
+    from vllm.config import CompilationConfig, CompilationMode
+    from vllm.v1.worker.gpu_worker import Worker
+
+    from portable_spec.vllm_adapter.worker import gpu_worker, mrv2_speculator
+
+    order = []
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/callers/folder")
+    monkeypatch.setattr(gpu_worker, "bind_kernel_substitutes", lambda config: [])
+    monkeypatch.setattr(mrv2_speculator, "installed", lambda config: contextlib.nullcontext())
+    monkeypatch.setattr(gpu_worker, "pin_inductors_ptxas", lambda config: order.append(("pin", config.mode)))
+    monkeypatch.setattr(Worker, "init_device", lambda self: order.append(("vllm", self.triton_cache_at_start)))
+    worker = gpu_worker.PortableWorker.__new__(gpu_worker.PortableWorker)
+    worker.vllm_config = types.SimpleNamespace(
+        use_v2_model_runner=True, speculative_config=None,
+        compilation_config=CompilationConfig(mode=CompilationMode.VLLM_COMPILE))
+    worker.init_device()
+    assert order == [("pin", CompilationMode.VLLM_COMPILE), ("vllm", "/callers/folder")]
 
 
 def test_the_version_span_runs_this_module():

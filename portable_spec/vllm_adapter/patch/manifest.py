@@ -442,30 +442,30 @@ CENSUS: tuple[Divergence, ...] = (
     Divergence(
         "Triton cache folder of the boot warm-ups", "scoped override", f"{_A}.worker.triton_cache:triton_cache_as",
         ("torch._inductor.runtime.cache_dir_utils:triton_cache_dir",),
-        what="While our V1 runner's warm-ups run (MoE sizes, kernel steps, structured output), TRITON_CACHE_DIR is "
-             "what the process had when the runner was built (unset: Triton's default folder), not the folder "
-             "inductor set it to while compiling the model.",
+        what="While our V1 runner's warm-ups run (MoE sizes, kernel steps, structured output), and under Model "
+             "Runner V2 vLLM's warm-up with our sampled rounds, TRITON_CACHE_DIR is what the process had when the "
+             "runner was built (unset: Triton's default folder), not the folder inductor set it to while compiling "
+             "the model.",
         why="A boot that compiled the model built the warm-ups' kernels in that model's inductor folder; a boot that "
             "loads it looked in Triton's default folder and compiled them all again: the first restart paid the "
             "warm-up's whole compile time a second time.",
         undone="The variable is put back when the warm-ups end, also when one raises.",
         upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder).",
-        pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",),
-        requires="v1_full_drafter"),
+        pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",)),
     Divergence(
         "Triton's ptxas in every boot of a compiled model", "process setting",
         f"{_A}.worker.triton_cache:pin_inductors_ptxas",
         ("torch._inductor.runtime.compile_tasks:_set_triton_ptxas_path",),
-        what="When our V1 runner is built for a model inductor compiles, TRITON_PTXAS_PATH is set as inductor sets it "
-             "when it compiles (torch's own ptxas, where the wheel ships one and the variable is unset).",
+        what="When our V1 runner is built (under Model Runner V2: when our worker is about to build vLLM's) for a "
+             "model inductor compiles, TRITON_PTXAS_PATH is set as inductor sets it when it compiles (torch's own "
+             "ptxas, where the wheel ships one and the variable is unset).",
         why="Triton keys each kernel by its ptxas's version; a compiling boot assembled with torch's ptxas, a boot "
             "that loads the compiled model with Triton's bundled one, so the restart compiled the warm-up's kernels "
             "again although they were on disk.",
         undone="Not undone within the process (inductor leaves it set the same way); a TRITON_PTXAS_PATH set by the "
                "caller is kept, and an eagerly run model is not touched.",
         upstream="Inductor sets TRITON_PTXAS_PATH only where unset, and only once it compiles a kernel.",
-        pinned_by=("test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset",),
-        requires="v1_full_drafter"),
+        pinned_by=("test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset",)),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",

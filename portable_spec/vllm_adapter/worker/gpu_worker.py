@@ -21,6 +21,7 @@ import vllm.v1.worker.gpu_worker as vllm_worker_module
 from vllm.platforms import current_platform
 from vllm.v1.worker.gpu_worker import Worker
 
+from portable_spec.envs import triton_cache_dir
 from portable_spec.errors import PortableSpecError
 from portable_spec.kernels import Substitution, bound, install_substitutions, substitutions_for
 from portable_spec.vllm_adapter.spec_decode.policy import draft_graph_mode
@@ -28,6 +29,7 @@ from portable_spec.logs import share_vllm_log_handlers
 from portable_spec.ports.current import platform_label, port_name_of
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.patch.overrides import overridden
+from portable_spec.vllm_adapter.worker.triton_cache import pin_inductors_ptxas
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -105,8 +107,12 @@ class PortableWorker(Worker):
         if ((spec and version_gate.say_unsupported("v1_full_drafter", logger))
                 or self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full"):
             # Under Model Runner V2 its standalone draft model gets our decode graphs (worker/mrv2_speculator.py says
-            # where and why); nothing is swapped for any other runner or method.
+            # where and why); nothing is swapped for any other runner or method. Before vLLM builds the runner (the
+            # model compiles after): the Triton folder the warm-up builds in, and one ptxas (worker/triton_cache.py).
             from portable_spec.vllm_adapter.worker import mrv2_speculator
+
+            self.triton_cache_at_start = triton_cache_dir()
+            pin_inductors_ptxas(self.vllm_config.compilation_config)
 
             with mrv2_speculator.installed(self.vllm_config):
                 super().init_device()
@@ -123,5 +129,6 @@ class PortableWorker(Worker):
             return super().compile_or_warm_up_model()
         from portable_spec.vllm_adapter.worker.mrv2_warmup import with_sampled_rounds
 
-        with overridden(vllm_worker_module, "warmup_kernels", with_sampled_rounds(vllm_worker_module.warmup_kernels)):
+        warm_up = with_sampled_rounds(vllm_worker_module.warmup_kernels, self.triton_cache_at_start)
+        with overridden(vllm_worker_module, "warmup_kernels", warm_up):
             return super().compile_or_warm_up_model()

@@ -6,8 +6,8 @@ batch, one sampling variant), rounds of sampled requests (``mrv2_sampling_plan``
 the first sampled request, before vLLM activates its JIT monitor.
 
 ``PortableWorker.compile_or_warm_up_model`` swaps ``vllm.v1.worker.gpu_worker.warmup_kernels`` for
-``with_sampled_rounds(original)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's warm-up
-first, unchanged. The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
+``with_sampled_rounds(original, folder)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's
+warm-up first, unchanged, both in the Triton folder the worker started with (``triton_cache``). The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
 ``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), run by ``kernel_warmup.run_steps`` as for the V1
 runner (a failing step: the same one line naming it and ``PORTABLE_SPEC_WARMUP=off``). Then, as our layer never
 stops an engine vLLM would boot, the warm-up's requests are finished and the engine boots on with one warning; only
@@ -40,6 +40,7 @@ from portable_spec.vllm_adapter.worker.kernel_warmup import (
     sampling_limits, unwarmable_groups, warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -170,13 +171,16 @@ def _recovered(runner: Any, execute_model: Callable[[Any], Any], exc: Exception)
     return {"skipped": [f"error: {reason}"], "finished_after_error": len(left)}
 
 
-def with_sampled_rounds(original: Callable[..., Any]) -> Callable[..., Any]:
-    """vLLM's ``warmup_kernels`` followed by our sampled rounds (what ``PortableWorker`` swaps in for one call)."""
+def with_sampled_rounds(original: Callable[..., Any], triton_cache_at_start: str | None) -> Callable[..., Any]:
+    """vLLM's ``warmup_kernels`` followed by our sampled rounds (what ``PortableWorker`` swaps in for one call), both
+    building their Triton kernels in ``triton_cache_at_start``, the folder the worker had before the model compiled
+    (``worker/triton_cache.py``: so a restart that loads the compiled model finds them on disk)."""
 
     def warmup_kernels(model_runner: Any, worker_execute_model: Callable[[Any], Any],
                        worker_sample_tokens: Callable[[Any], Any]) -> Any:
-        result = original(model_runner, worker_execute_model, worker_sample_tokens)
-        run_sampled_rounds(model_runner, worker_execute_model, worker_sample_tokens)
+        with triton_cache_as(triton_cache_at_start):
+            result = original(model_runner, worker_execute_model, worker_sample_tokens)
+            run_sampled_rounds(model_runner, worker_execute_model, worker_sample_tokens)
         return result
 
     return warmup_kernels

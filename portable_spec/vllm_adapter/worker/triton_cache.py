@@ -20,6 +20,9 @@ inductor, as it compiles, points ``TRITON_PTXAS_PATH`` at torch's own ``ptxas`` 
 Triton. A loading boot compiles nothing in inductor, so its kernels were keyed with Triton's ``ptxas`` and missed the
 compiling boot's entries in the same folder. ``pin_inductors_ptxas`` makes that choice when our runner is built, for
 a model inductor compiles, so both kinds of boot assemble with one ``ptxas``: the one a compiling boot used anyway.
+
+Under Model Runner V2 our worker does both before vLLM builds the runner (``gpu_worker``), and vLLM's warm-up with our
+sampled rounds runs in the recorded folder (``mrv2_warmup.with_sampled_rounds``).
 """
 
 from __future__ import annotations
