@@ -5,6 +5,10 @@ Triton's own ``ptxas`` and then builds one small kernel in four fresh processes 
 turn without and with inductor's ``_set_triton_ptxas_path`` called first (what a boot that compiles the model does
 before our warm-ups run). ``cache_entries`` after each: a process that finds its kernel on disk adds none; a
 process whose key differs adds one. Why it matters: ``portable_spec/vllm_adapter/worker/triton_cache.py``.
+
+``python3 ci/gpu/triton_ptxas_key.py inductor,pinned,plain`` runs the given modes instead; ``pinned`` calls our
+``pin_inductors_ptxas`` for a compiled model first, as our runner does in every boot (a loading boot included): it
+must find the ``inductor`` process's kernel on disk where ``plain`` (a loading boot without the pin) does not.
 """
 import json, os, subprocess, sys, shutil
 
@@ -13,6 +17,10 @@ import os, sys, json, torch, triton, triton.language as tl
 if sys.argv[1] == "inductor":
     from torch._inductor.runtime import compile_tasks as c
     c._set_triton_ptxas_path()
+if sys.argv[1] == "pinned":
+    from types import SimpleNamespace
+    from portable_spec.vllm_adapter.worker.triton_cache import pin_inductors_ptxas
+    pin_inductors_ptxas(SimpleNamespace(mode=3, backend=""))
 @triton.jit
 def k(x, y, n, B: tl.constexpr):
     i = tl.program_id(0) * B + tl.arange(0, B)
@@ -41,7 +49,9 @@ if __name__ == "__main__":
     env["TRITON_CACHE_DIR"] = cache
     child = "/tmp/ptxas_key_child.py"; open(child, "w").write(CHILD)
     runs = []
-    for mode in ("plain", "inductor", "plain", "inductor"):
+    env["PYTHONPATH"] = os.getcwd()  # the repository root: "pinned" imports our pin
+    modes = sys.argv[1].split(",") if len(sys.argv) > 1 else ["plain", "inductor", "plain", "inductor"]
+    for mode in modes:
         r = subprocess.run([sys.executable, child, mode], env=env, capture_output=True, text=True)
         entries = sorted(os.listdir(cache)) if os.path.isdir(cache) else []
         runs.append({"mode": mode, "rc": r.returncode, "child": r.stdout.strip()[-300:], "err": r.stderr.strip()[-300:],
