@@ -29,7 +29,8 @@ def k(x, y, n, B: tl.constexpr):
 x = torch.ones(1000, device="cuda"); y = torch.empty_like(x)
 k[(8,)](x, y, 1000, B=128); torch.cuda.synchronize()
 from triton.backends.nvidia import compiler as nc
-print(json.dumps({"ptxas_env": os.environ.get("TRITON_PTXAS_PATH"), "ptxas_version": nc.get_ptxas_version(90).splitlines()[-1]}))
+print(json.dumps({"ptxas_env": os.environ.get("TRITON_PTXAS_PATH"),
+                  "ptxas_version": nc.get_ptxas_version(90).splitlines()[-1]}))
 '''
 
 if __name__ == "__main__":
@@ -37,7 +38,8 @@ if __name__ == "__main__":
     from torch._inductor.runtime import compile_tasks as c
     tb = os.path.join(os.path.dirname(torch.__file__), "bin", "ptxas")
     out = {"torch": torch.__version__, "triton": triton.__version__,
-           "has_set_ptxas": hasattr(c, "_set_triton_ptxas_path"), "has_set_libdevice": hasattr(c, "_set_triton_libdevice_path"),
+           "has_set_ptxas": hasattr(c, "_set_triton_ptxas_path"),
+           "has_set_libdevice": hasattr(c, "_set_triton_libdevice_path"),
            "torch_bin_ptxas": os.path.exists(tb)}
     for name, p in (("torch_ptxas", tb), ("triton_ptxas", triton.knobs.nvidia.ptxas.path)):
         try:

@@ -5,8 +5,9 @@ result rows: pure Python, so every check is tested on fabricated rows (``tests/t
 Two kinds of checks. The run is what it claims (each variant ran, on the V1 runner; ours on our platform, graphs
 captured and replayed, no pointer mismatch, no JIT during inference, every rank agreeing); and it is exact
 (``exactness``: greedy output = no speculation, every step's drafts = the eager drafter's, acceptance counts = the
-eager drafter's, perfect heads at 100%; sampled output and acceptance counts = the eager drafter's, seed by seed). An exactness check exists when the variant it compares with was asked for
-(``--variants``); once it exists it fails on missing, empty or unequal-length input, never passing on nothing.
+eager drafter's, perfect heads at 100%; sampled output and acceptance counts = the eager drafter's, seed by seed). An
+exactness check exists when the variant it compares with was asked for (``--variants``); once it exists it fails on
+missing, empty or unequal-length input, never passing on nothing.
 """
 
 from __future__ import annotations

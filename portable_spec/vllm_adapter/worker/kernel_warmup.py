@@ -287,9 +287,9 @@ def counted_triton_builds() -> Iterator[dict[str, Any]]:
     """Every Triton kernel build while the block runs, compiled or loaded from Triton's disk cache (Triton's
     compilation listener, chained to any listener already set and restored after), and the cache directory and
     ``ptxas`` version in use at the start: ``{"compiled": n, "from_disk": m, "cache_dir": dir, "ptxas": version}``.
-    The JIT hook ``counted_triton_compiles`` chains fires for both alike, so only this says whether a slow warm-up compiled or found its kernels on disk
-    (inductor's Triton kernels, which bypass the JIT hook, are counted here too). Empty where this Triton has no
-    listener."""
+    The JIT hook ``counted_triton_compiles`` chains fires for both alike, so only this says whether a slow warm-up
+    compiled or found its kernels on disk (inductor's Triton kernels, which bypass the JIT hook, are counted here
+    too). Empty where this Triton has no listener."""
     builds: dict[str, Any] = {}
     try:
         from triton import knobs

@@ -7,7 +7,8 @@ the first sampled request, before vLLM activates its JIT monitor.
 
 ``PortableWorker.compile_or_warm_up_model`` swaps ``vllm.v1.worker.gpu_worker.warmup_kernels`` for
 ``with_sampled_rounds(original, folder)`` for that one call (``patch.overrides.overridden``); the swap calls vLLM's
-warm-up first, unchanged, both in the Triton folder the worker started with (``triton_cache``). The scheduler outputs are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
+warm-up first, unchanged, both in the Triton folder the worker started with (``triton_cache``). The scheduler outputs
+are ``kernel_warmup.warmup_schedule``'s (vLLM's own ``SchedulerOutput``,
 ``NewRequestData``, ``CachedRequestData``, ``SamplingParams``), run by ``kernel_warmup.run_steps`` as for the V1
 runner (a failing step: the same one line naming it and ``PORTABLE_SPEC_WARMUP=off``). Then, as our layer never
 stops an engine vLLM would boot, the warm-up's requests are finished and the engine boots on with one warning; only

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-
 from typing import Any
 
 from portable_spec.envs import set_triton_cache_dir, triton_cache_dir, triton_ptxas_path
