@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_toolchain import torch_folder_with_ptxas
 
 from portable_spec.vllm_adapter.worker import v1_model_runner
 from portable_spec.envs import TRITON_CACHE_ENV, TRITON_PTXAS_ENV, triton_cache_dir, triton_ptxas_path
@@ -79,8 +80,6 @@ def torchs_ptxas(monkeypatch, tmp_path):
     """Inductor's ``_set_triton_ptxas_path`` looking at a torch folder that ships a ``ptxas`` (a CUDA wheel's), its
     once-per-process cache cleared before and after; TRITON_PTXAS_PATH unset. Yields the torch folder."""
     from torch._inductor.runtime import compile_tasks
-
-    from test_vllm_hook_points import torch_folder_with_ptxas
 
     torch_dir = torch_folder_with_ptxas(tmp_path, "13.0")
     monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))

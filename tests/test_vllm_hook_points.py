@@ -13,6 +13,7 @@ from pathlib import Path
 import types
 
 import pytest
+from fake_toolchain import fake_ptxas, torch_folder_with_ptxas
 from lane_tools import import_triton
 import torch
 
@@ -911,25 +912,6 @@ def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monke
     assert triton_cache_dir(0) == str(tmp_path / "hash" / "inductor_cache" / "triton" / "0")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers"))
     assert triton_cache_dir(0) == str(tmp_path / "callers")
-
-
-def fake_ptxas(folder, release: str):
-    """An executable that answers ``--version`` as NVIDIA's ptxas of ``release`` does."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tool = folder / "ptxas"
-    tool.write_text("#!/bin/sh\necho 'ptxas: NVIDIA (R) Ptx optimizing assembler'\n"
-                    f"echo 'Cuda compilation tools, release {release}, V{release}.88'\n")
-    tool.chmod(0o755)
-    return tool
-
-
-def torch_folder_with_ptxas(tmp_path, release: str):
-    """A torch folder shipping ``ptxas`` where inductor looks for it: ``bin/`` (torch 2.11's wheels, where the GPU host
-    found it) and ``_inductor/bin/`` (where 2.13's function looks, two folders above its own file)."""
-    torch_dir = tmp_path / "torch"
-    for folder in (torch_dir / "bin", torch_dir / "_inductor" / "bin"):
-        fake_ptxas(folder, release)
-    return torch_dir
 
 
 def test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset(monkeypatch, tmp_path):
