@@ -83,7 +83,8 @@ def torchs_ptxas(monkeypatch, tmp_path):
 
     torch_dir = torch_folder_with_ptxas(tmp_path, "13.0")
     monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))
-    monkeypatch.delenv(TRITON_PTXAS_ENV, raising=False)
+    monkeypatch.setenv(TRITON_PTXAS_ENV, "")  # recorded, so what the pin sets is undone after the test: a fake
+    monkeypatch.delenv(TRITON_PTXAS_ENV)  # ptxas left set would break every later Triton compile in this process
     compile_tasks._set_triton_ptxas_path.cache_clear()
     yield torch_dir
     compile_tasks._set_triton_ptxas_path.cache_clear()
@@ -121,3 +122,4 @@ def test_the_runner_pins_ptxas_once_vllm_built_it_before_anything_compiles():
     init = inspect.getsource(PortableV1ModelRunner.__init__)
     assert init.index("super().__init__(") < init.index("pin_inductors_ptxas(self.compilation_config)")
     assert "load_model" not in init and "capture_model" not in init
+
