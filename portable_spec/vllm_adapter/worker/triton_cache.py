@@ -65,6 +65,7 @@ def pin_inductors_ptxas(compilation_config: Any) -> str | None:
         try:
             from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
         except ImportError:
-            return triton_ptxas_path()
-        _set_triton_ptxas_path()
+            pass
+        else:
+            _set_triton_ptxas_path()
     return triton_ptxas_path()
