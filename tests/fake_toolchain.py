@@ -23,3 +23,16 @@ def torch_folder_with_ptxas(tmp_path: Path, release: str) -> Path:
     for folder in (torch_dir / "bin", torch_dir / "_inductor" / "bin"):
         fake_ptxas(folder, release)
     return torch_dir
+
+
+def inductor_sees_torch_folder(monkeypatch, tmp_path: Path, release: str) -> Path:
+    """Inductor's ``_set_triton_ptxas_path`` made to look at a fake torch folder shipping a ``ptxas`` of ``release``,
+    with TRITON_PTXAS_PATH unset and recorded, so what the function sets is undone after the test (a fake ptxas left
+    set would break every later Triton compile in the process). Returns the torch folder."""
+    from torch._inductor.runtime import compile_tasks
+
+    torch_dir = torch_folder_with_ptxas(tmp_path, release)
+    monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))
+    monkeypatch.setenv("TRITON_PTXAS_PATH", "")
+    monkeypatch.delenv("TRITON_PTXAS_PATH")
+    return torch_dir

@@ -252,6 +252,33 @@ def init_engine(log: str) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
+def server_log(folder: ResultsFolder, call: str, variant: str) -> str:
+    """A serving call's committed server log (``server_<variant>.log.gz``), as text."""
+    import gzip
+
+    return gzip.open(folder.bench / call / "serve-bench" / f"server_{variant}.log.gz", "rt").read()
+
+
+WARM_UP = re.compile(r"kernel warm-up: 19 steps .*? in ([\d.]+) s; .*?; Triton builds: (\d+) compiled, (\d+) from "
+                     r"the disk cache (\S+?); ")
+
+
+def warm_up(log: str) -> tuple[str, int, int, str]:
+    """Ours' one V1 warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
+    found = WARM_UP.findall(log)
+    assert len(found) == 1, found
+    seconds, compiled, from_disk, where = found[0]
+    return seconds, int(compiled), int(from_disk), where
+
+
+def compiles_in_every_call(bench: Path, calls: tuple[str, ...], variant: str = "upstream_v1") -> tuple[str, ...]:
+    """The kernels ``variant``'s server log shows compiled after boot (``jit_compiles``), the same in every call of the
+    bench folder ``bench`` (asserted)."""
+    seen = {tuple(jit_compiles(bench / call / "serve-bench" / f"server_{variant}.log.gz")) for call in calls}
+    assert len(seen) == 1, seen
+    return next(iter(seen))
+
+
 def jit_compiles(log: Path) -> list[str]:
     """The kernel names vLLM's JIT monitor logged as compiled during inference in ``log`` (gzipped or not), in
     order; a log where the monitor never activated fails (no compile would then prove nothing)."""

@@ -4,14 +4,13 @@ sampled 4096-token row (issue 41), the three boots' warm-up lines, and the call 
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_pooled_cell, init_engine,
-                              jit_compiles, no_compile_after_boot, pooled_rows_by_round, rows_by_c, table,
-                              upstream_compiles_ours_none)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_pooled_cell,
+                              compiles_in_every_call, init_engine, no_compile_after_boot, pooled_rows_by_round,
+                              rows_by_c, server_log, table, upstream_compiles_ours_none, warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -22,8 +21,6 @@ LONELY = ResultsFolder(RUN, RUN / "e3g1k026")
 COMMIT = "65717d0"
 EAGLE3 = ("llama8b_eagle3", "designed-partial")
 SAMPLED_CALLS = ("call1", "call2", "call3")
-WARM_UP = re.compile(r"kernel warm-up: 19 steps .*? in ([\d.]+) s; .*?; Triton builds: (\d+) compiled, (\d+) from "
-                     r"the disk cache (\S+?); ")
 
 
 def folded() -> str:
@@ -97,10 +94,7 @@ def test_the_sampled_4096_row_its_rounds_acceptance_and_compiles():
     assert f"({min(lengths):.3f}–{max(lengths):.3f}). Every timed run lasted {min(durations):.1f} s or more." \
         in folded()
     assert no_compile_after_boot(SAMPLED, SAMPLED_CALLS, ("ours",)) == 3
-    upstream = {tuple(jit_compiles(SAMPLED.bench / call / "serve-bench" / "server_upstream_v1.log.gz"))
-                for call in SAMPLED_CALLS}
-    assert len(upstream) == 1
-    named = ", ".join(f"`{k}`" for k in next(iter(upstream)))
+    named = ", ".join(f"`{k}`" for k in compiles_in_every_call(SAMPLED.bench, SAMPLED_CALLS))
     assert f"upstream V1 compiled {named.replace(', `_topk', ' and `_topk')} after boot in every call" in folded()
     tok = [ratios[k]["output_tok_s"] for k in keys]
     itl = [ratios[k]["p99_itl_ms"] for k in keys]
@@ -128,18 +122,6 @@ def test_the_c8_gap_table_reads_each_runs_long_gaps():
         assert rows[rnd] == [str(prompts.pop()), pair(lambda s, r: s["gaps_over_threshold"]),
                              pair(lambda s, r: f"{s['gap_ms_over_threshold'] / s['gaps_over_threshold']:.1f}"),
                              pair(lambda s, r: f"{r['result']['p99_itl_ms']:.1f}")], rnd
-
-
-def server_log(folder: ResultsFolder, call: str, variant: str) -> str:
-    return gzip.open(folder.bench / call / "serve-bench" / f"server_{variant}.log.gz", "rt").read()
-
-
-def warm_up(log: str) -> tuple[str, int, int, str]:
-    """Ours' one warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
-    found = WARM_UP.findall(log)
-    assert len(found) == 1, found
-    seconds, compiled, from_disk, where = found[0]
-    return seconds, int(compiled), int(from_disk), where
 
 
 def test_the_three_boots_warm_up_lines_and_engine_inits():

@@ -5,15 +5,14 @@ and the ptxas experiment; the two calls that ran no round."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
 
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, init_engine, jit_compiles, load,
-                              no_compile_after_boot, pooled_rows_by_round, rows_by_c, table)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, compiles_in_every_call, init_engine,
+                              load, no_compile_after_boot, pooled_rows_by_round, rows_by_c, server_log, table, warm_up)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -23,8 +22,6 @@ BENCH = ResultsFolder(RUN, RUN / "e3g1k026")
 SHORT = ResultsFolder(RUN, RUN / "e3g128")
 ROUND_CALLS = ("call2", "call3", "call4")
 E2E = RUN / "p39prob" / "v1_drafter_e2e_llama_ctx_draft_model_perfect_k3_t1_logit8.json.gz"
-WARM_UP = re.compile(r"kernel warm-up: 19 steps .*? in ([\d.]+) s; .*?; Triton builds: (\d+) compiled, (\d+) from "
-                     r"the disk cache (\S+?); ")
 
 
 def folded() -> str:
@@ -100,8 +97,7 @@ def test_every_serving_call_ran_7f56ca0_on_the_v1_runner():
         report = BENCH.call_report(call)
         assert report["settings"]["sizing_from"] == "bench/tmp-sizing/e3g1k026c1.json"
         assert report["sizing_from_pools"] == {"pools": True, "differs": []}
-        assert [c["cell"] if isinstance(c, dict) else c for c in report["workload"]["cells"]] == \
-            [c["cell"] if isinstance(c, dict) else c for c in sized["workload"]["cells"]]
+        assert report["workload"]["cells"] == sized["workload"]["cells"]
 
 
 def test_the_1024_token_rows_pool_three_rounds_meet_the_targets_and_compile_nothing_after_boot():
@@ -132,10 +128,7 @@ def test_the_1024_token_rows_pool_three_rounds_meet_the_targets_and_compile_noth
     assert f"({min(lengths):.3f}–{max(lengths):.3f}). Every timed run lasted {min(durations):.1f} s or more." \
         in folded()
     assert no_compile_after_boot(BENCH, ("call1", *ROUND_CALLS), ("ours",)) == 4
-    upstream = {tuple(jit_compiles(BENCH.bench / call / "serve-bench" / "server_upstream_v1.log.gz"))
-                for call in ("call1", *ROUND_CALLS)}
-    assert len(upstream) == 1
-    named = ", ".join(f"`{k}`" for k in next(iter(upstream)))
+    named = ", ".join(f"`{k}`" for k in compiles_in_every_call(BENCH.bench, ("call1", *ROUND_CALLS)))
     assert f"upstream V1 compiled {named.replace(', `_topk', ' and `_topk')} after boot in every server log" \
         in folded()
 
@@ -149,26 +142,20 @@ def test_issue_41s_coverage_counts_the_six_new_cells():
         in folded()
 
 
-def server_log(call: str, variant: str) -> str:
-    return gzip.open(BENCH.bench / call / "serve-bench" / f"server_{variant}.log.gz", "rt").read()
-
-
 def test_the_restarts_warm_up_line_and_the_ptxas_experiment():
     rows = table(BENCH.section("## A restart still compiled"), "| boot |")
     assert sorted(rows) == ["`e3g1k026/call1`", "`e3g1k026/call2`"]
     found = {}
     for call, loads in (("call1", False), ("call2", True)):
-        logs = {v: server_log(call, v) for v in ("upstream_v1", "ours")}
+        logs = {v: server_log(BENCH, call, v) for v in ("upstream_v1", "ours")}
         assert all(("Directly load AOT compilation" in log) is loads for log in logs.values()), call
-        warm = WARM_UP.findall(logs["ours"])
-        assert len(warm) == 1, call
-        seconds, compiled, from_disk, where = found[call] = warm[0]
+        seconds, compiled, from_disk, where = found[call] = warm_up(logs["ours"])
         cells = rows[f"`e3g1k026/{call}`"]
         assert cells[0] == ("loaded it" if loads else "compiled it") and cells[1] == f"{seconds} s", call
         assert cells[2] == f"{compiled} compiled, {from_disk} from the disk cache, in `{where}`", call
         assert where == "/root/.triton/cache", call
         assert cells[3] == f"{init_engine(logs['upstream_v1'])[0]} / {init_engine(logs['ours'])[0]} s", call
-    assert [found[c][1:3] for c in ("call1", "call2")] == [("13", "0"), ("6", "2")]
+    assert [found[c][1:3] for c in ("call1", "call2")] == [(13, 0), (6, 2)]
     probe = json.loads((RUN / "ptxas_key" / "triton_ptxas_key.json").read_text())
     assert probe["torch"] == "2.11.0+cu130" and probe["triton"] == "3.6.0" and probe["has_set_ptxas"]
     torch_release, triton_release = (re.search(r"cuda_(\d+\.\d+)", probe[k]).group(1)

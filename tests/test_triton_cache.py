@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_toolchain import torch_folder_with_ptxas
+from fake_toolchain import inductor_sees_torch_folder
 
 from portable_spec.vllm_adapter.worker import v1_model_runner
 from portable_spec.envs import TRITON_CACHE_ENV, TRITON_PTXAS_ENV, triton_cache_dir, triton_ptxas_path
@@ -81,10 +81,7 @@ def torchs_ptxas(monkeypatch, tmp_path):
     once-per-process cache cleared before and after; TRITON_PTXAS_PATH unset. Yields the torch folder."""
     from torch._inductor.runtime import compile_tasks
 
-    torch_dir = torch_folder_with_ptxas(tmp_path, "13.0")
-    monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))
-    monkeypatch.setenv(TRITON_PTXAS_ENV, "")  # recorded, so what the pin sets is undone after the test: a fake
-    monkeypatch.delenv(TRITON_PTXAS_ENV)  # ptxas left set would break every later Triton compile in this process
+    torch_dir = inductor_sees_torch_folder(monkeypatch, tmp_path, "13.0")
     compile_tasks._set_triton_ptxas_path.cache_clear()
     yield torch_dir
     compile_tasks._set_triton_ptxas_path.cache_clear()

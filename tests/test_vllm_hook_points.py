@@ -13,7 +13,7 @@ from pathlib import Path
 import types
 
 import pytest
-from fake_toolchain import fake_ptxas, torch_folder_with_ptxas
+from fake_toolchain import fake_ptxas, inductor_sees_torch_folder
 from lane_tools import import_triton
 import torch
 
@@ -922,10 +922,7 @@ def test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset(monkeypatc
     from torch._inductor.runtime import compile_tasks
     from triton.backends.nvidia import compiler
 
-    torch_dir = torch_folder_with_ptxas(tmp_path, "13.0")
-    monkeypatch.setattr(compile_tasks, "__file__", str(torch_dir / "_inductor" / "runtime" / "compile_tasks.py"))
-    monkeypatch.setenv("TRITON_PTXAS_PATH", "")  # recorded, so the value the function sets is undone after the test:
-    monkeypatch.delenv("TRITON_PTXAS_PATH")  # a fake ptxas left set would break every later Triton compile
+    torch_dir = inductor_sees_torch_folder(monkeypatch, tmp_path, "13.0")
     compile_tasks._set_triton_ptxas_path.__wrapped__()
     assert Path(os.environ["TRITON_PTXAS_PATH"]).is_relative_to(torch_dir)
     assert "release 13.0" in compiler.get_ptxas_version.__wrapped__(90)
