@@ -42,7 +42,7 @@ VLLM_MUSA_EAGLE_RUNNER_ENV = "VLLM_MUSA_EAGLE_RUNNER"
 VLLM_BATCH_INVARIANT_ENV = "VLLM_BATCH_INVARIANT"
 FLASHINFER_WORKSPACE_ENV = "FLASHINFER_WORKSPACE_BASE"
 TRITON_CACHE_ENV = "TRITON_CACHE_DIR"
-TRITON_PTXAS_ENV = "TRITON_PTXAS_PATH"
+TRITON_KEY_LOG_ENV = "PORTABLE_SPEC_LOG_TRITON_KEYS"
 
 
 @dataclass(frozen=True)
@@ -177,14 +177,11 @@ VARIABLES: tuple[EnvVar, ...] = (
            "the compiled model's inductor folder, which inductor sets while compiling, so a restart that loads the "
            "compiled model finds their kernels on disk (`worker/triton_cache.py`). A value you set is used as "
            "given."),
-    EnvVar(TRITON_PTXAS_ENV, "",
-           "Triton's own variable (read; set where unset when the model is compiled): the `ptxas` Triton assembles "
-           "kernels with, whose version is part of each kernel's disk-cache key. Inductor sets it to torch's own "
-           "`ptxas` when it compiles, so a boot that loads the compiled model used Triton's bundled one and found "
-           "none of the warm-up's kernels on disk; our V1 runner (under Model Runner V2, our worker) sets it as "
-           "inductor would before the model compiles (compiled models only), so every boot of a compiled model keys "
-           "its kernels alike "
-           "(`worker/triton_cache.py`). A value you set is used as given."),
+    EnvVar(TRITON_KEY_LOG_ENV, "off",
+           "`on`: our boot warm-ups log one more line, every Triton kernel they built with the parts of its "
+           "disk-cache key (the key, the source hash with its specialisation, the options, the `ptxas` version the "
+           "key holds), so two boots' lines tell which part kept a restart from finding a kernel on disk "
+           "(`worker/triton_builds.py`). Off: the warm-up's usual line only.", choices=("on", "off")),
     EnvVar(STACK_EVERY_ENV, "0",
            "Harness (boot-time driver): sample every process's stacks every N seconds while an engine boots "
            "(0: off).", who="test"),
@@ -372,9 +369,9 @@ def set_triton_cache_dir(value: str | None) -> None:
         os.environ[TRITON_CACHE_ENV] = value
 
 
-def triton_ptxas_path() -> str | None:
-    """``TRITON_PTXAS_PATH`` as the process has it now (None: unset, Triton's bundled ``ptxas``)."""
-    return os.environ.get(TRITON_PTXAS_ENV)
+def log_triton_keys() -> bool:
+    """Whether the warm-ups log each Triton build's key parts (``PORTABLE_SPEC_LOG_TRITON_KEYS=on``)."""
+    return choice(TRITON_KEY_LOG_ENV) == "on"
 
 
 def recorded(names: tuple[str, ...]) -> dict[str, str | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def load(path: Path) -> dict:
@@ -260,15 +261,61 @@ def server_log(folder: ResultsFolder, call: str, variant: str) -> str:
 
 
 WARM_UP = re.compile(r"kernel warm-up: 19 steps .*? in ([\d.]+) s; .*?; Triton builds: (\d+) compiled, (\d+) from "
-                     r"the disk cache (\S+?); ")
+                     r"the disk cache (\S+?)(?:, ptxas (\S+))?; ")
+"""Ours' V1 warm-up line; the builds part ends with the ptxas version where the line gives one."""
 
 
 def warm_up(log: str) -> tuple[str, int, int, str]:
     """Ours' one V1 warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
     found = WARM_UP.findall(log)
     assert len(found) == 1, found
-    seconds, compiled, from_disk, where = found[0]
+    seconds, compiled, from_disk, where, _ = found[0]
     return seconds, int(compiled), int(from_disk), where
+
+
+def warm_up_ptxas(log: str) -> str:
+    """The ptxas version ours' one V1 warm-up line names (a line without one fails)."""
+    found = WARM_UP.findall(log)
+    assert len(found) == 1 and found[0][4], found
+    return found[0][4]
+
+
+def restart_table(folder: ResultsFolder, name: str) -> dict[str, tuple[str, int, int, str, str]]:
+    """The README's restart table (under "## A restart still compiled"): a compiling boot (``name``/call1) and the
+    boot that loaded its model (``name``/call2), each row checked against both server logs (whether vLLM loaded the
+    compiled model, ours' warm-up seconds, Triton builds compiled and from disk in ``/root/.triton/cache``, both
+    engines' init seconds). Returns per call ``warm_up``'s fields and ours' log."""
+    rows = table(folder.section("## A restart still compiled"), "| boot |")
+    assert sorted(rows) == [f"`{name}/call1`", f"`{name}/call2`"], sorted(rows)
+    found = {}
+    for call, loads in (("call1", False), ("call2", True)):
+        logs = {v: server_log(folder, call, v) for v in ("upstream_v1", "ours")}
+        assert all(("Directly load AOT compilation" in log) is loads for log in logs.values()), call
+        seconds, compiled, from_disk, where = warm_up(logs["ours"])
+        found[call] = (seconds, compiled, from_disk, where, logs["ours"])
+        cells = rows[f"`{name}/{call}`"]
+        assert cells[0] == ("loaded it" if loads else "compiled it") and cells[1] == f"{seconds} s", call
+        assert cells[2] == f"{compiled} compiled, {from_disk} from the disk cache, in `{where}`", call
+        assert where == "/root/.triton/cache", call
+        assert cells[3] == f"{init_engine(logs['upstream_v1'])[0]} / {init_engine(logs['ours'])[0]} s", call
+    return found
+
+
+def upstream_compiled_sentence(kernels: tuple[str, ...]) -> str:
+    """How a results README names the kernels upstream V1 compiled after boot: "upstream V1 compiled `a`, `b` and `c`
+    after boot in every server log"."""
+    named = ", ".join(f"`{k}`" for k in kernels)
+    return f"upstream V1 compiled {named.replace(', `_topk', ' and `_topk')} after boot in every server log"
+
+
+def coverage_counts(table: Any, results: Path, root: Path, as_of: str) -> tuple[dict, int, int]:
+    """The coverage of ``table`` as the results folder ``as_of`` saw it, its counted cells and those meeting every
+    target."""
+    from portable_spec_harness.serve_bench import coverage
+
+    report = coverage.coverage(table, results, root, as_of=as_of)
+    counted = [c for c in report["cells"] if c["counted"]]
+    return report, len(counted), sum(1 for c in counted if c["meets"])
 
 
 def compiles_in_every_call(bench: Path, calls: tuple[str, ...], variant: str = "upstream_v1") -> tuple[str, ...]:

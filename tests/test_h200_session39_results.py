@@ -11,8 +11,9 @@ from pathlib import Path
 
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, compiles_in_every_call, init_engine,
-                              load, no_compile_after_boot, pooled_rows_by_round, rows_by_c, server_log, table, warm_up)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, compiles_in_every_call,
+                              coverage_counts, load, no_compile_after_boot, pooled_rows_by_round, restart_table,
+                              rows_by_c, upstream_compiled_sentence)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -128,33 +129,17 @@ def test_the_1024_token_rows_pool_three_rounds_meet_the_targets_and_compile_noth
     assert f"({min(lengths):.3f}–{max(lengths):.3f}). Every timed run lasted {min(durations):.1f} s or more." \
         in folded()
     assert no_compile_after_boot(BENCH, ("call1", *ROUND_CALLS), ("ours",)) == 4
-    named = ", ".join(f"`{k}`" for k in compiles_in_every_call(BENCH.bench, ("call1", *ROUND_CALLS)))
-    assert f"upstream V1 compiled {named.replace(', `_topk', ' and `_topk')} after boot in every server log" \
-        in folded()
+    assert upstream_compiled_sentence(compiles_in_every_call(BENCH.bench, ("call1", *ROUND_CALLS))) in folded()
 
 
 def test_issue_41s_coverage_counts_the_six_new_cells():
-    report = coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT)
-    counted = [c for c in report["cells"] if c["counted"]]
-    meets = [c for c in counted if c["meets"]]
-    assert (len(report["cells"]), len(counted), len(meets)) == (120, 20, 19)
-    assert f"**{len(counted)} of {len(report['cells'])} cells counted, {len(meets)} meeting every target**" \
-        in folded()
+    report, counted, meets = coverage_counts(coverage.ISSUE_41, RESULTS, ROOT, RUN.name)
+    assert (len(report["cells"]), counted, meets) == (120, 20, 19)
+    assert f"**{counted} of {len(report['cells'])} cells counted, {meets} meeting every target**" in folded()
 
 
 def test_the_restarts_warm_up_line_and_the_ptxas_experiment():
-    rows = table(BENCH.section("## A restart still compiled"), "| boot |")
-    assert sorted(rows) == ["`e3g1k026/call1`", "`e3g1k026/call2`"]
-    found = {}
-    for call, loads in (("call1", False), ("call2", True)):
-        logs = {v: server_log(BENCH, call, v) for v in ("upstream_v1", "ours")}
-        assert all(("Directly load AOT compilation" in log) is loads for log in logs.values()), call
-        seconds, compiled, from_disk, where = found[call] = warm_up(logs["ours"])
-        cells = rows[f"`e3g1k026/{call}`"]
-        assert cells[0] == ("loaded it" if loads else "compiled it") and cells[1] == f"{seconds} s", call
-        assert cells[2] == f"{compiled} compiled, {from_disk} from the disk cache, in `{where}`", call
-        assert where == "/root/.triton/cache", call
-        assert cells[3] == f"{init_engine(logs['upstream_v1'])[0]} / {init_engine(logs['ours'])[0]} s", call
+    found = restart_table(BENCH, "e3g1k026")
     assert [found[c][1:3] for c in ("call1", "call2")] == [(13, 0), (6, 2)]
     probe = json.loads((RUN / "ptxas_key" / "triton_ptxas_key.json").read_text())
     assert probe["torch"] == "2.11.0+cu130" and probe["triton"] == "3.6.0" and probe["has_set_ptxas"]

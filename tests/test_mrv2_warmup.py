@@ -353,9 +353,9 @@ def test_the_worker_swaps_warmup_kernels_for_the_one_call_under_mrv2(monkeypatch
     assert module.warmup_kernels is original
 
 
-def test_under_mrv2_the_worker_reads_the_folder_and_pins_ptxas_before_vllm_builds_the_runner(monkeypatch):
-    """The MRV2 branch of ``init_device``: the Triton folder and inductor's ptxas are decided before vLLM's
-    ``init_device`` builds the runner (the model compiles after, in ``load_model``)."""
+def test_under_mrv2_the_worker_reads_the_folder_before_vllm_builds_the_runner(monkeypatch):
+    """The MRV2 branch of ``init_device``: the Triton folder is read before vLLM's ``init_device`` builds the runner
+    (the model compiles after, in ``load_model``)."""
     import contextlib
 
     from vllm.config import CompilationConfig, CompilationMode
@@ -367,14 +367,13 @@ def test_under_mrv2_the_worker_reads_the_folder_and_pins_ptxas_before_vllm_build
     monkeypatch.setenv("TRITON_CACHE_DIR", "/callers/folder")
     monkeypatch.setattr(gpu_worker, "bind_kernel_substitutes", lambda config: [])
     monkeypatch.setattr(mrv2_speculator, "installed", lambda config: contextlib.nullcontext())
-    monkeypatch.setattr(gpu_worker, "pin_inductors_ptxas", lambda config: order.append(("pin", config.mode)))
     monkeypatch.setattr(Worker, "init_device", lambda self: order.append(("vllm", self.triton_cache_at_start)))
     worker = gpu_worker.PortableWorker.__new__(gpu_worker.PortableWorker)
     worker.vllm_config = types.SimpleNamespace(
         use_v2_model_runner=True, speculative_config=None,
         compilation_config=CompilationConfig(mode=CompilationMode.VLLM_COMPILE))
     worker.init_device()
-    assert order == [("pin", CompilationMode.VLLM_COMPILE), ("vllm", "/callers/folder")]
+    assert order == [("vllm", "/callers/folder")]
 
 
 def test_the_version_span_runs_this_module():

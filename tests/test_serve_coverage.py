@@ -84,6 +84,19 @@ def test_a_cell_below_a_target_misses_and_fewer_rounds_are_listed_not_counted(tm
     assert "0.99!" in grid and "1.20!" in grid and "(2r)" in grid
 
 
+def test_as_of_counts_the_folders_up_to_the_one_named_so_an_older_readmes_count_still_checks(tmp_path, capsys):
+    write_summary(tmp_path / "2026-11-29-session38" / "pooled", {"in128/greedy/c1": {"output_tok_s": 1.1}})
+    write_summary(tmp_path / "2026-11-30-session39" / "pooled", {"in128/greedy/c8": {"output_tok_s": 1.2}})
+    write_summary(tmp_path / "2026-11-30-session40" / "x" / "pooled", {"in128/greedy/c32": {"output_tok_s": 1.3}})
+    counts = {as_of: coverage.coverage(coverage.ISSUE_41, tmp_path, as_of=as_of)["counted"]
+              for as_of in (None, "2026-11-30-session40", "2026-11-30-session39", "2026-11-29-session38")}
+    assert counts == {None: 3, "2026-11-30-session40": 3, "2026-11-30-session39": 2, "2026-11-29-session38": 1}
+    with pytest.raises(PortableSpecError, match="up to 2026-11-28"):
+        coverage.coverage(coverage.ISSUE_41, tmp_path, as_of="2026-11-28")
+    assert coverage.main(["--results", str(tmp_path), "--as-of", "2026-11-30-session39", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counted"] == 2
+
+
 def test_p99_without_a_pairing_is_judged_on_the_ratio_of_medians(tmp_path):
     cells = {"ours": {"in128/greedy/c1": {"p99_itl_ms": {"median": 12.0}}},
              "upstream_v1": {"in128/greedy/c1": {"p99_itl_ms": {"median": 10.0}}}}

@@ -13,7 +13,7 @@ from pathlib import Path
 import types
 
 import pytest
-from fake_toolchain import fake_ptxas, inductor_sees_torch_folder
+from fake_toolchain import fake_ptxas
 from lane_tools import import_triton
 import torch
 
@@ -878,10 +878,12 @@ def test_triton_compile_counting_chains_and_restores_the_hook():
         knobs.runtime.jit_post_compile_hook = previous
 
 
-def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
+def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores(monkeypatch):
     knobs = import_triton().knobs
-    from portable_spec.vllm_adapter.worker.kernel_warmup import builds_summary, counted_triton_builds
+    from portable_spec.vllm_adapter.worker import triton_builds
+    from portable_spec.vllm_adapter.worker.triton_builds import builds_summary, counted_triton_builds
 
+    monkeypatch.setattr(triton_builds, "cuda_arch", lambda: 90)
     seen = []
     previous = knobs.compilation.listener
     knobs.compilation.listener = lambda **kw: seen.append(kw["cache_hit"])
@@ -889,7 +891,7 @@ def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
         with counted_triton_builds() as builds:
             for hit in (False, True, True):
                 knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=hit)
-        ptxas = knobs.nvidia.ptxas.version
+        ptxas = knobs.nvidia.ptxas.version  # no TRITON_PTXAS_PATH change in this process: the keyed one
         assert builds == {"compiled": 1, "from_disk": 2, "cache_dir": str(knobs.cache.dir), "ptxas": ptxas}
         assert seen == [False, True, True]
         assert builds_summary(builds) == (f"; Triton builds: 1 compiled, 2 from the disk cache {knobs.cache.dir}, "
@@ -899,6 +901,30 @@ def test_triton_build_counting_tells_compiled_from_disk_chains_and_restores():
     finally:
         knobs.compilation.listener = previous
     assert knobs.compilation.listener is previous
+
+
+def test_tritons_key_holds_the_ptxas_version_it_first_read_whatever_the_variable_says_later(monkeypatch, tmp_path):
+    """What ``triton_builds.keyed_ptxas_version`` reports and ``worker/triton_cache.py`` relies on: Triton's CUDA
+    backend puts ``get_ptxas_version`` into every kernel's key, and that function keeps the version it read first
+    for the whole process, so a TRITON_PTXAS_PATH set afterwards (inductor sets it as it compiles) changes no key."""
+    import_triton()
+    from triton.backends.nvidia import compiler
+
+    from portable_spec.vllm_adapter.worker.triton_builds import keyed_ptxas_version
+
+    assert "get_ptxas_version" in inspect.getsource(compiler.CUDABackend.hash)
+    monkeypatch.setenv("TRITON_PTXAS_PATH", str(fake_ptxas(tmp_path / "first", "12.8")))
+    compiler.get_ptxas_version.cache_clear()
+    try:
+        assert keyed_ptxas_version(90) == "12.8"
+        monkeypatch.setenv("TRITON_PTXAS_PATH", str(fake_ptxas(tmp_path / "later", "13.0")))
+        assert keyed_ptxas_version(90) == "12.8" and "release 12.8" in compiler.get_ptxas_version(90)
+        assert import_triton().knobs.nvidia.ptxas.version == "13.0"  # the variable moved; the key did not
+        compiler.get_ptxas_version.cache_clear()
+        assert keyed_ptxas_version(90) == "13.0"
+    finally:
+        compiler.get_ptxas_version.cache_clear()  # later tests read the restored variable afresh
+    assert keyed_ptxas_version(None) is None
 
 
 def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monkeypatch, tmp_path):
@@ -912,26 +938,6 @@ def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monke
     assert triton_cache_dir(0) == str(tmp_path / "hash" / "inductor_cache" / "triton" / "0")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers"))
     assert triton_cache_dir(0) == str(tmp_path / "callers")
-
-
-def test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset(monkeypatch, tmp_path):
-    """What keys a compiling boot's kernels apart from a loading boot's (worker/triton_cache.py): inductor's
-    ``_set_triton_ptxas_path`` (what ``pin_inductors_ptxas`` calls) sets TRITON_PTXAS_PATH to the ``bin/ptxas`` of
-    torch's own folder where unset, and keeps a caller's; Triton's CUDA backend puts that ptxas's version into every
-    kernel's cache key."""
-    from torch._inductor.runtime import compile_tasks
-    from triton.backends.nvidia import compiler
-
-    torch_dir = inductor_sees_torch_folder(monkeypatch, tmp_path, "13.0")
-    compile_tasks._set_triton_ptxas_path.__wrapped__()
-    assert Path(os.environ["TRITON_PTXAS_PATH"]).is_relative_to(torch_dir)
-    assert "release 13.0" in compiler.get_ptxas_version.__wrapped__(90)
-    assert "get_ptxas_version" in inspect.getsource(compiler.CUDABackend.hash)
-    callers = fake_ptxas(tmp_path / "callers", "12.8")
-    monkeypatch.setenv("TRITON_PTXAS_PATH", str(callers))
-    compile_tasks._set_triton_ptxas_path.__wrapped__()
-    assert os.environ["TRITON_PTXAS_PATH"] == str(callers)
-    assert "release 12.8" in compiler.get_ptxas_version.__wrapped__(90)
 
 
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
@@ -979,8 +985,7 @@ def test_census_moves_name_span_versions_and_listed_targets():
 
 
 def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
-    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry",
-             "process setting"}
+    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry"}
     assert len(CENSUS) >= 10 and len({d.name for d in CENSUS}) == len(CENSUS)
     for d in CENSUS:
         assert d.kind in kinds, d.name

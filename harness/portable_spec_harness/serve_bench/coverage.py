@@ -137,11 +137,15 @@ SET_ASIDE = "SET_ASIDE"
 folder, where the run's history lives): the coverage lists it under ``set_aside`` and reads none of its cells."""
 
 
-def summaries(results: Path) -> list[Path]:
-    """Every pooled summary under ``results``; none is an error (a coverage of nothing proves nothing)."""
-    found = sorted(p for name in SUMMARY_NAMES for p in results.rglob(name))
+def summaries(results: Path, as_of: str | None = None) -> list[Path]:
+    """Every pooled summary under ``results`` (``as_of``: only those in a results folder whose name sorts at or before
+    that folder's, dated names sorting by date: the coverage a README of that folder counted); none is an error (a
+    coverage of nothing proves nothing)."""
+    found = sorted(p for name in SUMMARY_NAMES for p in results.rglob(name)
+                   if as_of is None or p.relative_to(results).parts[0] <= as_of)
     if not found:
-        raise PortableSpecError(f"no serve_bench_summary.json under {results}: pass --results the folder that holds "
+        raise PortableSpecError(f"no serve_bench_summary.json under {results}"
+                                + (f" up to {as_of}" if as_of else "") + ": pass --results the folder that holds "
                                 "bench/results' pooled serving benchmarks")
     return found
 
@@ -274,11 +278,13 @@ def verdicts(table: Table, found: dict[str, Any]) -> dict[str, bool]:
     return out
 
 
-def coverage(table: Table, results: Path, root: Path | None = None) -> dict[str, Any]:
+def coverage(table: Table, results: Path, root: Path | None = None, as_of: str | None = None) -> dict[str, Any]:
     """The table's cells: each with its measurements (newest summary last) and, for the counted ones (at least
-    ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing."""
+    ``MIN_ROUNDS`` rounds), the verdicts; and the totals: counted, meeting every target, missing. ``as_of`` counts
+    the results folders up to that one only (``summaries``), so an older README's count stays checkable; a summary
+    set aside later stays set aside."""
     root = root or results
-    paths = summaries(results)
+    paths = summaries(results, as_of)
     reasons = {p: (p.parent / SET_ASIDE).read_text().strip() for p in paths if (p.parent / SET_ASIDE).is_file()}
     aside, paths = list(reasons.items()), [p for p in paths if p not in reasons]
     every = [m for path in paths for m in measurements(path, root)
@@ -431,13 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("bench/results"),
                         help="the folder of committed results (default bench/results)")
     parser.add_argument("--table", choices=sorted(TABLES), default="issue41", help="which table (default issue41)")
+    parser.add_argument("--as-of", metavar="FOLDER", help="count only the results folders whose names sort at or "
+                        "before FOLDER's (e.g. 2026-11-30-h200-session39): the coverage as that folder's README saw it")
     parser.add_argument("--json", action="store_true", help="print the whole coverage as JSON")
     parser.add_argument("--markdown", action="store_true", help="print the measured rows as one markdown table "
                         "(what README's serving tables are, checked by tests/test_docs_agree.py)")
     args = parser.parse_args(argv)
     table = TABLES[args.table]
     try:
-        report = coverage(table, args.results, Path.cwd())
+        report = coverage(table, args.results, Path.cwd(), args.as_of)
     except PortableSpecError as exc:
         return emit_error(str(exc), 2, args.json)
     print(json.dumps(report, indent=1) if args.json else markdown(report, table) if args.markdown

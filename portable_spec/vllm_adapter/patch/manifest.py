@@ -15,8 +15,6 @@ Kinds:
 - ``kernel substitution``: module globals that hold a vLLM Triton kernel rebound to ours
   (``portable_spec/kernels/substitutions.py`` is the table, ``kernels/registry.py`` binds and unbinds).
 - ``table entry``: a key added to one of vLLM's registries.
-- ``process setting``: an environment variable the engine's process gets from us where unset, set the way vLLM or
-  torch would set it later anyway (kept for the process's life, as theirs is).
 """
 
 from __future__ import annotations
@@ -430,12 +428,12 @@ CENSUS: tuple[Divergence, ...] = (
         pinned_by=("test_triton_compile_counting_chains_and_restores_the_hook",),
         requires="v1_full_drafter"),
     Divergence(
-        "Triton build counter during the warm-up", "scoped override", f"{_A}.worker.kernel_warmup:counted_triton_builds",
-        ("triton.knobs:compilation.listener",),
+        "Triton build counter during the warm-up", "scoped override", f"{_A}.worker.triton_builds:counted_triton_builds",
+        ("triton.knobs:compilation.listener", "triton.backends.nvidia.compiler:get_ptxas_version"),
         what="Counts the Triton kernels the warm-up builds, compiled or loaded from Triton's disk cache (chaining any "
-             "listener already set).",
-        why="The warm-up's log line says whether a slow warm-up compiled or found its kernels on disk, and in which "
-            "cache directory.",
+             "listener already set), and with PORTABLE_SPEC_LOG_TRITON_KEYS=on records each build's key parts.",
+        why="The warm-up's log line says whether a slow warm-up compiled or found its kernels on disk, in which "
+            "cache directory and with which ptxas version in the keys; the key parts tell two boots' keys apart.",
         undone="Restored when the warm-up ends.", upstream="Triton's documented compilation listener.",
         pinned_by=("test_triton_build_counting_tells_compiled_from_disk_chains_and_restores",),
         requires="v1_full_drafter"),
@@ -452,20 +450,6 @@ CENSUS: tuple[Divergence, ...] = (
         undone="The variable is put back when the warm-ups end, also when one raises.",
         upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder).",
         pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",)),
-    Divergence(
-        "Triton's ptxas in every boot of a compiled model", "process setting",
-        f"{_A}.worker.triton_cache:pin_inductors_ptxas",
-        ("torch._inductor.runtime.compile_tasks:_set_triton_ptxas_path",),
-        what="When our V1 runner is built (under Model Runner V2: when our worker is about to build vLLM's) for a "
-             "model inductor compiles, TRITON_PTXAS_PATH is set as inductor sets it when it compiles (torch's own "
-             "ptxas, where the wheel ships one and the variable is unset).",
-        why="Triton keys each kernel by its ptxas's version; a compiling boot assembled with torch's ptxas, a boot "
-            "that loads the compiled model with Triton's bundled one, so the restart compiled the warm-up's kernels "
-            "again although they were on disk.",
-        undone="Not undone within the process (inductor leaves it set the same way); a TRITON_PTXAS_PATH set by the "
-               "caller is kept, and an eagerly run model is not touched.",
-        upstream="Inductor sets TRITON_PTXAS_PATH only where unset, and only once it compiles a kernel.",
-        pinned_by=("test_inductor_points_tritons_ptxas_at_torchs_own_only_where_unset",)),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",

@@ -29,7 +29,6 @@ from portable_spec.logs import share_vllm_log_handlers
 from portable_spec.ports.current import platform_label, port_name_of
 from portable_spec.vllm_adapter.patch import version_gate
 from portable_spec.vllm_adapter.patch.overrides import overridden
-from portable_spec.vllm_adapter.worker.triton_cache import pin_inductors_ptxas
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -108,11 +107,10 @@ class PortableWorker(Worker):
                 or self.vllm_config.use_v2_model_runner or draft_graph_mode(self.vllm_config) != "full"):
             # Under Model Runner V2 its standalone draft model gets our decode graphs (worker/mrv2_speculator.py says
             # where and why); nothing is swapped for any other runner or method. Before vLLM builds the runner (the
-            # model compiles after): the Triton folder the warm-up builds in, and one ptxas (worker/triton_cache.py).
+            # model compiles after): the Triton folder the warm-up builds in (worker/triton_cache.py).
             from portable_spec.vllm_adapter.worker import mrv2_speculator
 
             self.triton_cache_at_start = triton_cache_dir()
-            pin_inductors_ptxas(self.vllm_config.compilation_config)
 
             with mrv2_speculator.installed(self.vllm_config):
                 super().init_device()

@@ -41,6 +41,7 @@ from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
 from portable_spec.vllm_adapter.worker.batch_change_warmup import warm_batch_change
+from portable_spec.vllm_adapter.worker.triton_builds import builds_summary, counted_triton_builds, keys_line
 from portable_spec.vllm_adapter.worker.sampling_plan import (
     Sampling, SamplingLimits, plan_sampled_rounds, request_sampling, sampled_round_keys,
 )
@@ -282,52 +283,6 @@ def counted_triton_compiles() -> Iterator[Counter]:
         yield counts
 
 
-@contextlib.contextmanager
-def counted_triton_builds() -> Iterator[dict[str, Any]]:
-    """Every Triton kernel build while the block runs, compiled or loaded from Triton's disk cache (Triton's
-    compilation listener, chained to any listener already set and restored after), and the cache directory and
-    ``ptxas`` version in use at the start: ``{"compiled": n, "from_disk": m, "cache_dir": dir, "ptxas": version}``.
-    The JIT hook ``counted_triton_compiles`` chains fires for both alike, so only this says whether a slow warm-up
-    compiled or found its kernels on disk (inductor's Triton kernels, which bypass the JIT hook, are counted here
-    too). Empty where this Triton has no listener."""
-    builds: dict[str, Any] = {}
-    try:
-        from triton import knobs
-
-        compilation = knobs.compilation
-        previous = compilation.listener
-        builds.update(compiled=0, from_disk=0, cache_dir=str(knobs.cache.dir), ptxas=ptxas_version(knobs))
-    except (ImportError, AttributeError):
-        yield builds
-        return
-
-    def listener(**kwargs: Any) -> Any:
-        builds["from_disk" if kwargs.get("cache_hit") else "compiled"] += 1
-        return previous(**kwargs) if previous is not None else None
-
-    with overridden(compilation, "listener", listener):
-        yield builds
-
-
-def ptxas_version(knobs: Any) -> str | None:
-    """The version of the ``ptxas`` Triton assembles with (part of every kernel's disk-cache key; ``triton_cache``
-    says why it is logged), or None where Triton finds none (a platform other than CUDA)."""
-    try:
-        return knobs.nvidia.ptxas.version
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def builds_summary(builds: dict[str, Any]) -> str:
-    """The log line's part for ``counted_triton_builds``: "; Triton builds: 5 compiled, 7 from the disk cache DIR,
-    ptxas 13.0" (no ptxas part where Triton has none)."""
-    if not builds:
-        return ""
-    ptxas = f", ptxas {builds['ptxas']}" if builds.get("ptxas") else ""
-    return (f"; Triton builds: {builds['compiled']} compiled, {builds['from_disk']} from the disk cache "
-            f"{builds['cache_dir']}{ptxas}")
-
-
 def compile_summary(counts: Counter | dict) -> str:
     """The one-line form every warm-up log gives counts by kernel name: "name xN, ..." in name order, or "none"."""
     return ", ".join(f"{name} x{n}" for name, n in sorted(counts.items())) or "none"
@@ -457,6 +412,8 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
                LOG_PREFIX, len(outputs), len(rounds), len(sampled), ",".join(map(str, num_reqs)), limits.k, seconds,
                sum(compiles.values()), compile_summary(compiles), builds_summary(builds), replays, mismatches,
                len(batch_change), batch_change_s, slowest_steps(outputs, step_seconds, step_compiles), left)
+    if (keys := keys_line(builds)) is not None:
+        logger.info("%s: %s", LOG_PREFIX, keys)
     runner.warmup_stats = stats
     return stats
 

@@ -14,24 +14,23 @@ builds during the warm-ups lands in the same folder, counted in the line), and t
 warm-ups end. A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
 calls it a caller override).
 
-The folder is not the whole key. Triton keys a kernel by its ``ptxas`` version too (the CUDA backend's ``hash``), and
-inductor, as it compiles, points ``TRITON_PTXAS_PATH`` at torch's own ``ptxas`` where unset
-(``compile_tasks._set_triton_ptxas_path``), which torch's CUDA wheels ship in another version than the one bundled with
-Triton. A loading boot compiles nothing in inductor, so its kernels were keyed with Triton's ``ptxas`` and missed the
-compiling boot's entries in the same folder. ``pin_inductors_ptxas`` makes that choice when our runner is built, for
-a model inductor compiles, so both kinds of boot assemble with one ``ptxas``: the one a compiling boot used anyway.
+The folder is not the whole key: Triton keys a kernel by its source and specialisation, its options, the version of
+the ``ptxas`` it assembles with, and a few variables. The ``ptxas`` version is fixed for the process the first time
+Triton asks (it caches the answer), and a compiling boot asks before inductor points ``TRITON_PTXAS_PATH`` at torch's
+own ``ptxas``, so both kinds of boot key with Triton's bundled one; we leave the variable alone, since setting it
+early would key a loading boot apart from a compiling one. ``PORTABLE_SPEC_LOG_TRITON_KEYS=on`` logs every warm-up
+build's key parts (``kernel_warmup.counted_triton_builds``), to tell two boots' keys apart.
 
-Under Model Runner V2 our worker does both before vLLM builds the runner (``gpu_worker``), and vLLM's warm-up with our
-sampled rounds runs in the recorded folder (``mrv2_warmup.with_sampled_rounds``).
+Under Model Runner V2 our worker records the folder before vLLM builds the runner (``gpu_worker``), and vLLM's
+warm-up with our sampled rounds runs in the recorded folder (``mrv2_warmup.with_sampled_rounds``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
-from portable_spec.envs import set_triton_cache_dir, triton_cache_dir, triton_ptxas_path
+from portable_spec.envs import set_triton_cache_dir, triton_cache_dir
 
 
 @contextlib.contextmanager
@@ -47,25 +46,3 @@ def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
         yield at_start
     finally:
         set_triton_cache_dir(before)
-
-
-def inductor_compiles(compilation_config: Any) -> bool:
-    """Whether vLLM compiles this model with inductor: a compilation mode other than none, and the inductor backend
-    ("" is vLLM's default, inductor on CUDA-alike platforms)."""
-    mode = getattr(compilation_config, "mode", None)
-    return mode is not None and int(mode) != 0 and getattr(compilation_config, "backend", "") in ("", "inductor")
-
-
-def pin_inductors_ptxas(compilation_config: Any) -> str | None:
-    """Where inductor compiles the model: ``TRITON_PTXAS_PATH`` set now as inductor sets it when it compiles (torch's
-    ``ptxas``, where the wheel ships one and the variable is unset; inductor's own later call then changes nothing).
-    Returns the variable as it stands after (None: unset, Triton's bundled ``ptxas``). A model run eagerly, or a torch
-    without the function, is left as vLLM leaves it."""
-    if inductor_compiles(compilation_config):
-        try:
-            from torch._inductor.runtime.compile_tasks import _set_triton_ptxas_path
-        except ImportError:
-            pass
-        else:
-            _set_triton_ptxas_path()
-    return triton_ptxas_path()

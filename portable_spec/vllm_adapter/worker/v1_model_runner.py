@@ -26,7 +26,7 @@ from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, F
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 from portable_spec.vllm_adapter.worker.moe_size_warmup import warm_up_moe_sizes
 from portable_spec.vllm_adapter.worker.structured_warmup import warm_up_structured_output
-from portable_spec.vllm_adapter.worker.triton_cache import pin_inductors_ptxas, triton_cache_as
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
 
 
 class PortableV1ModelRunner(GPUModelRunner):
@@ -36,7 +36,6 @@ class PortableV1ModelRunner(GPUModelRunner):
               overridden(v1_runner_module, "DFlashProposer", FullGraphDFlashProposer),
               overridden(v1_runner_module, "DraftModelProposer", FullGraphDraftModelProposer)):
             super().__init__(*args, **kwargs)
-        pin_inductors_ptxas(self.compilation_config)  # before anything compiles: one ptxas in every boot (triton_cache)
 
     def propose_draft_token_ids(self, scheduler_output: Any, sampled_token_ids: Any, sampling_metadata: Any,
                                 hidden_states: Any, sample_hidden_states: Any, aux_hidden_states: Any,
