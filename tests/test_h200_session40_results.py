@@ -157,6 +157,11 @@ def test_the_calls_without_a_round_and_the_boot_that_did_not_finish():
             f"{third['phases_s']['total_s']:.1f} s") in folded()
     assert f"predicted {fourth['phases_s']['round_estimate_s']:.1f} s a round" in folded()
     assert (third["rounds_done"], fourth["rounds_done"], C2.call_report("call1")["rounds_done"]) == (1, 2, 3)
+    waves = {call: [r["duration_s"] for r in report["warm_runs"] if r["variant"] == "upstream_v1"]
+             for call, report in (("call1", first), ("call2", second), ("call3", third))}
+    assert all(len(w) == 6 for w in waves.values())
+    assert (f"one wave took up to {max(waves['call1']):.2f} s in call 1 and {max(waves['call2']):.2f} s in call 2, "
+            f"against {min(waves['call3']):.2f}–{max(waves['call3']):.2f} s once its servers were warm") in folded()
     boot = json.loads((RUN / "keys_boot" / "boot_time.json").read_text())
     assert boot["vllm"] == "0.26.0" and boot["pair"] == "llama_eagle" and boot["variants_asked"] == ["full_drafter"]
     assert [(b["phase"], b["error"]) for b in boot["boots"]] == [

@@ -264,6 +264,33 @@ def test_a_call_that_keeps_its_servers_keeps_back_less_of_its_budget(zoo_pair, c
     assert kept["phases_s"]["round_estimate_s"] == pytest.approx(round_s, abs=0.051)
 
 
+def test_a_round_sized_from_warm_waves_only_is_predicted_from_the_faster_wave(zoo_pair, clean_run, tmp_path):
+    """An earlier call that timed nothing (a sizing call: its report holds warm waves only): each cell's run is
+    predicted from the faster of this call's last warm wave and the wave the earlier call sized the cell from, so a
+    first wave slowed by one-time compiles at a fresh server's first requests does not refuse a round that fits."""
+    first, out = clean_run
+    settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2, "phase_clock": False}), zoo_pair, out)
+    faster = {key: {**entry, "warm_s": 0.001} for key, entry in settings.earlier_sizing.items()}
+    settings = replace(settings, earlier_durations={}, earlier_boot_s=None, earlier_sizing=faster)
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["status"] == "complete", result["problems"]
+    expected = from_last_waves = 0.0
+    compared = 0
+    for key, entry in faster.items():
+        cell = next(c for c in plan.workload_cells(result["workload"]) if c.key == key)
+        for variant in result["variants"]:
+            warm = [r["duration_s"] for r in result["warm_runs"] if r["variant"] == variant
+                    and plan.cell_of(r, result["workload"]) == cell]
+            assert warm and warm[-1] > 0.001, (key, variant, warm)
+            waves = entry["num_prompts"] / cell.concurrency
+            expected += 0.001 * waves * driver.WARM_SLACK + driver.RUN_OVERHEAD_S
+            from_last_waves += warm[-1] * waves * driver.WARM_SLACK + driver.RUN_OVERHEAD_S
+            compared += 1
+    assert compared == 2 * 3
+    assert result["phases_s"]["round_estimate_s"] == pytest.approx(expected, abs=0.051)
+    assert result["phases_s"]["round_estimate_s"] < from_last_waves
+
+
 def test_sizing_from_carries_the_earlier_calls_run_times(zoo_pair, clean_run):
     first, out = clean_run
     settings = earlier_sizing(Settings(**{**FAST, "rounds": 1, "first_round": 2}), zoo_pair, out)

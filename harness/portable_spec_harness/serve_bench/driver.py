@@ -586,18 +586,29 @@ class Bench:
     def run_estimate_s(self, cell: plan.Cell, variant: str, warm_too: bool = True) -> float | None:
         """What one timed run of ``variant`` in ``cell`` should take: an earlier call's timed run of the same prompts
         (``--sizing-from``; x ``prompt_growth`` where this call grew them from its short runs, so the budget does
-        not under-predict), else (``warm_too``) the last warm wave x the waves of its prompts (``size``) x
-        ``WARM_SLACK``; plus ``RUN_OVERHEAD_S``. None where neither is known. ``warm_too`` fixes the cell's prompts
-        as its first timed run would; without it nothing is sized: ``preflight`` asks before any warm run, and a cell
-        sized then would keep a size no warm run informed."""
+        not under-predict), else (``warm_too``) a warm wave x the waves of its prompts (``size``) x ``WARM_SLACK``;
+        plus ``RUN_OVERHEAD_S``. None where neither is known. ``warm_too`` fixes the cell's prompts as its first timed
+        run would; without it nothing is sized: ``preflight`` asks before any warm run, and a cell sized then would
+        keep a size no warm run informed. The wave is this call's last warm wave, or the one the earlier call sized
+        the cell from (its sizing's ``warm_s``, where it timed nothing) when that was faster: a first warm wave after
+        a boot can hold one-time costs (upstream V1 compiles kernels at its first requests: one 128-token wave took
+        2.65 s there against 0.36 s on ours), and predicting every wave of a round from it refused rounds that would
+        have fit twice over."""
         waves = self.size(cell, variant) / cell.concurrency if warm_too else 0.0
         known = (self.settings.earlier_durations.get(cell.key) or {}).get(variant)
-        warm = self.warm_seconds(cell, variant) if warm_too else []
-        if not known and not warm:
-            return None
         if known:  # a cell grown from the earlier call's short runs runs that much longer
             return known * self.prompt_growth(cell, variant) + RUN_OVERHEAD_S
-        return warm[-1] * waves * WARM_SLACK + RUN_OVERHEAD_S
+        wave = self.warm_seconds(cell, variant)[-1:] + self.earlier_wave_s(cell, variant) if warm_too else []
+        if not wave:
+            return None
+        return min(wave) * waves * WARM_SLACK + RUN_OVERHEAD_S
+
+    def earlier_wave_s(self, cell: plan.Cell, variant: str) -> list[float]:
+        """The warm wave the earlier call (``--sizing-from``) sized ``variant``'s runs in ``cell`` from (its
+        ``warm_s``), as a one-item list, or none."""
+        entry = self.earlier_fixed(cell, variant)
+        wave = entry.get("warm_s") if entry else None
+        return [float(wave)] if wave else []
 
     def preflight(self, specs: dict[str, BenchServer]) -> None:
         """Refuses a ``together`` call, before it boots anything, whose ``--budget-s`` cannot hold one round: the

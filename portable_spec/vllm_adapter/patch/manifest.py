@@ -435,7 +435,8 @@ CENSUS: tuple[Divergence, ...] = (
         why="The warm-up's log line says whether a slow warm-up compiled or found its kernels on disk, in which "
             "cache directory and with which ptxas version in the keys; the key parts tell two boots' keys apart.",
         undone="Restored when the warm-up ends.", upstream="Triton's documented compilation listener.",
-        pinned_by=("test_triton_build_counting_tells_compiled_from_disk_chains_and_restores",),
+        pinned_by=("test_triton_build_counting_tells_compiled_from_disk_chains_and_restores",
+                   "test_tritons_key_holds_the_ptxas_version_it_first_read_whatever_the_variable_says_later"),
         requires="v1_full_drafter"),
     Divergence(
         "Triton cache folder of the boot warm-ups", "scoped override", f"{_A}.worker.triton_cache:triton_cache_as",

@@ -41,10 +41,10 @@ from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
 from portable_spec.vllm_adapter.worker.batch_change_warmup import warm_batch_change
-from portable_spec.vllm_adapter.worker.triton_builds import builds_summary, counted_triton_builds, keys_line
 from portable_spec.vllm_adapter.worker.sampling_plan import (
     Sampling, SamplingLimits, plan_sampled_rounds, request_sampling, sampled_round_keys,
 )
+from portable_spec.vllm_adapter.worker.triton_builds import builds_summary, counted_triton_builds, keys_line
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
 
 logger = logging.getLogger("portable_spec.vllm_adapter")

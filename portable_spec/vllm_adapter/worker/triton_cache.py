@@ -19,7 +19,7 @@ the ``ptxas`` it assembles with, and a few variables. The ``ptxas`` version is f
 Triton asks (it caches the answer), and a compiling boot asks before inductor points ``TRITON_PTXAS_PATH`` at torch's
 own ``ptxas``, so both kinds of boot key with Triton's bundled one; we leave the variable alone, since setting it
 early would key a loading boot apart from a compiling one. ``PORTABLE_SPEC_LOG_TRITON_KEYS=on`` logs every warm-up
-build's key parts (``kernel_warmup.counted_triton_builds``), to tell two boots' keys apart.
+build's key parts (``triton_builds.counted_triton_builds``), to tell two boots' keys apart.
 
 Under Model Runner V2 our worker records the folder before vLLM builds the runner (``gpu_worker``), and vLLM's
 warm-up with our sampled rounds runs in the recorded folder (``mrv2_warmup.with_sampled_rounds``).
