@@ -265,19 +265,24 @@ WARM_UP = re.compile(r"kernel warm-up: 19 steps .*? in ([\d.]+) s; .*?; Triton b
 """Ours' V1 warm-up line; the builds part ends with the ptxas version where the line gives one."""
 
 
-def warm_up(log: str) -> tuple[str, int, int, str]:
-    """Ours' one V1 warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
+def warm_up_fields(log: str) -> tuple[str, ...]:
+    """``WARM_UP``'s groups in ours' one V1 warm-up line of a server log (none, or more than one, fails)."""
     found = WARM_UP.findall(log)
     assert len(found) == 1, found
-    seconds, compiled, from_disk, where, _ = found[0]
+    return found[0]
+
+
+def warm_up(log: str) -> tuple[str, int, int, str]:
+    """Ours' one V1 warm-up line in a server log: seconds, Triton builds compiled and from disk, the cache folder."""
+    seconds, compiled, from_disk, where, _ = warm_up_fields(log)
     return seconds, int(compiled), int(from_disk), where
 
 
 def warm_up_ptxas(log: str) -> str:
     """The ptxas version ours' one V1 warm-up line names (a line without one fails)."""
-    found = WARM_UP.findall(log)
-    assert len(found) == 1 and found[0][4], found
-    return found[0][4]
+    ptxas = warm_up_fields(log)[4]
+    assert ptxas, log[-300:]
+    return ptxas
 
 
 def restart_table(folder: ResultsFolder, name: str) -> dict[str, tuple[str, int, int, str, str]]:
@@ -314,8 +319,7 @@ def coverage_counts(table: Any, results: Path, root: Path, as_of: str) -> tuple[
     from portable_spec_harness.serve_bench import coverage
 
     report = coverage.coverage(table, results, root, as_of=as_of)
-    counted = [c for c in report["cells"] if c["counted"]]
-    return report, len(counted), sum(1 for c in counted if c["meets"])
+    return report, report["counted"], report["meeting_every_target"]
 
 
 def compiles_in_every_call(bench: Path, calls: tuple[str, ...], variant: str = "upstream_v1") -> tuple[str, ...]:

@@ -656,41 +656,35 @@ def check_eagle3_v1_4096_sampled(m: re.Match) -> int:
     return len(expect)
 
 
-def check_eagle3_v1_128(m: re.Match) -> int:
-    """README: the 128-token rows' ratio of medians per concurrency (c = 1, 8, 32 from one pooled bench, c = 2 from
-    another on the same servers), greedy then sampled (2 decimals), the shortest timed run of both, ours' largest p99
-    ITL over upstream's (within issue 41's 1.25) and how many kernels upstream compiled after boot (the same in every
-    call of both)."""
-    found = {**pooled_cells(EAGLE3_V1_128), **pooled_cells(EAGLE3_V1_128_C2)}
-    cells = [found[sampling, c] for sampling in ("greedy", "sampled") for c in (1, 2, 8, 32)]
+def check_pooled_rows(m: re.Match, benches: tuple[PooledBench, ...]) -> int:
+    """README: one input length's rows from ``benches`` (pooled on the same servers, each its own concurrencies):
+    the ratio of medians per concurrency in ascending order, greedy then sampled (2 decimals), the shortest timed run
+    of them all, ours' largest p99 ITL over upstream's (each a pooled cell's, within issue 41's 1.25) and how many
+    kernels upstream compiled after boot (the same in every call of every bench)."""
+    found = {key: cell for bench in benches for key, cell in pooled_cells(bench).items()}
+    concurrencies = sorted(c for bench in benches for c in bench.concurrencies)
+    cells = [found[sampling, c] for sampling in ("greedy", "sampled") for c in concurrencies]
     expect = [f"{cell['output_tok_s']:.2f}" for cell in cells]
-    expect.append(min((EAGLE3_V1_128.shortest_timed_run(), EAGLE3_V1_128_C2.shortest_timed_run()), key=float))
+    expect.append(min((bench.shortest_timed_run() for bench in benches), key=float))
     itl = [cell["p99_itl_ms"] for cell in cells]
     assert max(itl) <= 1.25, itl
     expect.append(f"{max(itl):.2f}")
-    upstream = {bench.folder: compiles_in_every_call(ROOT / bench.folder, bench.calls)
-                for bench in (EAGLE3_V1_128, EAGLE3_V1_128_C2)}
-    assert len(set(upstream.values())) == 1, upstream
-    expect.append(str(len(next(iter(upstream.values())))))
+    upstream = {compiles_in_every_call(ROOT / bench.folder, bench.calls) for bench in benches}
+    assert len(upstream) == 1, upstream
+    expect.append(str(len(next(iter(upstream)))))
     assert list(m.groups()) == expect, (m.groups(), expect)
     return len(expect)
+
+
+def check_eagle3_v1_128(m: re.Match) -> int:
+    """README: the 128-token rows (c = 1, 8, 32 from one pooled bench, c = 2 from another on the same servers)."""
+    return check_pooled_rows(m, (EAGLE3_V1_128, EAGLE3_V1_128_C2))
 
 
 def check_eagle3_v1_1024(m: re.Match) -> int:
-    """README: the 1024-token rows' ratio of medians per concurrency, greedy then sampled (2 decimals), the shortest
-    timed run, ours' largest p99 ITL over upstream's (each a pooled cell's, within issue 41's 1.25) and how many
-    kernels upstream compiled after boot (the same in every call)."""
-    bench = EAGLE3_V1_1024
-    found = pooled_cells(bench)
-    cells = [found[sampling, c] for sampling in bench.samplings for c in bench.concurrencies]
-    expect = [f"{cell['output_tok_s']:.2f}" for cell in cells]
-    expect.append(bench.shortest_timed_run())
-    itl = [cell["p99_itl_ms"] for cell in cells]
-    assert max(itl) <= 1.25, itl
-    expect.append(f"{max(itl):.2f}")
-    expect.append(str(len(compiles_in_every_call(ROOT / bench.folder, bench.calls))))
-    assert list(m.groups()) == expect, (m.groups(), expect)
-    return len(expect)
+    """README: the 1024-token rows, greedy and sampled, c = 1, 8, 32."""
+    assert EAGLE3_V1_1024.samplings == ("greedy", "sampled")
+    return check_pooled_rows(m, (EAGLE3_V1_1024,))
 
 
 def ratio_range_3(m: re.Match, found: dict) -> int:

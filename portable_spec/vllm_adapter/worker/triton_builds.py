@@ -12,6 +12,7 @@ keys on, and the ``ptxas`` version.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -107,9 +108,10 @@ def key_parts(src: Any, metadata: dict[str, Any], cache_hit: bool) -> dict[str, 
             "variables": digest(variables) if variables else None}
 
 
+@functools.cache
 def option_names() -> frozenset[str]:
     """The fields of Triton's CUDA options (what its key hashes as the options), or none where this Triton has no
-    NVIDIA backend (then every metadata field but ``POST_COMPILE_FIELDS`` and the variables counts)."""
+    NVIDIA backend (then every metadata field but ``POST_COMPILE_FIELDS`` and the variables counts); read once."""
     try:
         from triton.backends.nvidia.compiler import CUDAOptions
     except ImportError:
