@@ -322,6 +322,18 @@ def coverage_counts(table: Any, results: Path, root: Path, as_of: str) -> tuple[
     return report, report["counted"], report["meeting_every_target"]
 
 
+def checked_coverage(table: Any, results: Path, root: Path, runs: tuple[str, str], readme: str,
+                     expected: tuple[int, int, int, int], row: tuple[str, str, str]) -> list[dict]:
+    """A results README's coverage sentence: ``table``'s coverage as of ``runs`` (this folder, the one before) must
+    be ``expected`` (cells, counted, meeting every target, counted before), and the folded ``readme`` must say "**N of
+    M cells counted, K meeting every target** (B ..."; returns the cells of ``row`` (pair, weights, baseline)."""
+    report, counted, meets = coverage_counts(table, results, root, runs[0])
+    _, before, _ = coverage_counts(table, results, root, runs[1])
+    assert (len(report["cells"]), counted, meets, before) == expected, (counted, meets, before)
+    assert f"**{counted} of {len(report['cells'])} cells counted, {meets} meeting every target** ({before}" in readme
+    return [c for c in report["cells"] if (c["pair"], c["mode"], c["baseline"]) == row]
+
+
 def compiles_in_every_call(bench: Path, calls: tuple[str, ...], variant: str = "upstream_v1") -> tuple[str, ...]:
     """The kernels ``variant``'s server log shows compiled after boot (``jit_compiles``), the same in every call of the
     bench folder ``bench`` (asserted)."""

@@ -313,6 +313,11 @@ EAGLE3_V1_128 = PooledBench("bench/results/2026-11-30-h200-session40/e3g128", ("
                             "llama8b_eagle3", 3, V1_PAIR, 128, ("greedy", "sampled"), (1, 8, 32))
 """vLLM 0.26.0 on the V1 runner (one H200): the 8B + EAGLE-3 pair at 128 in, greedy and sampled, c = 1, 8, 32, three
 rounds over two calls on one boot pooled."""
+EAGLE1_V1_1024_DUMMY = PooledBench("bench/results/2026-12-01-h200-session41/e1d1k", ("call2", "call3"), "0.26.0",
+                                   "llama8b_eagle", 3, V1_PAIR, 1024, ("greedy", "sampled"), (1, 2, 8, 32),
+                                   mode="dummy")
+"""vLLM 0.26.0 on the V1 runner (one H200): the 8B + EAGLE-1 pair, dummy weights, at 1024 in, greedy and sampled,
+c = 1 .. 32, three rounds over two calls on one boot pooled."""
 EAGLE3_V1_128_C2 = PooledBench("bench/results/2026-11-30-h200-session40/e3g128c2", ("call1",), "0.26.0",
                                "llama8b_eagle3", 3, V1_PAIR, 128, ("greedy", "sampled"), (2,))
 """The same servers at c = 2: one call of three rounds."""
@@ -687,6 +692,11 @@ def check_eagle3_v1_1024(m: re.Match) -> int:
     return check_pooled_rows(m, (EAGLE3_V1_1024,))
 
 
+def check_eagle1_dummy_v1_1024(m: re.Match) -> int:
+    """README: the EAGLE-1 dummy pair's 1024-token rows, greedy and sampled, c = 1 .. 32."""
+    return check_pooled_rows(m, (EAGLE1_V1_1024_DUMMY,))
+
+
 def ratio_range_3(m: re.Match, found: dict) -> int:
     expect = span([cell["output_tok_s"] for cell in found.values()], 3)
     assert list(m.groups()) == expect, (m.groups(), expect)
@@ -821,6 +831,11 @@ CLAIMS = (
                        r"ours' p99 ITL at most (\S+)× upstream's, with no compile\s+after boot on ours where upstream "
                        r"compiled (\d+) kernels",
           check_eagle3_v1_128),
+    Claim("README.md", r"The 8B \+ EAGLE-1 pair with dummy weights \(a draft never accepted\) at 1024 in, c = 1 / 2 / 8 "
+                       r"/ 32, gives (\S+) / (\S+) / (\S+) / (\S+) greedy and (\S+) / (\S+) / (\S+) / (\S+) sampled \(3 "
+                       r"interleaved rounds, every run ≥ (\S+) s\), ours' p99 ITL at most (\S+)× upstream's, with no "
+                       r"compile after boot on ours where upstream compiled (\d+) kernels",
+          check_eagle1_dummy_v1_1024),
     Claim("docs/platforms.md", r"unpinned on the H200, the bench left most cells undecided; with both engines pinned to "
                                r"one CPU there, every cell holds at 0\.98",
           lambda m: most_cells_undecided(UNPINNED) + every_cell_holds(PINNED)),

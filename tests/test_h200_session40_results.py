@@ -10,7 +10,7 @@ from pathlib import Path
 
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, compiles_in_every_call,
-                              coverage_counts, load, no_compile_after_boot, pooled_rows_by_round, restart_table,
+                              checked_coverage, load, no_compile_after_boot, pooled_rows_by_round, restart_table,
                               rows_by_c, upstream_compiled_sentence, warm_up_ptxas)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,12 +87,9 @@ def test_the_128_token_rows_pool_three_rounds_meet_the_targets_and_compile_nothi
 
 
 def test_issue_41s_coverage_counts_the_eight_new_cells_and_a_whole_eagle3_v1_grid():
-    report, counted, meets = coverage_counts(coverage.ISSUE_41, RESULTS, ROOT, RUN.name)
-    _, before, _ = coverage_counts(coverage.ISSUE_41, RESULTS, ROOT, "2026-11-30-h200-session39")
-    assert (len(report["cells"]), counted, meets, before) == (120, 28, 27, 20)
-    assert f"**{counted} of {len(report['cells'])} cells counted, {meets} meeting every target** ({before} before)" \
-        in folded()
-    grid = [c for c in report["cells"] if (c["pair"], c["mode"], c["baseline"]) == (*EAGLE3, "upstream_v1")]
+    grid = checked_coverage(coverage.ISSUE_41, RESULTS, ROOT, (RUN.name, "2026-11-30-h200-session39"), folded(),
+                            (120, 28, 27, 20), (*EAGLE3, "upstream_v1"))
+    assert "meeting every target** (20 before)" in folded()
     assert len(grid) == 24 and all(c["counted"] for c in grid)
     assert [c["cell"] for c in grid if not c["meets"]] == ["in4096/sampled/c8"]
 

@@ -1,5 +1,6 @@
 """The boot warm-ups build their Triton kernels in the folder the process had when our V1 runner was built
-(``worker/triton_cache.py``), read through Triton's own cache knob, and the folder is put back after."""
+(``worker/triton_cache.py``), named in the variable even where it was unset (inductor sets it where unset), read
+through Triton's own cache knob, and the folder is put back after."""
 
 from __future__ import annotations
 
@@ -30,12 +31,34 @@ def tritons_default(monkeypatch) -> str:
         return str(triton.knobs.cache.dir)
 
 
-def test_unset_at_start_means_tritons_default_folder_then_inductors_again(monkeypatch, inductors_folder):
+def test_unset_at_start_means_tritons_default_folder_named_then_inductors_again(monkeypatch, inductors_folder):
     default = tritons_default(monkeypatch)
     assert default != inductors_folder
-    with triton_cache_as(None):
-        assert triton_cache_dir() is None and str(triton.knobs.cache.dir) == default
+    with triton_cache_as(None) as used:
+        assert used == triton_cache_dir() == str(triton.knobs.cache.dir) == default
     assert os.environ[TRITON_CACHE_ENV] == inductors_folder == str(triton.knobs.cache.dir)
+
+
+def test_an_inductor_kernel_built_in_the_warm_up_moves_no_later_build(monkeypatch, tmp_path):
+    """The restart's seven misses: a boot that compiled the model leaves TRITON_CACHE_DIR unset with our runner
+    recording None; a warm-up kernel built after inductor built an autotuner of its own (it sets the variable where
+    unset) went to inductor's folder, where a loading boot never looks. Every build in the block, before and after
+    inductor's autotuner, must resolve Triton's cache manager to Triton's default folder."""
+    from autotuner_probe import build_an_inductor_autotuner
+    from triton.runtime.cache import get_cache_manager
+
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path / "home"))  # Triton's default folder, here under tmp_path
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "hash" / "inductor_cache"))
+    monkeypatch.delenv(TRITON_CACHE_ENV, raising=False)
+    default = tritons_default(monkeypatch)
+    assert default.startswith(str(tmp_path / "home"))
+    folders = []
+    with triton_cache_as(None):
+        folders.append(get_cache_manager("aa" * 32).cache_dir)  # keys are hex digests
+        build_an_inductor_autotuner()
+        folders.append(get_cache_manager("bb" * 32).cache_dir)
+    assert len(folders) == 2 and all(folder.startswith(default + os.sep) for folder in folders), folders
+    assert TRITON_CACHE_ENV not in os.environ  # put back: unset, as the process had it
 
 
 def test_a_callers_folder_is_kept_and_put_back_after_a_raise(monkeypatch, inductors_folder, tmp_path):
@@ -50,10 +73,12 @@ def test_a_callers_folder_is_kept_and_put_back_after_a_raise(monkeypatch, induct
 def test_the_same_folder_changes_nothing(monkeypatch, inductors_folder):
     with triton_cache_as(inductors_folder) as used:
         assert used == inductors_folder == os.environ[TRITON_CACHE_ENV]
-    monkeypatch.delenv(TRITON_CACHE_ENV)
-    with triton_cache_as(None):
-        assert TRITON_CACHE_ENV not in os.environ
-    assert TRITON_CACHE_ENV not in os.environ
+    assert os.environ[TRITON_CACHE_ENV] == inductors_folder
+    default = tritons_default(monkeypatch)
+    monkeypatch.setenv(TRITON_CACHE_ENV, default)
+    with triton_cache_as(None) as used:
+        assert used == default == os.environ[TRITON_CACHE_ENV]
+    assert os.environ[TRITON_CACHE_ENV] == default
 
 
 def test_the_runner_reads_the_folder_before_vllm_builds_it_and_warms_up_inside_it(monkeypatch, inductors_folder):
@@ -67,7 +92,9 @@ def test_the_runner_reads_the_folder_before_vllm_builds_it_and_warms_up_inside_i
     monkeypatch.setattr(v1_model_runner.GPUModelRunner, "capture_model", lambda self: 7)
     runner = object.__new__(PortableV1ModelRunner)
     runner.triton_cache_at_start = None
+    default = tritons_default(monkeypatch)
     assert runner.capture_model() == 7
-    assert seen == [("warm_up_moe_sizes", None), ("warm_up_kernels", None), ("warm_up_structured_output", None)]
+    assert seen == [("warm_up_moe_sizes", default), ("warm_up_kernels", default),
+                    ("warm_up_structured_output", default)]
     assert os.environ[TRITON_CACHE_ENV] == inductors_folder
 

@@ -440,17 +440,20 @@ CENSUS: tuple[Divergence, ...] = (
         requires="v1_full_drafter"),
     Divergence(
         "Triton cache folder of the boot warm-ups", "scoped override", f"{_A}.worker.triton_cache:triton_cache_as",
-        ("torch._inductor.runtime.cache_dir_utils:triton_cache_dir",),
+        ("torch._inductor.runtime.cache_dir_utils:triton_cache_dir",
+         "torch._inductor.runtime.triton_heuristics:CachingAutotuner"),
         what="While our V1 runner's warm-ups run (MoE sizes, kernel steps, structured output), and under Model "
              "Runner V2 vLLM's warm-up with our sampled rounds, TRITON_CACHE_DIR is what the process had when the "
-             "runner was built (unset: Triton's default folder), not the folder inductor set it to while compiling "
-             "the model.",
+             "runner was built (unset: Triton's default folder, named explicitly), not the folder inductor set it to "
+             "while compiling the model or sets it to when it finds it unset during the warm-ups.",
         why="A boot that compiled the model built the warm-ups' kernels in that model's inductor folder; a boot that "
             "loads it looked in Triton's default folder and compiled them all again: the first restart paid the "
             "warm-up's whole compile time a second time.",
         undone="The variable is put back when the warm-ups end, also when one raises.",
-        upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder).",
-        pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",)),
+        upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder; "
+                 "CachingAutotuner does so when built).",
+        pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",
+                   "test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset")),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",

@@ -11,7 +11,13 @@ line reads "N compiled, 0 from the disk cache" and names the folder). Building t
 with gives the compiling boot and every loading boot one folder. The warm-ups run vLLM's fused-MoE, sampler, rejection
 and drafter-bookkeeping kernels; what compiling the model saved stays where vLLM and inductor put it (a kernel inductor
 builds during the warm-ups lands in the same folder, counted in the line), and the variable is put back when the
-warm-ups end. A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
+warm-ups end.
+
+The folder is named in the variable for the warm-ups even where the process had it unset (Triton's default then).
+Left unset, it did not hold: the warm-ups build inductor kernels of their own on a compiling boot (sampler and drafter
+code vLLM compiles with ``torch.compile``), and inductor's ``CachingAutotuner`` sets ``TRITON_CACHE_DIR`` where it
+finds it unset, as it is built. Every Triton kernel after that one went to inductor's folder, so the restart found the
+warm-up's first kernel on disk and compiled the other seven again, under the very same keys (the key line showed it). A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
 calls it a caller override).
 
 The folder is not the whole key: Triton keys a kernel by its source and specialisation, its options, the version of
@@ -35,14 +41,32 @@ from portable_spec.envs import set_triton_cache_dir, triton_cache_dir
 
 @contextlib.contextmanager
 def triton_cache_as(at_start: str | None) -> Iterator[str | None]:
-    """While the block runs, ``TRITON_CACHE_DIR`` is ``at_start`` (unset where None); what it was is put back after,
-    also when the block raises."""
+    """While the block runs, ``TRITON_CACHE_DIR`` names ``at_start`` or, where that is None (unset when recorded), the
+    folder Triton uses when it is unset, so nothing that sets it "where unset" moves the block's builds; what it was is
+    put back after, also when the block raises. Yields the folder (None only where Triton is not importable: then the
+    variable is left as ``at_start`` says)."""
     before = triton_cache_dir()
-    if before == at_start:
-        yield at_start
+    folder = at_start if at_start is not None else tritons_default_folder()
+    if before == folder:
+        yield folder
         return
-    set_triton_cache_dir(at_start)
+    set_triton_cache_dir(folder)
     try:
-        yield at_start
+        yield folder
+    finally:
+        set_triton_cache_dir(before)
+
+
+def tritons_default_folder() -> str | None:
+    """The folder Triton builds in while ``TRITON_CACHE_DIR`` is unset (its cache knob read with the variable
+    unset for the moment, then put back), or None where Triton is not importable."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    before = triton_cache_dir()
+    set_triton_cache_dir(None)
+    try:
+        return str(knobs.cache.dir)
     finally:
         set_triton_cache_dir(before)
