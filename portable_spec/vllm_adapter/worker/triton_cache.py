@@ -17,8 +17,10 @@ The folder is named in the variable for the warm-ups even where the process had 
 Left unset, it did not hold: the warm-ups build inductor kernels of their own on a compiling boot (sampler and drafter
 code vLLM compiles with ``torch.compile``), and inductor's ``CachingAutotuner`` sets ``TRITON_CACHE_DIR`` where it
 finds it unset, as it is built. Every Triton kernel after that one went to inductor's folder, so the restart found the
-warm-up's first kernel on disk and compiled the other seven again, under the very same keys (the key line showed it). A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache``
-calls it a caller override).
+warm-up's first kernel on disk and compiled the other seven again, under the very same keys (the key line showed it).
+
+A caller's ``TRITON_CACHE_DIR`` is kept as given, as vLLM keeps it (0.33.0's ``initialize_inductor_cache`` calls it a
+caller override).
 
 The folder is not the whole key: Triton keys a kernel by its source and specialisation, its options, the version of
 the ``ptxas`` it assembles with, and a few variables. The ``ptxas`` version is fixed for the process the first time

@@ -1,0 +1,130 @@
+"""Does a warm-up's Triton kernel built after an inductor kernel land where a restart looks for it?
+
+Run on the GPU host (no vLLM needed): ``python3 ci/gpu/triton_folder_probe.py OUT.json``. For each scope of the
+warm-up's Triton folder it runs two fresh processes on one empty folder tree (``TRITON_HOME`` and
+``TORCHINDUCTOR_CACHE_DIR`` under it, ``TRITON_CACHE_DIR`` unset, as a server starts):
+
+* ``compiling``: ``torch.compile`` runs a function first (the model's compile: inductor sets ``TRITON_CACHE_DIR`` to
+  its folder where unset), then, inside the warm-up's scope, builds Triton kernel ``k1``, compiles and runs a second
+  function (an inductor kernel built during the warm-up, as vLLM's sampler and drafter code gives one) and builds
+  kernel ``k2``;
+* ``loading``: inside the same scope, builds ``k1`` and ``k2`` only (a restart loads the compiled model and builds no
+  inductor kernel).
+
+Scopes: ``unset`` (the variable unset for the warm-up, the scope before this change) and ``named``
+(``worker/triton_cache.triton_cache_as(None)``: Triton's default folder named in the variable). Each build's name,
+whether it came from disk and the folder it was stored in or read from come from Triton's compilation listener.
+Expected: ``unset`` stores ``k2`` in inductor's folder and the loading process compiles it again; ``named`` finds both
+on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = r'''
+import contextlib, json, os, sys
+sys.path.insert(0, sys.argv[3])
+import torch, triton, triton.language as tl
+from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
+
+builds = []
+def listen(src, metadata, metadata_group, times, cache_hit):
+    name = getattr(getattr(src, "fn", None), "__name__", "")
+    paths = list((metadata_group or {}).values())
+    builds.append({"name": name, "from_disk": bool(cache_hit), "key": metadata.get("hash"),
+                   "folder": os.path.dirname(os.path.dirname(paths[0])) if paths else None})
+triton.knobs.compilation.listener = listen
+
+@contextlib.contextmanager
+def unset_scope():
+    before = os.environ.pop("TRITON_CACHE_DIR", None)
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.environ["TRITON_CACHE_DIR"] = before
+
+@triton.jit
+def k1(x, y, n, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    m = i < n
+    tl.store(y + i, tl.load(x + i, mask=m) * 2, mask=m)
+
+@triton.jit
+def k2(x, y, n, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    m = i < n
+    tl.store(y + i, tl.load(x + i, mask=m) + 3, mask=m)
+
+role, scope = sys.argv[1], sys.argv[2]
+x = torch.ones(1000, device="cuda"); y = torch.empty_like(x)
+if role == "compiling":
+    torch.compile(lambda a: (a * 3).sin() + 1)(x); torch.cuda.synchronize()
+after_model_compile = os.environ.get("TRITON_CACHE_DIR")
+with (triton_cache_as(None) if scope == "named" else unset_scope()):
+    k1[(8,)](x, y, 1000, B=128)
+    if role == "compiling":
+        torch.compile(lambda a: (a - 1).cos() * 2)(x)
+    k2[(8,)](x, y, 1000, B=128)
+    torch.cuda.synchronize()
+    inside = os.environ.get("TRITON_CACHE_DIR")
+print(json.dumps({"after_model_compile": after_model_compile, "at_scope_end": inside,
+                  "after_scope": os.environ.get("TRITON_CACHE_DIR"), "builds": builds}))
+'''
+
+
+def run_child(role: str, scope: str, base: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"}
+    env.update(TRITON_HOME=str(base / "home"), TORCHINDUCTOR_CACHE_DIR=str(base / "inductor"))
+    script = base / "child.py"  # Triton reads a kernel's source from its file: no ``python -c``
+    script.write_text(CHILD)
+    done = subprocess.run([sys.executable, str(script), role, scope, str(ROOT)], env=env, capture_output=True,
+                          text=True, timeout=240)
+    out = {"role": role, "scope": scope, "rc": done.returncode}
+    try:
+        out["child"] = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        out["stderr_tail"] = done.stderr[-2000:]
+    return out
+
+
+def main(out_path: str) -> int:
+    import torch
+    import triton
+
+    report = {"torch": torch.__version__, "triton": triton.__version__, "scopes": {}}
+    for scope in ("unset", "named"):
+        with tempfile.TemporaryDirectory() as tmp:
+            base = Path(tmp)
+            runs = [run_child(role, scope, base) for role in ("compiling", "loading")]
+            for run in runs:  # folders relative to the probe's tree, so two scopes compare
+                for build in (run.get("child") or {}).get("builds") or []:
+                    if build.get("folder"):
+                        build["folder"] = os.path.relpath(build["folder"], base)
+                child = run.get("child") or {}
+                for key in ("after_model_compile", "at_scope_end", "after_scope"):
+                    if child.get(key):
+                        child[key] = os.path.relpath(child[key], base)
+            report["scopes"][scope] = runs
+    Path(out_path).write_text(json.dumps(report, indent=1))
+    for scope, runs in report["scopes"].items():
+        for run in runs:
+            builds = (run.get("child") or {}).get("builds") or []
+            line = ", ".join(f"{b['name']} {'disk' if b['from_disk'] else 'compiled'} in {b['folder']}"
+                             for b in builds if b["name"] in ("k1", "k2"))
+            print(f"{scope:6} {run['role']:9} rc={run['rc']}: {line or run.get('stderr_tail', '')[-300:]}")
+    return 0 if all(r["rc"] == 0 for runs in report["scopes"].values() for r in runs) else 1
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(BrokenPipeError):
+        sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "triton_folder_probe.json"))
