@@ -15,7 +15,7 @@ Scopes: ``unset`` (the variable unset for the warm-up, the scope before this cha
 (``worker/triton_cache.triton_cache_as(None)``: Triton's default folder named in the variable). Each build's name,
 whether it came from disk and the folder it was stored in or read from come from Triton's compilation listener.
 Expected: ``unset`` stores ``k2`` in inductor's folder and the loading process compiles it again; ``named`` finds both
-on disk.
+on disk. ``verdict`` judges the report (also in the JSON); the exit code is 0 only where ``named`` found both.
 """
 
 from __future__ import annotations
@@ -97,6 +97,51 @@ def run_child(role: str, scope: str, base: Path) -> dict:
     return out
 
 
+PROBED = ("k1", "k2")
+
+
+def probed_builds(run: dict) -> dict[str, dict]:
+    """The run's builds of the probed kernels by name (the first of each: inductor's own kernels are left out)."""
+    found: dict[str, dict] = {}
+    for build in (run.get("child") or {}).get("builds") or []:
+        if build.get("name") in PROBED:
+            found.setdefault(build["name"], build)
+    return found
+
+
+def verdict(report: dict) -> dict:
+    """What the two scopes showed, judged from the builds alone; ``compared`` counts the probed builds read.
+
+    ``named_finds_both_on_disk`` (the fix holds) needs, in the ``named`` scope, both processes to have run (rc 0),
+    the compiling one to have built ``k1`` and ``k2`` in one folder, and the loading one to have read both from disk
+    in that same folder. ``unset_loading_compiled`` lists what the loading process compiled again in the ``unset``
+    scope (``["k2"]`` is the restart's miss reproduced; empty says the host does not show it). A run or build that is
+    missing fails the first and leaves the second None."""
+    compared = 0
+    outcome: dict = {"named_finds_both_on_disk": False, "unset_loading_compiled": None, "problems": []}
+    for scope in ("named", "unset"):
+        runs = {run.get("role"): run for run in report.get("scopes", {}).get(scope) or []}
+        compiling, loading = runs.get("compiling"), runs.get("loading")
+        if not compiling or not loading or compiling.get("rc") != 0 or loading.get("rc") != 0:
+            outcome["problems"].append(f"{scope}: a process is missing or failed")
+            continue
+        built, loaded = probed_builds(compiling), probed_builds(loading)
+        compared += len(built) + len(loaded)
+        if set(built) != set(PROBED) or set(loaded) != set(PROBED):
+            outcome["problems"].append(f"{scope}: builds missing (compiling {sorted(built)}, loading {sorted(loaded)})")
+            continue
+        if scope == "unset":
+            outcome["unset_loading_compiled"] = [name for name in PROBED if not loaded[name]["from_disk"]]
+            continue
+        folders = {built[name]["folder"] for name in PROBED}
+        outcome["named_finds_both_on_disk"] = (
+            len(folders) == 1 and not any(built[name]["from_disk"] for name in PROBED)
+            and all(loaded[name]["from_disk"] and loaded[name]["folder"] in folders for name in PROBED))
+    outcome["compared"] = compared
+    if compared == 0:
+        outcome["named_finds_both_on_disk"] = False
+    return outcome
+
 def main(out_path: str) -> int:
     import torch
     import triton
@@ -115,15 +160,16 @@ def main(out_path: str) -> int:
                     if child.get(key):
                         child[key] = os.path.relpath(child[key], base)
             report["scopes"][scope] = runs
+    report["verdict"] = verdict(report)
     Path(out_path).write_text(json.dumps(report, indent=1))
     for scope, runs in report["scopes"].items():
         for run in runs:
             builds = (run.get("child") or {}).get("builds") or []
             line = ", ".join(f"{b['name']} {'disk' if b['from_disk'] else 'compiled'} in {b['folder']}"
-                             for b in builds if b["name"] in ("k1", "k2"))
+                             for b in builds if b["name"] in PROBED)
             print(f"{scope:6} {run['role']:9} rc={run['rc']}: {line or run.get('stderr_tail', '')[-300:]}")
-    return 0 if all(r["rc"] == 0 for runs in report["scopes"].values() for r in runs) else 1
-
+    print(json.dumps(report["verdict"]))
+    return 0 if report["verdict"]["named_finds_both_on_disk"] else 1
 
 if __name__ == "__main__":
     with contextlib.suppress(BrokenPipeError):
