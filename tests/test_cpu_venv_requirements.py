@@ -4,22 +4,19 @@ Each check has a negative control."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
 import pytest
 from pip_machine import machine, write_installed
+from ci_scripts import load_ci_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "ci" / "vllm_cpu_requirements.py"
 VENV_BUILD = ROOT / "ci" / "lanes" / "cpu_venv.sh"
 
-_spec = importlib.util.spec_from_file_location("vllm_cpu_requirements", SCRIPT)
-reqs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reqs)
+reqs = load_ci_script("ci/vllm_cpu_requirements.py")
 
 # What vLLM 0.26.0-0.33.0 (and the packages they pull) name that serves only CUDA, as their metadata spells it.
 CUDA_REQUIREMENTS = [

@@ -4,7 +4,6 @@ machine lacks; ci/bytecode_cache.py keeps the lane's bytecode cache to sources t
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -13,19 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 from lane_tools import in_lane
+from ci_scripts import load_ci_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-slim = _load("cpu_venv_slim")
-bytecode_cache = _load("bytecode_cache")
+slim = load_ci_script("ci/cpu_venv_slim.py")
+bytecode_cache = load_ci_script("ci/bytecode_cache.py")
 TORCH_LIB = Path(torch.__file__).parent / "lib"
 LIBSHM = TORCH_LIB / "libshm.so"  # small, and needs torch's own libtorch_cpu.so and libc10.so
 

@@ -4,7 +4,6 @@ and restore exactly what they name, and the injection does nothing when its vari
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -20,6 +19,7 @@ from portable_spec_harness.vllm_door import bug_injection, draft_recorder
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from ci_scripts import load_ci_script  # noqa: E402
 from test_e2e_harness import GOOD_FULL, STEPS, load_e2e_script, run  # noqa: E402
 
 OUT = [[1, 2, 3], [4, 5]]
@@ -319,9 +319,7 @@ def hook_points():
 
 
 def test_the_bug_names_are_one_list_in_envs_the_injector_and_the_matrix():
-    spec = importlib.util.spec_from_file_location("v1_drafter_matrix", ROOT / "ci/gpu/v1_drafter_matrix.py")
-    matrix = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(matrix)
+    matrix = load_ci_script("ci/gpu/v1_drafter_matrix.py")
     names = envs.BY_NAME[envs.INJECT_BUG_ENV].choices
     assert set(names) == set(bug_injection.BUGS) == set(matrix.BUGS) == set(load_e2e_script().INJECTABLE_BUGS)
     own = {"d2t_unmapped": "eagle3_d2t", "draft_position_off_by_one": "ctx_draft_model"}

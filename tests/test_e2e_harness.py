@@ -3,8 +3,6 @@ results: a harness bug must not be able to hide a failure on the GPU lane."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,17 +10,14 @@ import pytest
 from portable_spec_harness.e2e.bench import plot, summarize
 from portable_spec_harness.e2e.child import acceptance_counts, acceptance_per_position
 from portable_spec_harness.e2e.configs import VARIANTS
+from ci_scripts import load_ci_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script(name: str):
     """A ``ci/gpu/<name>.py`` script, imported as module ``name`` (its ``main`` guarded, so nothing runs)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / f"ci/gpu/{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_ci_script(f"ci/gpu/{name}.py")
 
 
 def load_e2e_script():

@@ -3,21 +3,15 @@ boot check and the gate's one-line reason where it does not), the budget, and th
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from ci_scripts import load_ci_script
 
 
 @pytest.fixture(scope="module")
 def span():
-    spec = importlib.util.spec_from_file_location("gpu_version_span", ROOT / "ci/gpu/version_span.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_ci_script("ci/gpu/version_span.py", "gpu_version_span")
 
 
 @pytest.mark.parametrize("version", [(0, 26, 0), (0, 28, 0)])

@@ -477,12 +477,9 @@ BOOT_SCRIPT = __import__("pathlib").Path(__file__).resolve().parents[1] / "ci" /
 
 @pytest.fixture(scope="module")
 def boot():
-    import importlib.util
+    from ci_scripts import load_ci_script
 
-    spec = importlib.util.spec_from_file_location("vllm_boot", BOOT_SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_ci_script("ci/gpu/vllm_boot.py")
 
 
 def test_boot_dry_run_plans_time_bounded_runs(tmp_path):

@@ -3,22 +3,17 @@ test sees survives, the working tree is never touched, and a mutation whose text
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ci_scripts import load_ci_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def tool():
-    spec = importlib.util.spec_from_file_location("ci_mutations", ROOT / "ci" / "mutations.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_ci_script("ci/mutations.py", "ci_mutations")
 
 
 @pytest.fixture

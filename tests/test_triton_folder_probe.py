@@ -5,20 +5,14 @@ report can fall short of that (each injected below). The probe itself needs a GP
 from __future__ import annotations
 
 import copy
-import importlib.util
-from pathlib import Path
 
 import pytest
-
-PROBE = Path(__file__).resolve().parents[1] / "ci" / "gpu" / "triton_folder_probe.py"
+from ci_scripts import load_ci_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("triton_folder_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_ci_script("ci/gpu/triton_folder_probe.py")
 
 
 def build(name: str, from_disk: bool, folder: str) -> dict:
