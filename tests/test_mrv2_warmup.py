@@ -10,6 +10,7 @@ import os
 import types
 
 import pytest
+from autotuner_probe import tritons_default_folder_seen
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
 
@@ -205,17 +206,6 @@ def _full_attention():
     return FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype=torch.float32)
 
 
-def _tritons_default_folder(monkeypatch) -> str | None:
-    """Triton's own folder with TRITON_CACHE_DIR unset (None without Triton: the variable then stays unset)."""
-    try:
-        import triton
-    except ImportError:
-        return None
-    with monkeypatch.context() as m:
-        m.delenv("TRITON_CACHE_DIR", raising=False)
-        return str(triton.knobs.cache.dir)
-
-
 def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog, monkeypatch):
     """Both warm-ups build in the Triton folder the worker started with (unset here: Triton's default, named in the
     variable), not the one compiling the model left set, which is put back after (worker/triton_cache.py)."""
@@ -240,7 +230,7 @@ def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog, monke
     assert runner.sampled == sum(1 for s in runner.steps if s.total_num_scheduled_tokens)
     assert runner.req_states.req_id_to_index == {}
     assert runner.kv_connector.disabled == [True, False]
-    assert len(folders) > 2 and set(folders) == {_tritons_default_folder(monkeypatch)}
+    assert len(folders) > 2 and set(folders) == {tritons_default_folder_seen(monkeypatch)}
     assert os.environ["TRITON_CACHE_DIR"] == "/compiled-model/inductor_cache/triton/0"
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(mrv2_warmup.LOG_PREFIX)]
     assert len(lines) == 1 and "rounds" in lines[0]

@@ -8,6 +8,7 @@ import inspect
 import os
 
 import pytest
+from autotuner_probe import tritons_default_folder_seen
 
 from portable_spec.vllm_adapter.worker import v1_model_runner
 from portable_spec.envs import TRITON_CACHE_ENV, triton_cache_dir
@@ -25,14 +26,8 @@ def inductors_folder(monkeypatch, tmp_path):
     return folder
 
 
-def tritons_default(monkeypatch) -> str:
-    with monkeypatch.context() as m:
-        m.delenv(TRITON_CACHE_ENV, raising=False)
-        return str(triton.knobs.cache.dir)
-
-
 def test_unset_at_start_means_tritons_default_folder_named_then_inductors_again(monkeypatch, inductors_folder):
-    default = tritons_default(monkeypatch)
+    default = tritons_default_folder_seen(monkeypatch)
     assert default != inductors_folder
     with triton_cache_as(None) as used:
         assert used == triton_cache_dir() == str(triton.knobs.cache.dir) == default
@@ -50,7 +45,7 @@ def test_an_inductor_kernel_built_in_the_warm_up_moves_no_later_build(monkeypatc
     monkeypatch.setenv("TRITON_HOME", str(tmp_path / "home"))  # Triton's default folder, here under tmp_path
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "hash" / "inductor_cache"))
     monkeypatch.delenv(TRITON_CACHE_ENV, raising=False)
-    default = tritons_default(monkeypatch)
+    default = tritons_default_folder_seen(monkeypatch)
     assert default.startswith(str(tmp_path / "home"))
     folders = []
     with triton_cache_as(None):
@@ -74,7 +69,7 @@ def test_the_same_folder_changes_nothing(monkeypatch, inductors_folder):
     with triton_cache_as(inductors_folder) as used:
         assert used == inductors_folder == os.environ[TRITON_CACHE_ENV]
     assert os.environ[TRITON_CACHE_ENV] == inductors_folder
-    default = tritons_default(monkeypatch)
+    default = tritons_default_folder_seen(monkeypatch)
     monkeypatch.setenv(TRITON_CACHE_ENV, default)
     with triton_cache_as(None) as used:
         assert used == default == os.environ[TRITON_CACHE_ENV]
@@ -92,7 +87,7 @@ def test_the_runner_reads_the_folder_before_vllm_builds_it_and_warms_up_inside_i
     monkeypatch.setattr(v1_model_runner.GPUModelRunner, "capture_model", lambda self: 7)
     runner = object.__new__(PortableV1ModelRunner)
     runner.triton_cache_at_start = None
-    default = tritons_default(monkeypatch)
+    default = tritons_default_folder_seen(monkeypatch)
     assert runner.capture_model() == 7
     assert seen == [("warm_up_moe_sizes", default), ("warm_up_kernels", default),
                     ("warm_up_structured_output", default)]

@@ -940,7 +940,6 @@ def test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset(monke
     assert triton_cache_dir(0) == str(tmp_path / "callers")
 
 
-
 def test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset(monkeypatch, tmp_path):
     """What moved a compiling boot's warm-up kernels after its first one (worker/triton_cache.py): building inductor's
     ``CachingAutotuner`` (the warm-ups build some, for code vLLM compiles with ``torch.compile``) sets
@@ -954,6 +953,7 @@ def test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset(m
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "callers"))
     build_an_inductor_autotuner()
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "callers")
+
 
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
 def _resolve(ref: str):

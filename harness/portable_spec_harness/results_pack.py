@@ -40,13 +40,18 @@ def runs_folders(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
+def members(folder: Path) -> dict[str, Path]:
+    """``folder``'s files by their name in the archive (``runs/`` and the path below ``folder``), sorted."""
+    return {f"{RUNS}/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def archive_bytes(folder: Path) -> bytes:
     """``folder``'s files as a gzipped tar under ``runs/``: members sorted by path, times, owners and modes fixed."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        for name, path in members(folder).items():
             data = path.read_bytes()
-            info = tarfile.TarInfo(f"{RUNS}/{path.relative_to(folder).as_posix()}")
+            info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode, info.uid, info.gid = len(data), 0, 0o644, 0, 0
             tar.addfile(info, io.BytesIO(data))
     packed = io.BytesIO()
@@ -61,11 +66,11 @@ def pack(folder: Path) -> dict[str, object]:
     target = folder.parent / ARCHIVE
     if target.exists():
         raise PortableSpecError(f"{target} exists beside {folder}: move one of them away, then pack again")
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = members(folder)
     data = archive_bytes(folder)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         back = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
-    if back != {f"{RUNS}/{p.relative_to(folder).as_posix()}": p.read_bytes() for p in files}:
+    if back != {name: path.read_bytes() for name, path in files.items()}:
         raise PortableSpecError(f"{target}: the archive did not read back equal to {folder}; nothing removed")
     target.write_bytes(data)
     shutil.rmtree(folder)
