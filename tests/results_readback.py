@@ -285,12 +285,13 @@ def warm_up_ptxas(log: str) -> str:
     return ptxas
 
 
-def restart_table(folder: ResultsFolder, name: str) -> dict[str, tuple[str, int, int, str, str]]:
-    """The README's restart table (under "## A restart still compiled"): a compiling boot (``name``/call1) and the
-    boot that loaded its model (``name``/call2), each row checked against both server logs (whether vLLM loaded the
-    compiled model, ours' warm-up seconds, Triton builds compiled and from disk in ``/root/.triton/cache``, both
-    engines' init seconds). Returns per call ``warm_up``'s fields and ours' log."""
-    rows = table(folder.section("## A restart still compiled"), "| boot |")
+def restart_table(folder: ResultsFolder, name: str, section: str = "## A restart still compiled"
+                  ) -> dict[str, tuple[str, int, int, str, str]]:
+    """The README's restart table (under ``section``): a compiling boot (``name``/call1) and the boot that loaded its
+    model (``name``/call2), each row checked against both server logs (whether vLLM loaded the compiled model, ours'
+    warm-up seconds, Triton builds compiled and from disk in ``/root/.triton/cache``, both engines' init seconds).
+    Returns per call ``warm_up``'s fields and ours' log."""
+    rows = table(folder.section(section), "| boot |")
     assert sorted(rows) == [f"`{name}/call1`", f"`{name}/call2`"], sorted(rows)
     found = {}
     for call, loads in (("call1", False), ("call2", True)):
@@ -439,6 +440,28 @@ def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], 
         per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in ratios_per_round))
         by_c[c] = ratios[key]
     return by_c, "; ".join(per_round)
+
+
+def checked_issue41_rows(folder: ResultsFolder, cells: dict, ratios: dict, length: int,
+                         concurrencies: tuple[int, ...], rounds: int) -> tuple[list[float], list[float], list[float]]:
+    """A results README's "## Issue 41" section: its greedy table and, after "Sampled:", its sampled one, each row at
+    ``length`` tokens and ``concurrencies`` checked against the pooled cells (``pooled_rows_by_round``, ``rounds``
+    rounds), and the README's "**Per round, greedy:** ... **Sampled:** ..." sentence. Returns ours over upstream V1
+    per cell (output tok/s, then p99 ITL; greedy cells first) and every round's ratio, in the sentence's order."""
+    greedy_text, sampled_text = folder.section("## Issue 41").split("\nSampled:\n")
+    lines, tok, itl = [], [], []
+    for sampling, text in (("greedy", greedy_text), ("sampled", sampled_text)):
+        rows = {str(c): row for (_, c), row in rows_by_c(text, str(length)).items()}
+        assert sorted(rows, key=int) == [str(c) for c in concurrencies], sampling
+        by_c, per_round = pooled_rows_by_round(cells, ratios, rows, length, concurrencies, rounds=rounds,
+                                               sampling=sampling)
+        lines.append(per_round)
+        tok += [r["output_tok_s"] for r in by_c.values()]
+        itl += [r["p99_itl_ms"] for r in by_c.values()]
+    assert f"**Per round, greedy:** {lines[0]}. **Sampled:** {lines[1]}." in folder.folded()
+    per_round_ratios = [float(x) for line in lines for x in re.findall(r"\d\.\d{3}", line)]
+    assert len(tok) == len(itl) == 2 * len(concurrencies) and len(per_round_ratios) == len(tok) * rounds
+    return tok, itl, per_round_ratios
 
 
 def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict:

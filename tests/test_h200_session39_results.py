@@ -12,8 +12,8 @@ from pathlib import Path
 from portable_spec_harness.e2e import exactness
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, compiles_in_every_call,
-                              coverage_counts, load, no_compile_after_boot, pooled_rows_by_round, restart_table,
-                              rows_by_c, upstream_compiled_sentence)
+                              checked_issue41_rows, coverage_counts, load, no_compile_after_boot, restart_table,
+                              upstream_compiled_sentence)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -105,18 +105,7 @@ def test_the_1024_token_rows_pool_three_rounds_meet_the_targets_and_compile_noth
     s, entry = BENCH.pooled_entry(*EAGLE3, "0.26.0", ROUND_CALLS)
     assert s["problems"] == [] and entry["rounds"] == 3
     cells, ratios = entry["cells"], s["ours_over_upstream_v1"][EAGLE3[0]][EAGLE3[1]]
-    section = BENCH.section("## Issue 41")
-    greedy_text, sampled_text = section.split("\nSampled:\n")
-    lines, tok, itl = [], [], []
-    for sampling, text in (("greedy", greedy_text), ("sampled", sampled_text)):
-        rows = {str(c): row for (_, c), row in rows_by_c(text, "1024").items()}
-        assert sorted(rows, key=int) == ["1", "8", "32"], sampling
-        by_c, per_round = pooled_rows_by_round(cells, ratios, rows, 1024, (1, 8, 32), rounds=3, sampling=sampling)
-        lines.append(per_round)
-        tok += [r["output_tok_s"] for r in by_c.values()]
-        itl += [r["p99_itl_ms"] for r in by_c.values()]
-    assert f"**Per round, greedy:** {lines[0]}. **Sampled:** {lines[1]}." in folded()
-    rounds = [float(x) for line in lines for x in re.findall(r"\d\.\d{3}", line)]
+    tok, itl, rounds = checked_issue41_rows(BENCH, cells, ratios, 1024, (1, 8, 32), rounds=3)
     below = [r for r in rounds if r < 1.0]
     assert len(rounds) == 18 and len(below) == 1 and f"One round of 18 is below 1.0 (sampled c=8, round 2: " \
         f"{below[0]:.3f})" in folded()

@@ -28,6 +28,7 @@ def covered(rounds, lim, sampling, model=plan) -> frozenset:
     (2, 2, SamplingLimits(logprobs=False, max_logprobs=0)), (64, 7, SamplingLimits(max_logprobs=-1)),
     (256, 3, SamplingLimits(logprobs_mode="processed_logprobs")), (256, 3, SamplingLimits(logprobs_mode="raw_logits")),
     (16, 2, SamplingLimits(block_verification=True, max_logprobs=5)), (4, 1, SamplingLimits()),
+    (8, 2, SamplingLimits()), (6, 4, SamplingLimits(block_verification=True)),
 ])
 def test_the_plan_covers_every_reachable_sampling_variant(model, max_reqs, k, sampling):
     """0.33.0's plan and 0.28.0's (``mrv2_sampling_plan_028``, on the same profiles and candidates)."""

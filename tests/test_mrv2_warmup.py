@@ -31,7 +31,7 @@ def limits(max_reqs=256, k=3, max_tokens=8192, free_blocks=4096) -> Limits:
 
 
 @pytest.mark.parametrize("max_reqs,k,logprobs", [(256, 3, True), (256, 1, True), (4, 3, True), (2, 2, False),
-                                                 (1, 3, True), (64, 7, True)])
+                                                 (1, 3, True), (64, 7, True), (8, 2, True), (6, 4, False)])
 def test_the_plan_covers_every_reachable_sampling_variant(max_reqs, k, logprobs):
     lim, sampling = limits(max_reqs, k), SamplingLimits(logprobs=logprobs)
     rounds, uncovered = plan.plan_rounds(lim, sampling)

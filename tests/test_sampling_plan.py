@@ -121,12 +121,10 @@ def test_the_sampled_rounds_cover_what_serving_reaches(max_reqs, k, probabilisti
     limits, sampling, greedy, rounds, uncovered = planned(max_reqs, k, probabilistic)
     goal = sp.sampled_reachable_keys(limits, sampling)
     assert goal and len(rounds) <= 8 and all(r.fits(limits) for r in rounds)
-    if max_reqs >= 16:
-        assert uncovered == frozenset()
-    else:  # rows of 16 only from drafts trimmed at max_model_len: told in the log line, never silently dropped
-        assert all(key[0] == sp.TOPK_TOPP and key[3] == "16" for key in uncovered)
+    assert uncovered == frozenset()  # rows of 16 with fewer than 16 requests: from rounds with trimmed drafts
+    assert all(r.trimmed == 0 for r in rounds) or max_reqs < 16
     every = frozenset().union(*(sp.sampled_round_keys(r, limits, sampling) for r in greedy + rounds))
-    assert every >= goal - uncovered
+    assert every >= goal
     # Independently of the keys: each top-k/top-p combination at each row class where serving reaches 8+ rows.
     combos = {(key[1], key[2]) for key in every if key[0] == sp.TOPK_TOPP}
     if sp.max_rows(limits) >= 16 and max_reqs >= 16:
@@ -211,18 +209,30 @@ def schedule(max_reqs: int, k: int, probabilistic: bool, vocab_size: int = 4096)
     return limits, sampling, uncovered, warmup_schedule(greedy + rounds, limits, vocab_size, sampling.logprobs)
 
 
-@pytest.mark.parametrize("max_reqs,k,probabilistic", [(64, 3, False), (256, 3, True), (16, 1, False), (3, 4, True)])
+@pytest.mark.parametrize("max_reqs,k,probabilistic", [(64, 3, False), (256, 3, True), (16, 1, False), (3, 4, True),
+                                                     (8, 3, False), (6, 5, True)])
 def test_the_steps_give_vllms_sampler_every_reachable_variant(vllm_platform, max_reqs, k, probabilistic):
     limits, sampling, uncovered, outputs = schedule(max_reqs, k, probabilistic)
     derived, steps = metadata_keys(outputs, 4096, k, probabilistic, max_reqs)
     goal = sp.sampled_reachable_keys(limits, sampling)
     assert steps == sum(1 for o in outputs if o.total_num_scheduled_tokens) and steps >= 2
-    assert goal and derived >= goal - uncovered, sorted(map(str, goal - uncovered - derived))
+    assert goal and not uncovered and derived >= goal, sorted(map(str, goal - derived))
     # Real SamplingParams: vLLM validated each; seeded and unseeded sampled requests, top-k kept below the vocab.
     params = [n.sampling_params for o in outputs for n in o.scheduled_new_reqs]
     sampled = [p for p in params if p.temperature > 0]
     assert sampled and any(p.seed is not None for p in sampled) and any(p.seed is None for p in sampled)
     assert all(0 <= p.top_k < 4096 for p in params) and any(p.logprobs for p in sampled)
+
+
+def test_without_trimmed_drafts_eight_requests_leave_the_16_row_variants(vllm_platform, monkeypatch):
+    """Planted: no round with trimmed drafts. At most 8 requests and K=3 (the H200 server of 8 sequences whose
+    warm-up left ``_topk_topp_kernel`` x3), vLLM's real input batch then never gets 16 draft rows."""
+    monkeypatch.setattr(sp, "trimmed_rounds", lambda candidates, limits: [])
+    limits, sampling, uncovered, outputs = schedule(8, 3, False)
+    derived, steps = metadata_keys(outputs, 4096, 3, False, 8)
+    assert steps >= 2 and uncovered == {(sp.TOPK_TOPP, k, p, "16") for k, p in ((True, False), (False, True),
+                                                                                  (True, True))}
+    assert not derived & uncovered and sp.sampled_reachable_keys(limits, sampling) - derived == uncovered
 
 
 def test_a_dropped_top_p_is_caught(vllm_platform, monkeypatch):

@@ -177,6 +177,7 @@ class RecordingRunner:
         self.valid_sampled_token_count_gpu, self.prev_num_spec_tokens = None, self.num_spec_tokens
         self.live: dict[str, dict] = {}
         self.outputs, self.calls, self.pending = [], [], False
+        self.trimmed = 0  # requests that verified fewer than K drafts
         self.lookahead = self.num_spec_tokens + (1 if cfg.speculative_config.method == "dflash" else 0)
 
     def execute_model(self, so):
@@ -205,8 +206,9 @@ class RecordingRunner:
         for req_id, tokens in so.num_scheduled_tokens.items():
             state = self.live[req_id]
             drafts = so.scheduled_spec_decode_tokens.get(req_id)
-            if drafts is not None:
-                assert len(drafts) == k and tokens == k + 1 and state["outputs"] == 1
+            if drafts is not None:  # K drafts, or fewer where the scheduler trims them (``Round.trimmed``)
+                assert 1 <= len(drafts) <= k and tokens == len(drafts) + 1 and state["outputs"] == 1
+                self.trimmed += len(drafts) < k
             state["computed"] += tokens
             for blocks, group in zip(state["blocks"], groups):  # as many as the scheduler gives: lookahead included
                 assert len(blocks) == ceil((state["computed"] + self.lookahead) / group.kv_cache_spec.block_size)
@@ -485,3 +487,22 @@ def test_a_small_kv_cache_warms_what_fits_and_warns_about_the_rest(vllm_platform
     assert runner.calls and runner.live == {}
     assert stats["uncovered"] and len(lines) == 1 and lines[0].levelno == logging.WARNING
     assert "left to the first requests" in lines[0].getMessage()
+
+
+def test_fewer_than_16_requests_warm_16_draft_rows_with_trimmed_drafts(vllm_platform, engines, caplog):
+    """At most 8 requests and K=3 (3 draft rows per request): no batch of whole requests has 16 draft rows, which
+    serving reaches when the scheduler trims a request's drafts; rounds with trimmed requests warm them."""
+    from portable_spec.vllm_adapter.worker.kernel_warmup import LOG_PREFIX, warm_up_kernels
+
+    runner = recording_runner(engines)
+    runner.max_num_reqs = 8
+    assert runner.num_spec_tokens == 3
+    with caplog.at_level(logging.INFO, logger="portable_spec"):
+        stats = warm_up_kernels(runner)
+    lines = [r for r in caplog.records if LOG_PREFIX in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO, [r.getMessage() for r in lines]
+    assert stats["uncovered"] == [] and "left to the first requests" not in lines[0].getMessage()
+    rows = [sum(len(d) for d in o.scheduled_spec_decode_tokens.values()) for o in runner.outputs]
+    sampled = [o for o in runner.outputs if any(n.sampling_params.temperature > 0 for n in o.scheduled_new_reqs)]
+    assert runner.trimmed >= 1 and 16 in rows and sampled and runner.live == {}
+

@@ -184,9 +184,10 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int, logpro
                     sampler: Callable[..., Sampling] = request_sampling,
                     req_prefix: str = REQ_PREFIX) -> list[SchedulerOutput]:
     """The scheduler outputs, in order: per round a prefill step (finishing the previous round's requests) and,
-    if it verifies, a step where each request verifies K drafts (one more may join with its prompt); then a
-    clean-up step that finishes the last round's requests. ``sampler`` gives each request's sampling from its
-    round's profile (``sampling_plan.request_sampling``; Model Runner V2's: ``mrv2_sampling_plan``'s)."""
+    if it verifies, a step where each request verifies K drafts (the last ones fewer in a ``trimmed`` round; one
+    more may join with its prompt); then a clean-up step that finishes the last round's requests. ``sampler`` gives
+    each request's sampling from its round's profile (``sampling_plan.request_sampling``; Model Runner V2's:
+    ``mrv2_sampling_plan``'s)."""
     k, ahead = limits.k, limits.lookahead
     outputs: list[SchedulerOutput] = []
     finished: set[str] = set()
@@ -227,8 +228,9 @@ def warmup_schedule(rounds: list[Round], limits: Limits, vocab_size: int, logpro
         grown = [blocks.grow(p + ahead, p + k + 1 + ahead) for p in rnd.prompts]
         cached.new_block_ids = [g if any(g) else None for g in grown]
         verify.scheduled_cached_reqs = cached
-        verify.num_scheduled_tokens = {r: k + 1 for r in ids}
-        verify.scheduled_spec_decode_tokens = {r: [0] * k for r in ids}
+        drafts = rnd.drafts_per_request(k)  # K each, fewer in the last ones of a trimmed round
+        verify.num_scheduled_tokens = {r: d + 1 for r, d in zip(ids, drafts)}
+        verify.scheduled_spec_decode_tokens = {r: [0] * d for r, d in zip(ids, drafts)}
         if rnd.join:
             joined = f"{req_prefix}{index}_join"
             verify.scheduled_new_reqs = [new(joined, rnd.join, blocks.grow(0, rnd.join + ahead), sampler(

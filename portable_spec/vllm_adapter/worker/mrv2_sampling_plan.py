@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from portable_spec.vllm_adapter.worker.sampling_plan import (
     GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, TRITON_MIN_ROWS, Mrv2SamplingPlan, Sampling,
-    SamplingLimits, greedy_cover,
+    SamplingLimits, cover_trimming_drafts,
 )
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
 
@@ -112,7 +112,7 @@ def round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits) -> frozense
     keys = _step_keys(prompts, n, verify=False)
     if rnd.verify:
         joined = [request_sampling(rnd.profile, n, joined=True, logprobs=sampling.logprobs)] if rnd.join else []
-        keys |= _step_keys(prompts + joined, n * (k + 1) + len(joined), verify=True)
+        keys |= _step_keys(prompts + joined, rnd.drafts(k) + n + len(joined), verify=True)  # + a bonus row each
     return frozenset(keys)
 
 
@@ -133,10 +133,9 @@ def candidates(limits: Limits, profiles: tuple[str, ...]) -> list[Round]:
 def plan_rounds(limits: Limits, sampling: SamplingLimits, profiles: tuple[str, ...] = PROFILES
                 ) -> tuple[list[Round], frozenset]:
     """Rounds covering ``reachable_keys`` (greedy choice: the candidate adding the most keys, the smallest batch on
-    a tie), and the keys left uncovered. ``profiles`` narrows the candidates (tests drop one to see a key left)."""
-    goal = reachable_keys(limits, sampling)
-    return greedy_cover([(rnd, round_keys(rnd, limits, sampling) & goal) for rnd in candidates(limits, profiles)],
-                        goal)
+    a tie; rounds with a trimmed request for what whole requests leave), and the keys left uncovered. ``profiles`` narrows the candidates (tests drop one to see a key left)."""
+    return cover_trimming_drafts(candidates(limits, profiles), lambda rnd: round_keys(rnd, limits, sampling),
+                                 reachable_keys(limits, sampling), limits)
 
 
 PLAN = Mrv2SamplingPlan("0.26.0", plan_rounds, request_sampling)

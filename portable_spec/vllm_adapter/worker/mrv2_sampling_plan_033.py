@@ -68,7 +68,7 @@ from portable_spec.kernels.fixed_tile import next_pow2
 from portable_spec.vllm_adapter.worker import mrv2_sampling_plan as v026
 from portable_spec.vllm_adapter.worker.sampling_plan import (
     GREEDY, MIXED_PROFILE, TOP_K, TOP_K_TOP_P, TOP_P, TOPK_TOPP, Mrv2SamplingPlan, Sampling, SamplingLimits,
-    greedy_cover,
+    cover_trimming_drafts,
 )
 from portable_spec.vllm_adapter.worker.warmup_plan import ONE, SIXTEEN, OTHER, Limits, Round, int_class
 
@@ -202,7 +202,7 @@ def round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits, step_keys: 
     keys = step_keys(prompts, n, False, sampling)
     if rnd.verify:
         joined = [request_sampling(rnd.profile, n, joined=True, logprobs=sampling.logprobs)] if rnd.join else []
-        keys |= step_keys(prompts + joined, n * (k + 1) + len(joined), True, sampling)
+        keys |= step_keys(prompts + joined, rnd.drafts(k) + n + len(joined), True, sampling)  # + a bonus row each
     return frozenset(keys)
 
 
@@ -210,13 +210,13 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ..
                 reachable: Callable[[Limits, SamplingLimits], frozenset] | None = None,
                 keys_of: Callable[[Round, Limits, SamplingLimits], frozenset] | None = None
                 ) -> tuple[list[Round], frozenset]:
-    """Rounds covering ``reachable_keys`` (0.26.0's candidates and greedy cover) and the keys left uncovered.
+    """Rounds covering ``reachable_keys`` (0.26.0's candidates and greedy cover, trimmed requests for what whole ones leave) and the keys left uncovered.
     ``dropped`` leaves profiles out (tests drop one to see a key left); ``reachable`` / ``keys_of``: another
     version's model on these profiles (0.28.0's)."""
     reachable, keys_of = reachable or reachable_keys, keys_of or round_keys
-    goal = reachable(limits, sampling)
     candidates = v026.candidates(limits, tuple(p for p in profiles(sampling) if p not in dropped))
-    return greedy_cover([(rnd, keys_of(rnd, limits, sampling) & goal) for rnd in candidates], goal)
+    return cover_trimming_drafts(candidates, lambda rnd: keys_of(rnd, limits, sampling), reachable(limits, sampling),
+                                 limits)
 
 
 PLAN = Mrv2SamplingPlan("0.33.0", plan_rounds, request_sampling)

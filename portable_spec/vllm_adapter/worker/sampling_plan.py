@@ -37,14 +37,16 @@ logit bias do nothing with speculation (vLLM builds only the min-tokens processo
 The rounds (``plan_sampled_rounds``): ``warmup_plan.Round``s with a ``profile`` (``PROFILES``: the sampling of their
 requests): top-k only, top-p only, top-k with top-p and logprobs, each at a batch whose rows are a non-multiple of 16
 and one whose rows are 16-divisible, then a mixed round (greedy requests verify while a sampled one joins). Greedy
-choice of the fewest rounds covering ``sampled_reachable_keys``; what no round can reach within the engine's limits
-is returned (the warm-up's log line names it). Deterministic: every tensor-parallel rank plans the same.
+choice of the fewest rounds covering ``sampled_reachable_keys``; where whole requests cannot give a row count serving
+reaches (16 draft rows with K=3 and at most 15 requests: serving gets there when the scheduler trims a request's
+drafts at ``max_model_len``), a round whose last requests verify fewer drafts (``Round.trimmed``) does; what no
+round can reach within the engine's limits is returned (the warm-up's log line names it). Deterministic: every tensor-parallel rank plans the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
 
@@ -219,7 +221,7 @@ def sampled_round_keys(rnd: Round, limits: Limits, sampling: SamplingLimits) -> 
     keys |= {(RANDOM_REJECT, probs), (RECOVERED, probs), (EXPAND, "float32")}
     if any(r.top_k for r in batch):
         keys.add((EXPAND, "int32"))
-    keys.update(_batch_keys(batch, n * k))  # the draft rows of the verifying requests
+    keys.update(_batch_keys(batch, rnd.drafts(k)))  # the draft rows of the verifying requests
     return frozenset(keys)
 
 
@@ -239,9 +241,31 @@ def plan_sampled_rounds(limits: Limits, sampling: SamplingLimits, covered: froze
                         ) -> tuple[list[Round], frozenset]:
     """Sampled rounds that cover ``sampled_reachable_keys`` beyond ``covered`` (what the greedy rounds reach), and
     the keys left uncovered. Each pick is the candidate adding the most keys, the smallest batch on a tie."""
-    goal = sampled_reachable_keys(limits, sampling)
-    candidates = [(rnd, sampled_round_keys(rnd, limits, sampling) & goal) for rnd in _candidates(limits)]
-    return greedy_cover(candidates, goal, covered)
+    return cover_trimming_drafts(_candidates(limits), lambda rnd: sampled_round_keys(rnd, limits, sampling),
+                                 sampled_reachable_keys(limits, sampling), limits, covered)
+
+
+MAX_TRIMMED = 15
+"""The most drafts a trimmed round leaves out: enough to bring any row count down to the multiple of 16 below it."""
+
+
+def trimmed_rounds(candidates: list[Round], limits: Limits) -> list[Round]:
+    """Each verifying candidate again with 1..15 of its drafts left out (``Round.trimmed``), where it fits."""
+    out = [replace(rnd, trimmed=t) for rnd in candidates if rnd.verify for t in range(1, MAX_TRIMMED + 1)]
+    return [rnd for rnd in out if rnd.fits(limits)]
+
+
+def cover_trimming_drafts(candidates: list[Round], keys_of: Callable[[Round], frozenset], goal: frozenset,
+                          limits: Limits, covered: frozenset = frozenset()) -> tuple[list[Round], frozenset]:
+    """``greedy_cover`` of ``goal`` by ``candidates`` (whole requests: each verifies K drafts), then, for what they
+    leave, by the same rounds with drafts of their last requests trimmed (``trimmed_rounds``): the row counts serving
+    reaches only with trimmed requests (a multiple of 16 that no count of whole requests within the engine's limit
+    gives), so plans that whole requests cover stay as they were."""
+    rounds, left = greedy_cover([(rnd, keys_of(rnd) & goal) for rnd in candidates], goal, covered)
+    if not left:
+        return rounds, left
+    more, left = greedy_cover([(rnd, keys_of(rnd) & left) for rnd in trimmed_rounds(candidates, limits)], left)
+    return rounds + more, left
 
 
 def greedy_cover(candidates: list[tuple[Round, frozenset]], goal: frozenset, covered: frozenset = frozenset()

@@ -205,18 +205,40 @@ def kernel_keys(step: Step, limits: Limits) -> frozenset:
 class Round:
     """Requests that prefill together (no drafts scheduled in that step), then, if ``verify``, verify K drafts each
     in one more step, where one more request may ``join`` with a prompt of that many tokens. The next round's first
-    step (or the final clean-up step) finishes them."""
+    step (or the final clean-up step) finishes them.
+
+    ``trimmed`` leaves that many drafts out of the verify step, taken from its last requests (each keeps one at
+    least), as vLLM's scheduler trims a request's drafts at ``max_model_len`` or at the end of the step's token
+    budget: the samplers then get draft-row counts no batch of whole requests gives (with K=3 and at most 15
+    requests, never a multiple of 16)."""
 
     prompts: tuple[int, ...]
     verify: bool
     join: int = 0
     profile: str = "greedy"  # how its requests sample (``sampling_plan.PROFILES``); greedy: the drafter's rounds
+    trimmed: int = 0  # drafts its verify step leaves out (from the last requests); 0: K for every request
+
+    def drafts_per_request(self, k: int) -> tuple[int, ...]:
+        """The drafts each request verifies in the verify step (() without one): K, less what ``trimmed`` takes
+        from the last requests, each keeping one at least."""
+        if not self.verify:
+            return ()
+        drafts, left = [k] * len(self.prompts), self.trimmed
+        for i in reversed(range(len(drafts))):
+            taken = min(left, k - 1)
+            drafts[i], left = drafts[i] - taken, left - taken
+        return tuple(drafts)
+
+    def drafts(self, k: int) -> int:
+        """The drafts its verify step verifies, over all its requests (0 without a verify step)."""
+        return sum(self.drafts_per_request(k))
 
     def steps(self, k: int) -> tuple[Step, ...]:
         prefill = Step(self.prompts, verify=False)
         if not self.verify:
             return (prefill,)
-        return prefill, Step((k + 1,) * len(self.prompts) + ((self.join,) if self.join else ()), verify=True)
+        verifying = tuple(d + 1 for d in self.drafts_per_request(k))
+        return prefill, Step(verifying + ((self.join,) if self.join else ()), verify=True)
 
     def blocks(self, limits: Limits) -> int:
         """Block ids the round's requests hold at its end (each as many as the scheduler would give it)."""
@@ -226,6 +248,8 @@ class Round:
 
     def fits(self, limits: Limits) -> bool:
         if not self.prompts or min(self.prompts) < 1 or (self.join and not self.verify):
+            return False
+        if self.trimmed and not (self.verify and 0 < self.trimmed <= len(self.prompts) * (limits.k - 1)):
             return False
         reqs = len(self.prompts) + (1 if self.join else 0)
         tokens = max(step.tokens for step in self.steps(limits.k))
