@@ -505,4 +505,3 @@ def test_fewer_than_16_requests_warm_16_draft_rows_with_trimmed_drafts(vllm_plat
     rows = [sum(len(d) for d in o.scheduled_spec_decode_tokens.values()) for o in runner.outputs]
     sampled = [o for o in runner.outputs if any(n.sampling_params.temperature > 0 for n in o.scheduled_new_reqs)]
     assert runner.trimmed >= 1 and 16 in rows and sampled and runner.live == {}
-

@@ -133,7 +133,8 @@ def candidates(limits: Limits, profiles: tuple[str, ...]) -> list[Round]:
 def plan_rounds(limits: Limits, sampling: SamplingLimits, profiles: tuple[str, ...] = PROFILES
                 ) -> tuple[list[Round], frozenset]:
     """Rounds covering ``reachable_keys`` (greedy choice: the candidate adding the most keys, the smallest batch on
-    a tie; rounds with a trimmed request for what whole requests leave), and the keys left uncovered. ``profiles`` narrows the candidates (tests drop one to see a key left)."""
+    a tie; rounds with trimmed drafts for what whole requests leave), and the keys left uncovered. ``profiles``
+    narrows the candidates (tests drop one to see a key left)."""
     return cover_trimming_drafts(candidates(limits, profiles), lambda rnd: round_keys(rnd, limits, sampling),
                                  reachable_keys(limits, sampling), limits)
 

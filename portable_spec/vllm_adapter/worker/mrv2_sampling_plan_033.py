@@ -210,9 +210,9 @@ def plan_rounds(limits: Limits, sampling: SamplingLimits, dropped: tuple[str, ..
                 reachable: Callable[[Limits, SamplingLimits], frozenset] | None = None,
                 keys_of: Callable[[Round, Limits, SamplingLimits], frozenset] | None = None
                 ) -> tuple[list[Round], frozenset]:
-    """Rounds covering ``reachable_keys`` (0.26.0's candidates and greedy cover, trimmed requests for what whole ones leave) and the keys left uncovered.
-    ``dropped`` leaves profiles out (tests drop one to see a key left); ``reachable`` / ``keys_of``: another
-    version's model on these profiles (0.28.0's)."""
+    """Rounds covering ``reachable_keys`` (0.26.0's candidates and greedy cover, rounds with trimmed drafts for what
+    whole requests leave) and the keys left uncovered. ``dropped`` leaves profiles out (tests drop one to see a key
+    left); ``reachable`` / ``keys_of``: another version's model on these profiles (0.28.0's)."""
     reachable, keys_of = reachable or reachable_keys, keys_of or round_keys
     candidates = v026.candidates(limits, tuple(p for p in profiles(sampling) if p not in dropped))
     return cover_trimming_drafts(candidates, lambda rnd: keys_of(rnd, limits, sampling), reachable(limits, sampling),

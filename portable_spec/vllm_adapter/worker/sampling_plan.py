@@ -40,7 +40,8 @@ and one whose rows are 16-divisible, then a mixed round (greedy requests verify 
 choice of the fewest rounds covering ``sampled_reachable_keys``; where whole requests cannot give a row count serving
 reaches (16 draft rows with K=3 and at most 15 requests: serving gets there when the scheduler trims a request's
 drafts at ``max_model_len``), a round whose last requests verify fewer drafts (``Round.trimmed``) does; what no
-round can reach within the engine's limits is returned (the warm-up's log line names it). Deterministic: every tensor-parallel rank plans the same.
+round can reach within the engine's limits is returned (the warm-up's log line names it). Deterministic: every
+tensor-parallel rank plans the same.
 """
 
 from __future__ import annotations
