@@ -2165,11 +2165,12 @@ def test_the_lane_knobs_reach_the_server_shape_flags(tmp_path):
     module = "portable_spec_harness.serve_bench"
     plain = settings_from(parser().parse_args(module_args(recorded(tmp_path / "plain", "ci/gpu/serve_bench.sh"),
                                                           module)))
-    assert (plain.server_max_num_seqs, plain.server_max_input_len) == (None, None)
+    assert (plain.server_max_num_seqs, plain.server_max_input_len, plain.kv_cache_gib) == (None, None, None)
     shaped = settings_from(parser().parse_args(module_args(recorded(
         tmp_path / "shaped", "ci/gpu/serve_bench.sh", SERVE_BENCH_CONCURRENCY="2", SERVE_BENCH_INPUT_LEN="1024",
-        SERVE_BENCH_SERVER_MAX_NUM_SEQS="32", SERVE_BENCH_SERVER_MAX_INPUT_LEN="4096"), module)))
-    assert (shaped.server_max_num_seqs, shaped.server_max_input_len) == (32, 4096)
+        SERVE_BENCH_SERVER_MAX_NUM_SEQS="32", SERVE_BENCH_SERVER_MAX_INPUT_LEN="4096", SERVE_BENCH_KV_CACHE_GIB="9.5"),
+        module)))
+    assert (shaped.server_max_num_seqs, shaped.server_max_input_len, shaped.kv_cache_gib) == (32, 4096, 9.5)
 
 
 # ------------------------------------------------------------------------------------------------ kept servers' warm runs

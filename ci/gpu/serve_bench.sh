@@ -22,5 +22,6 @@ mkdir -p "$out"
   ${SERVE_BENCH_REUSE_SERVERS:+--reuse-servers "$SERVE_BENCH_REUSE_SERVERS"} \
   ${SERVE_BENCH_SERVER_MAX_NUM_SEQS:+--server-max-num-seqs "$SERVE_BENCH_SERVER_MAX_NUM_SEQS"} \
   ${SERVE_BENCH_SERVER_MAX_INPUT_LEN:+--server-max-input-len "$SERVE_BENCH_SERVER_MAX_INPUT_LEN"} \
+  ${SERVE_BENCH_KV_CACHE_GIB:+--kv-cache-gib "$SERVE_BENCH_KV_CACHE_GIB"} \
   --budget-s "${SERVE_BENCH_BUDGET:-480}" $(tp_flags "${SERVE_BENCH_TP:-1}") 2>&1 | tee "$out/serve_bench.log"
 exit "${PIPESTATUS[0]}"

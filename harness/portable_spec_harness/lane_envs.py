@@ -156,6 +156,10 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("SERVE_BENCH_SERVER_MAX_INPUT_LEN", "the longest of `SERVE_BENCH_INPUT_LEN`",
           "The input length the servers' `--max-model-len` and KV cache fit (`--server-max-input-len`), for the same "
           "reason; below the call's longest input is refused in one line.", SERVE_BENCH),
+    _knob("SERVE_BENCH_KV_CACHE_GIB", "sized from the servers' shape",
+          "Each server's KV cache in GiB per GPU (`--kv-cache-gib`), where the default (every request at its full "
+          "length, 1.25 times over) would keep two servers of a large pair from sharing one GPU; the placement "
+          "decision and the report use it.", SERVE_BENCH),
     _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "
