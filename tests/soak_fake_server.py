@@ -20,10 +20,10 @@ from portable_spec_harness.soak import budget, metrics, servers
 SLEEP_PER_CHUNK_S = 0.01
 """A made-up engine step: long enough that a burst of requests queues behind ``max_num_seqs``."""
 PREFILL_S = 0.05
+"""Each request holds its slot at least this long, so a burst keeps the waiting gauge up for a while."""
 NON_STREAMED_MAX_S = 1.0
 """A non-streamed answer takes at most this (the pressure wave's 400 tokens at one a step would outlast the
 tests' request deadline)."""
-"""Each request holds its slot at least this long, so a burst keeps the waiting gauge up for a while."""
 BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000]
 MONITOR_LINE = ("(EngineCore pid=1) INFO 11-25 00:00:01 [jit_monitor.py:84] Kernel JIT monitor activated; "
                 "monitored JIT compilations during inference will use mode=warn.")
@@ -133,6 +133,10 @@ class State:
     blocks_asked: int = 0
     """KV blocks the requests in flight need at their longest (prompt + max_tokens, per sequence)."""
     waiting: int = 0
+    waiting_peak: int = 0
+    """The most requests waiting since the last ``/metrics`` read: the gauge reports it, so a scrape that a loaded
+    test host runs late still sees a queue that formed and drained between two scrapes (vLLM's gauge is read at its
+    own step boundaries; the driver's sampling is what this fake must exercise, not the host's timing)."""
     seen_prefixes: set = field(default_factory=set)
     replays: dict[str, int] = field(default_factory=lambda: {"first_fused": 0, "chain_fused": 0})
 
@@ -308,6 +312,8 @@ class FakeVllm:
             await self._send(writer, 500, b'{"error": {"message": "boom", "type": "x", "code": 500}}')
             return
         self.state.waiting += 1
+        if self.slots.locked():  # it waits for a slot (a free one is taken without yielding: never seen waiting)
+            self.state.waiting_peak = max(self.state.waiting_peak, self.state.waiting)
         try:
             await self.slots.acquire()
         finally:
@@ -403,7 +409,8 @@ class FakeVllm:
         running = max(self.state.in_flight, 1 if self.misbehave.leak and self._mine() else 0)
         label = 'model_name="soak",engine="0"'
         lines.append(f"vllm:num_requests_running{{{label}}} {float(running)}")
-        lines.append(f"vllm:num_requests_waiting{{{label}}} {float(self.state.waiting)}")
+        waiting, self.state.waiting_peak = max(self.state.waiting, self.state.waiting_peak), self.state.waiting
+        lines.append(f"vllm:num_requests_waiting{{{label}}} {float(waiting)}")
         names = [metrics.PREEMPTIONS, metrics.PREFIX_CACHE_HITS, metrics.PREFIX_CACHE_QUERIES,
                  metrics.GENERATION_TOKENS]
         if self.kind != "nospec":
