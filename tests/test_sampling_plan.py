@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from portable_spec.vllm_adapter.worker import sampling_plan as sp
-from portable_spec.vllm_adapter.worker.warmup_plan import Limits, int_class, plan_rounds
+from portable_spec.vllm_adapter.worker.warmup_plan import Limits, int_class
 from vllm_configs import pair_config
 
 VLLM_SAMPLE_FILES = ("v1/sample/rejection_sampler.py", "v1/sample/ops/topk_topp_triton.py",
@@ -110,10 +110,8 @@ GRID = [(max_reqs, k, probabilistic) for max_reqs in (1, 2, 3, 8, 16, 64, 256) f
 def planned(max_reqs: int, k: int, probabilistic: bool, max_tokens: int = 8192):
     limits = Limits(max_reqs=max_reqs, max_tokens=max_tokens, max_len=2048, k=k, dflash=False)
     sampling = sp.SamplingLimits(probabilistic_drafts=probabilistic)
-    greedy, _ = plan_rounds(limits)
-    covered = frozenset().union(*(sp.sampled_round_keys(r, limits, sampling) for r in greedy))
-    rounds, uncovered = sp.plan_sampled_rounds(limits, sampling, covered)
-    return limits, sampling, greedy, rounds, uncovered
+    plan = sp.plan_v1_warmup(limits, sampling)
+    return limits, sampling, plan.greedy, plan.sampled, plan.left
 
 
 @pytest.mark.parametrize("max_reqs,k,probabilistic", GRID)
@@ -269,3 +267,15 @@ def test_sampling_params_are_vllms_and_keep_top_k_below_the_vocab():
     assert (built.temperature, built.top_k, built.top_p, built.seed, built.logprobs) == (0.8, 15, 0.95, 1000, 2)
     assert dataclasses.astuple(sp.request_sampling(sp.MIXED_PROFILE, 3)) == dataclasses.astuple(sp.GREEDY)
     assert sp.request_sampling(sp.TOP_P, 1).seed is None and sp.request_sampling(sp.TOP_P, 1).top_k == 0
+
+
+def test_the_v1_plan_runs_greedy_rounds_first_and_plans_nothing_sampled_where_no_step_fits():
+    roomy = sp.plan_v1_warmup(Limits(max_reqs=8, max_tokens=8192, max_len=2048, k=3, dflash=False),
+                              sp.SamplingLimits())
+    assert roomy.greedy and roomy.sampled and roomy.rounds == roomy.greedy + roomy.sampled and not roomy.left
+    assert all(r.profile == "greedy" for r in roomy.greedy) and all(r.profile != "greedy" for r in roomy.sampled)
+    starved_limits = Limits(max_reqs=8, max_tokens=8192, max_len=2048, k=3, dflash=False, free_blocks=0)
+    starved = sp.plan_v1_warmup(starved_limits, sp.SamplingLimits())
+    assert starved.rounds == []  # the warm-up is skipped, and its warning names the sampler's variants too
+    topk = {key for key in sp.sampled_reachable_keys(starved_limits, sp.SamplingLimits()) if key[0] == sp.TOPK_TOPP}
+    assert topk and {key for key in starved.left if key[0] == sp.TOPK_TOPP} == topk

@@ -41,11 +41,9 @@ from portable_spec.kernels import registry
 from portable_spec.vllm_adapter.patch.overrides import overridden
 from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, FullGraphDFlashProposer
 from portable_spec.vllm_adapter.worker.batch_change_warmup import warm_batch_change
-from portable_spec.vllm_adapter.worker.sampling_plan import (
-    Sampling, SamplingLimits, plan_sampled_rounds, request_sampling, sampled_round_keys,
-)
+from portable_spec.vllm_adapter.worker.sampling_plan import Sampling, SamplingLimits, plan_v1_warmup, request_sampling
 from portable_spec.vllm_adapter.worker.triton_builds import builds_summary, counted_triton_builds, keys_line
-from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, batch_agnostic_kernels, plan_rounds
+from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, batch_agnostic_kernels
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
 
@@ -369,10 +367,8 @@ def warm_up_kernels(runner: Any) -> dict[str, Any]:
         runner.warmup_stats = {"skipped": blockers}
         return runner.warmup_stats
     limits, sampling = warmup_limits(runner), sampling_limits(runner)
-    rounds, uncovered = plan_rounds(limits)
-    greedy_keys = frozenset().union(*(sampled_round_keys(r, limits, sampling) for r in rounds))
-    sampled, sampled_uncovered = plan_sampled_rounds(limits, sampling, greedy_keys) if rounds else ([], frozenset())
-    rounds, uncovered = rounds + sampled, uncovered | sampled_uncovered
+    plan = plan_v1_warmup(limits, sampling)
+    rounds, sampled, uncovered = plan.rounds, plan.sampled, plan.left
     left = f"; {len(uncovered)} kernel variants left to the first requests: {_names(uncovered)}" if uncovered else ""
     if not rounds:
         logger.warning("%s skipped: %d KV-cache blocks are too few for any warm-up step%s", LOG_PREFIX,

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes
+from portable_spec.vllm_adapter.worker.warmup_plan import Limits, Round, int_class, interval_classes, plan_rounds
 
 TOPK_TOPP = "_topk_topp_kernel"
 EXPAND = "expand_kernel"
@@ -244,6 +244,34 @@ def plan_sampled_rounds(limits: Limits, sampling: SamplingLimits, covered: froze
     the keys left uncovered. Each pick is the candidate adding the most keys, the smallest batch on a tie."""
     return cover_trimming_drafts(_candidates(limits), lambda rnd: sampled_round_keys(rnd, limits, sampling),
                                  sampled_reachable_keys(limits, sampling), limits, covered)
+
+
+
+@dataclass(frozen=True)
+class V1Plan:
+    """The V1 warm-up's whole plan (``plan_v1_warmup``): its greedy rounds, the sampled rounds after them, and the
+    kernel variants neither reaches (left to the first requests, named in the warm-up's log line)."""
+
+    greedy: list[Round]
+    sampled: list[Round]
+    left: frozenset
+
+    @property
+    def rounds(self) -> list[Round]:
+        """The rounds in the order the warm-up runs them: greedy first."""
+        return self.greedy + self.sampled
+
+
+def plan_v1_warmup(limits: Limits, sampling: SamplingLimits) -> V1Plan:
+    """The greedy rounds (``warmup_plan.plan_rounds``), then sampled rounds for the sampler variants their steps do
+    not already reach (``plan_sampled_rounds``). Where no step fits (a KV cache too small for any) neither kind
+    plans a round, and ``left`` names the sampler's variants beside the rest, so the warm-up's warning names every
+    kernel it leaves. One composition, so the warm-up and the tests that rebuild a server's plan from its report
+    (the grids, the results read-backs) plan the same rounds."""
+    greedy, left = plan_rounds(limits)
+    covered = frozenset().union(*(sampled_round_keys(r, limits, sampling) for r in greedy))
+    sampled, sampled_left = plan_sampled_rounds(limits, sampling, covered)
+    return V1Plan(greedy, sampled, left | sampled_left)
 
 
 MAX_TRIMMED = 15
