@@ -466,7 +466,6 @@ def checked_issue41_rows(folder: ResultsFolder, cells: dict, ratios: dict, lengt
     return tok, itl, per_round_ratios
 
 
-
 def checked_issue41_targets(folder: ResultsFolder, cells: dict, tok: list[float], itl: list[float], runs: int) -> float:
     """A results README's target sentence for a pooled table of a dummy-weight pair (``checked_issue41_rows``' ratios):
     ours >= 1.00x upstream V1 in every cell and p99 ITL <= 1.25x its, with the ranges it prints; acceptance length
@@ -480,6 +479,7 @@ def checked_issue41_targets(folder: ResultsFolder, cells: dict, tok: list[float]
     durations = [d for v in cells.values() for k in keys for d in v[k]["duration"]["all"]]
     assert lengths == {1.0} and len(durations) == runs, (lengths, len(durations))
     return min(durations)
+
 
 def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict:
     """Checks a soak report passed on vLLM 0.28.0 at ``commit`` (clean tree) with its three servers (no speculation,

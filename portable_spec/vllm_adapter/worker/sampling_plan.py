@@ -246,7 +246,6 @@ def plan_sampled_rounds(limits: Limits, sampling: SamplingLimits, covered: froze
                                  sampled_reachable_keys(limits, sampling), limits, covered)
 
 
-
 @dataclass(frozen=True)
 class V1Plan:
     """The V1 warm-up's whole plan (``plan_v1_warmup``): its greedy rounds, the sampled rounds after them, and the
