@@ -65,6 +65,10 @@ def test_the_4096_token_rows_pool_three_rounds_meet_the_targets_and_compile_noth
         == 0.908
     assert "greedy was 1.30× upstream's (10.44 / 8.04 ms" in folded() and "the cell is 0.908" in folded()
     assert no_compile_after_boot(LONG, ("call1",), ("ours",)) == 1
+    plans = [folder.call_report(call)["variants"]["ours"]["facts"][0]["warmup_stats"]
+             for folder, call in ((ResultsFolder(RESULTS / S43, RESULTS / S43 / "e1d4k"), "call2"), (LONG, "call1"))]
+    assert len({(w["steps"], w["rounds"], tuple(w["sampled_rounds"]), tuple(w["num_reqs"])) for w in plans}) == 1
+    assert "both boots' warm-ups ran the same 19 steps, 9 rounds, 6 of them sampled" in folded()
     assert no_compile_after_boot(ResultsFolder(RESULTS / S43, RESULTS / S43 / "e1d4k"), ("call2", "call3"),
                                  ("ours",)) == 2
     assert upstream_compiled_sentence(compiles_in_every_call(LONG.bench, ("call1",))) in folded()
