@@ -131,6 +131,8 @@ def test_the_eight_sequence_server_ran_trimmed_rounds_and_left_nothing(monkeypat
     assert "9 rounds, the same 7 sampled profiles, 3 of them trimmed to 16 draft rows, nothing left" in folded()
     free = report["device_memory"]["free_bytes"]
     assert f"the harness read {free / 1e9:.1f} GB free" in folded()
+    used, total = (RUN / "seq8" / "nvidia_smi_before.txt").read_text().splitlines()[1].split(", ")
+    assert total == "143771 MiB" and f"`nvidia-smi` read {int(used.split()[0]):,} MiB in use before it" in folded()
     assert f"in {info['boots'][0]['seconds']:.1f} s, and ran sampled traffic" in folded()
 
 
