@@ -481,6 +481,20 @@ def checked_issue41_targets(folder: ResultsFolder, cells: dict, tok: list[float]
     return min(durations)
 
 
+
+def warmup_limits_of(info: dict):
+    """The V1 warm-up's ``Limits`` for a server of a serving-bench report (``info``: its variant entry), from what the
+    server read back before serving (its sequences, token budget, block size and KV blocks, the warm-up's K and
+    batch-agnostic kernels) and its ``--max-model-len``: what a read-back test rebuilds the server's plan from."""
+    from portable_spec.vllm_adapter.worker.warmup_plan import Limits
+
+    facts, args = info["facts"][0], info["serve_args"]
+    stats = facts["warmup_stats"]
+    return Limits(max_reqs=facts["max_num_seqs"], max_tokens=facts["max_num_batched_tokens"],
+                  max_len=int(args[args.index("--max-model-len") + 1]), k=stats["k"], dflash=False,
+                  block_sizes=(facts["block_size"],), free_blocks=facts["num_gpu_blocks"] - 1,
+                  batch_agnostic=frozenset(stats["batch_agnostic"]))
+
 def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict:
     """Checks a soak report passed on vLLM 0.28.0 at ``commit`` (clean tree) with its three servers (no speculation,
     vLLM's eager drafter, ours) free of mismatches and errors under async scheduling, and every one of ours' checks

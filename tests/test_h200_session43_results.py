@@ -14,7 +14,8 @@ from ci_scripts import load_ci_script
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
                               checked_issue41_rows, checked_issue41_targets, compiles_in_every_call, init_engine, load,
-                              no_compile_after_boot, restart_table, server_log, upstream_compiled_sentence)
+                              no_compile_after_boot, restart_table, server_log, upstream_compiled_sentence,
+                              warmup_limits_of)
 from test_h200_session41_results import builds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +162,6 @@ def call5_warm_up() -> tuple[dict, dict, str]:
 
 def test_the_eight_sequence_server_left_three_variants_and_the_plan_now_warms_them(monkeypatch):
     from portable_spec.vllm_adapter.worker import sampling_plan as sp
-    from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
     facts, info, log = call5_warm_up()
     stats = facts["warmup_stats"]
@@ -172,11 +172,7 @@ def test_the_eight_sequence_server_left_three_variants_and_the_plan_now_warms_th
     assert (facts["max_num_seqs"], stats["k"], stats["steps"], stats["num_reqs"]) == (8, 3, 13, [1, 2, 3])
     recorded = {eval(key) for key in stats["uncovered"]}  # noqa: S307 - tuples of str/bool written by us
     assert recorded == {(sp.TOPK_TOPP, k, p, "16") for k, p in ((True, False), (False, True), (True, True))}
-    args = info["serve_args"]
-    limits = Limits(max_reqs=facts["max_num_seqs"], max_tokens=facts["max_num_batched_tokens"],
-                    max_len=int(args[args.index("--max-model-len") + 1]), k=stats["k"], dflash=False,
-                    block_sizes=(facts["block_size"],), free_blocks=facts["num_gpu_blocks"] - 1,
-                    batch_agnostic=frozenset(stats["batch_agnostic"]))
+    limits = warmup_limits_of(info)
     sampling = sp.SamplingLimits()
 
     def plan() -> tuple[list, frozenset]:

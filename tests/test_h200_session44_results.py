@@ -11,7 +11,7 @@ import pytest
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
                               checked_issue41_rows, checked_issue41_targets, compiles_in_every_call,
-                              no_compile_after_boot, server_log, upstream_compiled_sentence)
+                              no_compile_after_boot, server_log, upstream_compiled_sentence, warmup_limits_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -21,6 +21,7 @@ EAGLE1 = ("llama8b_eagle", "dummy")
 LONG = ResultsFolder(RUN, RUN / "e1d4k")
 SHORT = ResultsFolder(RUN, RUN / "e1c")
 CHECK = ResultsFolder(RUN, RUN)
+S43_LONG = ResultsFolder(RESULTS / S43, RESULTS / S43 / "e1d4k")
 KEPT = "/tmp/serve_bench_kept.json"
 CALLS = ((SHORT, "call1"), (LONG, "call1"), (SHORT, "call2"))
 
@@ -66,11 +67,10 @@ def test_the_4096_token_rows_pool_three_rounds_meet_the_targets_and_compile_noth
     assert "greedy was 1.30× upstream's (10.44 / 8.04 ms" in folded() and "the cell is 0.908" in folded()
     assert no_compile_after_boot(LONG, ("call1",), ("ours",)) == 1
     plans = [folder.call_report(call)["variants"]["ours"]["facts"][0]["warmup_stats"]
-             for folder, call in ((ResultsFolder(RESULTS / S43, RESULTS / S43 / "e1d4k"), "call2"), (LONG, "call1"))]
+             for folder, call in ((S43_LONG, "call2"), (LONG, "call1"))]
     assert len({(w["steps"], w["rounds"], tuple(w["sampled_rounds"]), tuple(w["num_reqs"])) for w in plans}) == 1
     assert "both boots' warm-ups ran the same 19 steps, 9 rounds, 6 of them sampled" in folded()
-    assert no_compile_after_boot(ResultsFolder(RESULTS / S43, RESULTS / S43 / "e1d4k"), ("call2", "call3"),
-                                 ("ours",)) == 2
+    assert no_compile_after_boot(S43_LONG, ("call2", "call3"), ("ours",)) == 2
     assert upstream_compiled_sentence(compiles_in_every_call(LONG.bench, ("call1",))) in folded()
 
 
@@ -93,7 +93,6 @@ def test_the_128_token_round_on_the_same_servers():
 
 def test_the_eight_sequence_server_ran_trimmed_rounds_and_left_nothing(monkeypatch):
     from portable_spec.vllm_adapter.worker import sampling_plan as sp
-    from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
     report = CHECK.call_report("seq8")
     assert report["commit"].startswith("de726ba") and report["vllm"] == "0.26.0" and report["status"] == "complete"
@@ -114,11 +113,7 @@ def test_the_eight_sequence_server_ran_trimmed_rounds_and_left_nothing(monkeypat
     assert f"Its slowest step, {stats['step_seconds'][slowest]:.2f} s with one Triton compile" in folded()
     compiled = [b["name"] for b in stats["triton_builds"]["keys"] if not b["from_disk"]]
     assert compiled.count("_topk_topp_kernel") == 1
-    args = info["serve_args"]
-    limits = Limits(max_reqs=facts["max_num_seqs"], max_tokens=facts["max_num_batched_tokens"],
-                    max_len=int(args[args.index("--max-model-len") + 1]), k=stats["k"], dflash=False,
-                    block_sizes=(facts["block_size"],), free_blocks=facts["num_gpu_blocks"] - 1,
-                    batch_agnostic=frozenset(stats["batch_agnostic"]))
+    limits = warmup_limits_of(info)
     plan = sp.plan_v1_warmup(limits, sp.SamplingLimits())
     assert len(plan.rounds) == stats["rounds"] == 9 and plan.left == frozenset()
     assert [r.profile for r in plan.sampled] == stats["sampled_rounds"]
