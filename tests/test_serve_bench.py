@@ -24,7 +24,8 @@ from portable_spec_harness import plotting, vllm_serve
 from portable_spec_harness.serve_bench.__main__ import earlier_sizing
 from portable_spec_harness.serve_bench.driver import Hooks, Settings
 
-from soak_fake_server import COMPILE_LINE, MONITOR_LINE, DeadServer, FakeVllm, Misbehave, fake_launcher, ticking_clock
+from soak_fake_server import (COMPILE_LINE, CPU_TEST_HOST, MONITOR_LINE, DeadServer, FakeVllm, Misbehave, fake_launcher,
+                              ticking_clock)
 from shared_zoo import shared_zoo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def zoo_pair(tmp_path_factory) -> pairs.BenchPair:
 
 def cpu_hooks(launch=None) -> Hooks:
     return Hooks(launch=launch or fake_launcher(), device=lambda: {"name": "cpu-test", "free_bytes": None},
-                 say=lambda line: None)
+                 host=lambda: CPU_TEST_HOST, say=lambda line: None)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def events_of_a_run(zoo_pair, tmp_path, placement: str) -> list[tuple[str, str]]
             events.append((next(v for v in ("upstream_v1", "ours") if f"_{v}_" in log.name), "timed"))
         return client.run_client(argv, log, timeout_s)
     hooks = Hooks(launch=launch_seen, client=client_seen, device=lambda: {"name": "cpu-test", "free_bytes": None},
-                  say=lambda line: None)
+                  host=lambda: CPU_TEST_HOST, say=lambda line: None)
     settings = Settings(**{**FAST, "variants": ("upstream_v1", "ours"), "concurrency": (1,), "placement": placement})
     result = driver.run_serve_bench(zoo_pair, settings, tmp_path, hooks)
     assert result["status"] == "complete", result["problems"]
@@ -479,7 +480,7 @@ def test_sigterm_stops_the_servers_and_still_writes_the_report(zoo_pair, tmp_pat
             os.kill(os.getpid(), signal.SIGTERM)
         return client.run_client(argv, log, timeout_s)
     hooks = Hooks(launch=keep, client=client_then_term, device=lambda: {"name": "cpu-test", "free_bytes": None},
-                  say=lambda line: None)
+                  host=lambda: CPU_TEST_HOST, say=lambda line: None)
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit):
         driver.run_serve_bench(zoo_pair, Settings(**{**FAST, "phase_clock": False}), tmp_path, hooks)
@@ -517,7 +518,7 @@ def axes_run(zoo_pair, tmp_path_factory) -> dict:
         booted.append(server)
         return launch(server, port, log)
     hooks = Hooks(launch=launch_seen, client=client_seen, device=lambda: {"name": "cpu-test", "free_bytes": None},
-                  say=lambda line: None)
+                  host=lambda: CPU_TEST_HOST, say=lambda line: None)
     result = driver.run_serve_bench(zoo_pair, Settings(**AXES), out, hooks)
     return {"result": result, "out": out, "argvs": argvs, "booted": booted}
 
@@ -1387,7 +1388,7 @@ def test_a_tp2_benchmark_places_by_both_gpus_starts_every_server_at_tp2_and_repo
            "devices": [{"free_bytes": 100 * memory.GIB}, {"free_bytes": 7 * memory.GIB}]}
     parallel = Parallel(2, True, True)
     settings = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "parallel": parallel})
-    hooks = Hooks(launch=seen, device=lambda: two, say=lambda line: None)
+    hooks = Hooks(launch=seen, device=lambda: two, host=lambda: CPU_TEST_HOST, say=lambda line: None)
     result = driver.run_serve_bench(zoo_pair, settings, tmp_path, hooks)
     assert result["status"] == "complete", result["problems"]
     assert started and all(s.parallel == parallel for s in started)
@@ -1402,7 +1403,8 @@ def test_a_tp2_benchmark_places_by_both_gpus_starts_every_server_at_tp2_and_repo
     assert result["phase_clock_skipped"] == driver.PHASE_CLOCK_NEEDS_TP1 and "phase clock: skipped at TP=2" in text
     one = {**two, "count": 1, "devices": two["devices"][:1]}
     with pytest.raises(PortableSpecError, match="--tp 2 needs 2 GPUs; 1 visible"):
-        driver.run_serve_bench(zoo_pair, settings, tmp_path / "one", Hooks(launch=seen, device=lambda: one))
+        driver.run_serve_bench(zoo_pair, settings, tmp_path / "one",
+                               Hooks(launch=seen, device=lambda: one, host=lambda: CPU_TEST_HOST))
 
 
 def test_pair_folders_read_pair_json_or_the_zoo_manifest_and_name_whats_missing(tmp_path, zoo_pair):

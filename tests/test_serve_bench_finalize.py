@@ -18,7 +18,7 @@ from portable_spec_harness.serve_bench.driver import Hooks, Settings
 from portable_spec_harness.soak.report import ENVIRONMENT_KEYS, environment
 
 from shared_zoo import shared_zoo
-from soak_fake_server import COMPILE_LINE, fake_launcher
+from soak_fake_server import COMPILE_LINE, CPU_TEST_HOST, fake_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(concurrency=(1, 2), rounds=2, input_lens=(16,), output_len=12, prompts_per_slot=1, min_run_s=0,
@@ -33,7 +33,7 @@ def finished(tmp_path_factory) -> Path:
     pair = pairs.resolve("llama_eagle", None, None, shared_zoo(tmp_path_factory))
     out = tmp_path_factory.mktemp("serve_bench_whole")
     hooks = Hooks(launch=fake_launcher(), device=lambda: {"name": "cpu-test", "free_bytes": None},
-                  say=lambda line: None)
+                  host=lambda: CPU_TEST_HOST, say=lambda line: None)
     driver.run_serve_bench(pair, Settings(**FAST), out, hooks)
     return out
 

@@ -187,6 +187,8 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             "vllm": sorted({str(rep.get("vllm")) for rep, _ in members}), "shapes": first["pair"].get("shapes"),
             "k": first["pair"]["k"], "workload": pooled_workload(members, cells),
             "tensor_parallel_size": tensor_parallel_size(first),
+            # each call's host CPU (None: a report from before it was recorded): pooled leases may differ in it
+            "hosts": {s: rep.get("host") for rep, s in members},
             "rounds": fewest_rounds(table), "rounds_run": sum(rep.get("rounds_done", 0) for rep, _ in members),
             "cells": table,
             "phase_clock_c1": {v: r.get("split") for rep, _ in members

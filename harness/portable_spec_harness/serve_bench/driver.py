@@ -40,7 +40,7 @@ from portable_spec_harness.e2e.bench import progress_bar
 from portable_spec_harness.e2e.interleave import rotation
 from portable_spec_harness.parallel import Parallel
 from portable_spec_harness.serve_bench import client as client_mod
-from portable_spec_harness import jit_judge
+from portable_spec_harness import host_facts, jit_judge
 from portable_spec_harness.serve_bench import kept_servers, memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
 from portable_spec_harness.serve_bench.servers import BenchServer
@@ -155,12 +155,13 @@ class Live:
 
 @dataclass
 class Hooks:
-    """What the CPU tests replace: the server launcher, the client, the device query and the console."""
+    """What the CPU tests replace: the server launcher, the client, the device and host queries and the console."""
 
     launch: Callable[[BenchServer, int, Path], Any] = servers.launch
     adopt: Callable[[dict[str, Any]], Any] = kept_servers.adopt
     client: Callable[[list[str], Path, float], dict[str, Any]] = client_mod.run_client
     device: Callable[[], dict[str, Any]] = memory.device_memory
+    host: Callable[[], dict[str, Any]] = host_facts.host_facts
     say: Callable[[str], None] = print
 
 
@@ -202,6 +203,7 @@ class Bench:
                                     f"{tp} (or set CUDA_VISIBLE_DEVICES to show them), or lower --tp")
         per_server = memory.server_bytes(w_target + w_draft, kv, tp)
         self.record["device_memory"] = device
+        self.record["host"] = self.hooks.host()  # before any boot: the host's speed, not the servers' load
         self.record["tensor_parallel"] = s.parallel.as_json()
         free = memory.free_on(device, tp)
         kept_up = self.kept_alive()

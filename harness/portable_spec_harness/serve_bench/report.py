@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from portable_spec_harness import host_facts
 from portable_spec_harness.e2e.step_breakdown import PHASES
 from portable_spec_harness.serve_bench import stats
 from portable_spec_harness.e2e.mrv2_checks import GRAPHED_STANDALONE
@@ -192,6 +193,8 @@ def table(report: dict[str, Any]) -> str:
     lines = [f"serve bench: {report['pair']['name']} ({report['pair']['mode']}), K={report['pair']['k']}, "
              f"in/out {','.join(map(str, w['input_lens']))}/{w['output_len']}, sampling {','.join(w['sampling'])}, "
              f"{report.get('rounds_done')} rounds, {report['placement']['mode']}, {where(report)}"]
+    if "host" in report:  # reports from before the host was recorded keep their table as it was
+        lines.append(host_facts.describe(report["host"]))
     if w.get("sized_per_variant"):
         lines.append("prompts sized per variant (--size-per-variant): each variant's runs from its own warm run")
     ran = (report.get("async_scheduling") or {}).get("per_variant") or {}
