@@ -441,8 +441,8 @@ def async_scheduling(spec: Any) -> bool:
     return value != "off" if isinstance(value, str) else bool(value)
 
 
-CPU_TEST_HOST = {"cpu_model": "cpu-test", "logical_cpus": 2, "usable_cpus": 2, "loadavg": [0.5, 0.5, 0.5],
-                 "python_loop_ms": 10.0, "torch_cpu_op_us": 2.0}
+CPU_TEST_HOST = {"cpu_model": "cpu-test", "cpu_signature": "family 6 model 207 stepping 2", "logical_cpus": 2,
+                 "usable_cpus": 2, "loadavg": [0.5, 0.5, 0.5], "python_loop_ms": 10.0, "torch_cpu_op_us": 2.0}
 """What the serve bench's host query says in the CPU tests: the real one spawns a torch probe per call."""
 
 

@@ -188,3 +188,22 @@ def test_issue_41s_coverage_counts_the_128_token_rows():
 def test_every_runs_folder_here_is_one_archive(folder, call):
     assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
     assert not (folder.bench / call / "serve-bench" / "runs").exists()
+
+
+def test_the_host_probe_on_a_fresh_h200_lease():
+    import json
+
+    from portable_spec_harness import host_facts
+
+    facts = json.loads((RUN / "host" / "host_facts.json").read_text())
+    assert set(facts) == {"cpu_model", "logical_cpus", "usable_cpus", "loadavg", "python_loop_ms", "torch_cpu_op_us"}
+    assert facts["python_loop_ms"] > 0 and facts["torch_cpu_op_us"] > 0  # both probes ran on the host
+    assert (f'"{facts["cpu_model"]}", {facts["usable_cpus"]} of {facts["logical_cpus"]} CPUs, load '
+            f'{facts["loadavg"][0]:.1f}, {facts["python_loop_ms"]:.1f} ms per Python loop, '
+            f'{facts["torch_cpu_op_us"]:.2f} µs per torch CPU op') in folded()
+    lscpu = dict(line.split(":", 1) for line in (RUN / "host" / "lscpu.txt").read_text().splitlines() if ":" in line)
+    fields = {k: lscpu[k].strip() for k in ("Model name", "CPU family", "Model", "Stepping")}
+    assert fields == {"Model name": facts["cpu_model"], "CPU family": "6", "Model": "207", "Stepping": "2"}
+    assert "family 6, model 207, stepping 2 in `lscpu.txt`" in folded()
+    assert host_facts.describe({**facts, "cpu_signature": "family 6 model 207 stepping 2"}).startswith(
+        f"host: {facts['cpu_model']} (family 6 model 207 stepping 2), 16 of 16 CPUs")

@@ -14,7 +14,9 @@ from portable_spec_harness.serve_bench.driver import Hooks, Settings
 from soak_fake_server import CPU_TEST_HOST, fake_launcher
 from shared_zoo import shared_zoo
 
-X86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\ncpu MHz\t\t: 2000.0\n"
+X86 = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+       "model name\t: Intel(R) Xeon(R) Platinum 8480+\nstepping\t: 2\ncpu MHz\t\t: 2000.0\ncache size\t: 307200 KB\n"
+       "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n")
 QUICK = dict(variants=("upstream_v1", "ours"), concurrency=(1,), rounds=1, input_lens=(16,), output_len=12,
              prompts_per_slot=1, min_run_s=0, boot_s=20, run_timeout_s=60, clock_prompts=1, profile_output_len=8,
              phase_clock=False)
@@ -31,6 +33,16 @@ def test_the_cpu_model_is_read_from_cpuinfo(tmp_path, text, model):
 
 def test_a_missing_cpuinfo_gives_no_model():
     assert host_facts.cpu_model(host_facts.Path("/nonexistent/cpuinfo")) is None
+    assert host_facts.cpu_signature(host_facts.Path("/nonexistent/cpuinfo")) is None
+
+
+@pytest.mark.parametrize("text, signature", [(X86, "family 6 model 207 stepping 2, cache 307200 KB"), (ARM, None),
+                                             ("cpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n",
+                                              "family 6 model 143 stepping 8")])
+def test_the_cpu_signature_is_the_first_cpus_family_model_and_stepping(tmp_path, text, signature):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(text)
+    assert host_facts.cpu_signature(cpuinfo) == signature
 
 
 def test_the_python_probe_times_the_loop_it_is_given():
@@ -60,7 +72,8 @@ def test_host_facts_keep_a_failed_probe_as_none_with_its_reason(monkeypatch):
 
 def test_describe_names_the_model_cpus_load_and_probes():
     line = host_facts.describe(CPU_TEST_HOST)
-    assert line == "host: cpu-test, 2 of 2 CPUs, load 0.5, 10.0 ms/Python loop, 2.00 us/torch CPU op"
+    assert line == "host: cpu-test (family 6 model 207 stepping 2), 2 of 2 CPUs, load 0.5, 10.0 ms/Python loop, " \
+        "2.00 us/torch CPU op"
     assert host_facts.describe(None) == "host: not recorded"
 
 

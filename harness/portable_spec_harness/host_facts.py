@@ -1,4 +1,4 @@
-"""The benchmark host's CPU: its model, how many CPUs this process may use, its load and two speed probes.
+"""The benchmark host's CPU: its model and signature, how many CPUs this process may use, its load and two speed probes.
 
 Why: every GPU lease is a fresh machine, and a serving benchmark pools rounds from several leases. A variant whose
 decode steps are host-bound (upstream V1's EAGLE drafter runs PIECEWISE graphs, Python and torch's dispatcher
@@ -55,6 +55,25 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     return None
 
 
+def cpu_signature(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """``family F model M stepping S`` of the first CPU in ``cpuinfo`` (x86 Linux), with its ``cache size`` where
+    given, else None. Why beside the model: a virtual machine may show a generic model name ("Intel(R) Xeon(R)
+    Processor", as the H200 hosts do), while family, model and stepping still tell one CPU generation from another."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return None
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() not in first:
+            first[name.strip()] = value.strip()
+    if not all(first.get(key) for key in ("cpu family", "model", "stepping")):
+        return None
+    cache = f", cache {first['cache size']}" if first.get("cache size") else ""
+    return f"family {first['cpu family']} model {first['model']} stepping {first['stepping']}{cache}"
+
+
 def python_loop_ms(iterations: int = PYTHON_LOOP, passes: int = PASSES) -> float:
     """The best of ``passes`` timings, in ms, of summing ``i * i`` over ``iterations`` integers in Python."""
     if iterations < 1 or passes < 1:
@@ -94,7 +113,7 @@ def host_facts() -> dict[str, Any]:
     except OSError:
         load = None
     op_us, op_error = torch_cpu_op_us()
-    return {"cpu_model": cpu_model(), "logical_cpus": os.cpu_count(), "usable_cpus": usable, "loadavg": load,
+    return {"cpu_model": cpu_model(), "cpu_signature": cpu_signature(), "logical_cpus": os.cpu_count(), "usable_cpus": usable, "loadavg": load,
             "python_loop_ms": round(python_loop_ms(), 3),
             "torch_cpu_op_us": None if op_us is None else round(op_us, 3),
             **({"torch_cpu_op_error": op_error} if op_error else {})}
@@ -108,6 +127,7 @@ def describe(host: dict[str, Any] | None) -> str:
     op_text = f"{op:.2f} us/torch CPU op" if isinstance(op, (int, float)) else \
         f"torch CPU op probe failed ({host.get('torch_cpu_op_error') or 'no reason recorded'})"
     load = host.get("loadavg")
-    return (f"host: {host.get('cpu_model') or 'CPU model unknown'}, {host.get('usable_cpus')} of "
+    signature = f" ({host['cpu_signature']})" if host.get("cpu_signature") else ""
+    return (f"host: {host.get('cpu_model') or 'CPU model unknown'}{signature}, {host.get('usable_cpus')} of "
             f"{host.get('logical_cpus')} CPUs, load {load[0] if load else '?'}, "
             f"{host.get('python_loop_ms', float('nan')):.1f} ms/Python loop, {op_text}")
