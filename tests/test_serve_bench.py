@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,63 @@ def test_the_phase_clock_runs_after_each_servers_timed_runs(zoo_pair, tmp_path, 
             assert max(timed) < min(clocks), mine
         else:  # one boot per round: the clock follows the first round's timed run on that boot
             assert timed[0] < min(clocks) < max(clocks) < timed[1], mine
+
+
+def preload_events(zoo_pair, tmp_path, placement: str, fails: bool = False) -> tuple[list[str], dict]:
+    """What a call did in order: "launch <variant>", "preload start" / "preload end" and "client <run file>"."""
+    events: list[str] = []
+    launch = fake_launcher()
+
+    def launch_seen(server, port, log):
+        events.append(f"launch {server.variant}")
+        return launch(server, port, log)
+
+    def preload():
+        events.append("preload start")
+        time.sleep(0.5)  # slower than the fake servers' boot: the first client run must still wait for it
+        events.append("preload end")
+        if fails:
+            raise ImportError("no module named vllm.benchmarks")
+
+    def client_seen(argv, log, timeout_s):
+        events.append(f"client {log.stem}")
+        return client.run_client(argv, log, timeout_s)
+    hooks = Hooks(launch=launch_seen, client=client_seen, device=lambda: {"name": "cpu-test", "free_bytes": None},
+                  host=lambda: CPU_TEST_HOST, preload=preload, say=lambda line: None)
+    settings = Settings(**{**FAST, "variants": ("upstream_v1", "ours"), "concurrency": (1,), "placement": placement,
+                           "phase_clock": False})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, hooks)
+    assert result["status"] == "complete", result["problems"]
+    return events, result
+
+
+@pytest.mark.parametrize("placement", ["together", "in_turn"])
+def test_the_client_is_imported_once_while_the_servers_boot_and_before_the_first_client_run(zoo_pair, tmp_path,
+                                                                                           placement):
+    events, result = preload_events(zoo_pair, tmp_path, placement)
+    assert events.count("preload start") == events.count("preload end") == 1, events
+    first_launch = events.index(next(e for e in events if e.startswith("launch ")))
+    first_client = events.index(next(e for e in events if e.startswith("client ")))
+    assert first_launch < events.index("preload start") < events.index("preload end") < first_client, events
+    assert len([e for e in events if e.startswith("launch ")]) == (2 if placement == "together" else 4), events
+    assert result["phases_s"]["client_preload_s"] >= 0.5 and "client_preload_error" not in result
+
+
+def test_the_default_preload_imports_the_modules_vllm_bench_serve_runs_from():
+    """In a fresh interpreter: after ``bench_client.preload`` vLLM's client and its parser are loaded, so the first
+    run imports nothing (a vLLM that moved them fails here before a GPU call pays for it)."""
+    probe = ("import sys; from portable_spec_harness.vllm_door import bench_client; bench_client.preload(); "
+             "print(sorted(m for m in ('vllm.benchmarks.serve', 'vllm.utils.argparse_utils') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['vllm.benchmarks.serve', 'vllm.utils.argparse_utils']"
+
+
+def test_a_client_preload_that_fails_is_recorded_and_the_runs_go_on(zoo_pair, tmp_path):
+    events, result = preload_events(zoo_pair, tmp_path, "together", fails=True)
+    assert result["client_preload_error"] == "ImportError: no module named vllm.benchmarks"
+    assert any(e.startswith("client timed_") for e in events)
 
 
 @pytest.mark.filterwarnings("ignore:All requests failed:UserWarning")  # vLLM's client, on the server this test kills

@@ -44,6 +44,7 @@ from portable_spec_harness import host_facts, jit_judge
 from portable_spec_harness.serve_bench import kept_servers, memory, plan, report, servers
 from portable_spec_harness.serve_bench.pairs import BenchPair, read_config
 from portable_spec_harness.serve_bench.servers import BenchServer
+from portable_spec_harness.vllm_door import bench_client
 
 HOST = "127.0.0.1"
 OOM = re.compile(r"out of memory|OutOfMemoryError|Free memory on device|CUDA error: out of memory|"
@@ -162,6 +163,7 @@ class Hooks:
     client: Callable[[list[str], Path, float], dict[str, Any]] = client_mod.run_client
     device: Callable[[], dict[str, Any]] = memory.device_memory
     host: Callable[[], dict[str, Any]] = host_facts.host_facts
+    preload: Callable[[], Any] = bench_client.preload
     say: Callable[[str], None] = print
 
 
@@ -185,6 +187,7 @@ class Bench:
         self.code = kept_servers.code_hash() if settings.keep_servers or settings.reuse_servers else ""
         # An earlier call's kept servers (--reuse-servers), read once: the placement and every boot ask it.
         self.kept = kept_servers.read(Path(settings.reuse_servers)) if settings.reuse_servers else {}
+        self.preloading: threading.Thread | None = None
 
     # ---------------------------------------------------------------------------------------------- planning
     def plan_servers(self) -> dict[str, BenchServer]:
@@ -240,6 +243,7 @@ class Bench:
                 booting.append(live)
             lives.append(live)
         self.stop_leftovers({spec.variant for spec in specs})
+        self.start_client_preload()
         deadline = time.monotonic() + self.settings.boot_s
 
         async def all_ready() -> list[dict[str, Any]]:
@@ -252,6 +256,29 @@ class Bench:
                            f"{'ready' if boot['ready'] else boot['error']} after {boot['seconds']} s")
             self.bar.update(1)
         return lives
+
+    def start_client_preload(self) -> None:
+        """Imports the client (``Hooks.preload``) on a thread while the servers boot, once per call: the first client
+        run would otherwise wait on the import (``bench_client.preload`` says why). Its seconds, and an error where
+        it raised (the first client run then reports its own), go into the report."""
+        if self.preloading is not None or "client_preload_s" in self.record["phases_s"]:
+            return
+        started = time.monotonic()
+
+        def target() -> None:
+            try:
+                self.hooks.preload()
+            except Exception as exc:  # the client run that needs the import says what failed
+                self.record["client_preload_error"] = f"{type(exc).__name__}: {exc}"
+            self.record["phases_s"]["client_preload_s"] = round(time.monotonic() - started, 1)
+        self.preloading = threading.Thread(target=target, name="client-preload", daemon=True)
+        self.preloading.start()
+
+    def client_preloaded(self) -> None:
+        """Waits for ``start_client_preload``'s thread, so no client run imports beside it."""
+        if self.preloading is not None:
+            self.preloading.join()
+            self.preloading = None
 
     def adopt(self, spec: BenchServer, entry: dict[str, Any] | None) -> Live | None:
         """An earlier call's kept server for ``spec`` where it is the same server, alive and healthy (its boot record
@@ -363,6 +390,7 @@ class Bench:
                                     f"mode={self.pair.mode}", f"cell={cell.key}"))
         argv = client_mod.client_args(run)
         self.record.setdefault("client_example", client_mod.command_line(argv))
+        self.client_preloaded()
         outcome = self.hooks.client(argv, self.runs_dir / f"{name}.txt", self.settings.run_timeout_s)
         row = {"kind": kind, "variant": variant, "input_len": cell.input_len, "sampling": cell.sampling,
                "concurrency": c, "round": rnd, "num_prompts": prompts, "output_len": output_len, "seed": seed,
@@ -746,6 +774,7 @@ class Bench:
     def finish(self) -> dict[str, Any]:
         from portable_spec_harness.soak.report import environment
 
+        self.client_preloaded()  # a call whose servers never came up ran no client: its preload may still write
         self.record["phases_s"]["total_s"] = round(time.monotonic() - self.started, 1)
         self.record.update(environment())
         if not self.record.get("device"):

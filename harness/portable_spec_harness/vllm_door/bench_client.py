@@ -20,6 +20,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def preload() -> None:
+    """Import what ``bench_serve`` imports, ahead of its first run. Why: the first run in a process pays for importing
+    vLLM's benchmark client (vLLM, torch, transformers), tens of seconds where the host CPU is slow, in that run's
+    wall time and in the call's device time; imported while the servers boot, it costs nothing."""
+    import vllm.benchmarks.serve  # noqa: F401
+    import vllm.utils.argparse_utils  # noqa: F401
+
+
 def bench_serve(argv: list[str]) -> dict[str, Any]:
     """One ``vllm bench serve ARGV``: what its ``main`` returns (the dict it saves with ``--save-result``)."""
     from vllm.benchmarks.serve import main
