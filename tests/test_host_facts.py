@@ -1,6 +1,6 @@
-"""The host facts a serving report records (``portable_spec_harness.host_facts``): the CPU model read from cpuinfo,
-two speed probes that measure this machine (not a made-up number; a probe that cannot run says why), and the serve
-bench's report, table and pooled summary carrying them."""
+"""The host facts a serving report records (``portable_spec_harness.host_facts``): the CPU model and signature read
+from cpuinfo, two speed probes that measure this machine (not a made-up number; a probe that cannot run says why),
+and the serve bench's report, table and pooled summary carrying them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from soak_fake_server import CPU_TEST_HOST, fake_launcher
 from shared_zoo import shared_zoo
 
 X86 = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
-       "model name\t: Intel(R) Xeon(R) Platinum 8480+\nstepping\t: 2\ncpu MHz\t\t: 2000.0\ncache size\t: 307200 KB\n"
+       "model name\t: Intel(R) Xeon(R) Platinum 8580\nstepping\t: 2\ncpu MHz\t\t: 2000.0\ncache size\t: 307200 KB\n"
        "processor\t: 1\ncpu family\t: 6\nmodel\t\t: 143\nstepping\t: 8\n")
 QUICK = dict(variants=("upstream_v1", "ours"), concurrency=(1,), rounds=1, input_lens=(16,), output_len=12,
              prompts_per_slot=1, min_run_s=0, boot_s=20, run_timeout_s=60, clock_prompts=1, profile_output_len=8,
@@ -23,7 +23,7 @@ QUICK = dict(variants=("upstream_v1", "ours"), concurrency=(1,), rounds=1, input
 ARM = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU part\t: 0xd4f\n\nHardware\t: NVIDIA Grace\n"
 
 
-@pytest.mark.parametrize("text, model", [(X86, "Intel(R) Xeon(R) Platinum 8480+"), (ARM, "NVIDIA Grace"),
+@pytest.mark.parametrize("text, model", [(X86, "Intel(R) Xeon(R) Platinum 8580"), (ARM, "NVIDIA Grace"),
                                          ("processor\t: 0\nmodel name\t:  \n", None)])
 def test_the_cpu_model_is_read_from_cpuinfo(tmp_path, text, model):
     cpuinfo = tmp_path / "cpuinfo"

@@ -1,4 +1,5 @@
-"""The benchmark host's CPU: its model and signature, how many CPUs this process may use, its load and two speed probes.
+"""The benchmark host's CPU: its model and signature, how many CPUs this process may use, its load and two speed
+probes.
 
 Why: every GPU lease is a fresh machine, and a serving benchmark pools rounds from several leases. A variant whose
 decode steps are host-bound (upstream V1's EAGLE drafter runs PIECEWISE graphs, Python and torch's dispatcher
@@ -113,8 +114,8 @@ def host_facts() -> dict[str, Any]:
     except OSError:
         load = None
     op_us, op_error = torch_cpu_op_us()
-    return {"cpu_model": cpu_model(), "cpu_signature": cpu_signature(), "logical_cpus": os.cpu_count(), "usable_cpus": usable, "loadavg": load,
-            "python_loop_ms": round(python_loop_ms(), 3),
+    return {"cpu_model": cpu_model(), "cpu_signature": cpu_signature(), "logical_cpus": os.cpu_count(),
+            "usable_cpus": usable, "loadavg": load, "python_loop_ms": round(python_loop_ms(), 3),
             "torch_cpu_op_us": None if op_us is None else round(op_us, 3),
             **({"torch_cpu_op_error": op_error} if op_error else {})}
 
