@@ -5,11 +5,13 @@ same boots' logs, and the MoE pair's boot call that started no round."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from portable_spec_harness import host_facts
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
                               checked_issue41_rows, checked_issue41_targets, jit_compiles, no_compile_after_boot,
@@ -52,10 +54,10 @@ def test_every_call_ran_8e04137_on_the_v1_runner_on_servers_of_session_44s_shape
         assert report["workload"]["max_model_len"] == 4304 and report["workload"]["max_num_seqs"] == 32, call
         assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
                    for info in report["variants"].values()), call
-        shapes |= {(v, tuple(info["serve_args"][1:])) for v, info in report["variants"].items()}
+        shapes |= {(v, tuple(info["serve_args"])) for v, info in report["variants"].items()}
     earlier = S44_SHORT.call_report("call2")
-    # the same vllm serve arguments (but the model path, the same) as session 44's servers: the rounds pool
-    assert shapes == {(v, tuple(info["serve_args"][1:])) for v, info in earlier["variants"].items()}
+    # each variant's servers had session 44's vllm serve arguments (its model path, flags and shape): the rounds pool
+    assert len(shapes) == 2 and shapes == {(v, tuple(info["serve_args"])) for v, info in earlier["variants"].items()}
     later = [SHORT.call_report(call) for call in CALLS[1:]]
     assert all(info["boots"][0]["reused"]["registry"] == KEPT for r in later for info in r["variants"].values())
     assert "`tree_changes` 1 in every call: the one untracked file, session 44's `e1c/call2` report" in folded()
@@ -117,12 +119,10 @@ def test_only_upstream_slowed_on_this_lease_whose_boots_compiled_slower():
             f"against `{readings[('call1', 'upstream_v1')][1]} s` / `{readings[('call1', 'ours')][1]} s`") in folded()
     s44 = [r["output_tok_s"] for r in S44_SHORT.call_report("call2")["ours_over_upstream_v1"].values()]
     assert len(s44) == 8 and f"Session 44's round gave ours {min(s44):.3f}–{max(s44):.3f}" in folded()
-    throughput = {v: {key: cell["output_throughput"]["all"][1:] for key, cell in by_cell.items()}
-                  for v, by_cell in cells.items()}  # rounds 1 and 2: this lease's
-    ours_rounds = [o / u for key, ours_tok in throughput["ours"].items()
-                   for o, u in zip(ours_tok, throughput["upstream_v1"][key])]
-    assert len(ours_rounds) == 16
     every = {v: {key: cell["output_throughput"] for key, cell in by_cell.items()} for v, by_cell in cells.items()}
+    ours_rounds = [o / u for key, tok in every["ours"].items()  # rounds 1 and 2: this lease's
+                   for o, u in zip(tok["all"][1:], every["upstream_v1"][key]["all"][1:])]
+    assert len(ours_rounds) == 16
     medians = [min(range(3), key=lambda i: abs(tok["all"][i] - tok["median"]))  # the round the median is
                for by_cell in every.values() for tok in by_cell.values()]       # (printed rounded)
     assert len(medians) == 16 and 0 not in medians
@@ -180,7 +180,7 @@ def test_each_calls_first_client_run_waited_on_the_clients_import():
         firsts[call] = (over[0], rows[0])
         later += over[1:]
     assert len(later) == 62 and max(later) < 1.5 < 20 < min(o for o, _ in firsts.values())  # 66 runs, 4 calls
-    assert (f"24.37 s more in `e1c/callA`, 21.64 s in `callB`, 21.39 s in `callC`" in folded()
+    assert ("24.37 s more in `e1c/callA`, 21.64 s in `callB`, 21.39 s in `callC`" in folded()
             and "24.50 s in `moe/call1`" in folded())
     assert [f"{o:.2f}" for o, _ in firsts.values()] == ["24.37", "21.64", "21.39", "24.50"]
     row = firsts["callC"][1]
@@ -221,10 +221,6 @@ def test_every_runs_folder_here_is_one_archive(folder, call):
 
 
 def test_the_host_probe_on_a_fresh_h200_lease():
-    import json
-
-    from portable_spec_harness import host_facts
-
     facts = json.loads((RUN / "host" / "host_facts.json").read_text())
     assert set(facts) == {"cpu_model", "logical_cpus", "usable_cpus", "loadavg", "python_loop_ms", "torch_cpu_op_us"}
     assert facts["python_loop_ms"] > 0 and facts["torch_cpu_op_us"] > 0  # both probes ran on the host
