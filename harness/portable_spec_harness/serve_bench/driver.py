@@ -261,7 +261,7 @@ class Bench:
         """Imports the client (``Hooks.preload``) on a thread while the servers boot, once per call: the first client
         run would otherwise wait on the import (``bench_client.preload`` says why). Its seconds, and an error where
         it raised (the first client run then reports its own), go into the report."""
-        if self.preloading is not None or "client_preload_s" in self.record["phases_s"]:
+        if self.preloading is not None:
             return
         started = time.monotonic()
 
@@ -275,10 +275,10 @@ class Bench:
         self.preloading.start()
 
     def client_preloaded(self) -> None:
-        """Waits for ``start_client_preload``'s thread, so no client run imports beside it."""
+        """Waits for ``start_client_preload``'s thread, so no client run imports beside it (a thread that has ended
+        returns at once)."""
         if self.preloading is not None:
             self.preloading.join()
-            self.preloading = None
 
     def adopt(self, spec: BenchServer, entry: dict[str, Any] | None) -> Live | None:
         """An earlier call's kept server for ``spec`` where it is the same server, alive and healthy (its boot record
