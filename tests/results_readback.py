@@ -481,6 +481,17 @@ def checked_issue41_targets(folder: ResultsFolder, cells: dict, tok: list[float]
     return min(durations)
 
 
+def checked_counted_row(rows: list[dict], length: int, summary_folder: str) -> list[dict]:
+    """The eight cells of a coverage row (``checked_coverage``'s ``rows``) at ``length`` tokens: each counted and
+    meeting every target, each counted from one 3-round pooled summary under ``summary_folder``
+    (``bench/results/<session>/<benchmark>/``) with no compile after boot. Returns the cells."""
+    cells = [c for c in rows if c["cell"].startswith(f"in{length}/")]
+    assert len(cells) == 8 and all(c["counted"] and c["meets"] for c in cells), cells
+    counted = [m for c in cells for m in c["measurements"] if m["counted"]]
+    assert len(counted) == 8 and all(m["rounds"] == 3 and m["compiles_after_boot"] == 0
+                                     and m["summary"].startswith(summary_folder) for m in counted), counted
+    return cells
+
 
 def warmup_limits_of(info: dict):
     """The V1 warm-up's ``Limits`` for a server of a serving-bench report (``info``: its variant entry), from what the
@@ -494,6 +505,7 @@ def warmup_limits_of(info: dict):
                   max_len=int(args[args.index("--max-model-len") + 1]), k=stats["k"], dflash=False,
                   block_sizes=(facts["block_size"],), free_blocks=facts["num_gpu_blocks"] - 1,
                   batch_agnostic=frozenset(stats["batch_agnostic"]))
+
 
 def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict:
     """Checks a soak report passed on vLLM 0.28.0 at ``commit`` (clean tree) with its three servers (no speculation,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
                               checked_issue41_rows, checked_issue41_targets, compiles_in_every_call,
                               no_compile_after_boot, server_log, upstream_compiled_sentence, warmup_limits_of)
 
@@ -134,11 +134,7 @@ def test_the_eight_sequence_server_ran_trimmed_rounds_and_left_nothing(monkeypat
 def test_issue_41s_coverage_counts_the_4096_token_rows():
     rows = checked_coverage(coverage.ISSUE_41, RESULTS, ROOT, (RUN.name, S43), folded(), (120, 44, 43, 36),
                             (*EAGLE1, "upstream_v1"))
-    long = [c for c in rows if c["cell"].startswith("in4096/")]
-    assert len(long) == 8 and all(c["counted"] and c["meets"] for c in long), long
-    counted = [m for c in long for m in c["measurements"] if m["counted"]]
-    assert len(counted) == 8 and all(m["rounds"] == 3 and m["compiles_after_boot"] == 0
-                                     and m["summary"].startswith(f"bench/results/{RUN.name}/e1d4k/") for m in counted)
+    checked_counted_row(rows, 4096, f"bench/results/{RUN.name}/e1d4k/")
     short = [c for c in rows if c["cell"].startswith("in128/")]
     assert len(short) == 8 and not any(c["counted"] for c in short)
     assert all(m["rounds"] == 1 for c in short for m in c["measurements"])

@@ -13,7 +13,7 @@ import pytest
 
 from portable_spec_harness import host_facts
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
                               checked_issue41_rows, checked_issue41_targets, jit_compiles, no_compile_after_boot,
                               server_log)
 
@@ -204,11 +204,7 @@ def test_the_call_that_ran_fewer_rounds_than_asked():
 def test_issue_41s_coverage_counts_the_128_token_rows():
     rows = checked_coverage(coverage.ISSUE_41, RESULTS, ROOT, (RUN.name, S44), folded(), (120, 52, 51, 44),
                             (*EAGLE1, "upstream_v1"))
-    short = [c for c in rows if c["cell"].startswith("in128/")]
-    assert len(short) == 8 and all(c["counted"] and c["meets"] for c in short), short
-    counted = [m for c in short for m in c["measurements"] if m["counted"]]
-    assert len(counted) == 8 and all(m["rounds"] == 3 and m["compiles_after_boot"] == 0
-                                     and m["summary"].startswith(f"bench/results/{RUN.name}/e1c/") for m in counted)
+    checked_counted_row(rows, 128, f"bench/results/{RUN.name}/e1c/")
     readme = (ROOT / "README.md").read_text()
     assert "| llama8b_eagle | dummy | ours / upstream_v1 | 128 | greedy | 1.06 | 1.32 | 1.18 | 1.24 | 0.26.0 |" \
         in readme
