@@ -253,6 +253,17 @@ def init_engine(log: str) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
+TORCH_COMPILE = re.compile(r"torch\.compile took ([\d.]+) s in total")
+
+
+def compile_and_init(log: str) -> tuple[str, str]:
+    """A boot log's first "torch.compile took" seconds (the target's) and its "init engine" seconds, as printed: what
+    two leases' boots of one model are compared by."""
+    found = TORCH_COMPILE.search(log)
+    assert found, "no torch.compile line"
+    return found.group(1), init_engine(log)[0]
+
+
 def server_log(folder: ResultsFolder, call: str, variant: str) -> str:
     """A serving call's committed server log (``server_<variant>.log.gz``), as text."""
     import gzip

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,8 @@ import pytest
 from portable_spec_harness import host_facts
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
-                              checked_issue41_rows, checked_issue41_targets, jit_compiles, no_compile_after_boot,
-                              server_log)
+                              checked_issue41_rows, checked_issue41_targets, compile_and_init, jit_compiles,
+                              no_compile_after_boot, server_log)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -33,13 +32,6 @@ UPSTREAM_FIRST = ("eagle_prepare_next_token_padded_kernel", "eagle_step_slot_map
 
 def folded() -> str:
     return SHORT.folded()
-
-
-def boot_line(log: str, pattern: str) -> str:
-    """The first number ``pattern`` (a regex with one group) finds in a server's log."""
-    found = re.search(pattern, log)
-    assert found, pattern
-    return found.group(1)
 
 
 def test_every_call_ran_8e04137_on_the_v1_runner_on_servers_of_session_44s_shape():
@@ -107,9 +99,7 @@ def test_only_upstream_slowed_on_this_lease_whose_boots_compiled_slower():
     for folder, call in ((S44_SHORT, "call1"), (SHORT, "callA")):
         for variant in ("upstream_v1", "ours"):
             log = server_log(folder, call, variant)
-            readings[(call, variant)] = (boot_line(log, r"torch\.compile took ([0-9.]+) s in total"),
-                                         boot_line(log, r"init engine \(profile, create kv cache, warmup model\) "
-                                                        r"took ([0-9.]+) s"))
+            readings[(call, variant)] = compile_and_init(log)
     compile_s = {k: float(v[0]) for k, v in readings.items()}
     assert all(compile_s[("callA", v)] > 1.3 * compile_s[("call1", v)] for v in ("upstream_v1", "ours"))
     assert (f"logged `torch.compile took {readings[('callA', 'upstream_v1')][0]} s` / "
