@@ -202,6 +202,10 @@ def test_issue_41s_coverage_counts_the_moe_128_token_rows():
     readme = (ROOT / "README.md").read_text()
     assert "| qwen3moe30b_eagle3 | dummy | ours / upstream_v1 | 128 | greedy | 1.08 | 1.00 | 1.00 | 1.01 | 0.26.0 |" \
         in readme
+    ratios = MOE.summary()["ours_over_upstream_v1"][MOE_PAIR[0]][MOE_PAIR[1]]
+    c1 = [ratios[f"in128/{s}/c1"]["output_tok_s"] for s in ("greedy", "sampled")]
+    assert (f"at 128 in is ahead at c=1 ({c1[0]:.2f} / {c1[1]:.2f}) and at parity from c=2 on"
+            in " ".join(readme.split()))
 
 
 @pytest.mark.parametrize("folder,call", ALL)
