@@ -105,7 +105,7 @@ def test_the_runs_were_interleaved_as_planned(clean_run):
 def test_the_phase_clock_and_profile_come_back_per_variant_with_their_split(clean_run):
     result, _ = clean_run
     for variant in ("upstream_v1", "ours", "mrv2"):
-        reading = result["phase_clock_c1"][variant]
+        reading = result["phase_clock"][variant]
         assert reading["clock"]["steps"] == 2 and reading["clock"]["step_wall_ms"] == pytest.approx(7.0)
         assert reading["profile"]["device_ms"] > 0
         split = reading["split"]
@@ -1457,7 +1457,7 @@ def test_a_tp2_benchmark_places_by_both_gpus_starts_every_server_at_tp2_and_repo
     text = (tmp_path / "serve_bench.txt").read_text()
     assert "TP=2" in text.splitlines()[0]
     # the served phase clock times the engine core's busy loop, which holds the worker only at TP=1
-    assert result["phase_clock_c1"] == {} and result["settings"]["phase_clock"] is False
+    assert result["phase_clock"] == {} and result["settings"]["phase_clock"] is False
     assert result["phase_clock_skipped"] == driver.PHASE_CLOCK_NEEDS_TP1 and "phase clock: skipped at TP=2" in text
     one = {**two, "count": 1, "devices": two["devices"][:1]}
     with pytest.raises(PortableSpecError, match="--tp 2 needs 2 GPUs; 1 visible"):
@@ -2283,3 +2283,63 @@ def test_a_reused_server_sized_by_an_earlier_call_warms_its_first_cell_only(zoo_
     expected = sum(s + driver.RUN_OVERHEAD_S for by in settings.earlier_durations.values() for s in by.values())
     assert two["phases_s"]["round_estimate_s"] == pytest.approx(expected, abs=0.051)
     assert len(bars) == 2 and all(bar.n == bar.total for bar in bars), [(b.n, b.total) for b in bars]
+
+
+# ------------------------------------------------------------------------------------------------ the clock's cell
+def test_the_phase_clock_runs_in_the_cell_it_is_given_at_that_concurrency(zoo_pair, tmp_path):
+    """A cell that misses a target gets its cause from the phase clock in that cell (issue 41 item 4): the clock's
+    runs there at its concurrency, ``clock_prompts`` per slot, the profiled pass one wave; the report names it."""
+    settings = Settings(**{**FAST, "variants": ("upstream_v1", "ours"), "rounds": 1, "clock_prompts": 2,
+                           "clock_cell": C2})
+    result = driver.run_serve_bench(zoo_pair, settings, tmp_path, cpu_hooks())
+    assert result["status"] == "complete", result["problems"]
+    compared = 0
+    for variant in ("upstream_v1", "ours"):
+        reading = result["phase_clock"][variant]
+        assert reading["cell"] == C2 and reading["clock"]["steps"] > 0 and "error" not in reading["split"]
+        clock, profile = reading["clock_run"], reading["profile_run"]
+        assert (clock["concurrency"], clock["num_prompts"], clock["input_len"]) == (2, 4, 16)
+        assert (profile["concurrency"], profile["num_prompts"]) == (2, 2)
+        compared += 1
+    assert compared == 2
+    table = report.table(result)
+    assert f"phase clock {C2} ours:" in table and "phase clock at concurrency 2" in table
+    assert report.clock_concurrency(result["phase_clock"]) == 2
+
+
+def test_a_report_from_before_keeps_its_phase_clock_at_c1():
+    old = json.loads((Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-h200-session31/dm1k033/"
+                      "phase_clock/serve-bench/serve_bench.json").read_text())
+    assert "phase_clock" not in old and set(report.phase_clock_readings(old)) == {"mrv2", "ours_mrv2"}
+    table = report.table(old)
+    assert "phase clock in1024/greedy/c1 ours_mrv2:" in table and "phase clock at concurrency 1" in table
+    pooled = combine.combine([old], ["old"])
+    entry = next(iter(next(iter(pooled["pairs"].values())).values()))
+    assert {r["cell"] for r in entry["phase_clock"].values()} == {"in1024/greedy/c1"}
+
+
+@pytest.mark.parametrize("argv,fix", [
+    (["--clock-cell", "in16/greedy/c4"], "is not one of this call's cells: name one of in16/greedy/c1, in16/greedy/c2"),
+    (["--clock-cell", "in16/greedy/c2", "--no-phase-clock"], "--no-phase-clock skips it: drop one"),
+])
+def test_a_clock_cell_the_call_cannot_run_is_one_line_and_exit_2(tmp_path, capsys, argv, fix):
+    from portable_spec_harness.serve_bench.__main__ import main
+
+    code = main(["--pair", "llama_eagle", "--input-len", "16", "--concurrency", "1,2", "--out", str(tmp_path / "o"),
+                 *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and fix in err and err.count("\n") == 0, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_lane_knob_names_the_clock_cell(tmp_path):
+    from portable_spec_harness.serve_bench.__main__ import parser, settings_from
+    from test_tp2_stage import module_args, recorded
+
+    module = "portable_spec_harness.serve_bench"
+    plain = settings_from(parser().parse_args(module_args(recorded(tmp_path / "plain", "ci/gpu/serve_bench.sh"),
+                                                          module)))
+    named = settings_from(parser().parse_args(module_args(recorded(
+        tmp_path / "named", "ci/gpu/serve_bench.sh", SERVE_BENCH_INPUT_LEN="4096", SERVE_BENCH_SAMPLING="sampled",
+        SERVE_BENCH_CONCURRENCY="8", SERVE_BENCH_CLOCK_CELL="in4096/sampled/c8"), module)))
+    assert (plain.clock_cell, named.clock_cell) == (None, "in4096/sampled/c8")

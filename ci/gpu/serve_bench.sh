@@ -12,6 +12,7 @@ mkdir -p "$out"
   --variants "${SERVE_BENCH_VARIANTS:-upstream_v1,ours,mrv2}" \
   --concurrency "${SERVE_BENCH_CONCURRENCY:-1,2,8,32}" --rounds "${SERVE_BENCH_ROUNDS:-3}" \
   --first-round "${SERVE_BENCH_FIRST_ROUND:-0}" ${SERVE_BENCH_NO_PHASE_CLOCK:+--no-phase-clock} \
+  ${SERVE_BENCH_CLOCK_CELL:+--clock-cell "$SERVE_BENCH_CLOCK_CELL"} \
   --async-scheduling "${SERVE_BENCH_ASYNC_SCHEDULING:-default}" \
   --input-len "${SERVE_BENCH_INPUT_LEN:-256}" --output-len "${SERVE_BENCH_OUTPUT_LEN:-256}" \
   --sampling "${SERVE_BENCH_SAMPLING:-greedy}" --min-run-s "${SERVE_BENCH_MIN_RUN_S:-10}" \

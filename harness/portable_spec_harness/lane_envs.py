@@ -160,7 +160,11 @@ VARIABLES: tuple[LaneVar, ...] = (
           "Each server's KV cache in GiB per GPU (`--kv-cache-gib`), where the default (every request at its full "
           "length, 1.25 times over) would keep two servers of a large pair from sharing one GPU; the placement "
           "decision and the report use it.", SERVE_BENCH),
-    _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and profiler at c = 1.", SERVE_BENCH),
+    _knob("SERVE_BENCH_NO_PHASE_CLOCK", "", "Non-empty: skip the phase clock and its profiled pass.", SERVE_BENCH),
+    _knob("SERVE_BENCH_CLOCK_CELL", "c = 1 at the first input length and sampling",
+          "The cell the phase clock runs in (`--clock-cell`), one of the call's, e.g. `in4096/sampled/c8`: where a "
+          "cell that misses a target gets its cause; not one of the call's, or with `SERVE_BENCH_NO_PHASE_CLOCK`, "
+          "is refused in one line.", SERVE_BENCH),
     _knob("SERVE_BENCH_ASYNC_SCHEDULING", "default",
           "`default` (vLLM's choice for the method), `on` or `off`: `--async-scheduling` or "
           "`--no-async-scheduling` on every variant's server without an `@async` / `@sync` suffix.", SERVE_BENCH),

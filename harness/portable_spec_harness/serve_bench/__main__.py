@@ -5,7 +5,7 @@ vLLM's own ``vllm bench serve`` (random dataset, fixed lengths) in every cell: `
 ``--concurrency``, each cell's runs sized from its warm run to last ``--min-run-s``, rounds interleaved, and writes
 ``OUT/serve_bench.json`` (medians of the rounds per cell, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per cell key
 such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds paired, the runs under ``--min-run-s``,
-the phase clock's host/device split at concurrency 1), ``.txt`` and ``.png``, every client run's saved JSON and
+the phase clock's host/device split at concurrency 1, or in the cell ``--clock-cell`` names), ``.txt`` and ``.png``, every client run's saved JSON and
 printed text under ``OUT/runs/``, and each server's log. ``--tp N`` runs every server at tensor parallel N on GPUs
 0..N-1 (``--disable-custom-all-reduce --no-fuse-allreduce-rms`` too on a host without NVLink multicast); the
 placement is then estimated per GPU and the report names the TP. ``--async-scheduling on|off`` asks every server
@@ -112,7 +112,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", default="auto", choices=PLACEMENTS,
                    help="servers together (runs interleaved across them) or one at a time; auto: by the memory "
                         "estimate (default)")
-    p.add_argument("--no-phase-clock", action="store_true", help="skip the phase clock and profile at c=1")
+    p.add_argument("--no-phase-clock", action="store_true", help="skip the phase clock and its profiled pass")
+    p.add_argument("--clock-cell", default=None, metavar="CELL",
+                   help="the cell the phase clock runs in, one of this call's (e.g. in4096/sampled/c8: its prompt "
+                        "length, sampling and concurrency; default: c=1 at the first input length and sampling)")
     p.add_argument("--async-scheduling", default="default", choices=sorted(ASYNC_SCHEDULING),
                    help="vLLM's default for the method, or --async-scheduling / --no-async-scheduling on every "
                         "variant without an @async / @sync suffix (default: %(default)s)")
@@ -183,14 +186,24 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise PortableSpecError("--keep-servers keeps servers that stay up for every round; --placement in_turn "
                                 "stops each after its round: drop one")
     concurrency, input_lens = _ints("--concurrency", args.concurrency, 1), _ints("--input-len", args.input_len, 1)
+    sampling = _sampling(args.sampling)
+    if args.clock_cell is not None:
+        if args.no_phase_clock:
+            raise PortableSpecError(f"--clock-cell {args.clock_cell} names where the phase clock runs, and "
+                                    "--no-phase-clock skips it: drop one")
+        keys = [cell.key for cell in plan.cells(input_lens, sampling, concurrency)]
+        if args.clock_cell not in keys:
+            raise PortableSpecError(f"--clock-cell {args.clock_cell} is not one of this call's cells: name one of "
+                                    f"{', '.join(keys)}")
     # a server shape below the cells is refused here, before the pair is built or --out made
     plan.server_shape(concurrency, input_lens, args.server_max_num_seqs, args.server_max_input_len)
     return Settings(variants=variants, concurrency=concurrency, rounds=args.rounds,
                     first_round=args.first_round, input_lens=input_lens,
-                    sampling=_sampling(args.sampling), output_len=args.output_len,
+                    sampling=sampling, output_len=args.output_len,
                     prompts_per_slot=args.prompts_per_slot, min_run_s=args.min_run_s, max_prompts=args.max_prompts,
                     size_per_variant=args.size_per_variant, seed=args.seed,
-                    placement=args.placement, phase_clock=not args.no_phase_clock, boot_s=args.boot_timeout,
+                    placement=args.placement, phase_clock=not args.no_phase_clock, clock_cell=args.clock_cell,
+                    boot_s=args.boot_timeout,
                     run_timeout_s=args.run_timeout, budget_s=args.budget_s, kv_cache_gib=args.kv_cache_gib,
                     async_scheduling=args.async_scheduling, parallel=parallel,
                     server_max_num_seqs=args.server_max_num_seqs, server_max_input_len=args.server_max_input_len,

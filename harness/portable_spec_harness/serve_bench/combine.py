@@ -26,7 +26,7 @@ from typing import Any
 from portable_spec.errors import PortableSpecError
 from portable_spec.output import emit_error
 from portable_spec_harness.serve_bench import stats
-from portable_spec_harness.serve_bench.report import rounds_short, tensor_parallel_size
+from portable_spec_harness.serve_bench.report import phase_clock_readings, rounds_short, tensor_parallel_size
 from portable_spec_harness.serve_bench.plan import (RATIO_BASES, TARGET_LINES, Cell, cell_of, kind_of,
                                                     legacy_sampling, ratio_pairs, workload_cells)
 from portable_spec_harness.plotting import legend, save_png, wrapped_title
@@ -191,8 +191,8 @@ def combine(reports: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]
             "hosts": {s: rep.get("host") for rep, s in members},
             "rounds": fewest_rounds(table), "rounds_run": sum(rep.get("rounds_done", 0) for rep, _ in members),
             "cells": table,
-            "phase_clock_c1": {v: r.get("split") for rep, _ in members
-                               for v, r in (rep.get("phase_clock_c1") or {}).items() if r.get("split")}}
+            "phase_clock": {v: {"cell": r.get("cell"), **r["split"]} for rep, _ in members
+                            for v, r in phase_clock_readings(rep).items() if r.get("split")}}
         for key, (variant, base) in ratio_pairs(variants).items():
             entry[key] = stats.ratios(table, runs, variant, base, cells, first["workload"])
             summary.setdefault(key, {}).setdefault(pair, {})[mode] = entry[key]

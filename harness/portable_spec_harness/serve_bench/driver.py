@@ -99,6 +99,10 @@ class Settings:
     seed: int = 0
     placement: str = "auto"
     phase_clock: bool = True
+    clock_cell: str | None = None
+    """The cell the phase clock runs in (``--clock-cell``, one of this call's cell keys): None for concurrency 1 at the
+    first input length and sampling. Why: a cell that misses a target gets its cause from the phase clock in that
+    cell, at its own concurrency and prompt length (issue 41 item 4), not from concurrency 1."""
     clock_prompts: int = 2
     profile_output_len: int = 64
     boot_s: float = 600.0
@@ -181,7 +185,7 @@ class Bench:
         self.record: dict[str, Any] = {
             "kind": "serve_bench", "pair": pair.as_json(), "settings": settings.as_json(),
             "skipped_variants": skipped, "variants": {}, "runs": [], "warm_runs": [], "order": [],
-            "phase_clock_c1": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
+            "phase_clock": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
             "phases_s": {}, "sizing": {}, **({"phase_clock_skipped": PHASE_CLOCK_NEEDS_TP1} if clock_skipped else {})}
         self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
         self.code = kept_servers.code_hash() if settings.keep_servers or settings.reuse_servers else ""
@@ -522,14 +526,21 @@ class Bench:
         fixed, mine = self.earlier_fixed(cell, variant), self.earlier(cell, variant)
         return mine["num_prompts"] / fixed["num_prompts"] if fixed and mine else 1.0
 
+    def clock_cell(self) -> plan.Cell:
+        """Where the phase clock runs: ``--clock-cell`` (one of this call's cells), else concurrency 1 at the first
+        input length and sampling."""
+        named = [cell for cell in self.cells if cell.key == self.settings.clock_cell]
+        return named[0] if named else plan.Cell(self.settings.input_lens[0], self.settings.sampling[0], 1)
+
     def phase_clock(self, live: Live) -> None:
-        """At concurrency 1 in the first input length and sampling: a run under the phase clock (real host time per
-        phase), then a shorter one under the torch profiler (device time per phase), each switched on and off
-        through the probe."""
-        cell = plan.Cell(self.settings.input_lens[0], self.settings.sampling[0], 1)
+        """In ``clock_cell``: a run under the phase clock (real host time per phase; ``clock_prompts`` per slot),
+        then a shorter one under the torch profiler (device time per phase; one prompt per slot), each switched on
+        and off through the probe."""
+        cell = self.clock_cell()
         reading: dict[str, Any] = {"cell": cell.key}
-        for kind, prompts, out_len in (("clock", self.settings.clock_prompts, self.settings.output_len),
-                                       ("profile", 1, min(self.settings.profile_output_len, self.settings.output_len))):
+        c = cell.concurrency
+        for kind, prompts, out_len in (("clock", self.settings.clock_prompts * c, self.settings.output_len),
+                                       ("profile", c, min(self.settings.profile_output_len, self.settings.output_len))):
             begun = self.rpc(live, f"portable_spec_bench_{kind}_start")
             if "error" in begun:
                 reading[kind] = begun
@@ -541,7 +552,7 @@ class Bench:
             reading[f"{kind}_run"] = {k: v for k, v in run.items() if k != "result"}
             if "error" in run:
                 reading[kind] = {"error": f"client run failed: {run['error']}"}
-        self.record["phase_clock_c1"][live.server.variant] = reading
+        self.record["phase_clock"][live.server.variant] = reading
 
     def timed(self, lives: dict[str, Live], order: list[plan.Run]) -> None:
         for run in order:
@@ -700,7 +711,7 @@ class Bench:
         self.record["phases_s"]["warm_s"] = round(time.monotonic() - t, 1)
 
     def phase_clocks(self, lives: list[Live]) -> None:
-        """The phase clock at concurrency 1 on each server, once its timed runs are done (see the module's note)."""
+        """The phase clock in ``clock_cell`` on each server, once its timed runs are done (see the module's note)."""
         if not self.settings.phase_clock:
             return
         t = time.monotonic()

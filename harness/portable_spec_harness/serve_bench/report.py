@@ -137,8 +137,7 @@ def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> 
         record[key] = stats.ratios(table, record["runs"], variant, base, cells, workload)
         problems += [f"{key} {c}: {r['error']}" for c, r in record[key].items() if "error" in r]
     record["short_runs"] = short_runs(record["runs"], workload.get("min_run_s") or 0.0)
-    phase = record.get("phase_clock_c1") or {}
-    for variant, reading in phase.items():
+    for variant, reading in phase_clock_readings(record).items():
         reading["split"] = split(reading.get("clock"), reading.get("profile"))
         if "error" in reading["split"]:
             problems.append(f"phase clock {variant}: {reading['split']['error']}")
@@ -147,6 +146,18 @@ def assemble(record: dict[str, Any], variants: list[str], cells: list[Cell]) -> 
     record["problems"] = problems
     record["status"] = "complete" if not problems else "incomplete"
     return record
+
+
+def phase_clock_readings(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each variant's phase-clock reading in a report (its ``cell`` says where it ran): ``phase_clock``, or
+    ``phase_clock_c1`` in a report written when the clock ran only at concurrency 1."""
+    return record.get("phase_clock") or record.get("phase_clock_c1") or {}
+
+
+def clock_concurrency(readings: dict[str, dict[str, Any]]) -> int:
+    """The concurrency the phase-clock ``readings`` ran at (their cell key's ``c``; 1 for a reading without one)."""
+    cells = {str(r.get("cell") or "c1") for r in readings.values()} or {"c1"}
+    return max(int(cell.rsplit("c", 1)[1]) for cell in cells)
 
 
 def rounds_short(record: dict[str, Any]) -> str | None:
@@ -208,20 +219,19 @@ def table(report: dict[str, Any]) -> str:
     lines += _short_lines(report)
     if report.get("phase_clock_skipped"):
         lines.append(f"phase clock: skipped at TP={tensor_parallel_size(report)}: {report['phase_clock_skipped']}")
-    for variant, reading in (report.get("phase_clock_c1") or {}).items():
+    readings = phase_clock_readings(report)
+    for variant, reading in readings.items():
         s = reading.get("split", {})
-        lines.append(f"phase clock c=1 {variant}: " + (s["error"] if "error" in s else
+        lines.append(f"phase clock {reading.get('cell', 'c=1')} {variant}: " + (s["error"] if "error" in s else
                      f"step {s['step_wall_ms']:.3f} ms, GPU busy {s['device_busy_ms']:.3f} ms "
                      f"({s['device_busy_share']:.0%}), host-only {s['host_only_ms']:.3f} ms, "
                      f"{s['launches_per_step']:.0f} launches/step"))
-    clocks = {v: r["clock"] for v, r in (report.get("phase_clock_c1") or {}).items()
-              if (r.get("clock") or {}).get("phases")}
+    clocks = {v: r["clock"] for v, r in readings.items() if (r.get("clock") or {}).get("phases")}
     if clocks:
         from portable_spec_harness.e2e.breakdown_report import clock_section, render_table
 
-        lines += clock_section(clocks, 1)
-        profiles = {v: r["profile"] for v, r in report["phase_clock_c1"].items()
-                    if (r.get("profile") or {}).get("phases")}
+        lines += clock_section(clocks, clock_concurrency(readings))
+        profiles = {v: r["profile"] for v, r in readings.items() if (r.get("profile") or {}).get("phases")}
         if profiles:
             lines += ["", render_table(profiles)]
     short = (f"; {len(report['short_runs'])} of {len(report['runs'])} timed runs under --min-run-s "
@@ -299,7 +309,8 @@ def _short_lines(report: dict[str, Any]) -> list[str]:
 def plot(report: dict[str, Any], path: Path) -> str | None:
     """One panel per input length and sampling: each ratio (ours over each baseline, a suffixed variant over its
     plain one) on output tok/s against concurrency (the paired median of the rounds with its interval; lines at the
-    targets, ``plan.TARGET_LINES``); under them the profiled per-step host/device bars at concurrency 1. None without matplotlib."""
+    targets, ``plan.TARGET_LINES``); under them the profiled per-step host/device bars of the phase clock's cell.
+    None without matplotlib."""
     try:
         import matplotlib
 
@@ -309,8 +320,8 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
         return None
     from portable_spec_harness.e2e.breakdown_report import draw
 
-    profiles = {v: r["profile"] for v, r in (report.get("phase_clock_c1") or {}).items()
-                if (r.get("profile") or {}).get("phases")}
+    readings = phase_clock_readings(report)
+    profiles = {v: r["profile"] for v, r in readings.items() if (r.get("profile") or {}).get("phases")}
     groups = panels(report)
     cols = min(len(groups), 3)
     rows = -(-len(groups) // cols)
@@ -319,7 +330,7 @@ def plot(report: dict[str, Any], path: Path) -> str | None:
     for i, (input_len, sampling) in enumerate(groups):
         _ratio_panel(fig.add_subplot(rows + (1 if profiles else 0), cols, i + 1), report, input_len, sampling)
     if profiles:
-        draw(fig.add_subplot(rows + 1, 1, rows + 1), profiles, 1)
+        draw(fig.add_subplot(rows + 1, 1, rows + 1), profiles, clock_concurrency(readings))
     pair, w = report["pair"], report["workload"]
     fig.suptitle(wrapped_title(f"vllm serve + vllm bench serve: {pair['name']} ({pair['mode']}), K={pair['k']}, "
                                f"output {w['output_len']} tokens, {where(report)}, vLLM {report.get('vllm')}", width))
