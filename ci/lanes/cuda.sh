@@ -42,10 +42,10 @@
 #   they served that SERVE_BENCH_SIZING_FROM sized, but the first; SERVE_BENCH_SERVER_MAX_NUM_SEQS / SERVE_BENCH_SERVER_MAX_INPUT_LEN
 #   shape every call's servers as the chain's widest, default its highest concurrency / longest input, so a call of
 #   fewer cells reuses them; SERVE_BENCH_KV_CACHE_GIB: each server's KV cache per GPU in GiB instead of the sized
-#   default), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the
-#   phase clock, which otherwise runs after the timed rounds), SERVE_BENCH_CLOCK_CELL (the cell it runs in, e.g.
-#   in4096/sampled/c8, one of the call's; default c=1 at the first input length and sampling), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, on every variant
-#   without a suffix),
+#   default), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the phase clock, which otherwise runs after the timed
+#   rounds), SERVE_BENCH_CLOCK_CELL (the cell it runs in, e.g. in4096/sampled/c8, one of the call's; default c=1 at
+#   the first input length and sampling), SERVE_BENCH_ASYNC_SCHEDULING (default|on|off, on every variant without a
+#   suffix),
 #   SERVE_BENCH_INPUT_LEN (comma-separated prompt lengths, one cell each, default 256) / SERVE_BENCH_OUTPUT_LEN
 #   (default 256), SERVE_BENCH_SAMPLING (greedy, sampled or greedy,sampled, default greedy),
 #   SERVE_BENCH_PROMPTS_PER_SLOT (the fewest, default 2), SERVE_BENCH_MIN_RUN_S (each cell's timed runs sized from its

@@ -3,12 +3,13 @@
 Boots ``vllm serve`` per variant (upstream V1, ours, MRV2 for dense targets), once for every cell, drives each with
 vLLM's own ``vllm bench serve`` (random dataset, fixed lengths) in every cell: ``--input-len`` x ``--sampling`` x
 ``--concurrency``, each cell's runs sized from its warm run to last ``--min-run-s``, rounds interleaved, and writes
-``OUT/serve_bench.json`` (medians of the rounds per cell, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per cell key
-such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds paired, the runs under ``--min-run-s``,
-the phase clock's host/device split at concurrency 1, or in the cell ``--clock-cell`` names), ``.txt`` and ``.png``, every client run's saved JSON and
-printed text under ``OUT/runs/``, and each server's log. ``--tp N`` runs every server at tensor parallel N on GPUs
-0..N-1 (``--disable-custom-all-reduce --no-fuse-allreduce-rms`` too on a host without NVLink multicast); the
-placement is then estimated per GPU and the report names the TP. ``--async-scheduling on|off`` asks every server
+``OUT/serve_bench.json`` (medians of the rounds per cell, ``ours_over_upstream_v1`` / ``ours_over_mrv2`` per cell
+key such as ``in1024/sampled/c2`` on output tok/s and median TPOT with the rounds paired, the runs under
+``--min-run-s``, the phase clock's host/device split at concurrency 1 or in the cell ``--clock-cell`` names),
+``.txt`` and ``.png``, every client run's saved JSON and printed text under ``OUT/runs/``, and each server's log.
+``--tp N`` runs every server at tensor parallel N on GPUs 0..N-1 (``--disable-custom-all-reduce
+--no-fuse-allreduce-rms`` too on a host without NVLink multicast); the placement is then estimated per GPU and the
+report names the TP. ``--async-scheduling on|off`` asks every server
 for that scheduling; a variant named with a suffix asks its own server (``--variants upstream_v1,ours,ours@async``:
 ours with vLLM's default and ours with async scheduling, one more server, interleaved like the rest), adding the
 ratios ``ours@async_over_upstream_v1`` and ``ours@async_over_ours``; the report checks each server ran as asked.
