@@ -2332,6 +2332,16 @@ def test_a_clock_cell_the_call_cannot_run_is_one_line_and_exit_2(tmp_path, capsy
     assert not (tmp_path / "o").exists()
 
 
+def test_the_driver_called_directly_refuses_a_clock_cell_of_another_call(zoo_pair, tmp_path):
+    """No silent fall-back to c=1: the same one line as the CLI's, before any server is launched."""
+    launched, launch = recording_launcher()
+    bad = Settings(**{**FAST, "clock_cell": "in16/greedy/c4"})
+    with pytest.raises(PortableSpecError, match="--clock-cell in16/greedy/c4 is not one of this call's cells: name "
+                                                "one of in16/greedy/c1, in16/greedy/c2"):
+        driver.run_serve_bench(zoo_pair, bad, tmp_path / "d", cpu_hooks(launch))
+    assert launched == []
+
+
 def test_the_lane_knob_names_the_clock_cell(tmp_path):
     from portable_spec_harness.serve_bench.__main__ import parser, settings_from
     from test_tp2_stage import module_args, recorded

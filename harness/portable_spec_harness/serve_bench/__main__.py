@@ -192,10 +192,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         if args.no_phase_clock:
             raise PortableSpecError(f"--clock-cell {args.clock_cell} names where the phase clock runs, and "
                                     "--no-phase-clock skips it: drop one")
-        keys = [cell.key for cell in plan.cells(input_lens, sampling, concurrency)]
-        if args.clock_cell not in keys:
-            raise PortableSpecError(f"--clock-cell {args.clock_cell} is not one of this call's cells: name one of "
-                                    f"{', '.join(keys)}")
+        plan.clock_cell(plan.cells(input_lens, sampling, concurrency), args.clock_cell)
     # a server shape below the cells is refused here, before the pair is built or --out made
     plan.server_shape(concurrency, input_lens, args.server_max_num_seqs, args.server_max_input_len)
     return Settings(variants=variants, concurrency=concurrency, rounds=args.rounds,

@@ -188,6 +188,7 @@ class Bench:
             "phase_clock": {}, "problems": [], "rounds_asked": settings.rounds, "rounds_done": 0,
             "phases_s": {}, "sizing": {}, **({"phase_clock_skipped": PHASE_CLOCK_NEEDS_TP1} if clock_skipped else {})}
         self.cells = plan.cells(settings.input_lens, settings.sampling, settings.concurrency)
+        self.clock_cell = plan.clock_cell(self.cells, settings.clock_cell)  # refused here, before any boot
         self.code = kept_servers.code_hash() if settings.keep_servers or settings.reuse_servers else ""
         # An earlier call's kept servers (--reuse-servers), read once: the placement and every boot ask it.
         self.kept = kept_servers.read(Path(settings.reuse_servers)) if settings.reuse_servers else {}
@@ -526,17 +527,11 @@ class Bench:
         fixed, mine = self.earlier_fixed(cell, variant), self.earlier(cell, variant)
         return mine["num_prompts"] / fixed["num_prompts"] if fixed and mine else 1.0
 
-    def clock_cell(self) -> plan.Cell:
-        """Where the phase clock runs: ``--clock-cell`` (one of this call's cells), else concurrency 1 at the first
-        input length and sampling."""
-        named = [cell for cell in self.cells if cell.key == self.settings.clock_cell]
-        return named[0] if named else plan.Cell(self.settings.input_lens[0], self.settings.sampling[0], 1)
-
     def phase_clock(self, live: Live) -> None:
         """In ``clock_cell``: a run under the phase clock (real host time per phase; ``clock_prompts`` per slot),
         then a shorter one under the torch profiler (device time per phase; one prompt per slot), each switched on
         and off through the probe."""
-        cell = self.clock_cell()
+        cell = self.clock_cell
         reading: dict[str, Any] = {"cell": cell.key}
         c = cell.concurrency
         for kind, prompts, out_len in (("clock", self.settings.clock_prompts * c, self.settings.output_len),

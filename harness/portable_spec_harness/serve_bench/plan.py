@@ -105,6 +105,19 @@ def cells(input_lens: list[int] | tuple[int, ...], sampling: list[str] | tuple[s
     return [Cell(n, s, c) for n in input_lens for s in sampling for c in concurrency]
 
 
+def clock_cell(call_cells: list[Cell], key: str | None) -> Cell:
+    """The cell the phase clock runs in: the one of ``call_cells`` whose key is ``key`` (``--clock-cell``), or without a
+    key concurrency 1 at the first cell's input length and sampling; a key that is none of them is one line naming
+    them (the CLI asks before anything is made, the driver again when called directly: never a silent c=1)."""
+    if key is None:
+        return Cell(call_cells[0].input_len, call_cells[0].sampling, 1)
+    named = [cell for cell in call_cells if cell.key == key]
+    if not named:
+        raise PortableSpecError(f"--clock-cell {key} is not one of this call's cells: name one of "
+                                f"{', '.join(cell.key for cell in call_cells)}")
+    return named[0]
+
+
 def legacy_sampling(workload: dict) -> str:
     """The sampling name of a report written before ``--sampling`` (one ``temperature`` for every run)."""
     temperature = workload.get("temperature", 0.0)

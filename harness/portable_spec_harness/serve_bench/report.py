@@ -155,9 +155,8 @@ def phase_clock_readings(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def clock_concurrency(readings: dict[str, dict[str, Any]]) -> int:
-    """The concurrency the phase-clock ``readings`` ran at (their cell key's ``c``; 1 for a reading without one)."""
-    cells = {str(r.get("cell") or "c1") for r in readings.values()} or {"c1"}
-    return max(int(cell.rsplit("c", 1)[1]) for cell in cells)
+    """The concurrency the phase-clock ``readings`` ran at, as their clock runs recorded it (1 where none did)."""
+    return max((int((r.get("clock_run") or {}).get("concurrency") or 1) for r in readings.values()), default=1)
 
 
 def rounds_short(record: dict[str, Any]) -> str | None:
