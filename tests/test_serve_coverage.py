@@ -298,12 +298,15 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
     assert "profiler" in aside["why"]
     read = {m["summary"] for c in report["cells"] for m in c["measurements"]}
     assert aside["summary"] not in read and any("repooled/s19-dm256b" in s for s in read)
+    read |= {m["summary"] for c in coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT)["cells"]
+             for m in c["measurements"]}  # a pool of issue 41's pairs is read by its table
     # pools a later pool of the same calls and more replaced: (the set-aside pool, the one read instead)
     replaced = [("2026-11-29-h200-session25/dm832026", "2026-11-30-h200-session34/dm832026"),
                 ("2026-11-29-h200-session31/dm1k033", "2026-11-30-h200-session37/dm1k033"),
                 ("2026-11-29-h200-session32/dmd026", "2026-11-30-h200-session33/dmd026"),
                 ("2026-11-30-h200-session33/dmp026", "2026-11-30-h200-session34/dmp026"),
-                ("2026-11-30-h200-session34/dmp026", "2026-11-30-h200-session38/dmp026")]
+                ("2026-11-30-h200-session34/dmp026", "2026-11-30-h200-session38/dmp026"),
+                ("2026-12-01-h200-session46/moe1k", "2026-12-01-h200-session47/moe1k")]
     assert [one["summary"] for one in superseded] == [
         f"bench/results/{old}/pooled/serve_bench_summary.json" for old, _ in replaced]
     newer = dict(replaced)
