@@ -111,6 +111,12 @@ def test_the_p99_rule_holds_in_every_run():
         moments = sorted(g["at_s"] for g in run["result"]["itl_stalls"]["largest"])
         assert len(moments) == 5 and sum(b - a > 0.005 for a, b in zip(moments, moments[1:])) <= 2
     counts = {(label, run["variant"]): run["result"]["itl_stalls"]["gaps_over_threshold"] for label, run in runs}
+    labels = {label for label, _ in runs}
+    more = [label for label in labels if counts[(label, "ours")] > counts[(label, "upstream_v1")]]
+    assert len(labels) == 4 and len(more) == 3
+    assert (f"Ours held more of them than upstream V1 in three of the four runs (most in session 38's round 2, "
+            f"{counts[('session 38, round 2', 'ours')]} against {counts[('session 38, round 2', 'upstream_v1')]})"
+            in folded())
     assert (f"On the same 104 prompts ours held {counts[('session 38, round 0', 'ours')]} such gaps in session 38 and "
             f"{counts[('here, round 0 again', 'ours')]} here, upstream V1 "
             f"{counts[('session 38, round 0', 'upstream_v1')]} and {counts[('here, round 0 again', 'upstream_v1')]}"
