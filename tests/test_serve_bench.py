@@ -989,6 +989,21 @@ def test_each_run_keeps_its_itl_stalls_and_drops_the_per_request_fields(clean_ru
         assert not set(client.DETAILED) & set(saved) and saved["itl_stalls"] == stalls
 
 
+@pytest.mark.parametrize("n", [1, 2, 99, 100, 101, 5590, 6129])
+def test_p99_neighbours_bracket_the_clients_p99(n):
+    """The two gaps ``p99_neighbours`` names are the ones numpy's default percentile (vLLM's bench) interpolates
+    between: the p99 lies between them, and each is the gap at its rank."""
+    import numpy as np
+
+    gaps = [0.001 * (1 + (i * 7919) % n) for i in range(n)]  # n distinct gaps, shuffled
+    low, high = client.p99_neighbours(gaps)
+    p99 = 1000 * float(np.percentile(gaps, 99))
+    ordered = sorted(gaps, reverse=True)
+    assert low["ms"] <= round(p99, 2) <= high["ms"]
+    assert [g["ms"] for g in (low, high)] == [round(1000 * ordered[g["rank"] - 1], 2) for g in (low, high)]
+    assert low["rank"] - high["rank"] == (1 if n > 1 else 0)
+
+
 def test_itl_stalls_names_the_long_gaps_and_says_when_there_are_none(tmp_path):
     saved = {"itls": [[0.006] * 10, [0.006] * 4 + [0.25] + [0.006] * 5], "start_times": [100.0, 100.5],
              "ttfts": [0.03, 0.04]}
@@ -998,6 +1013,9 @@ def test_itl_stalls_names_the_long_gaps_and_says_when_there_are_none(tmp_path):
     assert stalls["stall_excess_ms"] == 244.0
     assert (stalls["threshold_ms"], stalls["gaps_over_threshold"], stalls["gap_ms_over_threshold"]) == (100.0, 1, 250.0)
     assert client.stall_total(stalls) == {"stall_total_ms": 250.0, "stall_gaps": 1}
+    assert stalls["gaps_at_least_ms"] == {"50": 1, "100": 1, "150": 1, "200": 1}
+    # 20 gaps: the p99 sits at 0.99 x 19 = 18.81 of the sorted gaps, between the 2nd longest and the longest
+    assert stalls["p99_neighbours"] == [{"rank": 2, "ms": 6.0}, {"rank": 1, "ms": 250.0}]
     assert client.stall_total({"itls": 0}) == {}  # no ITLs: no stall total, not a 0
     assert client.itl_stalls({"itls": [[], []]}) == {"itls": 0} and client.itl_stalls({}) == {"itls": 0}
     path = tmp_path / "r.json"

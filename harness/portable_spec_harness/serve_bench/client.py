@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shlex
 import sys
 import threading
@@ -39,6 +40,11 @@ STALLS_KEPT = 5
 STALL_THRESHOLD_MS = 100.0
 """An inter-token gap at or over this many ms counts into the run's stall total (``gap_ms_over_threshold``): a fixed
 threshold, unlike ``STALL_FACTOR``, so runs of different variants and cells add up the same kind of gap."""
+TAIL_EDGES_MS = (50.0, 100.0, 150.0, 200.0)
+"""The run's gaps are counted at or over each of these (``gaps_at_least_ms``): at 4096-token prompts a decode gap is
+under 50 ms, a step holding one prompt's prefill ~90-100 ms and one holding two ~180-210 ms (an 8B target, H200)."""
+P99 = 0.99
+"""The percentile of the client's ``p99_itl_ms``, which ``p99_neighbours`` brackets."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,11 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
     the median in ms, and the largest few with the request, the token and when it came (s after the first request
     started). Why: a run's mean ITL can sit well above its median from a handful of long gaps (issue 24's EAGLE-3
     dummy pair at c=2); this says where they were. Beside them, the gaps at or over ``STALL_THRESHOLD_MS``: how many
-    and their sum (the run's stall total, comparable across runs). No ITLs: ``itls`` 0 and nothing else."""
+    and their sum (the run's stall total, comparable across runs); how many gaps reach each of ``TAIL_EDGES_MS``; and
+    the two gaps the client's p99 ITL interpolates between (``p99_neighbours``). Why the last two: at long prompts
+    the p99 can sit on the edge between decode gaps and the steps that hold a prefill (issue 41's missed cell), and
+    which side it fell on, and how many gaps were on the far side, is then the run's whole story. No ITLs: ``itls``
+    0 and nothing else."""
     itls = saved.get("itls") or []
     flat = [gap for request in itls for gap in (request or [])]
     if not flat:
@@ -123,7 +133,19 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
     return {"itls": len(flat), "median_itl_ms": round(1000 * median, 3), "stalls": len(found),
             "stall_excess_ms": round(sum(stall["ms"] for stall in found) - 1000 * median * len(found), 1),
             "largest": largest, "threshold_ms": STALL_THRESHOLD_MS, "gaps_over_threshold": len(long_gaps),
-            "gap_ms_over_threshold": round(sum(long_gaps), 1)}
+            "gap_ms_over_threshold": round(sum(long_gaps), 1),
+            "gaps_at_least_ms": {str(int(edge)): sum(1000 * gap >= edge for gap in flat) for edge in TAIL_EDGES_MS},
+            "p99_neighbours": p99_neighbours(flat)}
+
+
+def p99_neighbours(gaps: list[float]) -> list[dict[str, Any]]:
+    """The two gaps (seconds in, ms out) whose linear interpolation is the client's 99th percentile (vLLM's bench
+    takes ``numpy.percentile``'s default: position 0.99 x (n - 1) in the sorted gaps), the lower first, each with its
+    rank counted from the longest (1 = the longest)."""
+    ordered = sorted(gaps)
+    low = math.floor(P99 * (len(ordered) - 1))
+    high = min(low + 1, len(ordered) - 1)
+    return [{"rank": len(ordered) - i, "ms": round(1000 * ordered[i], 2)} for i in (low, high)]
 
 
 def condense(path: str | Path) -> None:
