@@ -264,6 +264,9 @@ def test_the_main_readme_gives_the_missed_cells_cause():
     report = CLOCK.call_report("call1")
     up, ours = (report["phase_clock"][v]["clock"]["step_wall_ms"] for v in ("upstream_v1", "ours"))
     ratio = report["ours_over_upstream_v1"][CELL]["paired_p99_itl_ms"]["median"]
+    (mine,) = [run for run in report["runs"] if run["variant"] == "ours"]
+    n = mine["result"]["itl_stalls"]["itls"]
+    assert f"the p99's lower rank ({n - math.floor(0.99 * (n - 1))} of {n:,} gaps)" in readme
     assert (f"The phase clock in that cell finds ours' steps faster ({ours:.2f} against {up:.2f} ms)" in readme
             and f"a re-run gave ours' p99 ITL {ratio:.2f}× upstream's" in readme)
     ratios = MOE1K.summary()["ours_over_upstream_v1"][MOE_PAIR[0]][MOE_PAIR[1]]

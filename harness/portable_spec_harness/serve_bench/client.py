@@ -41,8 +41,8 @@ STALL_THRESHOLD_MS = 100.0
 """An inter-token gap at or over this many ms counts into the run's stall total (``gap_ms_over_threshold``): a fixed
 threshold, unlike ``STALL_FACTOR``, so runs of different variants and cells add up the same kind of gap."""
 TAIL_EDGES_MS = (50.0, 100.0, 150.0, 200.0)
-"""The run's gaps are counted at or over each of these (``gaps_at_least_ms``): at 4096-token prompts a decode gap is
-under 50 ms, a step holding one prompt's prefill ~90-100 ms and one holding two ~180-210 ms (an 8B target, H200)."""
+"""The run's gaps are counted at or over each of these (``gaps_at_least_ms``): edges coarse enough to tell decode gaps
+from steps that hold one or two long prompts' prefills at the prompt lengths issue 41 varies."""
 P99 = 0.99
 """The percentile of the client's ``p99_itl_ms``, which ``p99_neighbours`` brackets."""
 
