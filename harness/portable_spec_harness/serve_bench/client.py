@@ -117,7 +117,8 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
     flat = [gap for request in itls for gap in (request or [])]
     if not flat:
         return {"itls": 0}
-    median = sorted(flat)[len(flat) // 2]
+    ordered = sorted(flat)  # the median's and the p99's neighbours' order, sorted once
+    median = ordered[len(flat) // 2]
     starts, ttfts = saved.get("start_times") or [], saved.get("ttfts") or []
     origin = min(starts) if starts else 0.0
     found = []
@@ -135,17 +136,21 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
             "largest": largest, "threshold_ms": STALL_THRESHOLD_MS, "gaps_over_threshold": len(long_gaps),
             "gap_ms_over_threshold": round(sum(long_gaps), 1),
             "gaps_at_least_ms": {str(int(edge)): sum(1000 * gap >= edge for gap in flat) for edge in TAIL_EDGES_MS},
-            "p99_neighbours": p99_neighbours(flat)}
+            "p99_neighbours": p99_neighbours(ordered)}
+
+
+def p99_ranks(n: int) -> tuple[int, int]:
+    """The ranks, counted from the longest (1 = the longest), of the two of ``n`` gaps whose linear interpolation is
+    the client's 99th percentile, the lower gap first: vLLM's bench takes ``numpy.percentile``'s default, position
+    0.99 x (n - 1) in the sorted gaps."""
+    low = math.floor(P99 * (n - 1))
+    return n - low, n - min(low + 1, n - 1)
 
 
 def p99_neighbours(gaps: list[float]) -> list[dict[str, Any]]:
-    """The two gaps (seconds in, ms out) whose linear interpolation is the client's 99th percentile (vLLM's bench
-    takes ``numpy.percentile``'s default: position 0.99 x (n - 1) in the sorted gaps), the lower first, each with its
-    rank counted from the longest (1 = the longest)."""
+    """The two gaps (seconds in, ms out) at ``p99_ranks``, the lower first, each with its rank."""
     ordered = sorted(gaps)
-    low = math.floor(P99 * (len(ordered) - 1))
-    high = min(low + 1, len(ordered) - 1)
-    return [{"rank": len(ordered) - i, "ms": round(1000 * ordered[i], 2)} for i in (low, high)]
+    return [{"rank": rank, "ms": round(1000 * ordered[len(ordered) - rank], 2)} for rank in p99_ranks(len(ordered))]
 
 
 def condense(path: str | Path) -> None:
