@@ -492,6 +492,24 @@ def checked_issue41_targets(folder: ResultsFolder, cells: dict, tok: list[float]
     return min(durations)
 
 
+def checked_issue41_pool(folder: ResultsFolder, pair: tuple[str, str], calls: tuple[str, ...],
+                         sessions: list[str], length: int, concurrencies: tuple[int, ...], title: str,
+                         below_one: list[float], runs: int) -> dict:
+    """A dummy-weight pair's three-round pool of issue 41 on vLLM 0.26.0 (``folder``'s, pooling ``calls`` from the
+    results folders ``sessions``), read back: no problem left, the README's ``title`` section
+    (``checked_issue41_rows``) with exactly ``below_one`` as its rounds under 1.0, the targets' sentence
+    (``checked_issue41_targets``) and the shortest run's. Returns the pooled cells (variant -> cell key -> cell)."""
+    summary, entry = folder.pooled_entry(*pair, "0.26.0", calls)
+    assert [Path(p).parts[2] for p in entry["sources"]] == sessions
+    assert summary["problems"] == [] and entry["rounds"] == 3
+    cells, ratios = entry["cells"], summary["ours_over_upstream_v1"][pair[0]][pair[1]]
+    tok, itl, rounds = checked_issue41_rows(folder, cells, ratios, length, concurrencies, rounds=3, title=title)
+    assert sorted(r for r in rounds if r < 1.0) == below_one
+    shortest = checked_issue41_targets(folder, cells, tok, itl, runs=runs)
+    assert f"Every timed run lasted {shortest:.1f} s or more" in folder.folded()
+    return cells
+
+
 def checked_counted_row(rows: list[dict], length: int, summary_folder: str) -> list[dict]:
     """The eight cells of a coverage row (``checked_coverage``'s ``rows``) at ``length`` tokens: each counted and
     meeting every target, each counted from one 3-round pooled summary under ``summary_folder``
