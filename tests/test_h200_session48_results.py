@@ -95,7 +95,7 @@ def test_the_moe_1024_rows_at_c8_c32_pool_three_rounds_and_meet_the_targets():
             [*UPSTREAM_MOE, "_topk_topp_kernel", "fused_moe_kernel"]
 
 
-def merged_4096() -> tuple[dict, dict, dict]:
+def merged_4096() -> tuple[dict, dict]:
     """The greedy and the sampled pool at 4096 in as one (cells per variant, ratios): the README's table of two
     samplings from two pools of the same servers."""
     entries, ratios = [], {}
@@ -106,11 +106,11 @@ def merged_4096() -> tuple[dict, dict, dict]:
         entries.append(entry)
         ratios |= summary["ours_over_upstream_v1"][MOE_PAIR[0]][MOE_PAIR[1]]
     cells = {v: {**entries[0]["cells"][v], **entries[1]["cells"][v]} for v in ("upstream_v1", "ours")}
-    return cells, ratios, {"greedy": entries[0], "sampled": entries[1]}
+    return cells, ratios
 
 
 def test_the_moe_4096_rows_two_rounds():
-    cells, ratios, _ = merged_4096()
+    cells, ratios = merged_4096()
     tok, itl, rounds = checked_issue41_rows(MOE4KG, cells, ratios, 4096, (1, 2, 8), rounds=2,
                                             title="## The MoE pair at 4096 in, c = 1, 2, 8")
     assert len(rounds) == 12 and sorted(r for r in rounds if r < 1.0) == [0.969, 0.993]
@@ -189,7 +189,7 @@ def test_the_main_readme_gives_the_moe_rows():
     itl = max(r["p99_itl_ms"] for r in ratios.values())
     assert (f"and at c = 8 / 32 {tok['greedy'][0]:.2f} / {tok['greedy'][1]:.2f} greedy and {tok['sampled'][0]:.2f} / "
             f"{tok['sampled'][1]:.2f} sampled, ours' p99 ITL at most {itl:.2f}× upstream's") in readme
-    _, ratios4k, _ = merged_4096()
+    _, ratios4k = merged_4096()
     said = {s: " / ".join(f"{ratios4k[f'in4096/{s}/c{c}']['output_tok_s']:.2f}" for c in (1, 2, 8))
             for s in ("greedy", "sampled")}
     assert (f"At 4096 in its first two rounds give {said['greedy']} greedy and {said['sampled']} sampled at "
