@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portable_spec_harness.serve_bench import coverage
+from portable_spec_harness.serve_bench import client, coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
                               checked_issue41_pool, checked_issue41_rows, jit_compiles, no_compile_after_boot)
 
@@ -200,3 +200,27 @@ def test_the_main_readme_gives_the_moe_rows():
 def test_every_runs_folder_here_is_one_archive(folder, call):
     assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
     assert not (folder.bench / call / "serve-bench" / "runs").exists()
+
+
+def test_each_runs_p99_neighbours_bracket_its_p99_itl():
+    """``itl_stalls.p99_neighbours`` (new in ``7393d8c``) on the GPU: in every timed run the two gaps sit at the
+    ranks numpy's p99 interpolates between (``client.p99_ranks``) and bracket the p99 ITL vLLM's bench reported."""
+    checked = 0
+    for folder, call in SERVING:
+        for run in folder.call_report(call)["runs"]:
+            result = run["result"]
+            stalls = result["itl_stalls"]
+            low, high = stalls["p99_neighbours"]
+            assert (low["rank"], high["rank"]) == client.p99_ranks(stalls["itls"]), (call, run["variant"])
+            assert low["ms"] - 0.01 <= result["p99_itl_ms"] <= high["ms"] + 0.01, (call, run["variant"])
+            assert stalls["gaps_at_least_ms"]["100"] == stalls["gaps_over_threshold"]
+            checked += 1
+    assert checked == 40 and f"in all {checked} timed runs of this session" in folded()
+    example = {run["variant"]: run["result"] for run in MOE1K832.call_report("call1")["runs"]
+               if (run["concurrency"], run["sampling"]) == (32, "greedy")}
+    ours, up = example["ours"], example["upstream_v1"]
+    ranks = [n["rank"] for n in ours["itl_stalls"]["p99_neighbours"]]
+    assert (f"ours' p99 ({ours['p99_itl_ms']:.2f} ms) fell between its {ranks[0]}th and {ranks[1]}th longest gaps of "
+            f"{ours['itl_stalls']['itls']:,}, with {ours['itl_stalls']['gaps_over_threshold']} gaps of 100 ms or more "
+            f"against upstream V1's {up['itl_stalls']['gaps_over_threshold']} (whose p99 was "
+            f"{up['p99_itl_ms']:.2f} ms)") in folded()
