@@ -224,6 +224,16 @@ VARIABLES: tuple[LaneVar, ...] = (
           "Seconds `ci/gpu/lane_and_pack.sh` gives the lane's processes after its limit's SIGTERM to end (the serving "
           "benchmark writes its final report on the way out) before it kills what is left and packs; keep the limit "
           "plus this inside the device call's timeout.", "ci/gpu/lane_and_pack.sh"),
+    _knob("LEASE_CLOCK_FILE", "/tmp/lease_t0",
+          "Where `ci/gpu-host/lease_clock.sh start` writes the host's time in a lease's first call and `limit` reads "
+          "it back (a fresh machine has none: stage again).", "ci/gpu-host/lease_clock.sh"),
+    _knob("LEASE_S", "1800",
+          "The device lease's seconds `ci/gpu-host/lease_clock.sh limit` counts down from (the device tool's 30 "
+          "minutes a session).", "ci/gpu-host/lease_clock.sh"),
+    _knob("LEASE_OVERHEAD_S", "90",
+          "Seconds `ci/gpu-host/lease_clock.sh limit` allows for what the device counts and the host's clock does "
+          "not: the machine's start before the first call and the transfers (28-35 s through session 48's lease), "
+          "plus the last call's packing and return.", "ci/gpu-host/lease_clock.sh"),
 )
 BY_NAME: dict[str, LaneVar] = {var.name: var for var in VARIABLES}
 
