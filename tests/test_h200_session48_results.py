@@ -4,6 +4,7 @@ under budgets set from the lease's clock."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 from pathlib import Path
 
@@ -49,22 +50,19 @@ def test_every_serving_call_ran_7393d8c_on_the_v1_runner():
 
 def test_the_chains_kept_and_reused_their_servers():
     first, second = (MOE1K832.call_report(c) for c in ("call1", "call2"))
-    assert first["kept_servers"]["registry"] == "/tmp/kept1k.json" and second.get("kept_servers") is None
-    for info in second["variants"].values():
-        (boot,) = info["boots"]
-        assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == "/tmp/kept1k.json"
+    greedy, sampled = MOE4KG.call_report("call1"), MOE4KS.call_report("call1")
+    for keeper, reuser, registry in ((first, second, "/tmp/kept1k.json"), (greedy, sampled, "/tmp/kept4k.json")):
+        assert keeper["kept_servers"]["registry"] == registry and reuser.get("kept_servers") is None
+        for info in reuser["variants"].values():
+            (boot,) = info["boots"]
+            assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == registry
     skipped = {(w["variant"], w["cell"]) for w in second["warm_skipped"]}
     assert len(skipped) == 6 and {c for _, c in skipped} == {"in1024/greedy/c32", "in1024/sampled/c8",
                                                              "in1024/sampled/c32"}
     assert "their warm runs skipped in three of the four cells" in folded()
-    greedy, sampled = MOE4KG.call_report("call1"), MOE4KS.call_report("call1")
     assert {v: info["not_reused"] for v, info in greedy["variants"].items()} == {
         "upstream_v1": "its vllm serve arguments differ", "ours": "its vllm serve arguments differ"}
     assert '("its vllm serve arguments differ") and booted' in folded()
-    assert greedy["kept_servers"]["registry"] == "/tmp/kept4k.json" and sampled.get("kept_servers") is None
-    for info in sampled["variants"].values():
-        (boot,) = info["boots"]
-        assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == "/tmp/kept4k.json"
 
 
 def test_the_moe_1024_rows_at_c8_c32_pool_three_rounds_and_meet_the_targets():
@@ -95,6 +93,7 @@ def test_the_moe_1024_rows_at_c8_c32_pool_three_rounds_and_meet_the_targets():
             [*UPSTREAM_MOE, "_topk_topp_kernel", "fused_moe_kernel"]
 
 
+@functools.cache
 def merged_4096() -> tuple[dict, dict]:
     """The greedy and the sampled pool at 4096 in as one (cells per variant, ratios): the README's table of two
     samplings from two pools of the same servers."""

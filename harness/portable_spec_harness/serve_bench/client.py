@@ -147,9 +147,9 @@ def p99_ranks(n: int) -> tuple[int, int]:
     return n - low, n - min(low + 1, n - 1)
 
 
-def p99_neighbours(gaps: list[float]) -> list[dict[str, Any]]:
-    """The two gaps (seconds in, ms out) at ``p99_ranks``, the lower first, each with its rank."""
-    ordered = sorted(gaps)
+def p99_neighbours(ordered: list[float]) -> list[dict[str, Any]]:
+    """The two gaps (seconds in, ms out) at ``p99_ranks`` of ``ordered`` (the gaps sorted shortest first, as
+    ``itl_stalls`` holds them), the lower first, each with its rank."""
     return [{"rank": rank, "ms": round(1000 * ordered[len(ordered) - rank], 2)} for rank in p99_ranks(len(ordered))]
 
 
