@@ -124,6 +124,25 @@ def no_compile_after_boot(folder: ResultsFolder, calls: tuple[str, ...], variant
     return compared
 
 
+def checked_p99_neighbours(calls: list[tuple[ResultsFolder, str]]) -> int:
+    """``itl_stalls.p99_neighbours`` of every timed run of ``calls`` (folder, call): the two gaps sit at the ranks
+    numpy's p99 interpolates between (``client.p99_ranks``), bracket the p99 ITL vLLM's bench reported, and the stall
+    count is the gaps of 100 ms or more; returns the runs checked."""
+    from portable_spec_harness.serve_bench import client
+
+    checked = 0
+    for folder, call in calls:
+        for run in folder.call_report(call)["runs"]:
+            result = run["result"]
+            stalls = result["itl_stalls"]
+            low, high = stalls["p99_neighbours"]
+            assert (low["rank"], high["rank"]) == client.p99_ranks(stalls["itls"]), (call, run["variant"])
+            assert low["ms"] - 0.01 <= result["p99_itl_ms"] <= high["ms"] + 0.01, (call, run["variant"])
+            assert stalls["gaps_at_least_ms"]["100"] == stalls["gaps_over_threshold"], (call, run["variant"])
+            checked += 1
+    return checked
+
+
 SPECULATOR_COUNTS = ("speculator_replays", "speculator_prefill_replays", "speculator_eager_prefills",
                      "speculator_eager_loops")
 
