@@ -193,7 +193,7 @@ def test_the_main_readme_gives_the_moe_rows():
     itl = max(r["p99_itl_ms"] for r in ratios.values())
     assert (f"and at c = 8 / 32 {tok['greedy'][0]:.2f} / {tok['greedy'][1]:.2f} greedy and {tok['sampled'][0]:.2f} / "
             f"{tok['sampled'][1]:.2f} sampled, ours' p99 ITL at most {itl:.2f}× upstream's") in readme
-    # the 4096-token rows' sentence there gives three rounds since (session 49's read-back)
+    # the main README's 4096-token sentence is session 49's since (its read-back checks it)
 
 
 @pytest.mark.parametrize("folder,call", SERVING)
