@@ -987,6 +987,12 @@ def test_each_run_keeps_its_itl_stalls_and_drops_the_per_request_fields(clean_ru
         saved = json.loads((out / run["result_file"]).read_text())
         assert saved["detailed_fields_dropped"] == list(client.DETAILED)
         assert not set(client.DETAILED) & set(saved) and saved["itl_stalls"] == stalls
+        times = saved["request_times"]
+        assert len(times["start_s"]) == len(times["ttft_ms"]) == run["result"]["completed"] > 0
+        assert min(times["start_s"]) == 0.0 and min(times["ttft_ms"]) > 0
+        grouped = run["result"]["ttft_by_prefills_ahead"]
+        assert grouped == saved["ttft_by_prefills_ahead"] == client.ttft_by_prefills_ahead(times)
+        assert sum(g["requests"] for g in grouped.values()) == run["result"]["completed"]
 
 
 @pytest.mark.parametrize("n", [1, 2, 99, 100, 101, 5590, 6129])
@@ -1026,6 +1032,29 @@ def test_itl_stalls_names_the_long_gaps_and_says_when_there_are_none(tmp_path):
     assert condensed["detailed_fields_dropped"] == ["start_times", "ttfts", "itls", "generated_texts"]
     client.condense(path)  # already condensed: left as it is
     assert json.loads(path.read_text()) == condensed
+
+
+def test_request_times_say_which_prompts_queued_behind_others(tmp_path):
+    """An opening burst of three prompts, one prompt alone a second later, and one more just after it: each start's
+    count of earlier prompts still waiting for their first token, and the TTFTs grouped by it."""
+    saved = {"start_times": [50.0, 50.0, 50.0, 51.0, 51.01], "ttfts": [0.1, 0.2, 0.3, 0.05, 0.08],
+             "itls": [[0.01]] * 5}
+    times = client.request_times(saved)
+    assert times == {"start_s": [0.0, 0.0, 0.0, 1.0, 1.01], "ttft_ms": [100.0, 200.0, 300.0, 50.0, 80.0]}
+    assert client.prefills_ahead(times) == [0, 1, 2, 0, 1]
+    assert client.ttft_by_prefills_ahead(times) == {"0": {"requests": 2, "median_ttft_ms": 75.0},
+                                                    "1": {"requests": 2, "median_ttft_ms": 140.0},
+                                                    "2": {"requests": 1, "median_ttft_ms": 300.0}}
+    # a prompt whose first token came before the next start, or as it started, queues nothing behind it
+    assert client.prefills_ahead({"start_s": [0.0, 0.2], "ttft_ms": [100.0, 10.0]}) == [0, 0]
+    assert client.prefills_ahead({"start_s": [0.0, 0.1], "ttft_ms": [100.0, 10.0]}) == [0, 0]
+    assert client.request_times({"start_times": [1.0], "ttfts": []}) is None and client.request_times({}) is None
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**saved, "completed": 5}))
+    client.condense(path)
+    condensed = json.loads(path.read_text())
+    assert condensed["request_times"] == times
+    assert condensed["ttft_by_prefills_ahead"] == client.ttft_by_prefills_ahead(times)
 
 
 def test_read_result_refuses_a_run_with_holes(tmp_path, clean_run):

@@ -12,6 +12,7 @@ import io
 import json
 import math
 import shlex
+import statistics
 import sys
 import threading
 import traceback
@@ -139,6 +140,42 @@ def itl_stalls(saved: dict[str, Any]) -> dict[str, Any]:
             "p99_neighbours": p99_neighbours(ordered)}
 
 
+def request_times(saved: dict[str, Any]) -> dict[str, list[float]] | None:
+    """Per request, in the client's order: when it started (s after the first request started) and its time to first
+    token (ms); None without a start and a TTFT for every request. Why: two servers' median TTFTs can part at a cell
+    where one decodes as fast or faster (issue 41's MoE pair at 4096 in, c=8: ours' median TTFT the higher in all six
+    rounds, its median TPOT the lower), and whether the late first tokens are the run's opening burst or prompts that
+    arrive together as others finish (the prefills queued at each start, ``prefills_ahead``) is in these times alone
+    once ``condense`` drops the per-request fields."""
+    starts, ttfts = saved.get("start_times") or [], saved.get("ttfts") or []
+    if not starts or len(ttfts) != len(starts):
+        return None
+    origin = min(starts)
+    return {"start_s": [round(start - origin, 3) for start in starts],
+            "ttft_ms": [round(1000 * ttft, 1) for ttft in ttfts]}
+
+
+def prefills_ahead(times: dict[str, list[float]]) -> list[int]:
+    """For each request of ``request_times``, how many requests started before it (or at the same instant, earlier in
+    the client's order) had no first token yet when it started: the prefills its own prompt queued behind. At a fixed
+    concurrency every start but the opening burst's finds the same number of requests in flight, so that count says
+    nothing; this one tells a prompt that arrived alone from one that arrived with others."""
+    starts, ttfts = times["start_s"], times["ttft_ms"]
+    order = sorted(range(len(starts)), key=lambda i: (starts[i], i))
+    rank = {i: n for n, i in enumerate(order)}
+    return [sum(1 for j in range(len(starts)) if rank[j] < rank[i] and starts[j] + ttfts[j] / 1000 > starts[i])
+            for i in range(len(starts))]
+
+
+def ttft_by_prefills_ahead(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """The run's requests grouped by ``prefills_ahead``: per count, how many requests and their median TTFT (ms)."""
+    groups: dict[int, list[float]] = {}
+    for ahead, ttft in zip(prefills_ahead(times), times["ttft_ms"]):
+        groups.setdefault(ahead, []).append(ttft)
+    return {str(k): {"requests": len(v), "median_ttft_ms": round(statistics.median(v), 1)}
+            for k, v in sorted(groups.items())}
+
+
 def p99_ranks(n: int) -> tuple[int, int]:
     """The ranks, counted from the longest (1 = the longest), of the two of ``n`` gaps whose linear interpolation is
     the client's 99th percentile, the lower gap first: vLLM's bench takes ``numpy.percentile``'s default, position
@@ -154,8 +191,8 @@ def p99_neighbours(ordered: list[float]) -> list[dict[str, Any]]:
 
 
 def condense(path: str | Path) -> None:
-    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls``; the file says which
-    fields it dropped. A file without them (or none at all) is left as it is: ``read_result`` judges it."""
+    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls`` and ``request_times``; the
+    file says which fields it dropped. A file without them (or none at all) is left as it is: ``read_result`` judges it."""
     try:
         saved = json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -164,6 +201,10 @@ def condense(path: str | Path) -> None:
     if not dropped:
         return
     saved["itl_stalls"] = itl_stalls(saved)
+    times = request_times(saved)
+    if times is not None:
+        saved["request_times"] = times
+        saved["ttft_by_prefills_ahead"] = ttft_by_prefills_ahead(times)
     for key in dropped:
         del saved[key]
     saved["detailed_fields_dropped"] = dropped
@@ -193,6 +234,8 @@ def read_result(path: str | Path, speculative: bool = True) -> dict[str, Any]:
     if "itl_stalls" in saved:  # condense() wrote it from the run's per-token latencies
         out["itl_stalls"] = saved["itl_stalls"]
         out.update(stall_total(saved["itl_stalls"]))
+    if "ttft_by_prefills_ahead" in saved:  # condense() wrote it from the run's per-request times
+        out["ttft_by_prefills_ahead"] = saved["ttft_by_prefills_ahead"]
     if speculative and not isinstance(saved.get("spec_decode_acceptance_length"), (int, float)):
         raise ResultError(f"{Path(path).name} has no acceptance length: the server's /metrics showed no "
                           "spec-decode counters moving")
