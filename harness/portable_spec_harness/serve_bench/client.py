@@ -191,8 +191,9 @@ def p99_neighbours(ordered: list[float]) -> list[dict[str, Any]]:
 
 
 def condense(path: str | Path) -> None:
-    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls`` and ``request_times``; the
-    file says which fields it dropped. A file without them (or none at all) is left as it is: ``read_result`` judges it."""
+    """Replace a saved result's per-request fields (``DETAILED``) by their ``itl_stalls`` and ``request_times`` (with
+    ``ttft_by_prefills_ahead``); the file says which fields it dropped. A file without them (or none at all) is left as
+    it is: ``read_result`` judges it."""
     try:
         saved = json.loads(Path(path).read_text())
     except (OSError, ValueError):
