@@ -161,10 +161,8 @@ def prefills_ahead(times: dict[str, list[float]]) -> list[int]:
     concurrency every start but the opening burst's finds the same number of requests in flight, so that count says
     nothing; this one tells a prompt that arrived alone from one that arrived with others."""
     starts, ttfts = times["start_s"], times["ttft_ms"]
-    order = sorted(range(len(starts)), key=lambda i: (starts[i], i))
-    rank = {i: n for n, i in enumerate(order)}
-    return [sum(1 for j in range(len(starts)) if rank[j] < rank[i] and starts[j] + ttfts[j] / 1000 > starts[i])
-            for i in range(len(starts))]
+    return [sum(1 for j in range(len(starts)) if (starts[j], j) < (starts[i], i)
+                and starts[j] + ttfts[j] / 1000 > starts[i]) for i in range(len(starts))]
 
 
 def ttft_by_prefills_ahead(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
