@@ -89,23 +89,26 @@ SPECULATORS = {"mrv2": "vllm.v1.worker.gpu.spec_decode.standalone_ar.speculator.
                "ours_mrv2": "portable_spec.vllm_adapter.spec_decode.standalone_ar.GraphedStandaloneARSpeculator"}
 """The speculator each variant's server must report for ``draft_model`` on vLLM 0.33.0's Model Runner V2."""
 MRV2_VARIANTS = tuple(SPECULATORS)
+EAGLE_SPECULATORS = {v: "vllm.v1.worker.gpu.spec_decode.eagle.speculator.EagleSpeculator" for v in MRV2_VARIANTS}
+"""EAGLE and EAGLE-3 on MRV2: vLLM's own speculator on vLLM's platform and on ours alike."""
 
 
 def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0,
-                          sized_per_variant: bool = True) -> int:
-    """One serving-bench call of the draft model on vLLM 0.33.0's Model Runner V2 (one H200): ``commit``'s code,
-    prompts sized per variant (or, with ``sized_per_variant`` false, once per cell, as a chain begun before
-    ``--size-per-variant`` existed must go on), both servers on MRV2 with async scheduling read back on, each reporting
-    its speculator (``SPECULATORS``); returns the servers checked."""
+                          sized_per_variant: bool = True, speculators: dict[str, str] = SPECULATORS) -> int:
+    """One serving-bench call on vLLM 0.33.0's Model Runner V2 (one H200), of the draft model unless ``speculators``
+    says otherwise (``EAGLE_SPECULATORS``): ``commit``'s code, prompts sized per variant (or, with
+    ``sized_per_variant`` false, once per cell, as a chain begun before ``--size-per-variant`` existed must go on),
+    both servers on MRV2 with async scheduling read back on, each reporting its speculator; returns the servers
+    checked."""
     assert report["vllm"] == "0.33.0" and report["commit"].startswith(commit), call
     assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
-    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(SPECULATORS), call
+    assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(speculators), call
     assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
-    assert report["async_scheduling"]["per_variant"] == {v: True for v in SPECULATORS}, call
+    assert report["async_scheduling"]["per_variant"] == {v: True for v in speculators}, call
     assert bool(report["workload"].get("sized_per_variant")) is sized_per_variant, call
     for variant, info in report["variants"].items():
         assert info["facts"] and all(f["runner_kind"] == "mrv2" for f in info["facts"]), (call, variant)
-        assert {f["speculator"] for f in info["facts"]} == {SPECULATORS[variant]}, (call, variant)
+        assert {f["speculator"] for f in info["facts"]} == {speculators[variant]}, (call, variant)
     return len(report["variants"])
 
 
