@@ -112,6 +112,18 @@ def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_
     return len(report["variants"])
 
 
+def check_eagle3_mrv2_graphs(report: dict, call: str) -> None:
+    """The 8B EAGLE-3 pair's servers on MRV2 booted for 32 sequences of up to 1024 + 128 tokens (``--max-model-len
+    1232``): each with 41 FULL graphs (target 17, draft decode 7, draft prefill 17) in one pool, in every fact read
+    back."""
+    assert (report["workload"]["max_model_len"], report["workload"]["max_num_seqs"]) == (1232, 32), call
+    for variant, info in report["variants"].items():
+        facts = info["facts"]
+        assert all(f["one_pool"] and f["mrv2_full_graphs"] == 41 for f in facts), (call, variant)
+        managers = facts[0]["mrv2_managers"]
+        assert [len(managers[m]["full_sizes"]) for m in ("target", "draft_decode", "draft_prefill")] == [17, 7, 17]
+
+
 def no_compile_after_boot(folder: ResultsFolder, calls: tuple[str, ...], variants: tuple[str, ...]) -> int:
     """Every server of every call compiled nothing after boot with vLLM's JIT monitor armed, in the report and in its
     committed log; returns the servers checked."""
@@ -477,18 +489,20 @@ def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], 
 
 def checked_issue41_rows(folder: ResultsFolder, cells: dict, ratios: dict, length: int,
                          concurrencies: tuple[int, ...], rounds: int, title: str = "## Issue 41",
-                         per_round_sentence: bool = True) -> tuple[list[float], list[float], list[float]]:
+                         per_round_sentence: bool = True,
+                         variants: tuple[str, str] = ("upstream_v1", "ours")) -> tuple[list[float], list[float],
+                                                                                        list[float]]:
     """A results README's ``title`` section: its greedy table and, after "Sampled:", its sampled one, each row at
     ``length`` tokens and ``concurrencies`` checked against the pooled cells (``pooled_rows_by_round``, ``rounds``
     rounds), and (``per_round_sentence``) the README's "**Per round, greedy:** ... **Sampled:** ..." sentence.
-    Returns ours over upstream V1 per cell (output tok/s, then p99 ITL; greedy cells first) and every round's ratio,
-    in the sentence's order."""
+    Returns ours over the baseline (``variants[0]``: upstream V1 unless named, e.g. MRV2) per cell (output tok/s,
+    then p99 ITL; greedy cells first) and every round's ratio, in the sentence's order."""
     greedy_text, sampled_text = folder.section(title).split("\nSampled:\n")
     lines, tok, itl = [], [], []
     for sampling, text in (("greedy", greedy_text), ("sampled", sampled_text)):
         rows = {str(c): row for (_, c), row in rows_by_c(text, str(length)).items()}
         assert sorted(rows, key=int) == [str(c) for c in concurrencies], sampling
-        by_c, per_round = pooled_rows_by_round(cells, ratios, rows, length, concurrencies, rounds=rounds,
+        by_c, per_round = pooled_rows_by_round(cells, ratios, rows, length, concurrencies, variants, rounds=rounds,
                                                sampling=sampling)
         lines.append(per_round)
         tok += [r["output_tok_s"] for r in by_c.values()]

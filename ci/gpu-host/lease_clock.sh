@@ -3,10 +3,10 @@
 #   ci/gpu-host/lease_clock.sh start                  write the host's time (the first call of a lease: a staging call)
 #   ci/gpu-host/lease_clock.sh limit KEEP [CAP]       print the seconds this call may run: the lease's seconds
 #                                                     (LEASE_S, 1800) less what the device counts that this host's
-#                                                     clock does not (LEASE_OVERHEAD_S, 90: the machine's start
-#                                                     before the first call and the transfers, 28-35 s all through
-#                                                     session 48's lease, plus a minute for the last call's packing
-#                                                     and its files' way back), less the
+#                                                     clock does not (LEASE_OVERHEAD_S, 150: the machine's start
+#                                                     before the first call and the transfers, 28-35 s through
+#                                                     session 48's lease but 90 s in session 50's, plus a minute for
+#                                                     the last call's packing and its files' way back), less the
 #                                                     seconds since `start`, less KEEP (left for the calls after this
 #                                                     one), at most CAP (555); exit 1 with one line where `start` never
 #                                                     ran on this host (a fresh machine: stage again)
@@ -23,7 +23,7 @@ case "${1:-}" in
   limit)
     keep="${2:?usage: lease_clock.sh limit KEEP [CAP]}"; cap="${3:-555}"
     [[ -s "$clock" ]] || { echo "lease_clock: no $clock on this host: run 'lease_clock.sh start' in the lease's first call (a fresh machine: stage again)" >&2; exit 1; }
-    left=$(( ${LEASE_S:-1800} - ${LEASE_OVERHEAD_S:-90} - ($(date +%s) - $(cat "$clock")) - keep ))
+    left=$(( ${LEASE_S:-1800} - ${LEASE_OVERHEAD_S:-150} - ($(date +%s) - $(cat "$clock")) - keep ))
     echo $(( left < cap ? left : cap )) ;;
   *) echo "usage: lease_clock.sh start | limit KEEP [CAP]" >&2; exit 2 ;;
 esac
