@@ -13,10 +13,8 @@ SCRIPT = ROOT / "ci" / "gpu-host" / "carry.sh"
 
 
 def project(tmp_path: Path) -> Path:
-    """A project beside ``../shared/gpu-host/install.sh`` with two staged vLLMs' parts (two parts of 0.33.0, one of
-    0.26.0)."""
-    (tmp_path / "shared" / "gpu-host").mkdir(parents=True)
-    (tmp_path / "shared" / "gpu-host" / "install.sh").write_text("# install\n")
+    """A project with two staged vLLMs' parts (two parts of 0.33.0, one of 0.26.0); each carried folder gets
+    ``ci/gpu-host/install.sh`` (``test_gpu_host_staging`` runs it)."""
     proj = tmp_path / "proj"
     for version, parts in (("0.33.0", 2), ("0.26.0", 1)):
         folder = proj / ".gpu-wheels" / f"parts-{version}"

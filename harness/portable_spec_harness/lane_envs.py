@@ -227,6 +227,10 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("LEASE_CLOCK_FILE", "/tmp/lease_t0",
           "Where `ci/gpu-host/lease_clock.sh start` writes the host's time in a lease's first call and `limit` reads "
           "it back (a fresh machine has none: stage again).", "ci/gpu-host/lease_clock.sh"),
+    _knob("STAGE_ROOT", "/tmp",
+          "Where `ci/gpu-host/install.sh` collects a staged vLLM's carried parts (`gpu-wheels-<version>/`) and "
+          "installs it (`site/` for 0.26.0, `site-<version>/` for another); the tests point it at a temporary "
+          "folder.", "ci/gpu-host/install.sh"),
     _knob("LEASE_S", "1800",
           "The device lease's seconds `ci/gpu-host/lease_clock.sh limit` counts down from (the device tool's 30 "
           "minutes a session).", "ci/gpu-host/lease_clock.sh"),
