@@ -4,7 +4,7 @@
 # MANIFEST of the same format (version / sha256 / parts, and format), which ci/gpu-host/install.sh reads.
 #   ci/gpu-host/resplit.sh [--xz] .gpu-wheels/parts .gpu-wheels/parts-small [MIB]
 # --xz: the wheels stored uncompressed (repack_wheels.py) and the archive compressed as one xz stream (format
-# tar.xz): vLLM 0.33.0's 310 MiB become 185 MiB, a third fewer staging calls, for ~4 min of compression here.
+# tar.xz): vLLM 0.33.0's 310 MiB become 185 MiB, a third fewer staging calls, for 4-10 min of compression here.
 # MIB defaults to what the tree leaves: 60 MiB minus the files a call carries besides the part (tracked and untracked,
 # not ignored), each counted in whole 4 KiB blocks as the device tool measures them (it refused a 32 MiB part beside
 # 29.7 MB of files that take 35.9 MiB of blocks); 4 MiB kept for the part's MANIFEST and install.sh and a few
@@ -14,7 +14,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 format=tar; [[ "${1:-}" == --xz ]] && { format=tar.xz; shift; }
-src="${1:?usage: resplit.sh [--xz] PARTS_DIR OUT_DIR [MIB]}"; dst="${2:?usage: resplit.sh [--xz] PARTS_DIR OUT_DIR [MIB]}"
+usage="usage: resplit.sh [--xz] PARTS_DIR OUT_DIR [MIB]"
+src="${1:?$usage}"; dst="${2:?$usage}"
 [[ -f "$src/MANIFEST" ]] || { echo "no $src/MANIFEST: run ../shared/gpu-host/stage.sh first"; exit 2; }
 if [[ -n "${3:-}" ]]; then mib="$3"
 else
