@@ -5,6 +5,7 @@ serving table as READMEs print it."""
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,10 @@ class ResultsFolder:
 
     def call_report(self, folder: str) -> dict:
         return load(self.bench / folder / "serve-bench" / "serve_bench.json")
+
+    def console(self, folder: str) -> str:
+        """A call's lane console (stored compressed)."""
+        return gzip.decompress((self.bench / folder / "console.log.gz").read_bytes()).decode()
 
     def summary(self) -> dict:
         return load(self.bench / "pooled" / "serve_bench_summary.json")
@@ -137,6 +142,20 @@ def no_compile_after_boot(folder: ResultsFolder, calls: tuple[str, ...], variant
             assert jit_compiles(log) == [], (call, variant)
             compared += 1
     return compared
+
+
+def compiled_once_after_serving(folder: ResultsFolder, call: str, variant: str, kernel: str) -> None:
+    """``variant``'s server log in ``call`` has vLLM's JIT monitor report ``kernel`` compiling once, after the server
+    started serving (so in the warm or timed runs, not in its boot)."""
+    log = server_log(folder, call, variant).splitlines()
+    compiled = [line for line in log if f"JIT compilation during inference: {kernel}" in line]
+    serving = next(line for line in log if "Starting vLLM server" in line)
+    assert len(compiled) == 1 and log_time(compiled[0]) > log_time(serving), (call, variant, compiled)
+
+
+def value_span(values: Any, digits: int = 2) -> str:
+    """The lowest and highest of ``values`` as a README prints a range ("2.14–2.21")."""
+    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
 
 
 def checked_p99_neighbours(calls: list[tuple[ResultsFolder, str]]) -> int:

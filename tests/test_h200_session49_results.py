@@ -5,7 +5,6 @@ round on Model Runner V2 at 128 in."""
 from __future__ import annotations
 
 import functools
-import gzip
 import re
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import pytest
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, EAGLE_SPECULATORS, ResultsFolder, check_draft_mrv2_call,
                               check_draft_v1_call, check_eagle3_mrv2_graphs, checked_coverage, checked_issue41_rows,
-                              checked_p99_neighbours, jit_compiles, log_time, no_compile_after_boot, pooled_row,
-                              server_log)
+                              checked_p99_neighbours, compiled_once_after_serving, jit_compiles, log_time,
+                              no_compile_after_boot, pooled_row, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -37,9 +36,6 @@ def folded() -> str:
     return MOE4KG.folded()
 
 
-def console(folder: ResultsFolder, call: str) -> str:
-    return gzip.decompress((folder.bench / call / "console.log.gz").read_bytes()).decode()
-
 
 def test_every_serving_call_ran_1446374_on_the_runner_it_names():
     assert sum(check_draft_v1_call(folder.call_report(call), call, "1446374", "dummy", tree_changes=0,
@@ -59,8 +55,8 @@ def test_every_serving_call_ran_1446374_on_the_runner_it_names():
                    for info in report["variants"].values()), call
         assert report["placement"]["mode"] == "together" and report["short_runs"] == [], call
     for folder, call in MOE_CALLS:
-        assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in console(folder, call)
-    assert "saved FlashInfer 0.7.2.post1 as" in console(E3M128, "call1")
+        assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in folder.console(call)
+    assert "saved FlashInfer 0.7.2.post1 as" in E3M128.console("call1")
     assert "`1446374`, `tree_changes` 0 in every call" in folded()
     assert ("41 FULL graphs (target 17, draft decode 7,\ndraft prefill 17) in one pool" in E3M128.readme())
 
@@ -129,9 +125,6 @@ def merged_4096() -> tuple[dict, dict]:
     return cells, ratios
 
 
-def span(values: list[float], digits: int = 2) -> str:
-    return f"{min(values):.{digits}f}–{max(values):.{digits}f}"
-
 
 def test_the_moe_4096_rows_pool_three_rounds_and_one_misses():
     cells, ratios = merged_4096()
@@ -145,12 +138,12 @@ def test_the_moe_4096_rows_pool_three_rounds_and_one_misses():
     paired = missed["paired_output_tok_s"]
     up, ours = (cells[v][MISSED]["output_throughput"]["all"] for v in ("upstream_v1", "ours"))
     text = folded()
-    assert f"five of the six cells ({span(met, 3)}, ratio of the medians)" in text
+    assert f"five of the six cells ({value_span(met, 3)}, ratio of the medians)" in text
     assert (f"**sampled c=8 misses at {missed['output_tok_s']:.3f}** (paired {paired['median']:.3f} "
             f"[{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}]: upstream V1's three rounds "
             f"{up[0]:.1f}, {up[1]:.1f} and {up[2]:.1f} tok/s, ours' {ours[0]:.1f}, {ours[1]:.1f} and {ours[2]:.1f})") \
         in text
-    assert f"in every cell ({span(itl, 3)} pooled)" in text
+    assert f"in every cell ({value_span(itl, 3)} pooled)" in text
     lengths = {a for v in cells.values() for cell in v.values() for a in cell["spec_decode_acceptance_length"]["all"]}
     durations = [d for v in cells.values() for cell in v.values() for d in cell["duration"]["all"]]
     assert lengths == {1.0} and len(durations) == 36
@@ -175,16 +168,16 @@ def test_at_c8_ours_decodes_faster_but_starts_later():
         up, ours = cells["upstream_v1"][key], cells["ours"][key]
         tpot = [ours["median_tpot_ms"]["all"], up["median_tpot_ms"]["all"]]
         assert all(o < u for o, u in zip(*tpot)), key
-        said.append(f"{sampling} {span(tpot[0])} against {span(tpot[1])} ms")
+        said.append(f"{sampling} {value_span(tpot[0])} against {value_span(tpot[1])} ms")
         assert all(o < u for o, u in zip(ours["p99_ttft_ms"]["all"], up["p99_ttft_ms"]["all"])), key
     assert f"every round ({said[0]}; {said[1]})" in folded()
-    ttft = [f"{s} {span(cells['ours'][f'in4096/{s}/c8']['median_ttft_ms']['all'], 1)} against "
-            f"{span(cells['upstream_v1'][f'in4096/{s}/c8']['median_ttft_ms']['all'], 1)} ms"
+    ttft = [f"{s} {value_span(cells['ours'][f'in4096/{s}/c8']['median_ttft_ms']['all'], 1)} against "
+            f"{value_span(cells['upstream_v1'][f'in4096/{s}/c8']['median_ttft_ms']['all'], 1)} ms"
             for s in ("greedy", "sampled")]
     later = ttft_later(cells, 4096)
     assert len(later) == 6 and min(later) > 0
-    assert (f"the higher in all six rounds ({ttft[0]}, {ttft[1]}; {span(later, 1)} ms more in each round), though its "
-            "p99 TTFT was the lower in every round") in folded()
+    assert (f"the higher in all six rounds ({ttft[0]}, {ttft[1]}; {value_span(later, 1)} ms more in each round), "
+            "though its p99 TTFT was the lower in every round") in folded()
     s48 = ResultsFolder(RESULTS / S48, RESULTS / S48 / "moe1k832").summary()
     gaps = ttft_later(s48["pairs"][MOE_PAIR[0]][MOE_PAIR[1]]["cells"], 1024)
     assert len(gaps) == 6 and sum(g > 0 for g in gaps) == 3
@@ -201,10 +194,7 @@ def test_no_compile_after_boot_on_ours_and_upstreams_compiles():
     assert jit_compiles(logs[1]) == [*UPSTREAM_MOE, "_topk_topp_kernel"]
     for call in ("call1", "call2"):
         assert jit_compiles(E3M128.bench / call / "serve-bench" / "server_mrv2.log.gz") == ["_gumbel_sample_kernel"]
-    log = server_log(E3M128, "call1", "mrv2").splitlines()
-    compiled = [line for line in log if "JIT compilation during inference: _gumbel_sample_kernel" in line]
-    serving = next(line for line in log if "Starting vLLM server" in line)
-    assert len(compiled) == 1 and log_time(compiled[0]) > log_time(serving)  # in call 1's warm runs
+    compiled_once_after_serving(E3M128, "call1", "mrv2", "_gumbel_sample_kernel")  # in call 1's warm runs
 
 
 def test_the_mrv2_round_at_128_in():
@@ -226,7 +216,7 @@ def test_the_mrv2_round_at_128_in():
         assert mrv2["runs"] == ours["runs"] == 1, key
         assert mrv2["spec_decode_acceptance_length"]["all"] == ours["spec_decode_acceptance_length"]["all"], key
         lengths += ours["spec_decode_acceptance_length"]["all"]
-    assert f"every cell ({span(lengths)})" in E3M128.folded()
+    assert f"every cell ({value_span(lengths)})" in E3M128.folded()
     c32 = [ratios[f"in128/{s}/c32"]["output_tok_s"] for s in ("greedy", "sampled")]
     assert f"c=32 gives {c32[0]:.3f} greedy and {c32[1]:.3f} sampled" in E3M128.folded()
 
@@ -272,7 +262,7 @@ def test_the_main_readme_gives_the_moe_4096_rows_and_the_miss():
     paired = missed["paired_output_tok_s"]
     assert (f"misses its target at {missed['output_tok_s']:.3f}× (ratio of the medians; paired {paired['median']:.3f} "
             f"[{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}])") in readme
-    assert f"greedy and sampled, by {span(ttft_later(cells, 4096), 1)} ms, a cause not yet found" in readme
+    assert f"greedy and sampled, by {value_span(ttft_later(cells, 4096), 1)} ms, a cause not yet found" in readme
 
 
 @pytest.mark.parametrize("folder,call", SERVING)
