@@ -117,16 +117,52 @@ def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_
     return len(report["variants"])
 
 
-def check_eagle3_mrv2_graphs(report: dict, call: str) -> None:
-    """The 8B EAGLE-3 pair's servers on MRV2 booted for 32 sequences of up to 1024 + 128 tokens (``--max-model-len
-    1232``): each with 41 FULL graphs (target 17, draft decode 7, draft prefill 17) in one pool, in every fact read
-    back."""
-    assert (report["workload"]["max_model_len"], report["workload"]["max_num_seqs"]) == (1232, 32), call
+def check_eagle3_mrv2_graphs(report: dict, call: str, max_model_len: int = 1232) -> None:
+    """The 8B EAGLE-3 pair's servers on MRV2 booted for 32 sequences of ``max_model_len`` tokens (1232: up to 1024 +
+    128; 4304 for 4096-token prompts): each with 41 FULL graphs (target 17, draft decode 7, draft prefill 17) in one
+    pool, in every fact read back."""
+    assert (report["workload"]["max_model_len"], report["workload"]["max_num_seqs"]) == (max_model_len, 32), call
     for variant, info in report["variants"].items():
         facts = info["facts"]
         assert all(f["one_pool"] and f["mrv2_full_graphs"] == 41 for f in facts), (call, variant)
         managers = facts[0]["mrv2_managers"]
         assert [len(managers[m]["full_sizes"]) for m in ("target", "draft_decode", "draft_prefill")] == [17, 7, 17]
+
+
+def checked_eagle3_mrv2_chain(chain: list[tuple[ResultsFolder, str]], commit: str, mode: str,
+                              max_model_len: int = 1232) -> int:
+    """Every call of a chain on the 8B EAGLE-3 pair under MRV2 (``check_draft_mrv2_call`` with vLLM's EAGLE
+    speculator, prompts sized once per cell; ``check_eagle3_mrv2_graphs``): the Triton-key log switch on in every
+    server, one H200, the servers booted together, no timed run short. Returns the servers checked."""
+    servers = 0
+    for folder, call in chain:
+        report = folder.call_report(call)
+        assert report["pair"]["name"] == "llama8b_eagle3", call
+        servers += check_draft_mrv2_call(report, call, commit, mode, sized_per_variant=False,
+                                         speculators=EAGLE_SPECULATORS)
+        check_eagle3_mrv2_graphs(report, call, max_model_len)
+        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
+                   for info in report["variants"].values()), call
+        assert report["device"] == "NVIDIA H200" and report["placement"]["mode"] == "together", call
+        assert report["short_runs"] == [], call
+    return servers
+
+
+def kept_chain_budgets(chain: list[tuple[ResultsFolder, str]], registries: list[str | None]) -> list[float]:
+    """A chain of calls on one boot: the first call booted every server, each later one reused the servers the call
+    before kept (``registries[i]``: the registry call i kept them in, None for a last call that kept none). Returns
+    each call's ``--budget-s``, in the chain's order."""
+    assert len(registries) == len(chain)
+    for i, (folder, call) in enumerate(chain):
+        report = folder.call_report(call)
+        assert (report.get("kept_servers") or {}).get("registry") == registries[i], call
+        for variant, info in report["variants"].items():
+            (boot,) = info["boots"]
+            if i == 0:
+                assert boot["seconds"] > 0 and "reused" not in boot, variant
+            else:
+                assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == registries[i - 1], (call, variant)
+    return [folder.call_report(call)["settings"]["budget_s"] for folder, call in chain]
 
 
 def no_compile_after_boot(folder: ResultsFolder, calls: tuple[str, ...], variants: tuple[str, ...]) -> int:

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_SPECULATORS, ResultsFolder, acceptance_lengths, check_draft_mrv2_call,
-                              check_eagle3_mrv2_graphs, checked_coverage, checked_issue41_rows, checked_p99_neighbours,
-                              compiled_once_after_serving, jit_compiles, log_time, no_compile_after_boot, server_log,
-                              value_span)
+from results_readback import (ResultsFolder, acceptance_lengths, checked_coverage, checked_eagle3_mrv2_chain,
+                              checked_issue41_rows, checked_p99_neighbours, compiled_once_after_serving, jit_compiles,
+                              kept_chain_budgets, log_time, no_compile_after_boot, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -31,17 +30,7 @@ MISSED = "in1024/greedy/c8"
 
 
 def test_every_call_ran_612c75c_on_mrv2_with_vllms_speculator_and_one_graph_set():
-    servers = 0
-    for folder, call in CHAIN:
-        report = folder.call_report(call)
-        assert report["pair"]["name"] == PAIR[0]
-        servers += check_draft_mrv2_call(report, call, "612c75c", PAIR[1], sized_per_variant=False,
-                                         speculators=EAGLE_SPECULATORS)
-        check_eagle3_mrv2_graphs(report, call)
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
-        assert report["device"] == "NVIDIA H200" and report["placement"]["mode"] == "together", call
-        assert report["short_runs"] == [], call
+    servers = checked_eagle3_mrv2_chain(CHAIN, "612c75c", PAIR[1])
     assert servers == 8
     sizes = {v: E3M1K.call_report("call1")["variants"][v]["facts"][0]["mrv2_managers"] for v in MRV2}
     assert sizes["mrv2"] == sizes["ours_mrv2"]
@@ -55,17 +44,7 @@ def test_every_call_ran_612c75c_on_mrv2_with_vllms_speculator_and_one_graph_set(
 
 
 def test_one_boot_served_the_whole_chain_under_the_lease_clocks_budgets():
-    registries = ["/tmp/kA.json", "/tmp/kB.json", "/tmp/kC.json", "/tmp/kD.json"]
-    for i, (folder, call) in enumerate(CHAIN):
-        report = folder.call_report(call)
-        assert report["kept_servers"]["registry"] == registries[i], call
-        for variant, info in report["variants"].items():
-            (boot,) = info["boots"]
-            if i == 0:
-                assert boot["seconds"] > 0 and "reused" not in boot, variant
-            else:
-                assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == registries[i - 1], (call, variant)
-    budgets = [folder.call_report(call)["settings"]["budget_s"] for folder, call in CHAIN]
+    budgets = kept_chain_budgets(CHAIN, ["/tmp/kA.json", "/tmp/kB.json", "/tmp/kC.json", "/tmp/kD.json"])
     assert budgets == [545, 545, 545, 360]  # each the lane limit less 10 s: the cap 555 thrice, then 370
     assert "the first three serving calls got the cap (555 s), the last 370 s" in E3M1K.folded()
 
@@ -181,7 +160,10 @@ def test_issue_41s_coverage_counts_the_mrv2_cells():
     for length, sampling in ((128, "greedy"), (128, "sampled"), (1024, "greedy"), (1024, "sampled")):
         row = next(line for line in table.splitlines() if line.startswith(
             f"| {PAIR[0]} | {PAIR[1]} | ours on vLLM's pick (MRV2) / mrv2 | {length} | {sampling} |"))
-        assert "(" not in row.split(f"| {sampling} |")[1] and "–" not in row and row in readme, row
+        assert "(" not in row.split(f"| {sampling} |")[1] and "–" not in row, row
+        if (length, sampling) == (1024, "greedy"):  # a later session measured the missed cell again: "0.94!/..."
+            row = row.split("| 0.94! |")[0] + "| 0.94!/"
+        assert row in readme, row
     assert "| 0.94! |" in table
 
 

@@ -85,6 +85,29 @@ def test_a_cell_below_a_target_misses_and_fewer_rounds_are_listed_not_counted(tm
     assert "0.99!" in grid and "1.20!" in grid and "(2r)" in grid
 
 
+def test_a_cell_measured_twice_shows_both_ratios_oldest_first_and_meets_only_if_both_do(tmp_path):
+    passes = {"paired_p99_itl_ms": {"median": 1.0, "passes": 3}}
+    write_summary(tmp_path / "2026-12-01-a" / "pooled", {"in128/greedy/c1": {"output_tok_s": 0.95, **passes},
+                                                         "in128/greedy/c2": {"output_tok_s": 1.05, **passes}})
+    write_summary(tmp_path / "2026-12-02-b" / "pooled", {"in128/greedy/c1": {"output_tok_s": 1.02, **passes}})
+    write_summary(tmp_path / "2026-12-02-c" / "pooled", {"in128/greedy/c2": {"output_tok_s": 1.04, **passes}},
+                  rounds=2)
+    report = coverage.coverage(coverage.ISSUE_41, tmp_path)
+    twice = cell(report, "qwen3moe30b_eagle3", "dummy", "upstream_v1", "in128/greedy/c1")
+    assert [m["output_tok_s"] for m in twice["measurements"]] == [0.95, 1.02] and not twice["meets"]
+    grid = coverage.text(report, coverage.ISSUE_41).splitlines()
+    (line,) = [g for g in grid if g.lstrip().startswith("in128   greedy") and "0.95" in g]
+    # fabricated summaries have no call reports, so every measurement misses the compile check ("!"); an uncounted
+    # measurement (2 rounds) adds no ratio to a counted cell; the columns widen to the longest mark
+    assert line.split()[2:4] == ["0.95!/1.02!", "1.05!"] and len(line) == len("  in128   greedy   ") + 4 * 12 + 3
+    rows = [r for r in coverage.markdown(report, coverage.ISSUE_41).splitlines() if r.startswith("| qwen")]
+    assert rows[0].split(" | ")[5:7] == ["0.95!/1.02!", "1.05!"]
+    # one measurement that meets after one that misses: the grid shows the miss, not the newest alone
+    met = {"ours": "ours", "counted": True, "output_tok_s": 0.997, "verdicts": {"output_tok_s": True}}
+    missed = {**met, "output_tok_s": 0.944, "verdicts": {"output_tok_s": False}}
+    assert coverage._mark({"measurements": [missed, met, {**met, "counted": False, "rounds": 2}]}) == "0.94!/1.00"
+
+
 def test_as_of_counts_the_folders_up_to_the_one_named_so_an_older_readmes_count_still_checks(tmp_path, capsys):
     write_summary(tmp_path / "2026-11-29-session38" / "pooled", {"in128/greedy/c1": {"output_tok_s": 1.1}})
     write_summary(tmp_path / "2026-11-30-session39" / "pooled", {"in128/greedy/c8": {"output_tok_s": 1.2}})

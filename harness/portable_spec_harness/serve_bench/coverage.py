@@ -335,8 +335,9 @@ def short_line(report: dict[str, Any]) -> str:
 
 def text(report: dict[str, Any], table: Table) -> str:
     """A grid per row, baseline and the variant over it (``NUMERATORS``): input x sampling down, concurrency across;
-    a counted cell shows its ratio and ``!`` where a target misses, ``(nr)`` a cell measured with fewer than
-    ``MIN_ROUNDS`` rounds only (n: the most rounds of any of its summaries), ``-`` none."""
+    a counted cell shows its ratio and ``!`` where a target misses (``_mark``: one per counted measurement), ``(nr)``
+    a cell measured with fewer than ``MIN_ROUNDS`` rounds only (n: the most rounds of any of its summaries), ``-``
+    none."""
     lines = [f"{report['table']}: {report['counted']} of {report['cells_in_table']} cells measured with >= "
              f"{MIN_ROUNDS} rounds ({report['meeting_every_target']} meet every target), from "
              f"{report['summaries_read']} pooled summaries"]
@@ -345,8 +346,10 @@ def text(report: dict[str, Any], table: Table) -> str:
     for row, base, ours, lines_of_cells in grids(report, table):
         lines.append(f"\n{row.pair} {row.mode}, {numerator_name(ours)} / {base} output tok/s (c = "
                      f"{', '.join(map(str, table.concurrencies))})")
-        for n, sampling, cells in lines_of_cells:
-            lines.append(f"  in{n:<5} {sampling:<8} " + " ".join(f"{_mark(c, ours):>8}" for c in cells))
+        marks = [(n, sampling, [_mark(c, ours) for c in cells]) for n, sampling, cells in lines_of_cells]
+        width = max([8] + [len(mark) + 1 for _, _, row_marks in marks for mark in row_marks])
+        for n, sampling, row_marks in marks:
+            lines.append(f"  in{n:<5} {sampling:<8} " + " ".join(f"{mark:>{width}}" for mark in row_marks))
     return "\n".join(lines)
 
 
@@ -391,11 +394,13 @@ def grids(report: dict[str, Any], table: Table) -> Iterator[tuple[Row, str, str,
 
 
 def _mark(cell: dict[str, Any], ours: str = "ours") -> str:
+    """A cell's mark: each counted measurement's ratio, oldest first and joined by ``/``, ``!`` after each that misses
+    a target. Why every one: the cell meets only where all its counted measurements do (``coverage``), so a grid
+    showing the newest alone would hide the miss that keeps the cell from meeting."""
     cell = {**cell, "measurements": [m for m in cell["measurements"] if m["ours"] == ours]}
     counted = [m for m in cell["measurements"] if m["counted"]]
     if counted:
-        m = counted[-1]
-        return f"{m['output_tok_s']:.2f}" + ("" if all(m["verdicts"].values()) else "!")
+        return "/".join(f"{m['output_tok_s']:.2f}" + ("" if all(m["verdicts"].values()) else "!") for m in counted)
     return f"({max(m['rounds'] or 0 for m in cell['measurements'])}r)" if cell["measurements"] else "-"
 
 
@@ -415,8 +420,9 @@ def markdown(report: dict[str, Any], table: Table) -> str:
             lines.append(f"| {row.pair} | {row.mode} | {numerator_name(ours)} / {base} | {n} | {sampling} | "
                          + " | ".join(_md_mark(c, ours) for c in cells) + f" | {', '.join(versions)} |")
     lines.append(f"\n{report['counted']} of {report['cells_in_table']} cells counted (>= {MIN_ROUNDS} rounds), "
-                 f"{report['meeting_every_target']} meeting every target; `!` a missed target, `(nr)` n rounds only "
-                 "(shown, not counted), `–` not measured; rows with no measurement are left out.")
+                 f"{report['meeting_every_target']} meeting every target; `!` a missed target, `a/b` a cell measured "
+                 "more than once (oldest first), `(nr)` n rounds only (shown, not counted), `–` not measured; rows "
+                 "with no measurement are left out.")
     return "\n".join(lines)
 
 
