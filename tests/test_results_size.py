@@ -14,13 +14,14 @@ RAW = (".json", ".log", ".txt", ".console", ".xml", ".csv")
 """Raw result text; anything over ``LIMIT`` with one of these suffixes is stored as ``NAME.gz``."""
 LIMIT = 256 << 10
 BLOCK = 4 << 10
-TREE_LIMIT = 50 << 20
+TREE_LIMIT = 44 << 20
 """In whole 4 KiB blocks, as the device tool counts the tree it carries (bytes alone hid ~13 MiB of small-file
 overhead: the tree read 35 MiB of bytes when a 15 MiB part and FlashInfer's 6.4 MiB cache no longer fitted beside it).
-``resplit.sh`` gives parts 60 MiB minus the tree; 50 MiB leaves parts of 10 MiB (vLLM 0.26.0 in 24 calls). Each
-lease adds 0.5-2 MiB (its plots, compressed logs and one ``runs.tar.gz`` per call); a ceiling near the tree is raised
-rather than results dropped, and the staged parts re-split then (``resplit.sh`` without a size): raised from 46 MiB
-when session 48's results took the tree to 46.4 MiB, and from 48 MiB at session 50's (48.6 MiB)."""
+``resplit.sh`` gives parts 60 MiB minus the tree; 44 MiB leaves parts of 16 MiB. Each lease adds 0.5-2 MiB (its
+plots, compressed logs and one ``runs.tar.gz`` per call); a ceiling near the tree is raised rather than results
+dropped, and the staged parts re-split then (``resplit.sh`` without a size). Raised from 46 to 48 and 50 MiB as
+sessions 48 and 50's results grew the tree; lowered to 44 MiB when the PNG reports became palette PNGs (49.5 MiB to
+40.4 MiB, ``test_every_committed_png_is_a_palette_png``)."""
 RUNS_FOLDER = "/runs/"
 """A serving call's per-run client files are stored as one ``runs.tar.gz`` (``python -m
 portable_spec_harness.results_pack``): a tracked path with this part under ``bench/results/`` is a folder left
@@ -93,3 +94,15 @@ def test_the_check_catches_a_large_uncompressed_result():
              f"{RESULTS}run/needed.txt": LIMIT * 2, "tests/big.json": LIMIT * 2}
     assert uncompressed_oversized(sizes, {f"{RESULTS}run/needed.txt"}) == (3, [f"{RESULTS}run/big.json (256 KiB)"])
     assert uncompressed_oversized({}, set()) == (0, [])
+
+
+def test_every_committed_png_is_a_palette_png():
+    """PNG reports are palette PNGs (``plotting.save_png``; ``python -m portable_spec_harness.plotting PNG...``
+    re-encodes one written otherwise): an RGB plot takes about two and a half times the blocks."""
+    from PIL import Image
+
+    pngs = [p for p in tracked_sizes() if p.lower().endswith(".png")]
+    assert pngs, "no committed PNG was checked"
+    modes = {p: Image.open(ROOT / p).mode for p in pngs}
+    assert [p for p, mode in modes.items() if mode != "P"] == [], "re-encode: python -m portable_spec_harness.plotting"
+
