@@ -101,6 +101,28 @@ def test_resplit_carry_and_install_round_trip(tmp_path, flag, fmt):
     assert again.stdout.splitlines()[-1] == f"already installed in {site}"
 
 
+def test_an_xz_set_is_cut_again_without_recompressing_and_still_installs(tmp_path):
+    proj = tmp_path / "proj"
+    staged(proj)
+    assert sh(proj, str(GPU_HOST / "resplit.sh"), "--xz", ".gpu-wheels/parts", ".gpu-wheels/xz", "1").returncode == 0
+    first = proj / ".gpu-wheels" / "xz"
+    stream = b"".join(p.read_bytes() for p in sorted(first.glob("p[0-9]*")))
+    recut = sh(proj, str(GPU_HOST / "resplit.sh"), ".gpu-wheels/xz", ".gpu-wheels/recut", "2")  # no --xz needed
+    assert recut.returncode == 0, recut.stdout + recut.stderr
+    second = proj / ".gpu-wheels" / "recut"
+    assert manifest(second) == {**manifest(first), "parts": str(len(list(second.glob("p[0-9]*"))))}
+    assert b"".join(p.read_bytes() for p in sorted(second.glob("p[0-9]*"))) == stream  # the same stream, recut
+    assert sh(proj, str(GPU_HOST / "carry.sh"), ".gpu-wheels/recut", "all").returncode == 0
+    runs = [sh(proj, str(f / "install.sh"), STAGE_ROOT=str(tmp_path / "host"))
+            for f in sorted((proj / ".gpu-wheels").glob("carry-[0-9]*"))]
+    assert runs[-1].returncode == 0 and runs[-1].stdout.splitlines()[-1] == f"vllm {VERSION} torch fake"
+    (first / "p00").write_bytes(b"x" + (first / "p00").read_bytes()[1:])  # a damaged part is refused, not cut
+    bad = sh(proj, str(GPU_HOST / "resplit.sh"), ".gpu-wheels/xz", ".gpu-wheels/bad", "2")
+    assert bad.returncode == 1 and "sha256 mismatch" in bad.stdout
+    same = sh(proj, str(GPU_HOST / "resplit.sh"), ".gpu-wheels/recut", ".gpu-wheels/recut", "2")
+    assert same.returncode == 2 and same.stdout.count("\n") == 1 and (second / "MANIFEST").is_file()
+
+
 def test_a_host_without_the_xz_tool_unpacks_with_pythons_lzma(tmp_path):
     proj = tmp_path / "proj"
     staged(proj)
