@@ -192,7 +192,8 @@ def test_the_client_is_imported_once_while_the_servers_boot_and_before_the_first
     first_launch = events.index(next(e for e in events if e.startswith("launch ")))
     first_client = events.index(next(e for e in events if e.startswith("client ")))
     assert first_launch < events.index("preload start") < events.index("preload end") < first_client, events
-    assert len([e for e in events if e.startswith("launch ")]) == (2 if placement == "together" else 4), events
+    # in turn, two rounds: round 0's last server is carried into round 1 (the rotation starts it there): 3 boots
+    assert len([e for e in events if e.startswith("launch ")]) == (2 if placement == "together" else 3), events
     assert result["phases_s"]["client_preload_s"] >= 0.5 and "client_preload_error" not in result
 
 
@@ -1387,6 +1388,11 @@ def test_a_server_that_ran_another_drafter_than_its_label_is_a_problem():
             "use_v2_model_runner": False}
     assert "did not replay" in report.identity_problems("ours", [mine, mine])[0]
     assert report.identity_problems("ours", [mine, {**mine, "replays": {"a": 9}}]) == []
+    # in turn: a carried server (its count from an earlier call) then a fresh one: each server's rise counts
+    carried, fresh = ({**mine, "replays": {"a": n}} for n in (90, 2))
+    assert report.identity_problems("ours", [carried, {**carried, "replays": {"a": 95}}, fresh,
+                                             {**fresh, "replays": {"a": 7}}]) == []
+    assert "did not replay" in report.identity_problems("ours", [carried, carried, fresh, fresh])[0]
     assert report.identity_problems("mrv2", [{"runner": "x", "use_v2_model_runner": False}])
     upstream = {"runner": "x", "drafter": "vllm.v1.spec_decode.eagle.EagleProposer", "use_v2_model_runner": False}
     assert report.identity_problems("upstream_v1", [{**upstream, "platform": "vllm.platforms.cuda.CudaPlatform"}]) == []
@@ -1637,8 +1643,6 @@ def test_a_bad_head_exits_2_with_one_line(tmp_path, capsys):
                                                  "optional @async or @sync"),
     (["--keep-servers", "kept.json"], "the phase clock's profiler pass can slow a server afterwards: add "
                                       "--no-phase-clock"),
-    (["--keep-servers", "kept.json", "--no-phase-clock", "--placement", "in_turn"],
-     "--placement in_turn stops each after its round: drop one"),
 ])
 def test_bad_axis_or_variant_input_exits_2_with_one_line(argv, fragment, tmp_path, capsys):
     from portable_spec_harness.serve_bench import __main__ as cli
@@ -2196,6 +2200,51 @@ def test_sized_per_variant_only_the_variant_whose_earlier_runs_came_in_short_gro
 # again. ``--server-max-num-seqs`` / ``--server-max-input-len`` name the chain's widest shape on every call.
 WIDE = {**FAST, "rounds": 1, "phase_clock": False, "variants": ("upstream_v1", "ours"), "input_lens": (16, 40)}
 """A call of c = 1, 2 x 16, 40 in: servers of max_num_seqs 2 fitting 40-token prompts."""
+
+
+def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_call(zoo_pair, tmp_path):
+    """Two variants in turn over three rounds (rotation A B, B A, A B): round 0's last server (ours) serves round 1
+    first and round 1's last (upstream V1) round 2 first, so four boots, not six, with every round paired. Split over
+    calls, call 1 (round 0) keeps ours for call 2 (rounds 1-2), which adopts it: four boots again. With the phase
+    clock, round 0's clocked server is stopped, not carried."""
+    def timeline(launched):  # (variant, alive) of every launched server, in order
+        return [(v, h.alive()) for v, _, h in launched]
+
+    variants = ("upstream_v1", "ours")
+    base = Settings(**{**FAST, "rounds": 3, "concurrency": (1,), "placement": "in_turn", "variants": variants,
+                       "phase_clock": False})
+    launched, hooks = adopting_hooks()
+    whole = driver.run_serve_bench(zoo_pair, base, tmp_path / "whole", hooks)
+    assert whole["status"] == "complete" and whole["rounds_done"] == 3, whole["problems"]
+    assert [v for v, *_ in launched] == ["upstream_v1", "ours", "upstream_v1", "ours"]
+    assert whole["in_turn_carried"] == [{"round": 1, "variant": "ours"}, {"round": 2, "variant": "upstream_v1"}]
+    assert not any(alive for _, alive in timeline(launched))  # no --keep-servers: the last one stopped too
+    assert [len(whole["variants"][v]["boots"]) for v in variants] == [2, 2]
+    assert whole["ours_over_upstream_v1"][C1]["paired_output_tok_s"]["passes"] == 3  # every round paired
+    order = [(r["round"], r["variant"]) for r in whole["order"]]
+    assert order == [(0, "upstream_v1"), (0, "ours"), (1, "ours"), (1, "upstream_v1"), (2, "upstream_v1"),
+                     (2, "ours")]
+
+    launched, hooks = adopting_hooks()
+    registry = tmp_path / "kept.json"
+    one = driver.run_serve_bench(zoo_pair, replace(base, rounds=1, keep_servers=str(registry)), tmp_path / "c1", hooks)
+    assert one["status"] == "complete" and timeline(launched) == [("upstream_v1", False), ("ours", True)]
+    assert sorted(kept_servers.read(registry)) == ["ours"] and one["kept_servers"]["variants"] == ["ours"]
+    two = driver.run_serve_bench(zoo_pair, replace(base, rounds=2, first_round=1, reuse_servers=str(registry),
+                                                   sizing_from=str(tmp_path / "c1")), tmp_path / "c2", hooks)
+    assert two["status"] == "complete" and two["rounds_done"] == 2, two["problems"]
+    # call 2 adopted ours for round 1 and carried upstream V1 into round 2: two boots, four over the split, as whole
+    assert [v for v, *_ in launched] == ["upstream_v1", "ours", "upstream_v1", "ours"]
+    (adopted,) = two["variants"]["ours"]["boots"][:1]
+    assert adopted["reused"]["registry"] == str(registry) and "not_reused" not in two["variants"]["ours"]
+    assert two["in_turn_carried"] == [{"round": 2, "variant": "upstream_v1"}]
+    assert len(two["variants"]["ours"]["boots"]) == 2 and not any(alive for _, alive in timeline(launched))
+
+    launched, hooks = adopting_hooks()
+    clocked = driver.run_serve_bench(zoo_pair, replace(base, rounds=2, phase_clock=True), tmp_path / "clk", hooks)
+    assert clocked["status"] == "complete", clocked["problems"]
+    assert [v for v, *_ in launched] == ["upstream_v1", "ours", "ours", "upstream_v1"]  # round 0's ours was clocked
+    assert "in_turn_carried" not in clocked and sorted(clocked["phase_clock"]) == sorted(variants)
 
 
 def test_a_call_of_fewer_cells_reuses_a_wider_calls_servers_where_it_names_their_shape(zoo_pair, tmp_path,

@@ -39,7 +39,8 @@
 #   in the tree, keeps its prompts and one warm pass per cell; SERVE_BENCH_SIZE_PER_VARIANT (non-empty) sizes each
 #   variant's runs from its own warm run, not the fastest one's; SERVE_BENCH_KEEP_SERVERS=FILE leaves the servers up for
 #   the next call, whose SERVE_BENCH_REUSE_SERVERS=FILE uses them instead of booting and skips the warm runs of the cells
-#   they served that SERVE_BENCH_SIZING_FROM sized, but the first; SERVE_BENCH_SERVER_MAX_NUM_SEQS / SERVE_BENCH_SERVER_MAX_INPUT_LEN
+#   they served that SERVE_BENCH_SIZING_FROM sized, but the first (in_turn: the last round's last server, which the
+#   next call's first round starts with); SERVE_BENCH_SERVER_MAX_NUM_SEQS / SERVE_BENCH_SERVER_MAX_INPUT_LEN
 #   shape every call's servers as the chain's widest, default its highest concurrency / longest input, so a call of
 #   fewer cells reuses them; SERVE_BENCH_KV_CACHE_GIB: each server's KV cache per GPU in GiB instead of the sized
 #   default), SERVE_BENCH_NO_PHASE_CLOCK (non-empty: skip the phase clock, which otherwise runs after the timed

@@ -143,7 +143,9 @@ VARIABLES: tuple[LaneVar, ...] = (
           "name a call sized the same way.", SERVE_BENCH),
     _knob("SERVE_BENCH_KEEP_SERVERS", "",
           "A registry file (e.g. `/tmp/serve_bench_kept.json`): leave this call's servers running for the next call "
-          "of the same benchmark on a host that stays up (`--keep-servers`; needs `SERVE_BENCH_NO_PHASE_CLOCK`).",
+          "of the same benchmark on a host that stays up (`--keep-servers`; needs `SERVE_BENCH_NO_PHASE_CLOCK`; "
+          "with `SERVE_BENCH_PLACEMENT=in_turn`, the last round's last server, which the next call's first round "
+          "starts with).",
           SERVE_BENCH),
     _knob("SERVE_BENCH_REUSE_SERVERS", "",
           "An earlier call's `SERVE_BENCH_KEEP_SERVERS` registry: its servers that are the same servers (arguments "

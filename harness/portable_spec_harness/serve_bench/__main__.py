@@ -135,7 +135,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-servers", type=Path, default=None,
                    help="leave the servers running when this call ends and write their registry to this file, for "
                         "the next call's --reuse-servers (a benchmark split over calls on a host that stays up; "
-                        "needs --no-phase-clock)")
+                        "needs --no-phase-clock; with --placement in_turn, the last round's last server where the "
+                        "next call's first round starts with its variant)")
     p.add_argument("--reuse-servers", type=Path, default=None,
                    help="an earlier call's --keep-servers registry: each of its servers that is the same server "
                         "this call would boot, alive and healthy, is used instead of a boot (the rest boot); with "
@@ -183,9 +184,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if args.keep_servers is not None and not args.no_phase_clock:
         raise PortableSpecError("--keep-servers leaves the servers for a later call's timed runs, and the phase "
                                 "clock's profiler pass can slow a server afterwards: add --no-phase-clock")
-    if args.keep_servers is not None and args.placement == "in_turn":
-        raise PortableSpecError("--keep-servers keeps servers that stay up for every round; --placement in_turn "
-                                "stops each after its round: drop one")
     concurrency, input_lens = _ints("--concurrency", args.concurrency, 1), _ints("--input-len", args.input_len, 1)
     sampling = _sampling(args.sampling)
     if args.clock_cell is not None:

@@ -7,8 +7,10 @@ slower per kernel launch afterwards, which would slow a launch-heavy variant's t
 
 ``together``: every variant's server boots once and stays up for every cell; the client runs rotate across them
 (``plan.order``). ``in_turn``: one server at a time; per round each variant boots, warms and runs every cell, then
-stops. The cells never add a boot: one server, sized for the longest input (or ``--server-max-input-len`` and
-``--server-max-num-seqs``: a chain's widest, so its kept servers are reused), serves them all. A kept server
+stops, but a round's last server stays up for the next round where the rotation starts it with that variant
+(``Bench.in_turn``), also into the next call (``--keep-servers``). The cells never add a boot: one server, sized for
+the longest input (or ``--server-max-input-len`` and ``--server-max-num-seqs``: a chain's widest, so its kept servers
+are reused), serves them all. A kept server
 (``--reuse-servers``) runs no warm run in a cell it served before and ``--sizing-from`` sized (``Bench.warm_skip``).
 A ``together`` boot that fails for memory with ``--placement auto`` falls back to ``in_turn``.
 
@@ -238,10 +240,12 @@ class Bench:
                                plan.scheduling_of(v, s.async_scheduling), s.parallel) for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers
-    def boot(self, specs: list[BenchServer]) -> list[Live]:
+    def boot(self, specs: list[BenchServer], adopt: bool = True) -> list[Live]:
+        """Starts ``specs``' servers, or adopts an earlier call's kept ones (``--reuse-servers``; ``adopt`` false:
+        boot every one, as ``in_turn`` does after its first server) and waits until they answer."""
         lives, booting = [], []
         for spec in specs:
-            live = self.adopt(spec, self.kept.get(spec.variant)) if self.settings.reuse_servers else None
+            live = self.adopt(spec, self.kept.get(spec.variant)) if self.settings.reuse_servers and adopt else None
             if live is None:
                 live = Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
                 live.handle = self.hooks.launch(live.server, live.port, live.log)
@@ -719,30 +723,59 @@ class Bench:
         return PHASE_CLOCK_RESERVE_S * servers_up if self.settings.phase_clock else 0.0
 
     def in_turn(self, specs: dict[str, BenchServer]) -> None:
+        """One server at a time, each round in the rotation's order. The last server of a round stays up where the
+        next round starts with the same variant (the rotation puts it first: ``carries``), so three rounds of two
+        variants boot four times, not six; each round still has the GPU to one server at a time. A call that ends
+        with such a server keeps it for the next call (``--keep-servers``), whose first round adopts it
+        (``--reuse-servers``, first round one later); else it is stopped. A server that ran the phase clock is never
+        carried (its profiler pass can slow it afterwards)."""
         rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
-        last_round_s = 0.0
-        for i, rnd in enumerate(rounds):
-            if not self.budget_left(last_round_s + (self.clock_reserve_s(1) if i == 0 else 0.0)):
-                self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
-                break
-            t = time.monotonic()
-            for variant in rotation(list(self.variants), rnd):
-                (live,) = self.boot([specs[variant]])
-                try:
-                    if not live.boot.get("ready"):
-                        self.record["problems"].append(f"round {rnd} {variant}: {live.boot.get('error')}, see "
-                                                       f"{live.log.name}")
-                        continue
-                    self.facts(live, f"before round {rnd}")
-                    self.warm(live)
-                    self.timed({variant: live}, plan.in_turn([variant], self.cells, 1, rnd))
-                    if i == 0:
-                        self.phase_clocks([live])
-                    self.facts(live, f"after round {rnd}")
-                finally:
-                    self.stop([live])
-            last_round_s = time.monotonic() - t
-            self.record["rounds_done"] += 1
+        last_round_s, carried = 0.0, None
+        try:
+            for i, rnd in enumerate(rounds):
+                if not self.budget_left(last_round_s + (self.clock_reserve_s(1) if i == 0 else 0.0)):
+                    self.record["stopped_because"] = f"--budget-s {self.settings.budget_s:g} would be passed"
+                    break
+                t = time.monotonic()
+                order = rotation(list(self.variants), rnd)
+                for j, variant in enumerate(order):
+                    if carried is not None and carried.server.variant == variant:
+                        live, carried = carried, None
+                        self.record.setdefault("in_turn_carried", []).append({"round": rnd, "variant": variant})
+                    else:  # only the call's first server can be an earlier call's kept one
+                        self.stop_leftovers({variant})  # a kept server of another variant: its memory, first
+                        (live,) = self.boot([specs[variant]], adopt=i == 0 and j == 0)
+                    carry = False
+                    try:
+                        if not live.boot.get("ready"):
+                            self.record["problems"].append(f"round {rnd} {variant}: {live.boot.get('error')}, see "
+                                                           f"{live.log.name}")
+                            continue
+                        self.facts(live, f"before round {rnd}")
+                        self.warm(live)
+                        self.timed({variant: live}, plan.in_turn([variant], self.cells, 1, rnd))
+                        if i == 0:
+                            self.phase_clocks([live])
+                        self.facts(live, f"after round {rnd}")
+                        carry = j == len(order) - 1 and self.carries(variant, rnd, clocked=i == 0)
+                    finally:
+                        if carry:
+                            carried = live
+                        else:
+                            self.stop([live])
+                last_round_s = time.monotonic() - t
+                self.record["rounds_done"] += 1
+            if self.settings.keep_servers:  # the registry is written even where no server stays (the next call boots)
+                self.keep([carried] if carried is not None else [])
+                carried = None
+        finally:
+            if carried is not None:
+                self.stop([carried])
+
+    def carries(self, variant: str, rnd: int, clocked: bool) -> bool:
+        """Whether round ``rnd``'s last server (``variant``) stays up for the next round, in this call or the next:
+        the rotation starts round ``rnd + 1`` with it, and it ran no phase clock (``clocked``: the clock's round)."""
+        return rotation(list(self.variants), rnd + 1)[0] == variant and not (clocked and self.settings.phase_clock)
 
     # ---------------------------------------------------------------------------------------------- the run
     def run(self) -> dict[str, Any]:

@@ -11,7 +11,9 @@ why (``reused`` / ``not_reused`` in the variant's boot record). The environment 
 is launched with (``servers.server_env``): built over the environment the benchmark process was started with, not
 what its own imports (vLLM's, torch's) wrote into ``os.environ`` later, so a fingerprint taken at one call's end
 equals the one the next call takes at its boot. A server that ran the phase clock is never kept (its
-profiler pass can leave it slower afterwards): ``--keep-servers`` needs ``--no-phase-clock``. Rounds still pair
+profiler pass can leave it slower afterwards): ``--keep-servers`` needs ``--no-phase-clock``. Under ``--placement
+in_turn`` the one server kept is the last round's last, where the next call's first round starts with its variant
+(``driver.Bench.in_turn``). Rounds still pair
 within a call; ``combine`` pools the calls as before; each call's report copies the whole server log, boot included,
 so the JIT judge reads every compile since boot.
 """

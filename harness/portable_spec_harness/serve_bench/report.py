@@ -9,7 +9,7 @@ but are listed in the JSON (``short_runs``), the table and its last line."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from portable_spec_harness import host_facts
 from portable_spec_harness.e2e.step_breakdown import PHASES
@@ -56,9 +56,9 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
     if platform is not None and str(platform).startswith("portable_spec.") != (kind in OURS_KINDS):
         return [f"{variant}: ran on platform {platform}"]
     if kind == "ours_mrv2":
-        return ours_mrv2_problems(variant, first, last, len(readings), v2)
+        return ours_mrv2_problems(variant, readings, v2)
     if kind == OURS:
-        replays = sum((last.get("replays") or {}).values()) - sum((first.get("replays") or {}).values())
+        replays = grown(readings, lambda r: sum((r.get("replays") or {}).values()))
         if not drafter.startswith("portable_spec.") or v2:
             return [f"{variant}: ran drafter {drafter} (V2 runner: {v2}), not ours on the V1 runner"]
         if len(readings) > 1 and replays <= 0:
@@ -70,18 +70,26 @@ def identity_problems(variant: str, facts: list[dict[str, Any]], tp: int = 1) ->
     return []
 
 
-def ours_mrv2_problems(variant: str, first: dict[str, Any], last: dict[str, Any], readings: int,
-                       v2: Any) -> list[str]:
+def grown(readings: list[dict[str, Any]], count: Callable[[dict[str, Any]], int]) -> int:
+    """How much ``count`` grew over a variant's readings, in order: the sum of each rise from one reading to the next.
+    A fall is a new server (``in_turn`` boots one per round, and carries one into the next round), whose count starts
+    again, so the readings of several servers add up instead of the last server's count being taken from the first's."""
+    counts = [count(r) for r in readings]
+    return sum(max(0, after - before) for before, after in zip(counts, counts[1:]))
+
+
+def ours_mrv2_problems(variant: str, readings: list[dict[str, Any]], v2: Any) -> list[str]:
     """MRV2 on our platform: the V2 runner, and where MRV2 built our graphed standalone draft-model speculator
     (vLLM 0.33.0's ``draft_model``), its step-0 or decode graphs replayed during the runs (MRV2's own speculators on our
     platform count no replays of their own)."""
+    first, last = readings[0], readings[-1]
     if not v2:
         return [f"{variant}: its server ran the V1 runner"]
     if str(first.get("speculator")) != GRAPHED_STANDALONE:
         return []
-    before, after = (sum((r.get("speculator_replays") or {}).values())
-                     + sum((r.get("speculator_prefill_replays") or {}).values()) for r in (first, last))
-    if readings > 1 and after - before <= 0:
+    replayed = grown(readings, lambda r: sum((r.get("speculator_replays") or {}).values())
+                     + sum((r.get("speculator_prefill_replays") or {}).values()))
+    if len(readings) > 1 and replayed <= 0:
         return [f"{variant}: our standalone speculator's graphs did not replay during the runs "
                 f"({last.get('speculator_eager_prefills')} eager step-0 passes, "
                 f"{last.get('speculator_eager_loops')} eager decode loops)"]
