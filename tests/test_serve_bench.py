@@ -2240,6 +2240,12 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert two["in_turn_carried"] == [{"round": 2, "variant": "upstream_v1"}]
     assert len(two["variants"]["ours"]["boots"]) == 2 and not any(alive for _, alive in timeline(launched))
 
+    from portable_spec_harness.serve_bench.__main__ import parser, settings_from
+
+    cli = settings_from(parser().parse_args(["--pair", "llama_eagle", "--out", str(tmp_path / "o"), "--placement",
+                                             "in_turn", "--keep-servers", "k.json", "--no-phase-clock"]))
+    assert (cli.placement, cli.keep_servers) == ("in_turn", "k.json")  # the command line takes the pair too
+
     launched, hooks = adopting_hooks()
     clocked = driver.run_serve_bench(zoo_pair, replace(base, rounds=2, phase_clock=True), tmp_path / "clk", hooks)
     assert clocked["status"] == "complete", clocked["problems"]
