@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -2221,6 +2222,11 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert not any(alive for _, alive in timeline(launched))  # no --keep-servers: the last one stopped too
     assert [len(whole["variants"][v]["boots"]) for v in variants] == [2, 2]
     assert whole["ours_over_upstream_v1"][C1]["paired_output_tok_s"]["passes"] == 3  # every round paired
+    # a carried server is warm and its cell sized: it runs no warm run; each fresh boot runs its own
+    assert [(w["variant"], w["cell"], w["why"]) for w in whole["warm_skipped"]] == [
+        ("ours", C1, driver.WARM_CARRIED), ("upstream_v1", C1, driver.WARM_CARRIED)]
+    assert Counter(r["variant"] for r in whole["warm_runs"]) == {"upstream_v1": 2 * plan.WARM_PASSES,
+                                                                 "ours": 2 * plan.WARM_PASSES}
     order = [(r["round"], r["variant"]) for r in whole["order"]]
     assert order == [(0, "upstream_v1"), (0, "ours"), (1, "ours"), (1, "upstream_v1"), (2, "upstream_v1"),
                      (2, "ours")]

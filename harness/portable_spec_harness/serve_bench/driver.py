@@ -67,6 +67,8 @@ PHASE_CLOCK_RESERVE_S = 40.0
 """Kept back from ``--budget-s`` per variant for its phase clock after the timed rounds (two short runs)."""
 WARM_SKIPPED = ("a reused kept server that served this cell before; its prompts and run time come from "
                 "--sizing-from")
+WARM_CARRIED = ("the round before's last server, carried into this round: it ran this cell's timed runs just now, "
+                "with the prompts fixed then")
 """Why a cell's warm run was left out (``Bench.warm_skip``, ``record["warm_skipped"]``)."""
 PHASE_CLOCK_NEEDS_TP1 = ("the phase clock times the engine core's busy loop, where the worker runs only at TP=1 "
                          "(vLLM's single-process executor); at TP >= 2 the workers are processes of their own")
@@ -158,6 +160,9 @@ class Live:
     served: frozenset[str] = frozenset()
     """The cell keys a kept server (``--reuse-servers``) served in the calls before this one (its registry's
     ``served_cells``): where ``warm_skip`` may leave out a cell's warm run."""
+    carried: bool = False
+    """The server ``in_turn`` carried from the round before (its last, this round's first): it ran its cells' timed
+    runs just now, so ``warm_skip`` leaves out its warm runs in the cells sized by then."""
 
 
 @dataclass
@@ -436,8 +441,10 @@ class Bench:
                                                                 self.settings.output_len, seed))
         if skipped:
             self.record.setdefault("warm_skipped", []).extend(skipped)
-            self.hooks.say(f"[serve-bench] {variant}: reused server, {len(skipped)} of {len(self.cells)} cells' warm "
-                           "runs skipped (sized by --sizing-from, served by this server before)")
+            why = ("carried server", "it ran their timed runs in the round before") if live.carried else (
+                "reused server", "sized by --sizing-from, served by this server before")
+            self.hooks.say(f"[serve-bench] {variant}: {why[0]}, {len(skipped)} of {len(self.cells)} cells' warm "
+                           f"runs skipped ({why[1]})")
 
     def warm_passes(self, cell: plan.Cell, variant: str) -> int:
         """Warm runs of ``variant`` in ``cell``: ``plan.WARM_PASSES``, or one where an earlier call fixed its sizing
@@ -450,8 +457,14 @@ class Bench:
         the client's connections are warm), and nothing else here reads such a run: ``--sizing-from`` fixed the
         cell's prompts (``size``) and timed this variant there (``run_estimate_s``). Why: a chained call re-ran every
         cell's warm runs on servers that had just served them. The first cell keeps its warm run,
-        so the first timed run does not follow a server idle since the last call."""
+        so the first timed run does not follow a server idle since the last call. A server ``in_turn`` carried from
+        the round before (``Live.carried``) runs none in a cell where its variant ran timed runs in this call: it is
+        warm, its prompts were fixed then, and it was not idle (``WARM_CARRIED``)."""
         variant = live.server.variant
+        if live.carried and any(r["variant"] == variant and "error" not in r
+                                and plan.cell_of(r, self.record["workload"]).key == cell.key
+                                for r in self.record["runs"]):
+            return WARM_CARRIED
         if (index == 0 or not live.boot.get("reused") or cell.key not in live.served
                 or self.earlier(cell, variant) is None
                 or not (self.settings.earlier_durations.get(cell.key) or {}).get(variant)):
@@ -741,6 +754,7 @@ class Bench:
                 for j, variant in enumerate(order):
                     if carried is not None and carried.server.variant == variant:
                         live, carried = carried, None
+                        live.carried = True
                         self.record.setdefault("in_turn_carried", []).append({"round": rnd, "variant": variant})
                     else:  # only the call's first server can be an earlier call's kept one
                         self.stop_leftovers({variant})  # a kept server of another variant: its memory, first
