@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, EAGLE_SPECULATORS, ResultsFolder, check_draft_mrv2_call,
-                              check_draft_v1_call, check_eagle3_mrv2_graphs, checked_coverage, checked_issue41_rows,
-                              checked_p99_neighbours, compiled_once_after_serving, jit_compiles, log_time,
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
+                              checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
+                              compiled_once_after_serving, jit_compiles, kept_chain_budgets, log_time,
                               no_compile_after_boot, pooled_row, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,8 @@ MOE4KG = ResultsFolder(RUN, RUN / "moe4kg")
 MOE4KS = ResultsFolder(RUN, RUN / "moe4ks")
 E3M128 = ResultsFolder(RUN, RUN / "e3m128")
 MOE_CALLS = [(MOE4KG, "call1"), (MOE4KS, "call1")]
-SERVING = [*MOE_CALLS, (E3M128, "call1"), (E3M128, "call2")]
+MRV2_CALLS = [(E3M128, "call1"), (E3M128, "call2")]
+SERVING = [*MOE_CALLS, *MRV2_CALLS]
 UPSTREAM_MOE = ["eagle_prepare_next_token_padded_kernel", "eagle_step_slot_mapping_metadata_kernel",
                 "rejection_greedy_sample_kernel", "eagle_prepare_inputs_padded_kernel"]
 MISSED = "in4096/sampled/c8"
@@ -40,21 +41,13 @@ def folded() -> str:
 def test_every_serving_call_ran_1446374_on_the_runner_it_names():
     assert sum(check_draft_v1_call(folder.call_report(call), call, "1446374", "dummy", tree_changes=0,
                                    drafters=EAGLE_DRAFTERS) for folder, call in MOE_CALLS) == 4
-    mrv2_servers = 0
-    for call in ("call1", "call2"):
-        report = E3M128.call_report(call)
-        assert report["pair"]["name"] == E3_PAIR[0]
-        mrv2_servers += check_draft_mrv2_call(report, call, "1446374", E3_PAIR[1], sized_per_variant=False,
-                                              speculators=EAGLE_SPECULATORS)
-        check_eagle3_mrv2_graphs(report, call)
-    assert mrv2_servers == 4
-    for folder, call in SERVING:
+    assert checked_eagle3_mrv2_chain(MRV2_CALLS, "1446374", E3_PAIR[1]) == 4
+    for folder, call in MOE_CALLS:  # the MRV2 calls: the same, in checked_eagle3_mrv2_chain
         report = folder.call_report(call)
         assert report["device"] == "NVIDIA H200", call
         assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
                    for info in report["variants"].values()), call
         assert report["placement"]["mode"] == "together" and report["short_runs"] == [], call
-    for folder, call in MOE_CALLS:
         assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in folder.console(call)
     assert "saved FlashInfer 0.7.2.post1 as" in E3M128.console("call1")
     assert "`1446374`, `tree_changes` 0 in every call" in folded()
@@ -62,17 +55,8 @@ def test_every_serving_call_ran_1446374_on_the_runner_it_names():
 
 
 def test_the_chains_kept_and_reused_their_servers_under_the_lease_clocks_budgets():
-    chains = ((MOE4KG.call_report("call1"), MOE4KS.call_report("call1"), "/tmp/kept4k.json"),
-              (E3M128.call_report("call1"), E3M128.call_report("call2"), "/tmp/kept128.json"))
-    for keeper, reuser, registry in chains:
-        assert keeper["kept_servers"]["registry"] == registry and reuser.get("kept_servers") is None
-        for info in keeper["variants"].values():
-            (boot,) = info["boots"]
-            assert boot["seconds"] > 0 and "reused" not in boot
-        for info in reuser["variants"].values():
-            (boot,) = info["boots"]
-            assert boot["seconds"] == 0.0 and boot["reused"]["registry"] == registry
-    budgets = [folder.call_report(call)["settings"]["budget_s"] for folder, call in SERVING]
+    budgets = (kept_chain_budgets(MOE_CALLS, ["/tmp/kept4k.json", None])
+               + kept_chain_budgets(MRV2_CALLS, ["/tmp/kept128.json", None]))
     assert budgets == [545, 545, 545, 480]  # each the lane limit less 10 s: the cap 555 thrice, then 490
     assert "three got the cap (555 s), the last 490 s" in folded()
 
