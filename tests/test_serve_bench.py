@@ -2221,6 +2221,12 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert whole["in_turn_carried"] == [{"round": 1, "variant": "ours"}, {"round": 2, "variant": "upstream_v1"}]
     assert not any(alive for _, alive in timeline(launched))  # no --keep-servers: the last one stopped too
     assert [len(whole["variants"][v]["boots"]) for v in variants] == [2, 2]
+    # each server keeps its own log: a variant's second boot no longer overwrites its first's
+    assert [[b["log"] for b in whole["variants"][v]["boots"]] for v in variants] == [
+        ["server_upstream_v1.log", "server_upstream_v1.2.log"], ["server_ours.log", "server_ours.2.log"]]
+    assert [h.log.name for _, _, h in launched] == ["server_upstream_v1.log", "server_ours.log",
+                                                   "server_upstream_v1.2.log", "server_ours.2.log"]
+    assert all(h.log.exists() for _, _, h in launched)
     assert whole["ours_over_upstream_v1"][C1]["paired_output_tok_s"]["passes"] == 3  # every round paired
     # a carried server is warm and its cell sized: it runs no warm run; each fresh boot runs its own
     assert [(w["variant"], w["cell"], w["why"]) for w in whole["warm_skipped"]] == [
@@ -2236,6 +2242,9 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     one = driver.run_serve_bench(zoo_pair, replace(base, rounds=1, keep_servers=str(registry)), tmp_path / "c1", hooks)
     assert one["status"] == "complete" and timeline(launched) == [("upstream_v1", False), ("ours", True)]
     assert sorted(kept_servers.read(registry)) == ["ours"] and one["kept_servers"]["variants"] == ["ours"]
+    kept_log = launched[1][2].log
+    with kept_log.open("a") as log:  # what the kept server logs after call 1 is packed: call 2's rounds
+        log.write("served round 1 in call 2\n")
     two = driver.run_serve_bench(zoo_pair, replace(base, rounds=2, first_round=1, reuse_servers=str(registry),
                                                    sizing_from=str(tmp_path / "c1")), tmp_path / "c2", hooks)
     assert two["status"] == "complete" and two["rounds_done"] == 2, two["problems"]
@@ -2245,6 +2254,11 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert adopted["reused"]["registry"] == str(registry) and "not_reused" not in two["variants"]["ours"]
     assert two["in_turn_carried"] == [{"round": 2, "variant": "upstream_v1"}]
     assert len(two["variants"]["ours"]["boots"]) == 2 and not any(alive for _, alive in timeline(launched))
+    # call 2 holds both ours servers' logs: the adopted one's copied whole, the round-2 boot's beside it
+    assert [b["log"] for b in two["variants"]["ours"]["boots"]] == ["server_ours.log", "server_ours.2.log"]
+    assert (tmp_path / "c2" / "server_ours.log").read_text() == kept_log.read_text()
+    assert "served round 1 in call 2" in kept_log.read_text()
+    assert "served round 1" not in (tmp_path / "c2" / "server_ours.2.log").read_text()
 
     from portable_spec_harness.serve_bench.__main__ import parser, settings_from
 

@@ -90,6 +90,25 @@ def test_the_judge_reads_the_logs_the_folder_holds(finished, tmp_path):
     assert any("ours" in p and "_topk_topp_kernel" in p for p in result["problems"]), result["problems"]
 
 
+def test_the_judge_reads_every_servers_log_a_variant_named(finished, tmp_path):
+    """In turn, a variant can run two servers in one call (``server_ours.log``, ``server_ours.2.log``): a compile in
+    the second one's log is judged too, and a named log that is missing is a problem, not a silent pass."""
+    folder = killed_copy(finished, tmp_path, cut=1)
+    record = json.loads((folder / finalize.PARTIAL).read_text())
+    first = record["variants"]["ours"]["boots"][0]
+    record["variants"]["ours"]["boots"].append({**first, "log": "server_ours.2.log"})
+    (folder / finalize.PARTIAL).write_text(json.dumps(record))
+    second = folder / "server_ours.2.log"
+    second.write_text((folder / "server_ours.log").read_text() + COMPILE_LINE.format(kernel="_rejection_kernel") + "\n")
+    result = finalize.finalize(folder, finished)
+    assert result["finalized"]["server_logs"]["ours"] == ["server_ours.log", "server_ours.2.log"]
+    assert any("ours" in p and "_rejection_kernel" in p for p in result["problems"]), result["problems"]
+    (folder / "serve_bench.json").unlink()
+    second.unlink()
+    result = finalize.finalize(folder, finished)
+    assert any(p.startswith("ours: no server log server_ours.2.log") for p in result["problems"]), result["problems"]
+
+
 @pytest.mark.parametrize("case, words", [
     ("finished", "already holds serve_bench.json"),
     ("no partial", "is missing or not JSON"),

@@ -163,6 +163,9 @@ class Live:
     carried: bool = False
     """The server ``in_turn`` carried from the round before (its last, this round's first): it ran its cells' timed
     runs just now, so ``warm_skip`` leaves out its warm runs in the cells sized by then."""
+    own_log: Path | None = None
+    """Where a kept server's log (``log``, in the call that booted it) is copied in this call's folder
+    (``Bench.log_for``): None for a server booted here, whose ``log`` is already there."""
 
 
 @dataclass
@@ -200,6 +203,7 @@ class Bench:
         # An earlier call's kept servers (--reuse-servers), read once: the placement and every boot ask it.
         self.kept = kept_servers.read(Path(settings.reuse_servers)) if settings.reuse_servers else {}
         self.preloading: threading.Thread | None = None
+        self.logs_named: dict[str, int] = {}
 
     # ---------------------------------------------------------------------------------------------- planning
     def plan_servers(self) -> dict[str, BenchServer]:
@@ -245,6 +249,15 @@ class Bench:
                                plan.scheduling_of(v, s.async_scheduling), s.parallel) for v in self.variants}
 
     # ---------------------------------------------------------------------------------------------- servers
+    def log_for(self, variant: str) -> Path:
+        """This call's log file for ``variant``'s next server, booted or adopted: ``server_<variant>.log`` for its
+        first, ``server_<variant>.<n>.log`` for its n-th. Why: ``in_turn`` can start a variant twice in one call (a
+        kept server adopted in round 1, a fresh boot in round 2), and the second server's log had overwritten the
+        first's, with the compiles after boot the first one's log was judged on. Each boot record names its file
+        (``log``)."""
+        n = self.logs_named[variant] = self.logs_named.get(variant, 0) + 1
+        return self.outdir / (f"server_{variant}.log" if n == 1 else f"server_{variant}.{n}.log")
+
     def boot(self, specs: list[BenchServer], adopt: bool = True) -> list[Live]:
         """Starts ``specs``' servers, or adopts an earlier call's kept ones (``--reuse-servers``; ``adopt`` false:
         boot every one, as ``in_turn`` does after its first server) and waits until they answer."""
@@ -252,7 +265,7 @@ class Bench:
         for spec in specs:
             live = self.adopt(spec, self.kept.get(spec.variant)) if self.settings.reuse_servers and adopt else None
             if live is None:
-                live = Live(spec, vllm_serve.free_port(self.ports), self.outdir / f"server_{spec.variant}.log")
+                live = Live(spec, vllm_serve.free_port(self.ports), self.log_for(spec.variant))
                 live.handle = self.hooks.launch(live.server, live.port, live.log)
                 booting.append(live)
             lives.append(live)
@@ -313,12 +326,14 @@ class Bench:
             self.hooks.say(f"[serve-bench] {spec.variant}: no kept server reused ({why}): booting one")
             return None
         self.ports.add(entry["port"])
-        boot = {"ready": True, "seconds": 0.0, "port": entry["port"], "log": Path(entry["log"]).name,
+        own = self.log_for(spec.variant)
+        boot = {"ready": True, "seconds": 0.0, "port": entry["port"], "log": own.name,
                 "reused": {"registry": self.settings.reuse_servers, "first_boot": entry.get("boot")}}
         self.variant_entry(spec)["boots"].append(boot)
         self.hooks.say(f"[serve-bench] {spec.variant}: kept server on port {entry['port']} reused (no boot)")
         self.bar.update(1)
-        return Live(spec, entry["port"], Path(entry["log"]), handle, boot, frozenset(entry.get("served_cells") or ()))
+        return Live(spec, entry["port"], Path(entry["log"]), handle, boot, frozenset(entry.get("served_cells") or ()),
+                    own_log=own)
 
     def kept_alive(self) -> int:
         """How many of the variants' kept servers (``--reuse-servers``) are still running: the device reading counts
@@ -385,10 +400,10 @@ class Bench:
     def judge_jit(self, live: Live) -> None:
         """Records what vLLM's JIT monitor said in a server's log (every boot's compiles; the monitor armed in every
         boot that got ready) and judges it (``jit_judge``, which leaves a boot that never got ready alone). A kept
-        server's log, from its boot on, is copied into this call's folder first, beside the servers booted here."""
-        own = self.outdir / f"server_{live.server.variant}.log"
-        if live.log != own and live.log.exists():
-            shutil.copyfile(live.log, own)
+        server's log, from its boot on, is copied into this call's folder first (``Live.own_log``), beside the
+        servers booted here."""
+        if live.own_log is not None and live.log != live.own_log and live.log.exists():
+            shutil.copyfile(live.log, live.own_log)
         judge_log(self.record, self.variant_entry(live.server), live.server.variant, live.log,
                   bool(live.boot.get("ready")))
 

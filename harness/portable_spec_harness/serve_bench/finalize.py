@@ -82,13 +82,15 @@ def finalize(folder: Path, environment_from: Path) -> dict[str, Any]:
                                  f"{PARTIAL} (serve_bench.finalize)")
     logs = {}
     for variant in variants:
-        log, entry = folder / f"server_{variant}.log", record["variants"].get(variant)
-        if entry is None or not log.exists():
-            record["problems"].append(f"{variant}: no server log in {folder}; its compiles after boot were not judged")
-            continue
-        ready = any(boot.get("ready") for boot in entry.get("boots", []))
-        driver.judge_log(record, entry, variant, log, ready)
-        logs[variant] = log.name
+        entry = record["variants"].get(variant)
+        for name, ready in server_logs(entry, variant):
+            log = folder / name
+            if not log.exists():
+                record["problems"].append(f"{variant}: no server log {name} in {folder}; its compiles after boot "
+                                          "were not judged")
+                continue
+            driver.judge_log(record, entry, variant, log, ready)
+            logs.setdefault(variant, []).append(name)
     record.update({key: finished[key] for key in ENVIRONMENT_KEYS if key in finished})
     record["finalized"] = {
         "from": PARTIAL, "environment_from": str(environment_from), "server_logs": logs,
@@ -100,6 +102,17 @@ def finalize(folder: Path, environment_from: Path) -> dict[str, Any]:
     (folder / "serve_bench.txt").write_text(report.table(result) + "\n")
     report.plot(result, folder / "serve_bench.png")
     return result
+
+
+def server_logs(entry: dict[str, Any] | None, variant: str) -> list[tuple[str, bool]]:
+    """Each server log a variant's boots name (``driver.Bench.log_for``: one per server booted or adopted), in boot
+    order, with whether that server got ready; ``server_<variant>.log`` for a variant that never booted (nothing to
+    judge: the caller says so)."""
+    named: dict[str, bool] = {}
+    for boot in (entry or {}).get("boots", []):
+        name = boot.get("log") or f"server_{variant}.log"
+        named[name] = named.get(name, False) or bool(boot.get("ready"))
+    return list(named.items()) or [(f"server_{variant}.log", False)]
 
 
 def main(argv: list[str] | None = None) -> int:
