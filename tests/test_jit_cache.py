@@ -46,6 +46,10 @@ def test_a_saved_cache_restores_on_a_fresh_host_and_keeps_what_is_there(tmp_path
     again.mkdir()
     unchanged = run(tmp_path / "built", "save", str(again))  # a later call of the same lease, nothing new built
     assert "unchanged since this host saved it" in unchanged.stdout and list(again.iterdir()) == []
+    jit_log = tmp_path / "built" / ".cache/flashinfer/0.6.14/90a/flashinfer_jit.log"
+    jit_log.write_text("a server loaded the cached sampling module\n")  # FlashInfer logs each load: nothing built
+    assert "unchanged since this host saved it" in run(tmp_path / "built", "save", str(again)).stdout
+    assert list(again.iterdir()) == []
     (tmp_path / "built" / SO).with_name("more.so").write_bytes(b"built later")
     assert "saved FlashInfer 0.6.14" in run(tmp_path / "built", "save", str(again)).stdout
     assert [p.name for p in again.iterdir()] == ["flashinfer-jit-0.6.14.tgz"]

@@ -24,10 +24,13 @@
 set -euo pipefail
 usage="usage: jit_cache.sh restore DIR [SITE] | save OUT [SKIP]"
 cache="${HOME:?}/.cache"
-# What a version's folder holds (paths and sizes, not the build's lock files nor the stamp): the stamp that save
-# leaves in <version>/.jit_cache_saved, and restore when the folder holds just what the tgz held.
+# What a version's folder holds (paths and sizes, not the build's lock files, the stamp nor FlashInfer's own
+# flashinfer_jit.log, which grows each time a server loads a cached module, so every call of a lease saved the same
+# modules again): the stamp that save leaves in <version>/.jit_cache_saved, and restore when the folder holds just
+# what the tgz held.
 stamp() {
-  find "$1" -type f ! -name '*.lock' ! -name .jit_cache_saved -printf '%P %s\n' | sort | sha256sum | cut -c1-16
+  find "$1" -type f ! -name '*.lock' ! -name .jit_cache_saved ! -name flashinfer_jit.log -printf '%P %s\n' | sort \
+    | sha256sum | cut -c1-16
 }
 # Each cached module of this GPU's architecture (nvidia-smi's compute capability) as an ahead-of-time build of SITE's
 # FlashInfer, where that is the cache's version; a module SITE already has is kept.
