@@ -228,11 +228,10 @@ def test_issue_41s_coverage_counts_the_moe_4096_cells():
     why = aside[f"bench/results/{RUN.name}/e3m128/pooled/serve_bench_summary.json"]
     assert why.startswith("superseded by bench/results/2026-12-02-h200-session50/e3m128/pooled")
     table = coverage.markdown(report, coverage.TABLES["issue41"])
-    readme = (ROOT / "README.md").read_text()
     for sampling, shown in (("greedy", "| 1.24 | 1.03 | 1.03 | – |"), ("sampled", "| 1.36 | 1.10 | 1.00! | – |")):
         row = next(line for line in table.splitlines() if line.startswith(
             f"| qwen3moe30b_eagle3 | dummy | ours / upstream_v1 | 4096 | {sampling} |"))
-        assert shown in row and row in readme, row
+        assert shown in row, row  # the main README's rows have c=32 since (test_h200_session52_results.py)
 
 
 def test_the_main_readme_gives_the_moe_4096_rows_and_the_miss():
@@ -246,7 +245,8 @@ def test_the_main_readme_gives_the_moe_4096_rows_and_the_miss():
     paired = missed["paired_output_tok_s"]
     assert (f"misses its target at {missed['output_tok_s']:.3f}× (ratio of the medians; paired {paired['median']:.3f} "
             f"[{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}])") in readme
-    assert f"greedy and sampled, by {value_span(ttft_later(cells, 4096), 1)} ms, a cause not yet found" in readme
+    assert (f"greedy and sampled, by {value_span(ttft_later(cells, 4096), 1)} ms "
+            "([results](bench/results/2026-12-02-h200-session49/README.md))") in readme
 
 
 @pytest.mark.parametrize("folder,call", SERVING)
