@@ -2273,6 +2273,53 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert "in_turn_carried" not in clocked and sorted(clocked["phase_clock"]) == sorted(variants)
 
 
+def test_an_in_turn_call_whose_budget_cannot_hold_its_first_rounds_boots_is_refused(zoo_pair, tmp_path):
+    """In turn the first round always started, so a call whose budget could not hold its boots was killed inside
+    it and lost the round. Sized from an earlier in-turn call whose boots took 120 s (upstream V1) and 150 s (ours)
+    and each timed run 10 s: one round of one cell needs 120 + 150 + 2 x (10 + ``RUN_OVERHEAD_S``) +
+    ``ROUND_RESERVE_S``; a budget a second short is refused before any boot, one that holds it runs, and a call whose
+    first server is a kept one counts only the boot it makes. A together call's side-by-side boots are not used."""
+    variants = ("upstream_v1", "ours")
+    base = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "placement": "in_turn", "variants": variants,
+                       "phase_clock": False})
+    launched, hooks = adopting_hooks()
+    registry = tmp_path / "kept.json"
+    first = driver.run_serve_bench(zoo_pair, replace(base, keep_servers=str(registry)), tmp_path / "c1", hooks)
+    assert first["status"] == "complete" and first["kept_servers"]["variants"] == ["ours"], first["problems"]
+    boots = {"upstream_v1": 120.0, "ours": 150.0}
+    earlier = json.loads(json.dumps(first))
+    for variant, seconds in boots.items():
+        earlier["variants"][variant]["boots"][0]["seconds"] = seconds
+    for run in earlier["runs"]:
+        run["duration_s"] = 10.0
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "serve_bench.json").write_text(json.dumps(earlier))
+    sized = earlier_sizing(replace(base, first_round=1), zoo_pair, tmp_path / "slow")
+    assert sized.earlier_variant_boot_s == boots and sized.earlier_boot_s is None
+    runs_s = 2 * (10.0 + driver.RUN_OVERHEAD_S)
+    need = sum(boots.values()) + runs_s + driver.ROUND_RESERVE_S
+    before = len(launched)
+    with pytest.raises(PortableSpecError, match=rf"booted ours in 150.0 s and upstream_v1 in 120.0 s \(in turn\) "
+                                                rf"and ran these cells' timed runs in {runs_s:.1f} s.* to "
+                                                rf"{math.ceil(need)} or more"):
+        driver.run_serve_bench(zoo_pair, replace(sized, budget_s=need - 1), tmp_path / "refused", hooks)
+    assert len(launched) == before  # nothing booted
+    # the kept ours starts round 1: only upstream V1's boot counts
+    adopted = replace(sized, budget_s=need - boots["ours"], reuse_servers=str(registry))
+    two = driver.run_serve_bench(zoo_pair, adopted, tmp_path / "c2", hooks)
+    assert two["status"] == "complete" and two["rounds_done"] == 1, two["problems"]
+    assert [v for v, *_ in launched[before:]] == ["upstream_v1"]
+    with pytest.raises(PortableSpecError, match=rf"= {need:.1f} s"):  # the same budget with no kept server
+        driver.run_serve_bench(zoo_pair, replace(sized, budget_s=need - boots["ours"]), tmp_path / "no_kept", hooks)
+    held = driver.run_serve_bench(zoo_pair, replace(sized, budget_s=need), tmp_path / "held", hooks)
+    assert held["status"] == "complete" and held["rounds_done"] == 1, held["problems"]
+    together = json.loads(json.dumps(earlier))
+    together["placement"]["mode"] = "together"
+    (tmp_path / "together").mkdir()
+    (tmp_path / "together" / "serve_bench.json").write_text(json.dumps(together))
+    assert earlier_sizing(base, zoo_pair, tmp_path / "together").earlier_variant_boot_s == {}
+
+
 def test_a_call_of_fewer_cells_reuses_a_wider_calls_servers_where_it_names_their_shape(zoo_pair, tmp_path,
                                                                                       monkeypatch):
     """Call 2 runs c = 1 at 16 in alone: its own servers would differ from call 1's (another --max-num-seqs,

@@ -249,7 +249,7 @@ def earlier_sizing(settings: Settings, pair: Any, source: Path) -> Settings:
     medians = {key: {v: statistics.median(d) for v, d in by.items()} for key, by in durations.items()}
     return replace(settings, sizing_from=str(source), earlier_sizing=shared, earlier_durations=medians,
                    earlier_short_s=_shortest(report.get("short_runs") or [], shared),
-                   earlier_boot_s=_together_boot_s(report))
+                   earlier_boot_s=_together_boot_s(report), earlier_variant_boot_s=_in_turn_boot_s(report))
 
 
 def _shortest(short_runs: list[dict[str, Any]], cells: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -269,6 +269,21 @@ def _together_boot_s(report: dict[str, Any]) -> float | None:
     boot_s = (report.get("phases_s") or {}).get("boot_s")
     together = (report.get("placement") or {}).get("mode") == "together"
     return float(boot_s) if together and isinstance(boot_s, (int, float)) and boot_s > 0 else None
+
+
+def _in_turn_boot_s(report: dict[str, Any]) -> dict[str, float]:
+    """Variant -> the shortest of an earlier ``in_turn`` call's own boots of it (ready, not a kept server's, whose
+    boot is recorded as 0); empty for another placement, whose servers booted side by side."""
+    if (report.get("placement") or {}).get("mode") != "in_turn":
+        return {}
+    out = {}
+    for variant, info in (report.get("variants") or {}).items():
+        own = [float(b["seconds"]) for b in info.get("boots") or []
+               if b.get("ready") and not b.get("reused") and isinstance(b.get("seconds"), (int, float))
+               and b["seconds"] > 0]
+        if own:
+            out[variant] = min(own)
+    return out
 
 
 def host_problem() -> str | None:

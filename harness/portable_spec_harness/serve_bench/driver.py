@@ -144,6 +144,10 @@ class Settings:
     earlier_boot_s: float | None = None
     """How long that earlier call's ``together`` boot took (``phases_s["boot_s"]``), where it booted: what
     ``preflight`` expects this call's boot to take at least."""
+    earlier_variant_boot_s: dict[str, float] = field(default_factory=dict)
+    """Variant -> the shortest boot of its own (ready, not a kept server's) in that earlier call, where it booted
+    its servers ``in_turn``, one at a time: what ``preflight`` expects each boot of an ``in_turn`` call to take at
+    least. A ``together`` call's per-server boots are left out: booting side by side, each was slower than alone."""
 
     def as_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v.as_json() if isinstance(v, Parallel) else v)
@@ -679,31 +683,51 @@ class Bench:
         return [float(wave)] if wave else []
 
     def preflight(self, specs: dict[str, BenchServer]) -> None:
-        """Refuses a ``together`` call, before it boots anything, whose ``--budget-s`` cannot hold one round: the
-        earlier call's boot (``--sizing-from``) + its timed runs of every cell and variant of this call + the
-        reserves ``together`` keeps back. Such a call used to boot, warm, and then start no round: minutes of device
-        time for an empty report. A lower bound: the warm-up is not counted, so it refuses only a call that could not
-        have finished a round had its boot been as fast as the earlier call's. It asks only where every number is
-        known, and not where every server would be a kept one (no boot)."""
+        """Refuses a call, before it boots anything, whose ``--budget-s`` cannot hold one round: the earlier call's
+        boot (``--sizing-from``; ``boot_need``) + its timed runs of every cell and variant of this call + the reserves
+        the placement keeps back. Such a call used to boot, warm, and then start no round (``together``: minutes of
+        device time for an empty report), or start its first round ``in_turn``, which always starts one, and be
+        killed inside it, losing the round. A lower bound: the warm-up is not counted, so it refuses only a call that
+        could not have finished a round had its boots been as fast as the earlier call's. It asks only where every
+        number is known, and not where every server would be a kept one (no boot)."""
         s = self.settings
-        if self.record["placement"]["mode"] != "together" or s.budget_s is None or not s.earlier_boot_s:
+        if s.budget_s is None:
             return
-        if not any(self.would_boot(spec) for spec in specs.values()):
+        boot = self.boot_need(specs)
+        if boot is None:
             return
+        boot_s, booted = boot
         round_s = self.round_estimate_s(list(self.variants), warm_too=False)
         if round_s is None:
             return
         clock_s = self.clock_reserve_s(len(self.variants))
         reserve = self.round_reserve_s()
-        need = s.earlier_boot_s + round_s + reserve + clock_s
+        need = boot_s + round_s + reserve + clock_s
         if need > s.budget_s:
             clock = f" and {clock_s:g} s for the phase clocks" if clock_s else ""
             then = "report" if reserve == KEPT_ROUND_RESERVE_S else "stop and report"
             raise PortableSpecError(
-                f"--budget-s {s.budget_s:g} cannot hold one round: the call --sizing-from names booted in "
-                f"{s.earlier_boot_s:.1f} s and ran these cells' timed runs in {round_s:.1f} s, plus "
-                f"{reserve:g} s to {then}{clock} = {need:.1f} s; raise --budget-s "
-                f"(SERVE_BENCH_BUDGET) to {math.ceil(need)} or more, or reuse kept servers (--reuse-servers)")
+                f"--budget-s {s.budget_s:g} cannot hold one round: the call --sizing-from names booted {booted} and "
+                f"ran these cells' timed runs in {round_s:.1f} s, plus {reserve:g} s to {then}{clock} = "
+                f"{need:.1f} s; raise --budget-s (SERVE_BENCH_BUDGET) to {math.ceil(need)} or more, or reuse kept "
+                "servers (--reuse-servers)")
+
+    def boot_need(self, specs: dict[str, BenchServer]) -> tuple[float, str] | None:
+        """The seconds this call's first round must spend booting, by the earlier call's boots, and how to say them;
+        None where nothing boots or a boot's seconds are unknown. ``together``: the earlier together boot, where any
+        server would boot. ``in_turn``: each server the first round boots one after another (all but an adopted
+        kept one, its first), at its variant's earlier boot alone (``earlier_variant_boot_s``)."""
+        s, mode = self.settings, self.record["placement"]["mode"]
+        if mode == "together":
+            if not s.earlier_boot_s or not any(self.would_boot(spec) for spec in specs.values()):
+                return None
+            return s.earlier_boot_s, f"in {s.earlier_boot_s:.1f} s"
+        order = rotation(list(self.variants), s.first_round)
+        booting = [v for j, v in enumerate(order) if j > 0 or self.would_boot(specs[v])]
+        if mode != "in_turn" or not booting or any(v not in s.earlier_variant_boot_s for v in booting):
+            return None
+        said = " and ".join(f"{v} in {s.earlier_variant_boot_s[v]:.1f} s" for v in booting)
+        return sum(s.earlier_variant_boot_s[v] for v in booting), f"{said} (in turn)"
 
     def check_pools_with_sizing_call(self) -> None:
         """Says, before any boot, when the call ``--sizing-from`` names ran another workload than this one (other input
