@@ -107,6 +107,11 @@ def test_the_judge_reads_every_servers_log_a_variant_named(finished, tmp_path):
     second.unlink()
     result = finalize.finalize(folder, finished)
     assert any(p.startswith("ours: no server log server_ours.2.log") for p in result["problems"]), result["problems"]
+    (folder / "serve_bench.json").unlink()  # a variant the record holds no server of: said, not a crash
+    del record["variants"]["mrv2"]
+    (folder / finalize.PARTIAL).write_text(json.dumps(record))
+    result = finalize.finalize(folder, finished)
+    assert any(p.startswith("mrv2: no server recorded") for p in result["problems"]), result["problems"]
 
 
 @pytest.mark.parametrize("case, words", [

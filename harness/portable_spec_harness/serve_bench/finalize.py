@@ -83,6 +83,10 @@ def finalize(folder: Path, environment_from: Path) -> dict[str, Any]:
     logs = {}
     for variant in variants:
         entry = record["variants"].get(variant)
+        if entry is None:
+            record["problems"].append(f"{variant}: no server recorded in {folder}; its compiles after boot were not "
+                                      "judged")
+            continue
         for name, ready in server_logs(entry, variant):
             log = folder / name
             if not log.exists():
@@ -104,12 +108,11 @@ def finalize(folder: Path, environment_from: Path) -> dict[str, Any]:
     return result
 
 
-def server_logs(entry: dict[str, Any] | None, variant: str) -> list[tuple[str, bool]]:
+def server_logs(entry: dict[str, Any], variant: str) -> list[tuple[str, bool]]:
     """Each server log a variant's boots name (``driver.Bench.log_for``: one per server booted or adopted), in boot
-    order, with whether that server got ready; ``server_<variant>.log`` for a variant that never booted (nothing to
-    judge: the caller says so)."""
+    order, with whether that server got ready; ``server_<variant>.log`` for a variant with no boot recorded."""
     named: dict[str, bool] = {}
-    for boot in (entry or {}).get("boots", []):
+    for boot in entry.get("boots", []):
         name = boot.get("log") or f"server_{variant}.log"
         named[name] = named.get(name, False) or bool(boot.get("ready"))
     return list(named.items()) or [(f"server_{variant}.log", False)]
