@@ -2272,6 +2272,20 @@ def test_in_turn_carries_a_rounds_last_server_into_the_next_round_and_the_next_c
     assert [v for v, *_ in launched] == ["upstream_v1", "ours", "ours", "upstream_v1"]  # round 0's ours was clocked
     assert "in_turn_carried" not in clocked and sorted(clocked["phase_clock"]) == sorted(variants)
 
+    # a kept server the first round does not start with (round 0 starts with upstream V1) is stopped before that boot
+    launched, hooks = adopting_hooks()
+    alive_at_launch: list[list[bool]] = []
+
+    def launch_seen(server, port, log, launch=hooks.launch):
+        alive_at_launch.append([h.alive() for *_, h in launched])
+        return launch(server, port, log)
+    hooks, again = replace(hooks, launch=launch_seen), tmp_path / "again.json"
+    driver.run_serve_bench(zoo_pair, replace(base, rounds=1, keep_servers=str(again)), tmp_path / "k1", hooks)
+    assert sorted(kept_servers.read(again)) == ["ours"] and launched[1][2].alive()
+    other = driver.run_serve_bench(zoo_pair, replace(base, rounds=1, reuse_servers=str(again)), tmp_path / "k2", hooks)
+    assert other["status"] == "complete" and other["kept_servers_stopped"] == ["ours"], other["problems"]
+    assert alive_at_launch[2] == [False, False]  # call 1's servers: upstream V1 stopped, the kept ours stopped first
+
 
 def test_an_in_turn_call_whose_budget_cannot_hold_its_first_rounds_boots_is_refused(zoo_pair, tmp_path):
     """In turn the first round always started, so a call whose budget could not hold its boots was killed inside

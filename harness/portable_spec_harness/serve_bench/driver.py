@@ -264,7 +264,9 @@ class Bench:
 
     def boot(self, specs: list[BenchServer], adopt: bool = True) -> list[Live]:
         """Starts ``specs``' servers, or adopts an earlier call's kept ones (``--reuse-servers``; ``adopt`` false:
-        boot every one, as ``in_turn`` does after its first server) and waits until they answer."""
+        boot every one, as ``in_turn`` does after its first server) and waits until they answer. Kept servers of
+        variants not among ``specs`` are stopped first (``stop_leftovers``), so their memory is free before a boot."""
+        self.stop_leftovers({spec.variant for spec in specs})
         lives, booting = [], []
         for spec in specs:
             live = self.adopt(spec, self.kept.get(spec.variant)) if self.settings.reuse_servers and adopt else None
@@ -273,7 +275,6 @@ class Bench:
                 live.handle = self.hooks.launch(live.server, live.port, live.log)
                 booting.append(live)
             lives.append(live)
-        self.stop_leftovers({spec.variant for spec in specs})
         self.start_client_preload()
         deadline = time.monotonic() + self.settings.boot_s
 
@@ -796,7 +797,6 @@ class Bench:
                         live.carried = True
                         self.record.setdefault("in_turn_carried", []).append({"round": rnd, "variant": variant})
                     else:  # only the call's first server can be an earlier call's kept one
-                        self.stop_leftovers({variant})  # a kept server of another variant: its memory, first
                         (live,) = self.boot([specs[variant]], adopt=i == 0 and j == 0)
                     carry = False
                     try:
