@@ -129,6 +129,12 @@ def check_eagle3_mrv2_graphs(report: dict, call: str, max_model_len: int = 1232)
         assert [len(managers[m]["full_sizes"]) for m in ("target", "draft_decode", "draft_prefill")] == [17, 7, 17]
 
 
+def check_triton_keys_logged(report: dict, call: str) -> None:
+    """A serving call whose every server ran with the Triton-key log switch on (``PORTABLE_SPEC_LOG_TRITON_KEYS``)."""
+    assert report["variants"] and all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
+                                      for info in report["variants"].values()), call
+
+
 def checked_eagle3_mrv2_chain(chain: list[tuple[ResultsFolder, str]], commit: str, mode: str,
                               max_model_len: int = 1232) -> int:
     """Every call of a chain on the 8B EAGLE-3 pair under MRV2 (``check_draft_mrv2_call`` with vLLM's EAGLE
@@ -141,8 +147,7 @@ def checked_eagle3_mrv2_chain(chain: list[tuple[ResultsFolder, str]], commit: st
         servers += check_draft_mrv2_call(report, call, commit, mode, sized_per_variant=False,
                                          speculators=EAGLE_SPECULATORS)
         check_eagle3_mrv2_graphs(report, call, max_model_len)
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         assert report["device"] == "NVIDIA H200" and report["placement"]["mode"] == "together", call
         assert report["short_runs"] == [], call
     return servers

@@ -12,10 +12,10 @@ import pytest
 
 from ci_scripts import load_ci_script
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
-                              checked_issue41_rows, checked_issue41_targets, compiles_in_every_call, init_engine, load,
-                              no_compile_after_boot, restart_table, server_log, upstream_compiled_sentence,
-                              warmup_limits_of)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_coverage, checked_issue41_rows, checked_issue41_targets, compiles_in_every_call,
+                              init_engine, load, no_compile_after_boot, restart_table, server_log,
+                              upstream_compiled_sentence, warmup_limits_of)
 from test_h200_session41_results import builds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +45,7 @@ def test_every_serving_call_ran_6693835_on_the_v1_runner_with_the_key_line_on():
         assert report["settings"]["sizing_from"] == sizing[call], call
         assert report["pair"]["name"] == EAGLE1[0] and len(report["workload"]["cells"]) == cells[call], call
         assert report["workload"]["input_lens"] == [4096], call
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
     assert "`PORTABLE_SPEC_LOG_TRITON_KEYS=on`" in folded()
 
 

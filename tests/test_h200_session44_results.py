@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
-                              checked_issue41_rows, checked_issue41_targets, compiles_in_every_call,
-                              no_compile_after_boot, server_log, upstream_compiled_sentence, warmup_limits_of)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_counted_row, checked_coverage, checked_issue41_rows, checked_issue41_targets,
+                              compiles_in_every_call, no_compile_after_boot, server_log, upstream_compiled_sentence,
+                              warmup_limits_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -39,8 +40,7 @@ def test_every_call_ran_de726ba_on_the_v1_runner_one_server_shape_the_sizing_fil
         report = folder.call_report(call)
         assert report["settings"]["sizing_from"] == sized and report["pair"]["name"] == EAGLE1[0], call
         assert report["workload"]["max_model_len"] == 4304 and len(report["workload"]["cells"]) == 8, call
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         shapes |= {tuple(info["serve_args"]) for info in report["variants"].values()}
         assert report["kept_servers"]["registry"] == KEPT, call
     assert len(shapes) == 1  # both variants' servers and every call: the same vllm serve arguments

@@ -12,9 +12,9 @@ import pytest
 
 from portable_spec_harness import host_facts
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
-                              checked_issue41_rows, checked_issue41_targets, compile_and_init, jit_compiles,
-                              no_compile_after_boot, server_log)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_counted_row, checked_coverage, checked_issue41_rows, checked_issue41_targets,
+                              compile_and_init, jit_compiles, no_compile_after_boot, server_log)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -44,8 +44,7 @@ def test_every_call_ran_8e04137_on_the_v1_runner_on_servers_of_session_44s_shape
         report = SHORT.call_report(call)
         assert report["settings"]["sizing_from"] == "gpu-inputs/s44-e1c-call2.json", call
         assert report["workload"]["max_model_len"] == 4304 and report["workload"]["max_num_seqs"] == 32, call
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         shapes |= {(v, tuple(info["serve_args"])) for v, info in report["variants"].items()}
     earlier = S44_SHORT.call_report("call2")
     # each variant's servers had session 44's vllm serve arguments (its model path, flags and shape): the rounds pool

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_counted_row, checked_coverage,
-                              checked_issue41_rows, checked_issue41_targets, compile_and_init, jit_compiles,
-                              no_compile_after_boot, server_log)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_counted_row, checked_coverage, checked_issue41_rows, checked_issue41_targets,
+                              compile_and_init, jit_compiles, no_compile_after_boot, server_log)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -42,8 +42,7 @@ def test_every_call_ran_a5d6410_on_the_v1_runner_on_one_pair_of_kept_servers():
         assert report["pair"]["name"] == MOE_PAIR[0], call
         assert report["workload"]["max_model_len"] == 1232 and report["workload"]["max_num_seqs"] == 32, call
         assert report["placement"]["mode"] == "together" and report["placement"]["per_server_gib"] == 68.23, call
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         shapes |= {(v, tuple(info["serve_args"])) for v, info in report["variants"].items()}
         if (folder, call) != (MOE, "call1"):
             assert all(info["boots"][0]["reused"]["registry"] == KEPT for info in report["variants"].values()), call

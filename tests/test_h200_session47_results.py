@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import client, coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
-                              checked_issue41_pool, checked_issue41_rows, jit_compiles, load, no_compile_after_boot)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_coverage, checked_issue41_pool, checked_issue41_rows, jit_compiles, load,
+                              no_compile_after_boot)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -52,8 +53,7 @@ def test_every_serving_call_ran_f7f8c2d_on_the_v1_runner():
                for (folder, call), mode in zip(SERVING, ("designed-partial", "dummy", "dummy"))) == 6
     for folder, call in SERVING:
         report = folder.call_report(call)
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         assert report["placement"]["mode"] == "together" and report["workload"]["max_num_seqs"] == 32, call
         console = gzip.decompress((folder.bench / call / "console.log.gz").read_bytes()).decode()
         assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in console, call

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
-                              checked_issue41_pool, checked_issue41_rows, checked_p99_neighbours, jit_compiles,
-                              no_compile_after_boot)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_coverage, checked_issue41_pool, checked_issue41_rows, checked_p99_neighbours,
+                              jit_compiles, no_compile_after_boot)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -37,8 +37,7 @@ def test_every_serving_call_ran_7393d8c_on_the_v1_runner():
                                    drafters=EAGLE_DRAFTERS) for folder, call in SERVING) == 8
     for folder, call in SERVING:
         report = folder.call_report(call)
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
+        check_triton_keys_logged(report, call)
         assert report["placement"]["mode"] == "together" and report["short_runs"] == [], call
         console = gzip.decompress((folder.bench / call / "console.log.gz").read_bytes()).decode()
         assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in console, call

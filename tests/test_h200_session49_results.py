@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, checked_coverage,
-                              checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
+                              checked_coverage, checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
                               compiled_once_after_serving, jit_compiles, kept_chain_budgets, log_time,
                               no_compile_after_boot, pooled_row, server_log, value_span)
 
@@ -44,10 +44,9 @@ def test_every_serving_call_ran_1446374_on_the_runner_it_names():
     assert checked_eagle3_mrv2_chain(MRV2_CALLS, "1446374", E3_PAIR[1]) == 4
     for folder, call in MOE_CALLS:  # the MRV2 calls: the same, in checked_eagle3_mrv2_chain
         report = folder.call_report(call)
-        assert report["device"] == "NVIDIA H200", call
-        assert all(info["env_switches"]["PORTABLE_SPEC_LOG_TRITON_KEYS"] == "on"
-                   for info in report["variants"].values()), call
-        assert report["placement"]["mode"] == "together" and report["short_runs"] == [], call
+        assert report["device"] == "NVIDIA H200" and report["placement"]["mode"] == "together", call
+        check_triton_keys_logged(report, call)
+        assert report["short_runs"] == [], call
         assert "placed 1 FlashInfer 0.6.14 module(s) of sm_90" in folder.console(call)
     assert "saved FlashInfer 0.7.2.post1 as" in E3M128.console("call1")
     assert "`1446374`, `tree_changes` 0 in every call" in folded()

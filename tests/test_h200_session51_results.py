@@ -139,9 +139,9 @@ def test_the_missed_cell_measured_again_on_a_second_boot():
     mrv2_then = s50["pairs"][PAIR[0]][PAIR[1]]["cells"]["mrv2"][MISSED]["output_throughput"]["median"]
     mrv2_now = cells["mrv2"][MISSED]["output_throughput"]["median"]
     assert f"({mrv2_now:,.0f} tok/s for mrv2 here against session 50's {mrv2_then:,.1f})" in text
+    then = ResultsFolder(RESULTS / S50, RESULTS / S50 / "e3m1k832")
     for variant in MRV2:
-        assert "GPU KV cache size: 49,920 tokens" in server_log(ResultsFolder(RESULTS / S50, RESULTS / S50 / "e3m1k832"),
-                                                                 "call1", variant)
+        assert "GPU KV cache size: 49,920 tokens" in server_log(then, "call1", variant)
     assert "a KV cache of 172,800 tokens instead of 49,920" in text
 
 
@@ -160,7 +160,8 @@ def test_the_phase_clock_finds_the_same_work_per_step_on_both_servers():
     text = " ".join(CLOCKED.section("## Session 50's missed cell").split())
     assert (f"**{walls['mrv2']:.3f} ms (mrv2) and {walls['ours_mrv2']:.3f} ms (ours_mrv2)** over {steps['mrv2']} "
             f"and {steps['ours_mrv2']} steps; every phase within 0.34 ms") in text
-    pair = {k: f"{phases['mrv2'][k]:.3f} / {phases['ours_mrv2'][k]:.3f}" for k in ("target_prep", "verify", "host_wait")}
+    pair = {k: f"{phases['mrv2'][k]:.3f} / {phases['ours_mrv2'][k]:.3f}"
+            for k in ("target_prep", "verify", "host_wait")}
     assert (f"(target input prep {pair['target_prep']} ms, verification {pair['verify']}, the host's wait for "
             f"sampled tokens {pair['host_wait']})") in text
     assert (f"{busy['mrv2']:.3f} and {busy['ours_mrv2']:.3f} ms busy per step, {launches['mrv2']:.2f} launches per "
