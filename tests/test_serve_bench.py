@@ -2334,6 +2334,58 @@ def test_an_in_turn_call_whose_budget_cannot_hold_its_first_rounds_boots_is_refu
     assert earlier_sizing(base, zoo_pair, tmp_path / "together").earlier_variant_boot_s == {}
 
 
+def test_an_in_turn_round_stops_before_a_later_boot_the_budget_left_cannot_hold(zoo_pair, tmp_path, monkeypatch):
+    """The preflight sees a round before its first boot, at the earlier call's boots; a fresh host's first boot can
+    take longer (cold compile caches: 184 s where the earlier call's took 141 s), and a call then booted its second
+    server into the end of its budget and was killed there. Sized from an earlier in-turn call (boots 120 s and
+    150 s, runs 10 s) with a budget the preflight passes, this call's upstream V1 boot reported at 290 s: ours would
+    need at least 290 s + its run, more than is left, so the round stops before launching it, with the reason, and
+    the report is whole; reported at 200 s, ours boots and the round completes."""
+    variants = ("upstream_v1", "ours")
+    base = Settings(**{**FAST, "rounds": 1, "concurrency": (1,), "placement": "in_turn", "variants": variants,
+                       "phase_clock": False})
+    launched, hooks = adopting_hooks()
+    first = driver.run_serve_bench(zoo_pair, base, tmp_path / "c1", hooks)
+    assert first["status"] == "complete", first["problems"]
+    earlier = json.loads(json.dumps(first))
+    for variant, seconds in {"upstream_v1": 120.0, "ours": 150.0}.items():
+        earlier["variants"][variant]["boots"][0]["seconds"] = seconds
+    for run in earlier["runs"]:
+        run["duration_s"] = 10.0
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "serve_bench.json").write_text(json.dumps(earlier))
+    sized = earlier_sizing(base, zoo_pair, tmp_path / "slow")
+    need = 120.0 + 150.0 + 2 * (10.0 + driver.RUN_OVERHEAD_S) + driver.ROUND_RESERVE_S
+    real_wait = vllm_serve.wait_healthy
+    reported = {"upstream_v1": 0.0}
+
+    async def slow_first_boot(handle, host, port, log_name, deadline):
+        boot = await real_wait(handle, host, port, log_name, deadline)
+        if log_name.startswith("server_upstream_v1"):
+            boot["seconds"] = reported["upstream_v1"]
+        return boot
+    monkeypatch.setattr(driver.vllm_serve, "wait_healthy", slow_first_boot)
+
+    reported["upstream_v1"] = 290.0
+    before = len(launched)
+    stopped = driver.run_serve_bench(zoo_pair, replace(sized, budget_s=need), tmp_path / "stopped", hooks)
+    assert [v for v, *_ in launched[before:]] == ["upstream_v1"]  # ours never launched
+    assert stopped["rounds_done"] == 0 and "boots" not in stopped["variants"].get("ours", {})
+    assert stopped["stopped_because"] == (f"--budget-s {need:g} would be passed: the boot of ours (~290.0 s) and "
+                                          f"its timed runs ({10.0 + driver.RUN_OVERHEAD_S:.1f} s known) do not fit "
+                                          "what is left")
+    assert [r["variant"] for r in stopped["runs"]] == ["upstream_v1"]  # round 0's upstream V1 run is kept
+    assert not any(h.alive() for *_, h in launched)
+    assert json.loads((tmp_path / "stopped" / "serve_bench.json").read_text())["stopped_because"].startswith(
+        f"--budget-s {need:g} would be passed: the boot of ours")
+
+    reported["upstream_v1"] = 200.0
+    before = len(launched)
+    held = driver.run_serve_bench(zoo_pair, replace(sized, budget_s=need), tmp_path / "held", hooks)
+    assert held["status"] == "complete" and held["rounds_done"] == 1, held["problems"]
+    assert [v for v, *_ in launched[before:]] == ["upstream_v1", "ours"] and "stopped_because" not in held
+
+
 def test_a_call_of_fewer_cells_reuses_a_wider_calls_servers_where_it_names_their_shape(zoo_pair, tmp_path,
                                                                                       monkeypatch):
     """Call 2 runs c = 1 at 16 in alone: its own servers would differ from call 1's (another --max-num-seqs,

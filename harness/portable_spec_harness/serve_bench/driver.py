@@ -783,7 +783,7 @@ class Bench:
         (``--reuse-servers``, first round one later); else it is stopped. A server that ran the phase clock is never
         carried (its profiler pass can slow it afterwards)."""
         rounds = range(self.settings.first_round, self.settings.first_round + self.settings.rounds)
-        last_round_s, carried = 0.0, None
+        last_round_s, carried, stopped_mid_round = 0.0, None, False
         try:
             for i, rnd in enumerate(rounds):
                 if not self.budget_left(last_round_s + (self.clock_reserve_s(1) if i == 0 else 0.0)):
@@ -797,6 +797,12 @@ class Bench:
                         live.carried = True
                         self.record.setdefault("in_turn_carried", []).append({"round": rnd, "variant": variant})
                     else:  # only the call's first server can be an earlier call's kept one
+                        short = self.in_turn_boot_short(variant, clocked=i == 0) if j > 0 else None
+                        if short is not None:
+                            self.record["stopped_because"] = short
+                            self.hooks.say(f"[serve-bench] {short}: round {rnd} stops here")
+                            stopped_mid_round = True
+                            break
                         (live,) = self.boot([specs[variant]], adopt=i == 0 and j == 0)
                     carry = False
                     try:
@@ -816,6 +822,8 @@ class Bench:
                             carried = live
                         else:
                             self.stop([live])
+                if stopped_mid_round:
+                    break
                 last_round_s = time.monotonic() - t
                 self.record["rounds_done"] += 1
             if self.settings.keep_servers:  # the registry is written even where no server stays (the next call boots)
@@ -824,6 +832,35 @@ class Bench:
         finally:
             if carried is not None:
                 self.stop([carried])
+
+    def in_turn_boot_short(self, variant: str, clocked: bool) -> str | None:
+        """Why ``variant``'s boot, a later one of an ``in_turn`` round, must not start: the budget left cannot hold
+        that boot (``boot_estimate_s``), its timed runs of the round (an earlier call's, ``--sizing-from``) and, in
+        the clock's round, its phase clock; None where it can or the boot's seconds are unknown. Why: ``preflight``
+        and the round's own check see the round before its first boot, and a first boot on a fresh host (cold
+        compile caches) outlasts the earlier call's; a call whose budget then ran out inside the second boot was
+        killed there, its device time spent on a server that ran nothing."""
+        boot_s = self.boot_estimate_s(variant)
+        if boot_s is None or self.settings.budget_s is None:
+            return None
+        runs = [self.run_estimate_s(cell, variant, warm_too=False) for cell in self.cells]
+        runs_s = sum(r for r in runs if r is not None)
+        need = boot_s + runs_s + (self.clock_reserve_s(1) if clocked else 0.0)
+        if self.budget_left(need):
+            return None
+        return (f"--budget-s {self.settings.budget_s:g} would be passed: the boot of {variant} (~{boot_s:.1f} s) "
+                f"and its timed runs ({runs_s:.1f} s known) do not fit what is left")
+
+    def boot_estimate_s(self, variant: str) -> float | None:
+        """What a boot of ``variant`` should take: the longest of the boots this call has made (another variant's
+        included: on one host they share its compile caches' state, cold on a fresh one) and the variant's own boot in
+        the call ``--sizing-from`` names (``earlier_variant_boot_s``); None where neither is known."""
+        own = [float(b["seconds"]) for entry in self.record["variants"].values() for b in entry.get("boots", [])
+               if b.get("ready") and not b.get("reused") and isinstance(b.get("seconds"), (int, float))
+               and b["seconds"] > 0]
+        earlier = self.settings.earlier_variant_boot_s.get(variant)
+        known = own + ([earlier] if earlier else [])
+        return max(known) if known else None
 
     def carries(self, variant: str, rnd: int, clocked: bool) -> bool:
         """Whether round ``rnd``'s last server (``variant``) stays up for the next round, in this call or the next:
