@@ -278,9 +278,7 @@ def _in_turn_boot_s(report: dict[str, Any]) -> dict[str, float]:
         return {}
     out = {}
     for variant, info in (report.get("variants") or {}).items():
-        own = [float(b["seconds"]) for b in info.get("boots") or []
-               if b.get("ready") and not b.get("reused") and isinstance(b.get("seconds"), (int, float))
-               and b["seconds"] > 0]
+        own = driver.own_boot_seconds(info.get("boots") or [])
         if own:
             out[variant] = min(own)
     return out

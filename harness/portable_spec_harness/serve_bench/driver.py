@@ -855,9 +855,7 @@ class Bench:
         """What a boot of ``variant`` should take: the longest of the boots this call has made (another variant's
         included: on one host they share its compile caches' state, cold on a fresh one) and the variant's own boot in
         the call ``--sizing-from`` names (``earlier_variant_boot_s``); None where neither is known."""
-        own = [float(b["seconds"]) for entry in self.record["variants"].values() for b in entry.get("boots", [])
-               if b.get("ready") and not b.get("reused") and isinstance(b.get("seconds"), (int, float))
-               and b["seconds"] > 0]
+        own = [s for entry in self.record["variants"].values() for s in own_boot_seconds(entry.get("boots") or [])]
         earlier = self.settings.earlier_variant_boot_s.get(variant)
         known = own + ([earlier] if earlier else [])
         return max(known) if known else None
@@ -916,6 +914,14 @@ class Bench:
 
     def write_partial(self) -> None:
         (self.outdir / "serve_bench.partial.json").write_text(json.dumps(self.record, default=str))
+
+
+def own_boot_seconds(boots: list[dict[str, Any]]) -> list[float]:
+    """The seconds of the servers a call booted itself among a variant's boot records: ready, not a kept server it
+    adopted (whose boot is recorded as 0 with ``reused``)."""
+    return [float(b["seconds"]) for b in boots
+            if b.get("ready") and not b.get("reused") and isinstance(b.get("seconds"), (int, float))
+            and b["seconds"] > 0]
 
 
 def judge_log(record: dict[str, Any], entry: dict[str, Any], variant: str, log: Path, ready: bool) -> None:
