@@ -194,6 +194,13 @@ def compiled_once_after_serving(folder: ResultsFolder, call: str, variant: str, 
     assert len(compiled) == 1 and log_time(compiled[0]) > log_time(serving), (call, variant, compiled)
 
 
+def check_runs_archived(folder: ResultsFolder, call: str) -> None:
+    """A call's per-run client files are committed as one ``runs.tar.gz``, not a ``runs/`` folder (the tree's size)."""
+    bench = folder.bench / call / "serve-bench"
+    assert (bench / "runs.tar.gz").is_file(), call
+    assert not (bench / "runs").exists(), call
+
+
 def value_span(values: Any, digits: int = 2) -> str:
     """The lowest and highest of ``values`` as a README prints a range ("2.14–2.21")."""
     return f"{min(values):.{digits}f}–{max(values):.{digits}f}"

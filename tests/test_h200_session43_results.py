@@ -12,10 +12,10 @@ import pytest
 
 from ci_scripts import load_ci_script
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_coverage, checked_issue41_rows, checked_issue41_targets, compiles_in_every_call,
-                              init_engine, load, no_compile_after_boot, restart_table, server_log,
-                              upstream_compiled_sentence, warmup_limits_of)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_coverage, checked_issue41_rows, checked_issue41_targets,
+                              compiles_in_every_call, init_engine, load, no_compile_after_boot, restart_table,
+                              server_log, upstream_compiled_sentence, warmup_limits_of)
 from test_h200_session41_results import builds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,5 +191,4 @@ def test_the_eight_sequence_server_left_three_variants_and_the_plan_now_warms_th
 
 @pytest.mark.parametrize("call", CALLS)
 def test_every_runs_folder_here_is_one_archive(call):
-    assert (BENCH.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (BENCH.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(BENCH, call)

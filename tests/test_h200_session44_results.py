@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_counted_row, checked_coverage, checked_issue41_rows, checked_issue41_targets,
-                              compiles_in_every_call, no_compile_after_boot, server_log, upstream_compiled_sentence,
-                              warmup_limits_of)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_counted_row, checked_coverage, checked_issue41_rows,
+                              checked_issue41_targets, compiles_in_every_call, no_compile_after_boot, server_log,
+                              upstream_compiled_sentence, warmup_limits_of)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -145,8 +145,7 @@ def test_issue_41s_coverage_counts_the_4096_token_rows():
 
 @pytest.mark.parametrize("folder,call", [(SHORT, "call1"), (SHORT, "call2"), (LONG, "call1"), (CHECK, "seq8")])
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_the_calls_that_ran_fewer_rounds_than_asked():

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_counted_row, checked_coverage, checked_issue41_rows, checked_issue41_targets,
-                              compile_and_init, jit_compiles, no_compile_after_boot, server_log)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_counted_row, checked_coverage, checked_issue41_rows,
+                              checked_issue41_targets, compile_and_init, jit_compiles, no_compile_after_boot,
+                              server_log)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -211,5 +212,4 @@ def test_issue_41s_coverage_counts_the_moe_128_token_rows():
 
 @pytest.mark.parametrize("folder,call", ALL)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import client, coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_coverage, checked_issue41_pool, checked_issue41_rows, jit_compiles, load,
-                              no_compile_after_boot)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_coverage, checked_issue41_pool, checked_issue41_rows,
+                              jit_compiles, load, no_compile_after_boot)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -246,8 +246,7 @@ def test_issue_41s_coverage_counts_the_moe_1024_cells_at_c1_c2():
 
 @pytest.mark.parametrize("folder,call", SERVING)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_the_main_readme_gives_the_missed_cells_cause():

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_coverage, checked_issue41_pool, checked_issue41_rows, checked_p99_neighbours,
-                              jit_compiles, no_compile_after_boot)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_coverage, checked_issue41_pool, checked_issue41_rows,
+                              checked_p99_neighbours, jit_compiles, no_compile_after_boot)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -197,8 +197,7 @@ def test_the_main_readme_gives_the_moe_rows():
 
 @pytest.mark.parametrize("folder,call", SERVING)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_each_runs_p99_neighbours_bracket_its_p99_itl():

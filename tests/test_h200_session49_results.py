@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_coverage, checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
-                              compiled_once_after_serving, jit_compiles, kept_chain_budgets, log_time,
-                              no_compile_after_boot, pooled_row, server_log, value_span)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_coverage, checked_eagle3_mrv2_chain,
+                              checked_issue41_rows, checked_p99_neighbours, compiled_once_after_serving, jit_compiles,
+                              kept_chain_budgets, log_time, no_compile_after_boot, pooled_row, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -250,8 +250,7 @@ def test_the_main_readme_gives_the_moe_4096_rows_and_the_miss():
 
 @pytest.mark.parametrize("folder,call", SERVING)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_each_runs_p99_neighbours_bracket_its_p99_itl():

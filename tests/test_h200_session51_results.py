@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (ResultsFolder, acceptance_lengths, checked_coverage, checked_eagle3_mrv2_chain,
-                              checked_issue41_rows, checked_p99_neighbours, checked_pooled_cell,
-                              compiled_once_after_serving, jit_compiles, kept_chain_budgets, no_compile_after_boot,
-                              rows_by_c, server_log, value_span)
+from results_readback import (ResultsFolder, acceptance_lengths, check_runs_archived, checked_coverage,
+                              checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
+                              checked_pooled_cell, compiled_once_after_serving, jit_compiles, kept_chain_budgets,
+                              no_compile_after_boot, rows_by_c, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -212,8 +212,7 @@ def test_the_main_readme_gives_the_4096_rows_and_the_second_boot():
 
 @pytest.mark.parametrize("folder,call", CHAIN)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_each_runs_p99_neighbours_bracket_its_p99_itl():

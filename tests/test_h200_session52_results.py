@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              checked_coverage, checked_issue41_rows, checked_p99_neighbours, compile_to_kv_gap,
-                              jit_compiles, log_time, no_compile_after_boot, server_log, value_span)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, checked_coverage, checked_issue41_rows, checked_p99_neighbours,
+                              compile_to_kv_gap, jit_compiles, log_time, no_compile_after_boot, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -300,8 +300,7 @@ def test_the_main_readme_gives_the_c32_cells_and_the_clock():
 
 @pytest.mark.parametrize("folder,call", CALLS)
 def test_every_runs_folder_here_is_one_archive(folder, call):
-    assert (folder.bench / call / "serve-bench" / "runs.tar.gz").is_file()
-    assert not (folder.bench / call / "serve-bench" / "runs").exists()
+    check_runs_archived(folder, call)
 
 
 def test_each_runs_p99_neighbours_bracket_its_p99_itl():

@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from portable_spec_harness.serve_bench import driver
-from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_triton_keys_logged,
-                              init_engine, jit_compiles, load, log_time, server_log)
+from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
+                              check_triton_keys_logged, init_engine, jit_compiles, load, log_time, server_log)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -46,6 +46,7 @@ def test_the_call_ran_a79befc_on_the_v1_runner_and_was_cut_off_in_ours_round():
     assert [f["when"] for f in r["variants"]["upstream_v1"]["facts"]] == ["before round 0", "after round 0"]
     assert sorted(r["phase_clock"]) == ["upstream_v1"] and r["phase_clock"]["upstream_v1"]["cell"] == CELL
     assert not (CLOCKED.bench / "call1" / "cuda_lane.json").exists()
+    check_runs_archived(CLOCKED, "call1")
     assert "lane exit 124 after 555 s" in CLOCKED.console("call1")
     text = CLOCKED.folded()
     assert "**No cell is counted from this session; ours has no clock reading at c=32.**" in text
