@@ -77,13 +77,14 @@ EAGLE_DRAFTERS = {"ours": "portable_spec.vllm_adapter.spec_decode.proposer.FullG
 def check_draft_v1_call(report: dict, call: str, commit: str, mode: str, tree_changes: int = 0,
                         drafters: dict[str, str] = DRAFTERS) -> int:
     """One serving-bench call on vLLM 0.26.0's V1 runner (one H200), of the draft model unless ``drafters`` says
-    otherwise (``EAGLE_DRAFTERS``): ``commit``'s code, both servers on the V1 runner with async scheduling read back
-    on, each reporting its drafter; returns the servers checked."""
+    otherwise (``EAGLE_DRAFTERS``): ``commit``'s code, exactly ``drafters``' servers (both, or one for a call that
+    ran one variant) on the V1 runner with async scheduling read back on, each reporting its drafter; returns the
+    servers checked."""
     assert report["vllm"] == "0.26.0" and report["commit"].startswith(commit), call
     assert report["tree_changes"] == tree_changes, (call, report["tree_changes"])
     assert report["device"] == "NVIDIA H200" and sorted(report["variants"]) == sorted(drafters), call
     assert report["pair"]["mode"] == mode and report["pair"]["k"] == 3, call
-    assert report["async_scheduling"]["per_variant"] == {"upstream_v1": True, "ours": True}, call
+    assert report["async_scheduling"]["per_variant"] == {v: True for v in drafters}, call
     for variant, info in report["variants"].items():
         assert info["facts"] and all(f["runner_kind"] == "v1" for f in info["facts"]), (call, variant)
         assert {f["drafter"] for f in info["facts"]} == {drafters[variant]}, (call, variant)
@@ -118,9 +119,9 @@ def check_draft_mrv2_call(report: dict, call: str, commit: str, mode: str, tree_
 
 
 def check_eagle3_mrv2_graphs(report: dict, call: str, max_model_len: int = 1232) -> None:
-    """The 8B EAGLE-3 pair's servers on MRV2 booted for 32 sequences of ``max_model_len`` tokens (1232: up to 1024 +
-    128; 4304 for 4096-token prompts): each with 41 FULL graphs (target 17, draft decode 7, draft prefill 17) in one
-    pool, in every fact read back."""
+    """The 8B EAGLE-3 (or EAGLE-1) pair's servers on MRV2 booted for 32 sequences of ``max_model_len`` tokens (1232:
+    up to 1024 + 128; 4304 for 4096-token prompts): each with 41 FULL graphs (target 17, draft decode 7, draft
+    prefill 17) in one pool, in every fact read back."""
     assert (report["workload"]["max_model_len"], report["workload"]["max_num_seqs"]) == (max_model_len, 32), call
     for variant, info in report["variants"].items():
         facts = info["facts"]
@@ -136,14 +137,15 @@ def check_triton_keys_logged(report: dict, call: str) -> None:
 
 
 def checked_eagle3_mrv2_chain(chain: list[tuple[ResultsFolder, str]], commit: str, mode: str,
-                              max_model_len: int = 1232) -> int:
-    """Every call of a chain on the 8B EAGLE-3 pair under MRV2 (``check_draft_mrv2_call`` with vLLM's EAGLE
-    speculator, prompts sized once per cell; ``check_eagle3_mrv2_graphs``): the Triton-key log switch on in every
-    server, one H200, the servers booted together, no timed run short. Returns the servers checked."""
+                              max_model_len: int = 1232, pair: str = "llama8b_eagle3") -> int:
+    """Every call of a chain on the 8B EAGLE-3 pair (or ``pair``: the EAGLE-1 one) under MRV2
+    (``check_draft_mrv2_call`` with vLLM's EAGLE speculator, prompts sized once per cell;
+    ``check_eagle3_mrv2_graphs``): the Triton-key log switch on in every server, one H200, the servers booted
+    together, no timed run short. Returns the servers checked."""
     servers = 0
     for folder, call in chain:
         report = folder.call_report(call)
-        assert report["pair"]["name"] == "llama8b_eagle3", call
+        assert report["pair"]["name"] == pair, call
         servers += check_draft_mrv2_call(report, call, commit, mode, sized_per_variant=False,
                                          speculators=EAGLE_SPECULATORS)
         check_eagle3_mrv2_graphs(report, call, max_model_len)

@@ -131,11 +131,3 @@ def test_upstream_v1s_phase_clock_at_c32():
     assert r["workload"]["num_prompts"] == {"in4096/greedy/c32": 96, CELL: 96}
     assert "**the cause of the two c=32 misses stays unmeasured.**" in text
 
-
-def test_the_main_readme_says_the_c32_clock_read_upstream_alone():
-    split = report()["phase_clock"]["upstream_v1"]["split"]
-    text = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"the phase clock at c=32 has read upstream V1 alone, its step the GPU's ({split['device_busy_ms']:.3f} "
-            f"ms of device work per decode step against a {split['step_wall_ms']:.3f} ms engine step), before ours' "
-            "round ran out of its call's budget ([results](bench/results/2026-12-02-h200-session53/README.md))"
-            in text)
