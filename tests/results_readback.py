@@ -556,6 +556,22 @@ def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], 
     return by_c, "; ".join(per_round)
 
 
+def merged_pools(pools: list[tuple[dict, dict]], pair: tuple[str, str], ratios_key: str = "ours_over_upstream_v1",
+                 variants: tuple[str, str] = ("upstream_v1", "ours")) -> tuple[dict, dict]:
+    """Pooled summaries of one pair that a README prints as one table (``(summary, entry)`` pairs from
+    ``ResultsFolder.pooled_entry``, each checked by its caller), as that table's cells (variant -> cell key -> cell)
+    and ratios (``ratios_key``: ours over upstream V1 unless named); a cell in two of them fails."""
+    cells: dict = {v: {} for v in variants}
+    ratios: dict = {}
+    for summary, entry in pools:
+        theirs = summary[ratios_key][pair[0]][pair[1]]
+        assert not set(theirs) & set(ratios), sorted(set(theirs) & set(ratios))
+        ratios |= theirs
+        for variant in variants:
+            cells[variant] |= entry["cells"][variant]
+    return cells, ratios
+
+
 def checked_issue41_rows(folder: ResultsFolder, cells: dict, ratios: dict, length: int,
                          concurrencies: tuple[int, ...], rounds: int, title: str = "## Issue 41",
                          per_round_sentence: bool = True,

@@ -13,7 +13,7 @@ import pytest
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
                               check_triton_keys_logged, checked_coverage, checked_issue41_pool, checked_issue41_rows,
-                              checked_p99_neighbours, jit_compiles, no_compile_after_boot)
+                              checked_p99_neighbours, jit_compiles, merged_pools, no_compile_after_boot)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -97,15 +97,13 @@ def test_the_moe_1024_rows_at_c8_c32_pool_three_rounds_and_meet_the_targets():
 def merged_4096() -> tuple[dict, dict]:
     """The greedy and the sampled pool at 4096 in as one (cells per variant, ratios): the README's table of two
     samplings from two pools of the same servers."""
-    entries, ratios = [], {}
+    pools = []
     for folder in (MOE4KG, MOE4KS):
         summary, entry = folder.pooled_entry(*MOE_PAIR, "0.26.0", ("call1",))
         assert entry["rounds"] == 2 and len(summary["problems"]) == 1
         assert [Path(p).parts[2:4] for p in entry["sources"]] == [(RUN.name, folder.bench.name)]
-        entries.append(entry)
-        ratios |= summary["ours_over_upstream_v1"][MOE_PAIR[0]][MOE_PAIR[1]]
-    cells = {v: {**entries[0]["cells"][v], **entries[1]["cells"][v]} for v in ("upstream_v1", "ours")}
-    return cells, ratios
+        pools.append((summary, entry))
+    return merged_pools(pools, MOE_PAIR)
 
 
 def test_the_moe_4096_rows_two_rounds():

@@ -14,7 +14,8 @@ from portable_spec_harness.serve_bench import coverage
 from results_readback import (EAGLE_DRAFTERS, ResultsFolder, check_draft_v1_call, check_runs_archived,
                               check_triton_keys_logged, checked_coverage, checked_eagle3_mrv2_chain,
                               checked_issue41_rows, checked_p99_neighbours, compiled_once_after_serving, jit_compiles,
-                              kept_chain_budgets, log_time, no_compile_after_boot, pooled_row, server_log, value_span)
+                              kept_chain_budgets, log_time, merged_pools, no_compile_after_boot, pooled_row,
+                              server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -97,15 +98,13 @@ def test_the_calls_boots_warm_ups_and_stops():
 def merged_4096() -> tuple[dict, dict]:
     """The greedy and the sampled pool at 4096 in as one (cells per variant, ratios), each of session 48's call and
     this session's, three rounds, nothing left short."""
-    entries, ratios = [], {}
+    pools = []
     for folder in (MOE4KG, MOE4KS):
         summary, entry = folder.pooled_entry(*MOE_PAIR, "0.26.0", ("call1", "call1"))
         assert [Path(p).parts[2] for p in entry["sources"]] == [S48, RUN.name]
         assert entry["rounds"] == 3 and summary["problems"] == [] and len(summary["made_up"]) == 1
-        entries.append(entry)
-        ratios |= summary["ours_over_upstream_v1"][MOE_PAIR[0]][MOE_PAIR[1]]
-    cells = {v: {**entries[0]["cells"][v], **entries[1]["cells"][v]} for v in ("upstream_v1", "ours")}
-    return cells, ratios
+        pools.append((summary, entry))
+    return merged_pools(pools, MOE_PAIR)
 
 
 

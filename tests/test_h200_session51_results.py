@@ -12,7 +12,7 @@ from portable_spec_harness.serve_bench import coverage
 from results_readback import (ResultsFolder, acceptance_lengths, check_runs_archived, checked_coverage,
                               checked_eagle3_mrv2_chain, checked_issue41_rows, checked_p99_neighbours,
                               checked_pooled_cell, compiled_once_after_serving, jit_compiles, kept_chain_budgets,
-                              no_compile_after_boot, rows_by_c, server_log, value_span)
+                              merged_pools, no_compile_after_boot, rows_by_c, server_log, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -73,15 +73,13 @@ def test_the_calls_rounds_and_stops():
 def merged_4096_pools() -> tuple[dict, dict]:
     """The greedy and sampled pools' cells (variant -> cell key -> cell) and ratios as one table's: vLLM 0.33.0,
     three rounds in every cell, nothing left short; the greedy pool made up from its two calls."""
-    cells: dict = {v: {} for v in MRV2}
-    ratios: dict = {}
+    pools = []
     for folder, calls, made_up in ((GREEDY, ("call1", "call2"), 1), (SAMPLED, ("call1",), 0)):
         summary, entry = folder.pooled_entry(*PAIR, "0.33.0", calls)
         assert [Path(p).parts[2] for p in entry["sources"]] == [RUN.name] * len(calls)
         assert entry["rounds"] == 3 and summary["problems"] == [] and len(summary["made_up"]) == made_up
-        for variant in MRV2:
-            cells[variant].update(entry["cells"][variant])
-        ratios.update(summary["ours_mrv2_over_mrv2"][PAIR[0]][PAIR[1]])
+        pools.append((summary, entry))
+    cells, ratios = merged_pools(pools, PAIR, "ours_mrv2_over_mrv2", MRV2)
     assert len(ratios) == 8
     return cells, ratios
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from portable_spec_harness.serve_bench import coverage
 from results_readback import (ResultsFolder, acceptance_lengths, check_runs_archived, checked_coverage,
                               checked_eagle3_mrv2_chain, compiled_once_after_serving, jit_compiles, kept_chain_budgets,
-                              no_compile_after_boot, pooled_rows_by_round, rows_by_c, server_log, value_span)
+                              merged_pools, no_compile_after_boot, pooled_rows_by_round, rows_by_c, server_log,
+                              value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -51,8 +52,8 @@ def test_one_boot_served_the_chain_and_the_last_call_ran_no_round():
     budgets = kept_chain_budgets(CHAIN, ["/tmp/kA.json", "/tmp/kB.json", "/tmp/kC.json", None])
     assert budgets == [545, 545, 545, 256]  # each the lane limit less 10 s: the cap 555 thrice, then 266
     text = C32.folded()
-    assert "The first three serving calls got the lease clock's cap, 555 s (a budget of 545 s), the last 266 s (256 s)." \
-        in text
+    assert ("The first three serving calls got the lease clock's cap, 555 s (a budget of 545 s), the last 266 s "
+            "(256 s).") in text
     for folder, call in CHAIN[:3]:
         report = folder.call_report(call)
         assert (report["rounds_done"], report["status"], report.get("stopped_because")) == (3, "complete", None)
@@ -82,24 +83,22 @@ def test_the_next_lease_plan_reads_the_calls_overheads():
     assert "a cell's three rounds of timed runs took about 95 s at 128 and 1024 in" in C32.folded()
 
 
-def merged_pools() -> tuple[dict, dict]:
+def this_sessions_pools() -> tuple[dict, dict]:
     """The three pools' cells (variant -> cell key -> cell) and ratios as one table's: each call pooled alone, three
     rounds in every cell, nothing made up, no problem."""
-    cells: dict = {v: {} for v in MRV2}
-    ratios: dict = {}
+    pools = []
     for folder in POOLED:
         summary, entry = folder.pooled_entry(*PAIR, "0.33.0", ("call1",))
         assert [Path(p).parts[2] for p in entry["sources"]] == [RUN.name]
         assert entry["rounds"] == 3 and summary["problems"] == [] and summary["made_up"] == []
-        for variant in MRV2:
-            cells[variant].update(entry["cells"][variant])
-        ratios.update(summary["ours_mrv2_over_mrv2"][PAIR[0]][PAIR[1]])
+        pools.append((summary, entry))
+    cells, ratios = merged_pools(pools, PAIR, "ours_mrv2_over_mrv2", MRV2)
     assert len(ratios) == 9
     return cells, ratios
 
 
 def test_the_rows_pool_three_rounds_and_meet_the_mrv2_target():
-    cells, ratios = merged_pools()
+    cells, ratios = this_sessions_pools()
     greedy_text, sampled_text = C32.section("## Issue 41: the EAGLE-1 dummy pair on MRV2").split("\nSampled")
     lines, rounds = {}, []
     for sampling, text in (("greedy", greedy_text), ("sampled", sampled_text)):
@@ -127,7 +126,7 @@ def test_the_rows_pool_three_rounds_and_meet_the_mrv2_target():
 
 
 def test_stalls_only_where_1024_token_prompts_join_decodes_at_c8_and_c32():
-    cells, _ = merged_pools()
+    cells, _ = this_sessions_pools()
 
     def stalls(predicate) -> list[float]:
         return [s / 1000 for v in MRV2 for key, cell in cells[v].items() if predicate(key)
@@ -175,7 +174,7 @@ def test_issue_41s_coverage_counts_the_nine_cells():
 
 def test_the_main_readme_gives_the_eagle1_mrv2_cells():
     readme = " ".join((ROOT / "README.md").read_text().split())
-    _, ratios = merged_pools()
+    _, ratios = this_sessions_pools()
     s54 = ResultsFolder(RESULTS / S54, RESULTS / S54 / "e1m128g")
     summary, _ = s54.pooled_entry(*PAIR, "0.33.0", ("call1",))
     first = summary["ours_mrv2_over_mrv2"][PAIR[0]][PAIR[1]]
