@@ -196,6 +196,15 @@ def compiled_once_after_serving(folder: ResultsFolder, call: str, variant: str, 
     assert len(compiled) == 1 and log_time(compiled[0]) > log_time(serving), (call, variant, compiled)
 
 
+def check_flashinfer_cache_restored(folder: ResultsFolder, call: str, variants: tuple[str, ...],
+                                    version: str = "0.7.2.post1") -> None:
+    """A call that carried FlashInfer's JIT cache (``.gpu-wheels/jit-cache``): its lane console says ``version`` was
+    restored, and no server log of ``variants`` shows FlashInfer building a module, so no boot paid for a build."""
+    assert f"jit cache: restored FlashInfer {version}" in folder.console(call), call
+    for variant in variants:
+        assert "Building JIT module" not in server_log(folder, call, variant), (call, variant)
+
+
 def check_runs_archived(folder: ResultsFolder, call: str) -> None:
     """A call's per-run client files are committed as one ``runs.tar.gz``, not a ``runs/`` folder (the tree's size)."""
     bench = folder.bench / call / "serve-bench"
