@@ -155,6 +155,26 @@ def checked_eagle3_mrv2_chain(chain: list[tuple[ResultsFolder, str]], commit: st
     return servers
 
 
+def checked_mrv2_chain_readme(chain: list[tuple[ResultsFolder, str]], commit: str, mode: str, max_model_len: int,
+                              pair: str, kv_tokens: str) -> int:
+    """``checked_eagle3_mrv2_chain`` for a chain on one boot, plus what its README (the first call's folder's) says of
+    it: both servers' KV cache (``kv_tokens`` as vLLM logs it, "172,800") in the boot call's logs, every call's lane
+    JSON and archived runs, the commit with no tree change, the graphs and the model length. Returns the servers
+    checked."""
+    servers = checked_eagle3_mrv2_chain(chain, commit, mode, max_model_len, pair=pair)
+    boot, call = chain[0]
+    for variant in MRV2_VARIANTS:
+        assert f"GPU KV cache size: {kv_tokens} tokens" in server_log(boot, call, variant), variant
+    for folder, each in chain:
+        assert (folder.bench / each / "cuda_lane.json").is_file(), each
+        check_runs_archived(folder, each)
+    text = boot.folded()
+    assert f"`{commit}`, `tree_changes` 0 in every call" in text
+    assert "41 FULL graphs each (target 17, draft decode 7, draft prefill 17) in one pool" in text
+    assert f"(`--max-model-len {max_model_len}`)" in text
+    return servers
+
+
 def kept_chain_budgets(chain: list[tuple[ResultsFolder, str]], registries: list[str | None]) -> list[float]:
     """A chain of calls on one boot: the first call booted every server, each later one reused the servers the call
     before kept (``registries[i]``: the registry call i kept them in, None for a last call that kept none). Returns
@@ -563,6 +583,32 @@ def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], 
         per_round.append(f"c={c} " + ", ".join(f"{r:.3f}" for r in ratios_per_round))
         by_c[c] = ratios[key]
     return by_c, "; ".join(per_round)
+
+
+def checked_tables_per_round(section: str, cells: dict, ratios: dict, table: dict[str, list[tuple[int, int]]],
+                             variants: tuple[str, str], rounds_of: Any = lambda key: 3) -> tuple[dict[str, str],
+                                                                                              dict[str, list[float]]]:
+    """A results README section's greedy table and, after "Sampled", its sampled one, whose rows must be exactly
+    ``table``'s (input, c) per sampling, each row checked against its pooled cell (``pooled_rows_by_round``, with
+    ``rounds_of(cell key)`` rounds: 3 unless told). Returns, per sampling, the per-round text READMEs print ("1024 in
+    c=1 1.006, 0.973; c=2 ..."), and each cell's ratios per round."""
+    texts = dict(zip(("greedy", "sampled"), section.split("\nSampled")))
+    lines, per_round = {}, {}
+    for sampling, wanted in table.items():
+        rows = rows_by_c(texts[sampling], r"\d+")
+        assert sorted(rows) == sorted((str(n), c) for n, c in wanted), sampling
+        said = []
+        for length in sorted({n for n, _ in wanted}):
+            parts = []
+            for c in (c for n, c in wanted if n == length):
+                key = f"in{length}/{sampling}/c{c}"
+                _, line = pooled_rows_by_round(cells, ratios, {str(c): rows[str(length), c]}, length, (c,), variants,
+                                               rounds=rounds_of(key), sampling=sampling)
+                parts.append(line)
+                per_round[key] = [float(x) for x in re.findall(r"\d\.\d{3}", line)]
+            said.append(f"{length} in " + "; ".join(parts))
+        lines[sampling] = "; ".join(said)
+    return lines, per_round
 
 
 def merged_pools(pools: list[tuple[dict, dict]], pair: tuple[str, str], ratios_key: str = "ours_over_upstream_v1",

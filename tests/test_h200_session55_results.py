@@ -4,14 +4,12 @@ through a chain of four calls, the last of which ran no round."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from portable_spec_harness.serve_bench import coverage
-from results_readback import (ResultsFolder, acceptance_lengths, check_flashinfer_cache_restored, check_runs_archived,
-                              checked_coverage, checked_eagle3_mrv2_chain, compiled_once_after_serving, jit_compiles,
-                              kept_chain_budgets, merged_pools, no_compile_after_boot, pooled_rows_by_round, rows_by_c,
-                              server_log, value_span)
+from results_readback import (ResultsFolder, acceptance_lengths, check_flashinfer_cache_restored, checked_coverage,
+                              checked_mrv2_chain_readme, checked_tables_per_round, compiled_once_after_serving,
+                              jit_compiles, kept_chain_budgets, merged_pools, no_compile_after_boot, value_span)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -34,17 +32,8 @@ MAX_MODEL_LEN = 4304
 
 
 def test_every_call_ran_6b15be0_on_mrv2_with_vllms_speculator_and_one_graph_set():
-    assert checked_eagle3_mrv2_chain(CHAIN, "6b15be0", PAIR[1], MAX_MODEL_LEN, pair=PAIR[0]) == 8
-    for variant in MRV2:
-        assert "GPU KV cache size: 172,800 tokens" in server_log(C32, "call1", variant)
+    assert checked_mrv2_chain_readme(CHAIN, "6b15be0", PAIR[1], MAX_MODEL_LEN, PAIR[0], "172,800") == 8
     check_flashinfer_cache_restored(C32, "call1", MRV2)
-    for folder, call in CHAIN:
-        assert (folder.bench / call / "cuda_lane.json").is_file()
-        check_runs_archived(folder, call)
-    text = C32.folded()
-    assert "`6b15be0`, `tree_changes` 0 in every call" in text
-    assert "41 FULL graphs each (target 17, draft decode 7, draft prefill 17) in one pool" in text
-    assert f"(`--max-model-len {MAX_MODEL_LEN}`)" in text
 
 
 def test_one_boot_served_the_chain_and_the_last_call_ran_no_round():
@@ -103,20 +92,9 @@ def this_sessions_table() -> tuple[dict, dict]:
 
 def test_the_rows_pool_three_rounds_and_meet_the_mrv2_target():
     cells, ratios = this_sessions_table()
-    greedy_text, sampled_text = C32.section("## Issue 41: the EAGLE-1 dummy pair on MRV2").split("\nSampled")
-    lines, rounds = {}, []
-    for sampling, text in (("greedy", greedy_text), ("sampled", sampled_text)):
-        rows = rows_by_c(text, r"\d+")
-        assert sorted(rows) == sorted((str(n), c) for n, c in CELLS[sampling]), sampling
-        said = []
-        for length in sorted({n for n, _ in CELLS[sampling]}):
-            concurrencies = tuple(c for n, c in CELLS[sampling] if n == length)
-            by_length = {str(c): rows[str(length), c] for c in concurrencies}
-            _, per_round = pooled_rows_by_round(cells, ratios, by_length, length, concurrencies, MRV2, rounds=3,
-                                                sampling=sampling)
-            said.append(f"{length} in {per_round}")
-            rounds += [float(x) for x in re.findall(r"\d\.\d{3}", per_round)]
-        lines[sampling] = "; ".join(said)
+    lines, per_round = checked_tables_per_round(C32.section("## Issue 41: the EAGLE-1 dummy pair on MRV2"), cells,
+                                                ratios, CELLS, MRV2)
+    rounds = [r for cell in per_round.values() for r in cell]
     text = C32.folded()
     assert f"**Per round, greedy:** {lines['greedy']}. **Sampled:** {lines['sampled']}." in text
     assert len(rounds) == 27
@@ -174,17 +152,3 @@ def test_issue_41s_coverage_counts_the_nine_cells():
             f"| {PAIR[0]} | {PAIR[1]} | ours on vLLM's pick (MRV2) / mrv2 | {length} | {sampling} |"))
         assert row in (ROOT / "README.md").read_text(), row
 
-
-def test_the_main_readme_gives_the_eagle1_mrv2_cells():
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    s54 = ResultsFolder(RESULTS / S54, RESULTS / S54 / "e1m128g").pooled_entry(*PAIR, "0.33.0", ("call1",))
-    _, ratios = merged_pools([s54, *this_sessions_pools()], PAIR, "ours_mrv2_over_mrv2", MRV2)
-    assert len(ratios) == 12
-
-    def said(length: int, sampling: str) -> str:
-        return " / ".join(f"{ratios[f'in{length}/{sampling}/c{c}']['output_tok_s']:.3f}" for c in (1, 2, 8, 32))
-
-    assert (f"The EAGLE-1 dummy pair on MRV2 gives ours / MRV2 at 128 in, c = 1 / 2 / 8 / 32, {said(128, 'greedy')} "
-            f"greedy and {said(128, 'sampled')} sampled, and at 1024 in, greedy, {said(1024, 'greedy')}, over 3 "
-            f"rounds ([results](bench/results/{S54}/README.md), [results](bench/results/{RUN.name}/README.md)); "
-            "its 1024-token sampled and 4096-token cells are not yet measured.") in readme
