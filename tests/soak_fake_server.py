@@ -123,6 +123,9 @@ class Misbehave:
     chunk_s: dict[str, float] = field(default_factory=dict)
     """Server variant -> seconds per engine step instead of ``SLEEP_PER_CHUNK_S``: a slower engine (the serve bench's
     sizing per variant); ``only_variant`` does not apply."""
+    first_batch_pause_s: dict[int, float] = field(default_factory=dict)
+    """Requests in flight -> seconds the request that first makes that many waits before its first token, once per
+    server: a first batch of that size paused after boot (the first-batches probe's pause), then never again."""
 
 
 @dataclass
@@ -139,6 +142,8 @@ class State:
     own step boundaries; the driver's sampling is what this fake must exercise, not the host's timing)."""
     seen_prefixes: set = field(default_factory=set)
     replays: dict[str, int] = field(default_factory=lambda: {"first_fused": 0, "chain_fused": 0})
+    paused_sizes: set = field(default_factory=set)
+    """Batch sizes whose first-batch pause (``Misbehave.first_batch_pause_s``) this server already paid."""
 
     def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
         key = name + json.dumps(labels, sort_keys=True)
@@ -209,6 +214,15 @@ class FakeVllm:
     def _step_s(self) -> float:
         """One made-up engine step on this server (``Misbehave.chunk_s``)."""
         return self.misbehave.chunk_s.get(self.spec.variant, SLEEP_PER_CHUNK_S)
+
+    def _first_batch_pause(self) -> float:
+        """Seconds this request waits as the first to make its batch size (``Misbehave.first_batch_pause_s``)."""
+        size = self.state.in_flight
+        pause = self.misbehave.first_batch_pause_s.get(size, 0.0) if self._mine() else 0.0
+        if not pause or size in self.state.paused_sizes:
+            return 0.0
+        self.state.paused_sizes.add(size)
+        return pause
 
     def _bad(self, field_name: str, rid: str) -> bool:
         needle = getattr(self.misbehave, field_name)
@@ -322,7 +336,7 @@ class FakeVllm:
         blocks = body.get("n", 1) * budget.blocks(len(prompt_ids(body["prompt"])) + body["max_tokens"])
         self.state.blocks_asked += blocks
         try:
-            await asyncio.sleep(PREFILL_S)
+            await asyncio.sleep(PREFILL_S + self._first_batch_pause())
             if self._bad("hang", rid):
                 await asyncio.sleep(3600)
             choices = [self._choice(body, i, rid) for i in range(body.get("n", 1))]

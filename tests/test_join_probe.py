@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from portable_spec_harness.serve_bench import join_probe
+from portable_spec_harness.serve_bench import join_probe, one_server
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -28,10 +28,10 @@ def test_sampled_requests_carry_top_p_and_distinct_seeds():
 
 
 def test_runner_named_from_facts():
-    assert join_probe._runner({"use_v2_model_runner": True}) == "mrv2"
-    assert join_probe._runner([{"use_v2_model_runner": False}]) == "v1"
-    assert join_probe._runner(None) is None
-    assert join_probe._runner({"runner": "x"}) is None
+    assert one_server.runner_name({"use_v2_model_runner": True}) == "mrv2"
+    assert one_server.runner_name([{"use_v2_model_runner": False}]) == "v1"
+    assert one_server.runner_name(None) is None
+    assert one_server.runner_name({"runner": "x"}) is None
 
 
 def _result(variant, stalls=(), jit=(), repeats=3, tokens=128, monitor=True):
@@ -98,6 +98,6 @@ def test_the_committed_vllm_033_probe_of_ours_on_mrv2_is_clean():
     path = Path(__file__).resolve().parents[1] / "bench/results/2026-11-29-h200-session24/jp033/join_probe.json"
     report = json.loads(path.read_text())
     assert report["settings"]["sampled"] and [r["variant"] for r in report["variants"]] == ["ours_mrv2"]
-    assert join_probe._runner(report["variants"][0]["facts"]) == "mrv2"
+    assert one_server.runner_name(report["variants"][0]["facts"]) == "mrv2"
     assert report["variants"][0]["jit_monitor_active"] is True
     assert join_probe.problems(report["variants"], report["settings"]["repeats"]) == (3, [])

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The cuda lane: runs on the GPU host (H100) from the repository root and writes JSON results into OUTDIR.
 #   ci/lanes/cuda.sh OUTDIR [STAGE ...]     stages: tests probe verify draft boot e2e musa-sim-e2e bench mrv2-bench tp2
-#   soak serve-bench join-probe sampling-sweep version-span real-shapes (default: all but bench, mrv2-bench, tp2, soak,
-#   serve-bench, join-probe, sampling-sweep, version-span and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (the default;
+#   soak serve-bench join-probe sampling-sweep first-batches version-span real-shapes (default: all but bench,
+#   mrv2-bench, tp2, soak, serve-bench, join-probe, sampling-sweep, first-batches, version-span and real-shapes). tp2 needs 2 GPUs (skipped with one line otherwise): TP2_STEPS=matrix,boot,bench (the default;
 #   also serve and soak) runs the tensor-parallel matrix parts (TP2_PARTS, default tp2; tp2_ctx: issue 37's context,
 #   MLA and draft-model parts), the one-at-a-time cold-boot comparison, the TP=2 benchmark of TP2_BENCH_PAIRS (model
 #   variants, default perfect,partial), and with serve / soak the serve-bench and soak stages below at
@@ -62,6 +62,11 @@
 #   beside a greedy request and all at once, then vLLM's JIT monitor lines (issue 41,
 #   python -m portable_spec_harness.serve_bench.sampling_sweep); SWEEP_VARIANTS (default ours,upstream_v1); the stage
 #   fails when ours compiles a kernel after boot or fails a kind a baseline serves.
+#   first-batches: whether a served engine pauses at its first batch of each size after boot (issue 41,
+#   python -m portable_spec_harness.serve_bench.first_batches: a wave of N sampled requests, then its repeat, per size,
+#   with the engine thread's sampled stacks over a first wave that paused); FIRST_BATCHES_PAIR / _MODE (default
+#   llama8b_eagle, dummy), FIRST_BATCHES_VARIANTS (default ours_mrv2,mrv2), FIRST_BATCHES_SIZES (default
+#   1,2,4,8,16,32); the stage fails when ours pauses over 250 ms or compiles a kernel after boot.
 #   version-span: what matters on another vLLM of the span (issue 26, ci/gpu/version_span.py, ~6 min): the version
 #   gate's verdicts, the hook-point tests, tests/gpu, and the e2e matrix's SPAN_PARTS (default perfect, variants
 #   booted at once) where our V1 drafter exists there, else vllm_boot.py --quick. Run it with VLLM_SITE naming that
@@ -122,6 +127,10 @@ for stage in "${stages[@]}"; do
     join-probe) "$py" -m portable_spec_harness.serve_bench.join_probe "$out/join-probe" 2>&1 | tee "$out/join_probe.log" ;;
     sampling-sweep) "$py" -m portable_spec_harness.serve_bench.sampling_sweep "$out/sampling-sweep" \
               --variants "${SWEEP_VARIANTS:-ours,upstream_v1}" 2>&1 | tee "$out/sampling_sweep.log" ;;
+    first-batches) "$py" -m portable_spec_harness.serve_bench.first_batches "$out/first-batches" \
+              --pair "${FIRST_BATCHES_PAIR:-llama8b_eagle}" --mode "${FIRST_BATCHES_MODE:-dummy}" \
+              --variants "${FIRST_BATCHES_VARIANTS:-ours_mrv2,mrv2}" --sizes "${FIRST_BATCHES_SIZES:-1,2,4,8,16,32}" \
+              2>&1 | tee "$out/first_batches.log" ;;
     real-shapes) "$py" -m portable_spec_harness.real_shapes.smoke "$out/real_shapes" \
               --pair "${REAL_SHAPES_PAIR:-llama8b_eagle3}" --heads "${REAL_SHAPES_HEADS:-perfect,partial}" \
               --engine "${REAL_SHAPES_ENGINE:-upstream_v1}" 2>&1 | tee "$out/real_shapes.log" ;;

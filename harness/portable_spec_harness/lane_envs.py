@@ -192,6 +192,11 @@ VARIABLES: tuple[LaneVar, ...] = (
     _knob("SWEEP_VARIANTS", "ours,upstream_v1",
           "The sampling sweep's servers, booted one at a time (`python -m "
           "portable_spec_harness.serve_bench.sampling_sweep`)."),
+    _knob("FIRST_BATCHES_PAIR", "llama8b_eagle", "The first-batches probe's pair (`python -m "
+          "portable_spec_harness.serve_bench.first_batches`)."),
+    _knob("FIRST_BATCHES_MODE", "dummy", "Its weights (the serving benchmark's `--mode`)."),
+    _knob("FIRST_BATCHES_VARIANTS", "ours_mrv2,mrv2", "Its servers, booted one at a time."),
+    _knob("FIRST_BATCHES_SIZES", "1,2,4,8,16,32", "Its batch sizes, increasing: a wave of each size, then its repeat."),
     _knob("REAL_SHAPES_PAIR", "llama8b_eagle3", "The real-shapes smoke's pair."),
     _knob("REAL_SHAPES_HEADS", "perfect,partial", "Its designed heads, one server each."),
     _knob("REAL_SHAPES_ENGINE", "upstream_v1", "The e2e engine variant it serves with."),

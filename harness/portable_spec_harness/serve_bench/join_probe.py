@@ -18,8 +18,6 @@ import argparse
 import asyncio
 import json
 import random
-import signal
-import tempfile
 import sys
 import time
 from pathlib import Path
@@ -27,10 +25,8 @@ from typing import Any
 
 from portable_spec_harness import vllm_serve
 from portable_spec_harness import jit_judge
-from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import exit_on_term
-from portable_spec_harness.serve_bench.one_server import HOST, booted
-from portable_spec_harness.serve_bench.pairs import read_config, resolve
+from portable_spec_harness.serve_bench import plan
+from portable_spec_harness.serve_bench.one_server import HOST, booted, probe_servers, runner_name
 from portable_spec_harness.serve_bench.servers import BenchServer
 from portable_spec_harness.serve_bench.stack_sampler import window
 
@@ -106,14 +102,6 @@ async def probe_variant(server: BenchServer, out: Path, args: argparse.Namespace
     return result
 
 
-def _runner(facts: Any) -> str | None:
-    """The runner a server's worker built (the facts' ``use_v2_model_runner``), as the report names it."""
-    first = facts[0] if isinstance(facts, list) and facts else facts
-    if not isinstance(first, dict) or first.get("use_v2_model_runner") is None:
-        return None
-    return "mrv2" if first["use_v2_model_runner"] else "v1"
-
-
 def problems(results: list[dict[str, Any]], repeats: int) -> tuple[int, list[str]]:
     """What our variants (of a kind in ``jit_judge.JUDGED_KINDS``, ``ours@async`` too) must show: every repeat ran
     with both requests streaming, no stall, and ``jit_judge``'s verdict: no kernel JIT compile after boot with vLLM's
@@ -171,22 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pair = resolve(args.pair, args.mode, None, Path(tempfile.gettempdir()) / "portable_spec_join_probe")  # not in OUT
-    target, draft = read_config(pair.target), read_config(pair.draft)
-    max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
-    kv = memory.kv_cache_bytes(target, draft, max_len, 2)
-    vllm_serve.raise_open_file_limit()
+    probe = probe_servers(args.pair, args.mode, args.input_len, args.output_len, 2, "portable_spec_join_probe")
     results: list[dict[str, Any]] = []
-    signal.signal(signal.SIGTERM, exit_on_term)  # an outer timeout still stops the server and keeps what ran
     for variant in args.variants.split(","):
-        server = BenchServer(variant, pair, max_len, 2, kv)
-        results.append(asyncio.run(probe_variant(server, out, args, int(target["vocab_size"]))))
-        write_report(out, pair, args, results)
+        results.append(asyncio.run(probe_variant(probe.server(variant), out, args, probe.vocab)))
+        write_report(out, probe.pair, args, results)
         print("join probe: max gap ms per repeat", json.dumps({r["variant"]: [run["max_gap_ms"] for run in
                                                                 r.get("runs", [])] for r in results}), flush=True)
         print("join probe: runner, JIT compiles after boot", json.dumps(
-            {r["variant"]: [_runner(r.get("facts")), len(r.get("jit_after_boot") or [])] for r in results}), flush=True)
-    compared, found = write_report(out, pair, args, results)
+            {r["variant"]: [runner_name(r.get("facts")), len(r.get("jit_after_boot") or [])] for r in results}), flush=True)
+    compared, found = write_report(out, probe.pair, args, results)
     print(f"join probe: {compared} runs of ours compared; " + ("; ".join(found) if found else "no stall, no compile "
                                                                 "after boot"), flush=True)
     return 1 if found else 0

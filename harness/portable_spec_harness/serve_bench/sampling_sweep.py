@@ -21,18 +21,13 @@ import argparse
 import asyncio
 import json
 import random
-import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from portable_spec_harness import vllm_serve
 from portable_spec_harness import jit_judge
-from portable_spec_harness.serve_bench import memory, plan
-from portable_spec_harness.serve_bench.driver import exit_on_term
-from portable_spec_harness.serve_bench.one_server import HOST, booted
-from portable_spec_harness.serve_bench.pairs import read_config, resolve
+from portable_spec_harness.serve_bench import plan
+from portable_spec_harness.serve_bench.one_server import HOST, booted, probe_servers
 from portable_spec_harness.serve_bench.servers import BenchServer
 
 KINDS: dict[str, dict[str, Any]] = {
@@ -175,19 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    pair = resolve(args.pair, args.mode, None, Path(tempfile.gettempdir()) / "portable_spec_sampling_sweep")
-    target, draft = read_config(pair.target), read_config(pair.draft)
-    width = len(args.kinds)
-    max_len = plan.max_model_len(args.input_len, args.output_len, pair.k)
-    kv = memory.kv_cache_bytes(target, draft, max_len, width)
-    vllm_serve.raise_open_file_limit()
+    probe = probe_servers(args.pair, args.mode, args.input_len, args.output_len, len(args.kinds),
+                          "portable_spec_sampling_sweep")
     results: list[dict[str, Any]] = []
     compared, found = 0, []
-    signal.signal(signal.SIGTERM, exit_on_term)  # an outer timeout still stops the server and keeps what ran
     for variant in args.variants.split(","):
-        server = BenchServer(variant, pair, max_len, width, kv)
-        results.append(asyncio.run(sweep_variant(server, out, args, int(target["vocab_size"]))))
-        compared, found = write_report(out, pair, args, results)
+        results.append(asyncio.run(sweep_variant(probe.server(variant), out, args, probe.vocab)))
+        compared, found = write_report(out, probe.pair, args, results)
         print("sampling sweep: batches served, JIT compiles after boot", json.dumps(
             {r["variant"]: [sum(served(r).values()), len(r.get("jit_after_boot") or [])] for r in results}),
             flush=True)
