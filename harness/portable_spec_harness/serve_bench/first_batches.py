@@ -63,8 +63,8 @@ def pauses(waves: dict[str, dict[str, dict[str, Any]]], pause_ms: float) -> list
     both waves' slowest first tokens. A size missing a wave, or a wave with a request that streamed nothing, is not
     judged here (``problems`` counts it)."""
     found = []
-    for size, pair in waves.items():
-        first, repeat = (pair.get(w, {}).get("max_ttft_ms") for w in WAVES)
+    for size, by_wave in waves.items():
+        first, repeat = (by_wave.get(w, {}).get("max_ttft_ms") for w in WAVES)
         if first is None or repeat is None:
             continue
         if first - repeat > pause_ms:
