@@ -5,6 +5,9 @@ platform's server shows on MRV2, read from the warm runs of sessions 49, 51 and 
 
 from __future__ import annotations
 
+import json
+import statistics
+import tarfile
 from pathlib import Path
 
 from portable_spec_harness.serve_bench import coverage
@@ -51,8 +54,8 @@ def test_one_boot_served_the_chain_two_calls_cut_short_by_their_budget():
     budgets = kept_chain_budgets(CHAIN, ["/tmp/kA.json", "/tmp/kB.json", "/tmp/kC.json", None])
     assert budgets == [545, 545, 545, 223]  # each the lane limit less 10 s: the cap 555 thrice, then 233
     text = SAMPLED_1K.folded()
-    assert "The first three serving calls got the lease clock's cap, 555 s (a budget of 545 s), the last 233 s (223 s)." \
-        in text
+    assert ("The first three serving calls got the lease clock's cap, 555 s (a budget of 545 s), the last 233 s "
+            "(223 s).") in text
     outcomes = [(r["rounds_done"], r["status"], r.get("stopped_because"), r["settings"]["first_round"])
                 for r in (folder.call_report(call) for folder, call in CHAIN)]
     assert outcomes == [(2, "incomplete", "--budget-s 545 would be passed", 0), (3, "complete", None, 0),
@@ -112,8 +115,8 @@ def test_the_rows_and_the_targets_of_the_three_round_cells():
     counted = [r["output_tok_s"] for k, r in ratios.items() if k not in ROUNDS]
     assert len(counted) == 6 and len(counted_rounds) == 18
     assert min(counted) >= 0.97 and [r for r in counted_rounds if r < 0.97] == [0.952]
-    assert f"the six three-round cells meet ≥ 0.97× MRV2 ({value_span(counted, 3)}, ratio of the medians); one round " \
-           "of them under 0.97 (1024 in, sampled, c=8, round 0: 0.952" in text
+    assert (f"the six three-round cells meet ≥ 0.97× MRV2 ({value_span(counted, 3)}, ratio of the medians); one "
+            "round of them under 0.97 (1024 in, sampled, c=8, round 0: 0.952") in text
     c2 = cells["mrv2"]["in1024/sampled/c2"], cells["ours_mrv2"]["in1024/sampled/c2"]
     assert f"median TPOT ({c2[0]['median_tpot_ms']['median']:.2f} / {c2[1]['median_tpot_ms']['median']:.2f} ms) but " \
            f"a longer tail on ours (p99 TTFT {c2[0]['p99_ttft_ms']['median']:.2f} / " \
@@ -149,7 +152,8 @@ def test_no_compile_after_boot_on_ours_mrv2_and_mrv2s_one_compile_at_its_first_s
     compiled_once_after_serving(SAMPLED_1K, "call1", "mrv2", "_gumbel_sample_kernel")
 
 
-FIRST_BATCHES = [(ResultsFolder(RESULTS / S49, RESULTS / S49 / "e3m128"), ("call1",), 128, "49, `e3m128/call1` (EAGLE-3)"),
+FIRST_BATCHES = [(ResultsFolder(RESULTS / S49, RESULTS / S49 / "e3m128"), ("call1",), 128,
+                  "49, `e3m128/call1` (EAGLE-3)"),
                  (ResultsFolder(RESULTS / S51, RESULTS / S51 / "e3m4ks"), ("call1",), 4096,
                   "51, `e3m4ks/call1` (EAGLE-3)"),
                  (SAMPLED_1K, ("call1", "call2"), 1024, "57, `e1m1024s/call1`, `call2` (EAGLE-1)")]
@@ -241,3 +245,39 @@ def test_the_main_readme_gives_the_eagle1_mrv2_cells():
             "MRV2 our platform's server waits 0.6–1.0 s at its first sampled batch of two after a boot, where vLLM's "
             "platform does not, with no compile logged; its cause is not yet found "
             f"([results](bench/results/{RUN.name}/README.md)).") in readme
+
+
+def slow_requests(folder: ResultsFolder, call: str, variant: str, cell: str) -> list[tuple[int, int, float]]:
+    """Per timed round of ``cell`` (e.g. ``in1024/sampled/c2``) of ``variant``, from the call's ``runs.tar.gz``: the
+    requests whose latency exceeds 1.05x their run's median request latency, the requests, and the slowest one."""
+    length, sampling, c = cell.split("/")
+    out = []
+    with tarfile.open(folder.bench / call / "serve-bench" / "runs.tar.gz") as archive:
+        for rnd in range(3):
+            name = f"runs/timed_{variant}_in{length[2:]}_{sampling}_{c}_r{rnd}.json"
+            try:
+                latencies = json.loads(archive.extractfile(name).read())["latencies"]
+            except KeyError:
+                continue
+            median = statistics.median(latencies)
+            out.append((sum(x > 1.05 * median for x in latencies), len(latencies), max(latencies)))
+    return out
+
+
+def test_ours_slow_requests_in_the_sampled_c1_and_c2_cells_at_1024_in():
+    found = {(v, c): slow_requests(SAMPLED_1K, "call1", v, f"in1024/sampled/c{c}") for v in MRV2 for c in (1, 2)}
+    assert [(n, total) for n, total, _ in found["ours_mrv2", 2]] == [(6, 36), (7, 36)]
+    assert [n for n, _, _ in found["mrv2", 2]] == [2, 0]
+    assert [(n, total) for n, total, _ in found["ours_mrv2", 1]] == [(0, 19), (5, 19)]
+    assert [n for n, _, _ in found["mrv2", 1]] == [0, 0]
+    slowest = max(s for _, _, s in found["ours_mrv2", 2])
+
+    def counts(variant: str, c: int) -> str:
+        return " and ".join(str(n) for n, _, _ in found[variant, c])
+
+    assert (f"in its two rounds {counts('ours_mrv2', 2)} of ours' 36 requests took over 1.05× their run's median "
+            f"request latency (up to {slowest:.3f} s against a median of about 0.88 s), {counts('mrv2', 2)} of vLLM's "
+            f"platform's; at c=1, {counts('ours_mrv2', 1)} of 19 against {counts('mrv2', 1)}.") in SAMPLED_1K.folded()
+    s55 = ResultsFolder(RESULTS / S55, RESULTS / S55 / "e1m1024g")
+    greedy = [n for v in MRV2 for c in (1, 2) for n, _, _ in slow_requests(s55, "call1", v, f"in1024/greedy/c{c}")]
+    assert len(greedy) == 12 and not any(greedy)
