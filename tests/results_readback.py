@@ -9,6 +9,7 @@ import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 
@@ -586,8 +587,9 @@ def pooled_rows_by_round(cells: dict, ratios: dict, rows: dict[str, list[str]], 
 
 
 def checked_tables_per_round(section: str, cells: dict, ratios: dict, table: dict[str, list[tuple[int, int]]],
-                             variants: tuple[str, str], rounds_of: Any = lambda key: 3) -> tuple[dict[str, str],
-                                                                                              dict[str, list[float]]]:
+                             variants: tuple[str, str],
+                             rounds_of: Callable[[str], int] = lambda key: 3) -> tuple[dict[str, str],
+                                                                                       dict[str, list[float]]]:
     """A results README section's greedy table and, after "Sampled", its sampled one, whose rows must be exactly
     ``table``'s (input, c) per sampling, each row checked against its pooled cell (``pooled_rows_by_round``, with
     ``rounds_of(cell key)`` rounds: 3 unless told). Returns, per sampling, the per-round text READMEs print ("1024 in
