@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,9 +35,11 @@ sys.exit(int(sys.argv[4]))
 
 
 def lane_and_pack(tmp_path: Path, limit: str, mode: str = "stop", run_s: str = "60", exit_code: str = "0",
-                  env: dict | None = None) -> tuple[subprocess.CompletedProcess, float, Path, str]:
-    """Runs the wrapper in a copy of its tree; the stub lane's bench sleeps ``run_s`` and then exits ``exit_code``,
-    on SIGTERM (``mode`` "stop") takes 2 s to stop and then writes serve_bench.json; "ignore": ignores SIGTERM."""
+                  env: dict | None = None, says: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, float,
+                                                                             Path, str]:
+    """Runs the wrapper in a copy of its tree; the stub lane prints ``says`` (lines a stage prints), then its bench
+    sleeps ``run_s`` and exits ``exit_code``, on SIGTERM (``mode`` "stop") takes 2 s to stop and then writes
+    serve_bench.json; "ignore": ignores SIGTERM."""
     tree = tmp_path / "tree"
     for rel in ("ci/gpu/lane_and_pack.sh", "ci/gpu-host/jit_cache.sh"):
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +47,7 @@ def lane_and_pack(tmp_path: Path, limit: str, mode: str = "stop", run_s: str = "
     (tree / "ci/lanes").mkdir()
     (tree / "ci/lanes/bench.py").write_text(BENCH)
     (tree / "ci/lanes/cuda.sh").write_text(  # as the real lane: bash running the bench in the foreground
+        "".join(f"echo {shlex.quote(line)}\n" for line in says) +
         f'"{sys.executable}" -S "$(dirname "$0")/bench.py" "$1" {mode} {run_s} {exit_code}\n'
         'rc=$?; echo "bench exit $rc"; exit $rc\n')
     out, name = tmp_path / "out", f"pack-test-{os.getpid()}-{tmp_path.name}"
@@ -107,3 +111,16 @@ def test_a_lane_within_its_limit_keeps_its_own_exit_status_and_returns_at_once(t
     assert files == ["console.log", "serve_bench.json", "serve_bench.partial.json"], files
     assert console.splitlines()[-3:-1] == ["bench exit 3", "lane exit 3"], console
     assert "SIGTERM" not in console + result.stdout and wall < 12, wall
+
+
+def test_the_probes_verdicts_reach_the_calls_tail(tmp_path):
+    """The device tool returns only the call's last lines: each probe's summary line must be among those the wrapper
+    prints from the console (the first-batches probe's too, added after the join probe's and the sweep's)."""
+    says = ("join probe: 3 runs of ours compared; no stall, no compile after boot",
+            "sampling sweep: 41 requests of ours served; refused by every variant: none; no compile after boot",
+            "first batches: 12 waves of ours compared; ours_mrv2: its first batch of 2 paused 1024.0 ms",
+            "first batches: slowest first token ms per size, first / repeat {\"ours_mrv2\": {\"2\": [1117.0, 93.0]}}")
+    result, _, _, _ = lane_and_pack(tmp_path, "60", run_s="0", says=says)
+    assert result.returncode == 0, result.stdout + result.stderr
+    tail = result.stdout.splitlines()
+    assert [line for line in says if line in tail] == list(says), result.stdout

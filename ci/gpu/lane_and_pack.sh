@@ -59,7 +59,7 @@ rm -f "$stopped"
 # what this host built and no carried cache held comes back beside the archive, for the next lease
 bash "$root/ci/gpu-host/jit_cache.sh" save "${OUT:-}" "$jit" >> "$work/console.log" 2>&1
 tar czf "${OUT:?OUT must name the folder that comes back}/$name.tgz" -C /tmp "lane-$name"
-grep -E "^=== |^jit cache|^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe|^sampling sweep" "$work/console.log" \
+grep -E "^=== |^jit cache|^BOOT|^tp2|^real-shapes|CHECKS|RESULT|passed|failed|Error|error|ours_over|ours@[a-z]*_over|_over_builtin_mrv2|^paired_|^runner: |^full collections|^stalled steps|^join probe|^sampling sweep|^first batches" "$work/console.log" \
   | cut -c1-400 | tail -60
 # the bench's per-step breakdown table, when it printed one
 sed -n '/^ms per decode step, host \/ device/,/^steps /p' "$work/console.log" | cut -c1-200
