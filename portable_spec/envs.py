@@ -170,13 +170,13 @@ VARIABLES: tuple[EnvVar, ...] = (
            "FlashInfer's JIT workspace (read, not acted on): `probe --verify` sets this default when it is unset, so "
            "its compiled kernels are reused across runs, and copies the value into its report.", who="cli"),
     EnvVar(TRITON_CACHE_ENV, "",
-           "Triton's own variable (read, and set for a while): where Triton keeps compiled kernels. Our V1 runner "
-           "(under Model Runner V2, our worker) reads it before the model compiles, and runs the boot warm-ups with "
-           "that value, then "
-           "puts back what it found: unset, the warm-ups use Triton's default folder (`~/.triton/cache`) instead of "
-           "the compiled model's inductor folder, which inductor sets while compiling, so a restart that loads the "
-           "compiled model finds their kernels on disk (`worker/triton_cache.py`). A value you set is used as "
-           "given."),
+           "Triton's own variable (read, and set): where Triton keeps compiled kernels. Our V1 runner (under Model "
+           "Runner V2, our worker) reads it before the model compiles, and from the boot warm-ups on the engine's "
+           "process keeps that value: unset, Triton's default folder (`~/.triton/cache`), named explicitly, instead "
+           "of the compiled model's inductor folder, which inductor sets while compiling. So a restart that loads "
+           "the compiled model finds the warm-ups' kernels on disk, and a kernel first launched while serving finds "
+           "the launcher the warm-ups built instead of running the C compiler (`worker/triton_cache.py`). A value "
+           "you set is used as given."),
     EnvVar(TRITON_KEY_LOG_ENV, "off",
            "`on`: our boot warm-ups log one more line, every Triton kernel they built with the parts of its "
            "disk-cache key (the key, the source hash with its specialisation, the options, the `ptxas` version the "

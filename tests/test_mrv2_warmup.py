@@ -208,7 +208,7 @@ def _full_attention():
 
 def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog, monkeypatch):
     """Both warm-ups build in the Triton folder the worker started with (unset here: Triton's default, named in the
-    variable), not the one compiling the model left set, which is put back after (worker/triton_cache.py)."""
+    variable), not the one compiling the model left set, and the engine serves in it after (worker/triton_cache.py)."""
     runner, order = Mrv2Runner(), []
     monkeypatch.setenv("TRITON_CACHE_DIR", "/compiled-model/inductor_cache/triton/0")
     folders = []
@@ -231,9 +231,26 @@ def test_the_warm_up_runs_after_vllms_and_leaves_no_request_behind(caplog, monke
     assert runner.req_states.req_id_to_index == {}
     assert runner.kv_connector.disabled == [True, False]
     assert len(folders) > 2 and set(folders) == {tritons_default_folder_seen(monkeypatch)}
-    assert os.environ["TRITON_CACHE_DIR"] == "/compiled-model/inductor_cache/triton/0"
+    assert os.environ["TRITON_CACHE_DIR"] == folders[0]  # serving keeps it
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(mrv2_warmup.LOG_PREFIX)]
     assert len(lines) == 1 and "rounds" in lines[0]
+
+
+def test_a_launcher_vllms_warm_up_built_is_found_while_serving_after_a_compiling_boot(monkeypatch, tmp_path):
+    """The pause at a compiling boot's first sampled batch of two on Model Runner V2: vLLM's warm-up (through our
+    wrapper) launches a kernel, building its launcher in the start folder; serving later first-launches a sibling
+    specialisation with the same launcher source, which must come from disk, not the C compiler (one build in all).
+    With inductor's folder put back after the warm-ups, the serving launch built it again."""
+    from launcher_probe import build_launcher, c_builds
+
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "model" / "inductor_cache" / "triton" / "0"))
+    builds = c_builds(monkeypatch)
+    monkeypatch.setattr(mrv2_warmup, "run_sampled_rounds", lambda *args: None)
+    hooked = mrv2_warmup.with_sampled_rounds(lambda *args: build_launcher(), None)
+    hooked(None, None, None)
+    build_launcher()  # serving
+    assert builds == [tritons_default_folder_seen(monkeypatch)]
 
 
 def test_a_request_left_in_the_runner_fails_loudly():

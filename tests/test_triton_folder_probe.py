@@ -105,3 +105,63 @@ def test_an_unset_scope_that_kept_both_says_so(probe):
     report = report_as_expected()
     report["scopes"]["unset"][1]["child"]["builds"][1]["from_disk"] = True
     assert probe.verdict(report)["unset_loading_compiled"] == []
+
+
+# ---- the serving phase: a launcher the warm-up built, looked up after it (serving_verdict) ---------------------------
+def serving_run(role: str, c_builds: list, rc: int = 0, launches: int = 1) -> dict:
+    return {"role": role, "scope": "", "rc": rc,
+            "child": {"builds": [], "serving_launches": launches, "serving_c_builds": c_builds}}
+
+
+def serving_report_as_expected() -> dict:
+    """What the fix predicts: the compiling process of the scopes that put the variable back builds the sibling's
+    launcher again in inductor's folder while serving; ``named`` builds none, nor does any loading process."""
+    return {"scopes": {
+        "unset": [serving_run("compiling", [INDUCTORS]), serving_run("loading", [])],
+        "restored": [serving_run("compiling", [INDUCTORS]), serving_run("loading", [])],
+        "named": [serving_run("compiling", []), serving_run("loading", [])]}}
+
+
+def test_the_expected_serving_report_passes_and_counts_each_process(probe):
+    judged = probe.serving_verdict(serving_report_as_expected())
+    assert judged["named_serves_without_c_builds"] is True and judged["compared"] == 6
+    assert judged["c_builds_while_serving"] == {"unset/compiling": 1, "unset/loading": 0, "restored/compiling": 1,
+                                                "restored/loading": 0, "named/compiling": 0, "named/loading": 0}
+
+
+def serving(report: dict, scope: str, role: str) -> dict:
+    return next(r for r in report["scopes"][scope] if r["role"] == role)
+
+
+def named_rebuilt_it(report):  # the bug: the variable put back after the warm-ups
+    serving(report, "named", "compiling")["child"]["serving_c_builds"] = [INDUCTORS]
+
+
+def no_serving_launch(report):
+    serving(report, "named", "loading")["child"]["serving_launches"] = 0
+
+
+def named_failed(report):
+    serving(report, "named", "compiling")["rc"] = 1
+
+
+def named_missing(report):
+    report["scopes"]["named"] = [serving(report, "named", "loading")]
+
+
+def control_saw_no_build(report):  # a probe that cannot see a C build proves nothing
+    serving(report, "restored", "compiling")["child"]["serving_c_builds"] = []
+
+
+def old_report_without_serving(report):  # a session-43 report: no serving phase
+    for runs in report["scopes"].values():
+        for r in runs:
+            del r["child"]["serving_c_builds"]
+
+
+@pytest.mark.parametrize("inject", [named_rebuilt_it, no_serving_launch, named_failed, named_missing,
+                                    control_saw_no_build, old_report_without_serving])
+def test_each_way_short_of_the_serving_fix_fails(probe, inject):
+    report = serving_report_as_expected()
+    inject(report)
+    assert probe.serving_verdict(report)["named_serves_without_c_builds"] is False, inject.__name__

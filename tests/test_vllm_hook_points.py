@@ -955,6 +955,21 @@ def test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset(m
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "callers")
 
 
+def test_tritons_launcher_is_looked_up_in_the_folder_named_at_its_lookup(monkeypatch, tmp_path):
+    """What paused a compiling boot's first sampled batch of two under Model Runner V2 (worker/triton_cache.py):
+    Triton builds a kernel's launcher, a C module keyed by its source, in the folder TRITON_CACHE_DIR names when it is
+    built, and looks it up in the folder named at each later lookup: another folder runs the C compiler again, the
+    first one finds it on disk."""
+    from launcher_probe import build_launcher, c_builds
+
+    builds = c_builds(monkeypatch)
+    first, other = str(tmp_path / "first"), str(tmp_path / "other")
+    for folder in (first, other, first, other):
+        monkeypatch.setenv("TRITON_CACHE_DIR", folder)
+        assert build_launcher().__name__ == "__triton_launcher"
+    assert builds == [first, other]
+
+
 # ---- the census (vllm_adapter.patch.manifest) drives the checks above -----------------------------------------------
 def _resolve(ref: str):
     import importlib
@@ -1000,7 +1015,8 @@ def test_census_moves_name_span_versions_and_listed_targets():
 
 
 def test_the_census_is_whole_and_each_entry_says_why_and_how_it_is_undone():
-    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry"}
+    kinds = {"entry point", "subclass", "scoped override", "instance override", "kernel substitution", "table entry",
+             "process setting"}
     assert len(CENSUS) >= 10 and len({d.name for d in CENSUS}) == len(CENSUS)
     for d in CENSUS:
         assert d.kind in kinds, d.name

@@ -15,6 +15,8 @@ Kinds:
 - ``kernel substitution``: module globals that hold a vLLM Triton kernel rebound to ours
   (``portable_spec/kernels/substitutions.py`` is the table, ``kernels/registry.py`` binds and unbinds).
 - ``table entry``: a key added to one of vLLM's registries.
+- ``process setting``: an environment variable our worker sets in the engine's process from boot on (named in the
+  environment table, ``portable_spec/envs.py``).
 """
 
 from __future__ import annotations
@@ -439,21 +441,28 @@ CENSUS: tuple[Divergence, ...] = (
                    "test_tritons_key_holds_the_ptxas_version_it_first_read_whatever_the_variable_says_later"),
         requires="v1_full_drafter"),
     Divergence(
-        "Triton cache folder of the boot warm-ups", "scoped override", f"{_A}.worker.triton_cache:triton_cache_as",
+        "Triton cache folder of the boot warm-ups and of serving", "process setting",
+        f"{_A}.worker.triton_cache:serve_in_start_folder",
         ("torch._inductor.runtime.cache_dir_utils:triton_cache_dir",
-         "torch._inductor.runtime.triton_heuristics:CachingAutotuner"),
-        what="While our V1 runner's warm-ups run (MoE sizes, kernel steps, structured output), and under Model "
-             "Runner V2 vLLM's warm-up with our sampled rounds, TRITON_CACHE_DIR is what the process had when the "
+         "torch._inductor.runtime.triton_heuristics:CachingAutotuner",
+         "triton.runtime.build:compile_module_from_src"),
+        what="From our V1 runner's warm-ups (MoE sizes, kernel steps, structured output) on, and under Model Runner "
+             "V2 from vLLM's warm-up with our sampled rounds on, TRITON_CACHE_DIR is what the process had when the "
              "runner was built (unset: Triton's default folder, named explicitly), not the folder inductor set it to "
-             "while compiling the model or sets it to when it finds it unset during the warm-ups.",
+             "while compiling the model or sets it to when it finds it unset later.",
         why="A boot that compiled the model built the warm-ups' kernels in that model's inductor folder; a boot that "
-            "loads it looked in Triton's default folder and compiled them all again: the first restart paid the "
-            "warm-up's whole compile time a second time.",
-        undone="The variable is put back when the warm-ups end, also when one raises.",
+            "loads it looked in Triton's default folder and compiled them all again. And a kernel first launched "
+            "while serving looks its launcher up in the folder named then: put back to inductor's folder after the "
+            "warm-ups, a compiling boot rebuilt with the C compiler launchers the warm-ups had built, a pause of "
+            "most of a second at its first sampled batch of two on Model Runner V2.",
+        undone="Not put back: the engine's process keeps the folder (a caller's TRITON_CACHE_DIR is that folder, "
+               "unchanged); PORTABLE_SPEC_WARMUP has no say, the runner names it either way.",
         upstream="Inductor sets TRITON_CACHE_DIR only where unset (triton_cache_dir under its cache folder; "
-                 "CachingAutotuner does so when built).",
+                 "CachingAutotuner does so when built); Triton keys a launcher by its C source alone and reads the "
+                 "folder at each lookup.",
         pinned_by=("test_inductor_puts_tritons_cache_under_its_own_folder_only_where_unset",
-                   "test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset")),
+                   "test_inductors_autotuner_sets_tritons_cache_folder_where_it_finds_it_unset",
+                   "test_tritons_launcher_is_looked_up_in_the_folder_named_at_its_lookup")),
     Divergence(
         "kernel substitutions", "kernel substitution", "portable_spec.kernels.registry:install_substitutions",
         ("vllm.v1.spec_decode.utils:eagle_prepare_next_token_padded_kernel",

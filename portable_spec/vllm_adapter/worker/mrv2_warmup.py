@@ -41,7 +41,7 @@ from portable_spec.vllm_adapter.worker.kernel_warmup import (
     sampling_limits, unwarmable_groups, warmup_schedule,
 )
 from portable_spec.vllm_adapter.worker.sampling_plan import Mrv2SamplingPlan
-from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
+from portable_spec.vllm_adapter.worker.triton_cache import serve_in_start_folder
 from portable_spec.vllm_adapter.worker.warmup_plan import Limits
 
 logger = logging.getLogger("portable_spec.vllm_adapter")
@@ -174,14 +174,15 @@ def _recovered(runner: Any, execute_model: Callable[[Any], Any], exc: Exception)
 
 def with_sampled_rounds(original: Callable[..., Any], triton_cache_at_start: str | None) -> Callable[..., Any]:
     """vLLM's ``warmup_kernels`` followed by our sampled rounds (what ``PortableWorker`` swaps in for one call), both
-    building their Triton kernels in ``triton_cache_at_start``, the folder the worker had before the model compiled
-    (``worker/triton_cache.py``: so a restart that loads the compiled model finds them on disk)."""
+    building their Triton kernels in ``triton_cache_at_start``, the folder the worker had before the model compiled,
+    and the engine serving in it after them (``worker/triton_cache.py``: a restart that loads the compiled model finds
+    the kernels on disk, and a kernel first launched while serving finds the launcher the warm-ups built)."""
 
     def warmup_kernels(model_runner: Any, worker_execute_model: Callable[[Any], Any],
                        worker_sample_tokens: Callable[[Any], Any]) -> Any:
-        with triton_cache_as(triton_cache_at_start):
-            result = original(model_runner, worker_execute_model, worker_sample_tokens)
-            run_sampled_rounds(model_runner, worker_execute_model, worker_sample_tokens)
+        serve_in_start_folder(triton_cache_at_start)
+        result = original(model_runner, worker_execute_model, worker_sample_tokens)
+        run_sampled_rounds(model_runner, worker_execute_model, worker_sample_tokens)
         return result
 
     return warmup_kernels

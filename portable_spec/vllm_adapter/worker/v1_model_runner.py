@@ -26,7 +26,7 @@ from portable_spec.vllm_adapter.spec_decode.proposer import DrafterGraphMixin, F
 from portable_spec.vllm_adapter.worker.kernel_warmup import warm_up_kernels
 from portable_spec.vllm_adapter.worker.moe_size_warmup import warm_up_moe_sizes
 from portable_spec.vllm_adapter.worker.structured_warmup import warm_up_structured_output
-from portable_spec.vllm_adapter.worker.triton_cache import triton_cache_as
+from portable_spec.vllm_adapter.worker.triton_cache import serve_in_start_folder
 
 
 class PortableV1ModelRunner(GPUModelRunner):
@@ -58,8 +58,9 @@ class PortableV1ModelRunner(GPUModelRunner):
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, DrafterGraphMixin):
             drafter.capture_graphs()  # logs one line: graphs, seconds, memory, sizes, failures
-        with triton_cache_as(self.triton_cache_at_start):  # the folder a restart looks in (triton_cache)
-            warm_up_moe_sizes(self)  # an MoE target's eager token counts; one line, never raises
-            warm_up_kernels(self)  # one line: steps, batch sizes, seconds, Triton compiles (or why it is skipped)
-            warm_up_structured_output(self)  # xgrammar's bitmask kernel for every row class; one line, never raises
+        # The warm-ups and the serving after them in the folder a restart looks in (triton_cache says why).
+        serve_in_start_folder(self.triton_cache_at_start)
+        warm_up_moe_sizes(self)  # an MoE target's eager token counts; one line, never raises
+        warm_up_kernels(self)  # one line: steps, batch sizes, seconds, Triton compiles (or why it is skipped)
+        warm_up_structured_output(self)  # xgrammar's bitmask kernel for every row class; one line, never raises
         return result
