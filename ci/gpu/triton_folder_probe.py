@@ -42,7 +42,7 @@ import contextlib, json, os, sys
 sys.path.insert(0, sys.argv[3])
 import torch, triton, triton.language as tl
 import triton.runtime.build as triton_build
-from portable_spec.vllm_adapter.worker.triton_cache import serve_in_start_folder
+from portable_spec.vllm_adapter.worker.triton_cache import serve_in_start_folder, tritons_default_folder
 
 builds = []
 def listen(src, metadata, metadata_group, times, cache_hit):
@@ -62,7 +62,7 @@ triton_build._build = counted_build
 @contextlib.contextmanager
 def restored_scope():
     before = os.environ.get("TRITON_CACHE_DIR")
-    os.environ["TRITON_CACHE_DIR"] = str(triton.knobs.cache.dir)
+    os.environ["TRITON_CACHE_DIR"] = tritons_default_folder()
     try:
         yield
     finally:
@@ -86,10 +86,10 @@ def unset_scope():
             os.environ["TRITON_CACHE_DIR"] = before
 
 @triton.jit
-def k1(x, y, n, B: tl.constexpr):
+def k1(x, y, n, scale, B: tl.constexpr):  # a float argument: no inductor kernel here shares its launcher
     i = tl.program_id(0) * B + tl.arange(0, B)
     m = i < n
-    tl.store(y + i, tl.load(x + i, mask=m) * 2, mask=m)
+    tl.store(y + i, tl.load(x + i, mask=m) * scale, mask=m)
 
 @triton.jit
 def k2(x, y, n, B: tl.constexpr):
@@ -104,15 +104,15 @@ if role == "compiling":
 after_model_compile = os.environ.get("TRITON_CACHE_DIR")
 scopes = {"unset": unset_scope, "restored": restored_scope, "named": named_scope}
 with scopes[scope]():
-    k1[(8,)](x, y, 1000, B=128)
-    k1.warmup(x, y, 1024, B=128, grid=(8,))  # the sibling: compiled, its launcher not built
+    k1[(8,)](x, y, 1000, 2.0, B=128)
+    k1.warmup(x, y, 1024, 2.0, B=128, grid=(8,))  # the sibling: compiled, its launcher not built
     if role == "compiling":
         torch.compile(lambda a: (a - 1).cos() * 2)(x)
     k2[(8,)](x, y, 1000, B=128)
     torch.cuda.synchronize()
     inside = os.environ.get("TRITON_CACHE_DIR")
 before_serving = len(c_builds)
-k1[(8,)](x, y, 1024, B=128)  # serving's first launch of the sibling
+k1[(8,)](x, y, 1024, 2.0, B=128)  # serving's first launch of the sibling
 torch.cuda.synchronize()
 print(json.dumps({"after_model_compile": after_model_compile, "at_scope_end": inside,
                   "after_scope": os.environ.get("TRITON_CACHE_DIR"), "builds": builds,
