@@ -727,3 +727,36 @@ def passed_soak(soak: dict, commit: str, pair: str = "llama_ctx_eagle3") -> dict
     ours = servers["full_drafter"]
     assert ours["checks"] and all(v is True for v in ours["checks"].values()) and ours["failures"] == []
     return ours
+
+
+def mrv2_pooled_rows(entry: dict, ratios: dict) -> list[str]:
+    """The markdown rows a results README gives a pooled MRV2 summary's cells (``mrv2 / ours_mrv2``), one per cell in
+    the summary's order: medians of both servers, the ratio of the medians, the paired interval, p99 ITL and TTFT,
+    median TPOT and the fewer rounds of the two; fails on a cell either server or the ratios lack."""
+    cells, rows = entry["cells"], []
+    assert cells["mrv2"] and set(cells["mrv2"]) == set(cells["ours_mrv2"]) == set(ratios), (cells.keys(), ratios)
+    for key in cells["mrv2"]:
+        up, ours, ratio = cells["mrv2"][key], cells["ours_mrv2"][key], ratios[key]
+        paired, (length, c) = ratio["paired_output_tok_s"], (key.split("/")[0][2:], key.split("/c")[-1])
+
+        def both(field: str) -> str:
+            return f"{up[field]['median']:.2f} / {ours[field]['median']:.2f}"
+
+        rows.append(f"| {length} | {c} | {up['output_throughput']['median']:.1f} | "
+                    f"{ours['output_throughput']['median']:.1f} | {ratio['output_tok_s']:.3f} | "
+                    f"{paired['median']:.3f} [{paired['interval'][0]:.3f}, {paired['interval'][1]:.3f}] | "
+                    f"{both('p99_itl_ms')} | {both('p99_ttft_ms')} | {both('median_tpot_ms')} | "
+                    f"{min(up['runs'], ours['runs'])} |")
+    return rows
+
+
+def first_batches_report(call: Path) -> dict:
+    """A first-batches call's report (``first-batches/first_batches.json``, stored compressed)."""
+    return load(call / "first-batches" / "first_batches.json")
+
+
+def wave_pairs(variant: dict) -> dict[int, tuple[float, float]]:
+    """Batch size -> (first wave, its repeat) slowest time to the first token, ms, from a first-batches variant."""
+    pairs = {int(size): (w["first"]["max_ttft_ms"], w["repeat"]["max_ttft_ms"]) for size, w in variant["waves"].items()}
+    assert pairs, "no waves"
+    return pairs

@@ -407,7 +407,8 @@ def check_draft_256_high_c(m: re.Match) -> int:
     return len(printed) + 5
 
 
-NUMBER_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
+NUMBER_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
 
 
 def check_draft_set_aside(m: re.Match) -> int:

@@ -219,7 +219,8 @@ def test_issue_41s_coverage_counts_the_six_three_round_cells():
                              + [f"in4096/sampled/c{c}" for c in (1, 2, 8, 32)])
     report = coverage.coverage(coverage.ISSUE_41, RESULTS, ROOT, as_of=RUN.name)
     table = coverage.markdown(report, coverage.TABLES["issue41"])
-    for length, sampling in ((1024, "sampled"), (4096, "greedy"), (4096, "sampled")):
+    # its sampled rows have since gained rounds (sessions 59 and 60; tests/test_docs_agree.py checks the README's table)
+    for length, sampling in ((4096, "greedy"),):
         row = next(line for line in table.splitlines() if line.startswith(
             f"| {PAIR[0]} | {PAIR[1]} | ours on vLLM's pick (MRV2) / mrv2 | {length} | {sampling} |"))
         assert row in (ROOT / "README.md").read_text(), row
@@ -240,11 +241,8 @@ def test_the_main_readme_gives_the_eagle1_mrv2_cells():
             f"greedy and {said(128, 'sampled')} sampled, at 1024 in, greedy, {said(1024, 'greedy')}, and sampled, "
             f"c = 8 / 32, {said(1024, 'sampled', (8, 32))}, and at 4096 in, greedy, {said(4096, 'greedy')}, over 3 "
             f"rounds ([results](bench/results/{S54}/README.md), [results](bench/results/{S55}/README.md), "
-            f"[results](bench/results/{RUN.name}/README.md)); its sampled cells at 1024 in, c = 1 / 2 "
-            f"({said(1024, 'sampled', (1, 2))} over two rounds) and at 4096 in are not yet measured over three. On "
-            "MRV2 our platform's server waits 0.6–1.0 s at its first sampled batch of two after a boot, where vLLM's "
-            "platform does not, with no compile logged; its cause is not yet found "
-            f"([results](bench/results/{RUN.name}/README.md)).") in readme
+            f"[results](bench/results/{RUN.name}/README.md)); its sampled cells at 1024 in, c = 1 / 2, give ") in readme
+    # the sampled cells over three rounds and the pause's cause: tests/test_h200_session60_results.py
 
 
 def slow_requests(folder: ResultsFolder, call: str, variant: str, cell: str) -> list[tuple[int, int, float]]:

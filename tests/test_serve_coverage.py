@@ -333,7 +333,8 @@ def test_a_summary_its_session_set_aside_is_listed_not_read(tmp_path):
                 ("2026-12-01-h200-session47/moe1k832", "2026-12-01-h200-session48/moe1k832"),
                 ("2026-12-01-h200-session48/moe4kg", "2026-12-02-h200-session49/moe4kg"),
                 ("2026-12-01-h200-session48/moe4ks", "2026-12-02-h200-session49/moe4ks"),
-                ("2026-12-02-h200-session49/e3m128", "2026-12-02-h200-session50/e3m128")]
+                ("2026-12-02-h200-session49/e3m128", "2026-12-02-h200-session50/e3m128"),
+                ("2026-12-03-h200-session57/e1m4096s", "2026-12-03-h200-session60/e1m4096s")]
     assert [one["summary"] for one in superseded] == [
         f"bench/results/{old}/pooled/serve_bench_summary.json" for old, _ in replaced]
     newer = dict(replaced)
