@@ -760,3 +760,9 @@ def wave_pairs(variant: dict) -> dict[int, tuple[float, float]]:
     pairs = {int(size): (w["first"]["max_ttft_ms"], w["repeat"]["max_ttft_ms"]) for size, w in variant["waves"].items()}
     assert pairs, "no waves"
     return pairs
+
+
+def wave_cells(waves: dict[int, tuple[float, float]], bold: set[int] | tuple[int, ...] = ()) -> str:
+    """A results README's first-batches row cells, ``first / repeat`` per batch size in increasing order, the sizes
+    in ``bold`` (the waves that paused) in bold."""
+    return " | ".join(f"**{a} / {b}**" if size in bold else f"{a} / {b}" for size, (a, b) in sorted(waves.items()))

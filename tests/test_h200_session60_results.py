@@ -9,7 +9,8 @@ import gzip
 from pathlib import Path
 
 from ci_scripts import load_ci_script
-from results_readback import ResultsFolder, first_batches_report, jit_compiles, load, mrv2_pooled_rows, wave_pairs
+from results_readback import (ResultsFolder, first_batches_report, jit_compiles, load, mrv2_pooled_rows, wave_cells,
+                              wave_pairs)
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-12-03-h200-session60"
@@ -34,13 +35,9 @@ def test_a_compiling_boot_after_the_fix_shows_no_pause_and_no_compile_after_boot
     now = wave_pairs(variant)
     before = wave_pairs(first_batches_report(S59 / "first-batches" / "call1")["variants"][0])
     assert sorted(now) == sorted(before) == [1, 2, 4, 8, 16, 32]
-
-    def cells(waves: dict[int, tuple[float, float]], bold: tuple[int, ...] = ()) -> str:
-        return " | ".join(f"**{a} / {b}**" if size in bold else f"{a} / {b}" for size, (a, b) in sorted(waves.items()))
-
     readme = (RUN / "README.md").read_text()
-    assert f"| session 59, before the fix | {cells(before, (2, 32))} |" in readme
-    assert f"| this session, after it | {cells(now)} |" in readme
+    assert f"| session 59, before the fix | {wave_cells(before, (2, 32))} |" in readme
+    assert f"| this session, after it | {wave_cells(now)} |" in readme
     assert "first-batches: exit 0" in (FB / "console.log").read_text()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from results_readback import first_batches_report, load, wave_pairs
+from results_readback import first_batches_report, load, wave_cells, wave_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "bench" / "results" / "2026-12-04-h200-session61"
@@ -29,8 +29,7 @@ UPSTREAM_COMPILES = ["_compute_slot_mapping_kernel", "eagle_prepare_next_token_p
 def variant_of(folder: str) -> dict:
     report = first_batches_report(FB / folder)
     (variant,) = report["variants"]
-    facts = variant["facts"][0] if isinstance(variant["facts"], list) else variant["facts"]
-    assert facts["runner_kind"] == "v1", folder
+    assert variant["facts"]["runner_kind"] == "v1", folder
     return variant
 
 
@@ -42,10 +41,7 @@ def server_log(folder: str) -> str:
 def readme_row(folder: str) -> str:
     server, boot, _ = CALLS[folder]
     variant = variant_of(folder)
-    paused = {p["size"] for p in variant["pauses"]}
-    cells = " | ".join(f"**{a} / {b}**" if size in paused else f"{a} / {b}"
-                       for size, (a, b) in sorted(wave_pairs(variant).items()))
-    return f"| {server} | {boot} | {cells} |"
+    return f"| {server} | {boot} | {wave_cells(wave_pairs(variant), {p['size'] for p in variant['pauses']})} |"
 
 
 @pytest.mark.parametrize("folder", sorted(CALLS))
